@@ -1,0 +1,63 @@
+"""gglspeedup: fast neighbour sampling and feature gathering for sampling-based GNN training.
+
+>>> import gglspeedup as gg
+>>> graph = gg.CSRGraph.from_edge_index([[0, 1, 2], [1, 2, 0]], num_nodes=3)
+>>> sampler = gg.NeighborSampler(graph, fanouts=[2, 2], seed=0)   # doctest: +SKIP
+>>> n_id, adjs = sampler.sample([0, 1])                           # doctest: +SKIP
+
+Everything except this file, :mod:`gglspeedup.device` and :mod:`gglspeedup.graph` loads on first
+attribute access, so ``import gglspeedup`` imports no framework, no Numba and no GPU library.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .device import Device, parse_size
+from .graph import CSRGraph
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first access)
+_LAZY_NAMES = {
+    "NeighborSampler": "gglspeedup.sampling",
+    "SampleOutput": "gglspeedup.sampling",
+    "Adj": "gglspeedup.sampling",
+    "FeatureStore": "gglspeedup.feature",
+    "MultiDeviceSampler": "gglspeedup.multigpu",
+    "MultiDeviceFeature": "gglspeedup.multigpu",
+    "NodeLoader": "gglspeedup.loader",
+    "GPUSampler": "gglspeedup.compat",
+    "CGPUFeature": "gglspeedup.compat",
+    "MultiGPUSampler": "gglspeedup.compat",
+    "Multi_CGPUFeature": "gglspeedup.compat",
+}
+_LAZY_MODULES = (
+    "backends",
+    "bench",
+    "compat",
+    "datasets",
+    "distributed",
+    "feature",
+    "loader",
+    "multigpu",
+    "sampling",
+    "testing",
+)
+
+__all__ = ["CSRGraph", "Device", "parse_size", *_LAZY_NAMES, *_LAZY_MODULES]
+
+
+def __getattr__(name: str):
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

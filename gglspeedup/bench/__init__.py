@@ -1,0 +1,55 @@
+"""``python -m gglspeedup.bench <command> ...``: side-by-side throughput measurements.
+
+Each command lives in its own module (``gglspeedup.bench.<command>``) exposing
+``add_arguments(parser)`` and ``run(args) -> dict``; this file only dispatches. Results print as a
+table and, with ``--json PATH``, are written as JSON. Peers (DGL, PyG, NumPy, torch) are measured
+in the same process and run as the library, so ratios survive machine noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+__all__ = ["main", "COMMANDS"]
+
+COMMANDS = {
+    "sample": "neighbour sampling: sampled edges/s, ours vs DGL / PyG / NumPy",
+    "gather": "feature gather: GB/s per cache ratio vs the tier's copy bandwidth and numpy.take",
+    "multi": "multi-process sampling: per-rank throughput and scaling efficiency",
+}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gglspeedup.bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        command.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+        command.set_defaults(_module=f"{__name__}.{name}")
+        _add_command_arguments(command, f"{__name__}.{name}")
+    args = parser.parse_args(argv)
+    results = importlib.import_module(args._module).run(args)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=2, default=str)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _add_command_arguments(parser, module_name):
+    # Each command module is imported only for its own arguments (they are small and import
+    # nothing heavy at module level); a module not written yet leaves the command without options.
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
+        return
+    module.add_arguments(parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

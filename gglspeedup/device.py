@@ -1,0 +1,268 @@
+"""Devices, array modules, pinned host memory and byte budgets.
+
+A :class:`Device` is ``cpu`` or ``cuda:<index>``. GPU work runs either on a real GPU (CuPy arrays,
+numba-cuda kernels) or, when ``NUMBA_ENABLE_CUDASIM=1``, on numba's CUDA simulator, where
+"device arrays" are NumPy arrays. Placement decisions read :attr:`Device.xp` and
+:attr:`Device.is_cuda`; nothing else in the package parses device strings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _config
+
+__all__ = [
+    "Device",
+    "as_device",
+    "parse_size",
+    "array_module",
+    "pinned_empty",
+    "aligned_empty",
+    "to_numpy",
+]
+
+
+@dataclass(frozen=True)
+class Device:
+    """A compute device: ``Device("cpu")`` or ``Device("cuda", 1)``.
+
+    Build one with :func:`as_device`, which accepts strings, ints and framework device objects.
+    """
+
+    type: str
+    index: int = 0
+
+    def __str__(self) -> str:
+        return "cpu" if self.type == "cpu" else f"cuda:{self.index}"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.type == "cuda"
+
+    @property
+    def simulated(self) -> bool:
+        """True for a CUDA device served by numba's simulator."""
+        return self.is_cuda and _config.cuda_sim_enabled()
+
+    @property
+    def xp(self):
+        """Array module for arrays on this device: NumPy on CPU and under the simulator, else CuPy."""
+        if not self.is_cuda or self.simulated:
+            return np
+        import cupy
+
+        return cupy
+
+    def check_available(self) -> "Device":
+        """Raise ``RuntimeError`` when this device cannot run work here; return self otherwise."""
+        if not self.is_cuda or self.simulated:
+            return self
+        if not _config.HAS_CUPY_GPU or not _config.HAS_NUMBA_CUDA:
+            raise RuntimeError(
+                f"device {self} requested but no usable CUDA GPU was found "
+                f"(cupy GPU: {_config.HAS_CUPY_GPU}, numba-cuda GPU: {_config.HAS_NUMBA_CUDA}); "
+                "install the 'gpu' extra on a GPU machine, use device='cpu', or set "
+                "NUMBA_ENABLE_CUDASIM=1 to run GPU kernels on the simulator"
+            )
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        if self.index >= count:
+            raise RuntimeError(f"device {self} requested but only {count} CUDA device(s) are visible")
+        return self
+
+    def __enter__(self):
+        """Make this the current CUDA device (no-op on CPU and under the simulator)."""
+        self._ctx = None
+        if self.is_cuda and not self.simulated:
+            import cupy
+
+            ctx = cupy.cuda.Device(self.index)
+            ctx.__enter__()
+            object.__setattr__(self, "_ctx", ctx)
+        return self
+
+    def __exit__(self, *exc):
+        ctx = getattr(self, "_ctx", None)
+        if ctx is not None:
+            ctx.__exit__(*exc)
+        return False
+
+
+_DEVICE_RE = re.compile(r"^\s*(cpu|cuda|gpu)(?::(\d+))?\s*$", re.IGNORECASE)
+
+
+def as_device(device: Any = "cpu") -> Device:
+    """Parse ``device`` into a :class:`Device`.
+
+    Accepts ``"cpu"``, ``"cuda"`` (index 0), ``"cuda:1"``, ``"gpu:1"`` (Paddle spelling), a
+    non-negative int (a CUDA index, as torch reads it), a :class:`Device`, or a framework device
+    object (``torch.device``, a Paddle place, a JAX device, a CuPy device).
+
+    >>> as_device("cuda:1")
+    Device(type='cuda', index=1)
+    """
+    if isinstance(device, Device):
+        return device
+    if device is None:
+        return Device("cpu")
+    if isinstance(device, bool):
+        raise TypeError(f"device must be a str, int or device object, got bool {device!r}")
+    if isinstance(device, (int, np.integer)):
+        if device < 0:
+            raise ValueError(f"device index must be >= 0, got {int(device)}")
+        return Device("cuda", int(device))
+    if isinstance(device, str):
+        match = _DEVICE_RE.match(device)
+        if match is None:
+            raise ValueError(f"device must look like 'cpu', 'cuda' or 'cuda:<index>', got {device!r}")
+        kind, index = match.group(1).lower(), match.group(2)
+        if kind == "cpu":
+            if index is not None:
+                raise ValueError(f"device 'cpu' takes no index, got {device!r}")
+            return Device("cpu")
+        return Device("cuda", int(index or 0))
+    return _from_framework_device(device)
+
+
+def _from_framework_device(device: Any) -> Device:
+    # torch.device: .type / .index; JAX: .platform / .id; CuPy: .id; Paddle: place objects.
+    kind = getattr(device, "type", None) or getattr(device, "platform", None)
+    if isinstance(kind, str):
+        kind = kind.lower()
+        if kind == "cpu":
+            return Device("cpu")
+        if kind in ("cuda", "gpu"):
+            index = getattr(device, "index", None)
+            if index is None:
+                index = getattr(device, "id", 0)
+            return Device("cuda", int(index or 0))
+    text = str(device)
+    if type(device).__module__.startswith("cupy"):
+        return Device("cuda", int(device.id))
+    paddle_match = re.match(r"^\s*Place\((cpu|gpu):?(\d*)\)\s*$", text, re.IGNORECASE)
+    if paddle_match:
+        kind, index = paddle_match.groups()
+        return Device("cpu") if kind.lower() == "cpu" else Device("cuda", int(index or 0))
+    if hasattr(device, "is_gpu_place") and device.is_gpu_place():
+        return Device("cuda", int(device.gpu_device_id()))
+    if hasattr(device, "is_cpu_place") and device.is_cpu_place():
+        return Device("cpu")
+    raise TypeError(
+        f"device must be 'cpu', 'cuda[:index]', an int or a framework device, got {device!r} "
+        f"of type {type(device).__name__}"
+    )
+
+
+def array_module(array: Any):
+    """The array module (``numpy`` or ``cupy``) that owns ``array``."""
+    if type(array).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
+
+
+_SIZE_RE = re.compile(
+    r"^\s*(?P<num>(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(?P<unit>[kmgt]?)(?P<suffix>i?b)?\s*$",
+    re.IGNORECASE,
+)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+
+
+def parse_size(size: Any) -> int:
+    """Bytes in a budget: ``"0.1G"``, ``"512M"``, ``"200MB"``, ``"1.5GiB"``, ``"64"``, or an int.
+
+    K/M/G/T, with or without ``B`` or ``iB`` and in either case, are powers of 1024, as
+    torch-quiver and the original gglspeedup read them. Fractions round down to whole bytes.
+
+    >>> parse_size("0.5K"), parse_size("200MB"), parse_size(4096)
+    (512, 209715200, 4096)
+
+    Raises
+    ------
+    TypeError
+        for anything but a str or a real number (bools included).
+    ValueError
+        for negative, NaN or infinite sizes, unknown units and empty strings.
+    """
+    if isinstance(size, bool) or not isinstance(size, (str, int, float, np.integer, np.floating)):
+        raise TypeError(f"size must be a str like '512M' or a number of bytes, got {size!r}")
+    if isinstance(size, str):
+        match = _SIZE_RE.match(size)
+        if match is None:
+            raise ValueError(
+                f"size must be a number with an optional K/M/G/T unit (e.g. '0.1G', '512M', "
+                f"'200MB', '1.5GiB'), got {size!r}"
+            )
+        number = float(match.group("num"))
+        multiplier = 1024 ** _POWERS[match.group("unit").lower()]
+    else:
+        number, multiplier = float(size), 1
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError(f"size must be finite, got {size!r}")
+    if number < 0:
+        raise ValueError(f"size must be >= 0 bytes, got {size!r}")
+    if isinstance(size, (int, np.integer)):
+        return int(size)
+    return int(number * multiplier)
+
+
+def aligned_empty(shape, dtype, alignment: int = 64) -> np.ndarray:
+    """An uninitialised host array whose data pointer is a multiple of ``alignment`` bytes.
+
+    JAX copies NumPy buffers that are not 64-byte aligned, so host outputs that may be handed to
+    JAX are allocated here.
+    """
+    dtype = np.dtype(dtype)
+    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + alignment, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    return raw[offset : offset + nbytes].view(dtype).reshape(shape)
+
+
+def pinned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised host array in page-locked memory that GPU kernels can read directly (UVA).
+
+    On a machine with a usable GPU this is CUDA mapped pinned memory (``numba.cuda.mapped_array``:
+    a NumPy array on the host that kernels read over PCIe without a copy). Without one (CPU, or
+    the simulator) it is ordinary, 64-byte aligned host memory.
+    """
+    if _config.HAS_NUMBA_CUDA:
+        from numba import cuda
+
+        return cuda.mapped_array(shape, dtype=dtype, portable=True, wc=False)
+    return aligned_empty(shape, dtype)
+
+
+def to_numpy(array: Any) -> np.ndarray:
+    """A NumPy view (or, for device arrays, a host copy) of ``array``.
+
+    Accepts NumPy arrays, CuPy arrays, anything with ``__dlpack__`` (torch, TF, Paddle, JAX),
+    ``__array__`` or the buffer protocol, and sequences.
+    """
+    if isinstance(array, np.ndarray):
+        return array
+    module = type(array).__module__
+    if module.startswith("cupy"):
+        return array.get()
+    if module.startswith("torch") and hasattr(array, "detach"):
+        array = array.detach()
+        if array.device.type != "cpu":
+            array = array.cpu()
+        return array.numpy()
+    if hasattr(array, "__dlpack__") and hasattr(array, "__dlpack_device__"):
+        device_type = array.__dlpack_device__()[0]
+        if int(device_type) in (1, 3):  # kDLCPU, kDLCUDAHost
+            try:
+                return np.from_dlpack(array)
+            except (TypeError, BufferError, RuntimeError):
+                pass
+    return np.asarray(array)

@@ -1,0 +1,13 @@
+"""Multi-hop neighbour sampling (see DESIGN.md, "Sampling")."""
+
+from .types import Adj, SampleOutput
+
+__all__ = ["Adj", "SampleOutput", "NeighborSampler"]
+
+
+def __getattr__(name):
+    if name == "NeighborSampler":
+        from .sampler import NeighborSampler
+
+        return NeighborSampler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
