@@ -1,0 +1,153 @@
+"""Zero-copy conversion of sampler output to training frameworks over DLPack.
+
+>>> import numpy as np
+>>> from gglspeedup import backends
+>>> t = backends.to("torch", np.arange(3))          # doctest: +SKIP
+>>> adj_t = backends.to("torch", adj)                # Adj of torch tensors   # doctest: +SKIP
+>>> x_t, adjs_t = backends.to("paddle", (x, adjs))   # a tuple in, a tuple out # doctest: +SKIP
+
+Backends (one small module each, imported on first use): ``numpy``, ``cupy``, ``torch``,
+``tensorflow`` (alias ``tf``), ``paddle``, ``jax`` and ``tlx`` (TensorLayerX / GammaGL: follows
+``TL_BACKEND`` and delegates to the matching module). Each adapter module exposes
+``from_array(array) -> tensor`` and imports its framework only when first asked.
+
+Quirks handled inside the adapters: TensorFlow accepts only DLPack capsules and compact buffers;
+JAX accepts only DLPack objects, needs ``jax_enable_x64`` for 64-bit types (the adapter enables it
+with a one-time warning, never downcasts) and copies NumPy buffers that are not 64-byte aligned
+(the adapter makes that copy itself, aligned, and warns); Paddle's CPU tensors report a ``None``
+device id (wrapped); importing TensorFlow before Paddle crashes the process, so the package never
+imports TensorFlow unless asked for it, and the paddle adapter refuses (``ImportError``) instead
+of crashing when TensorFlow was imported first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from ..sampling.types import Adj, SampleOutput
+from ._common import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, import_framework, prepare
+
+__all__ = ["to", "from_", "adapter", "names", "available"]
+
+# backend name -> adapter module (relative to this package)
+_ADAPTERS = {
+    "numpy": ".numpy",
+    "cupy": ".cupy",
+    "torch": ".torch",
+    "tensorflow": ".tensorflow",
+    "paddle": ".paddle",
+    "jax": ".jax",
+    "tlx": ".tlx",
+}
+_ALIASES = {"np": "numpy", "cp": "cupy", "pytorch": "torch", "tf": "tensorflow", "tensorlayerx": "tlx"}
+_SCALARS = (bool, int, float, complex, str, bytes, np.generic)
+
+
+def names() -> list[str]:
+    """Every backend name ``to`` accepts (aliases excluded)."""
+    return list(_ADAPTERS)
+
+
+def available() -> list[str]:
+    """The backends whose framework is installed here (found, not imported)."""
+    from .. import _config
+
+    flags = {
+        "numpy": True,
+        "cupy": _config.HAS_CUPY,
+        "torch": _config.HAS_TORCH,
+        "tensorflow": _config.HAS_TENSORFLOW,
+        "paddle": _config.HAS_PADDLE,
+        "jax": _config.HAS_JAX,
+    }
+    return [name for name, ok in flags.items() if ok]
+
+
+def _canonical(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"backend name must be a str, got {type(name).__name__} {name!r}")
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in _ADAPTERS:
+        raise ValueError(f"unknown backend {name!r}; expected one of {sorted(_ADAPTERS)}")
+    return key
+
+
+def adapter(name: str):
+    """The adapter module for backend ``name`` (imported lazily; its framework is not imported)."""
+    return importlib.import_module(_ADAPTERS[_canonical(name)], __name__)
+
+
+def _map(obj: Any, leaf):
+    """Apply ``leaf`` to every array in ``obj``, keeping the container types."""
+    if obj is None or isinstance(obj, _SCALARS):
+        return obj
+    if isinstance(obj, Adj):
+        e_id = None if obj.e_id is None else leaf(obj.e_id)
+        return Adj(leaf(obj.edge_index), e_id, tuple(int(s) for s in obj.size))
+    if isinstance(obj, SampleOutput):
+        return SampleOutput(leaf(obj.n_id), [_map(adj, leaf) for adj in obj.adjs])
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # other named tuples (loader batches)
+        return type(obj)._make(_map(item, leaf) for item in obj)
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map(item, leaf) for item in obj)
+    if isinstance(obj, dict):
+        return {key: _map(value, leaf) for key, value in obj.items()}
+    return leaf(obj)
+
+
+def to(name: str, obj: Any) -> Any:
+    """Convert ``obj`` zero-copy to backend ``name``, keeping dtype and device.
+
+    Parameters
+    ----------
+    name : str
+        ``"numpy"``, ``"cupy"``, ``"torch"``, ``"tensorflow"`` (``"tf"``), ``"paddle"``, ``"jax"``
+        or ``"tlx"``.
+    obj : array, tensor, Adj, SampleOutput, tuple, list, dict or None
+        NumPy/CuPy arrays and any tensor with ``__dlpack__``. An :class:`Adj` comes back as an
+        ``Adj`` of tensors (``edge_index`` int64, shape (2, E); ``size`` a tuple of Python ints); a
+        :class:`SampleOutput` as a ``SampleOutput``; lists, tuples (named tuples included) and dicts
+        keep their type; ``None`` and Python/NumPy scalars pass through.
+
+    Returns
+    -------
+    The same structure with every array replaced by a ``name`` tensor sharing its memory.
+
+    Raises
+    ------
+    ValueError
+        for an unknown backend name (the message lists the names).
+    ImportError
+        when the framework is not installed (the message names the pip extra).
+    TypeError
+        for leaves that are not arrays or tensors.
+    """
+    module = adapter(name)
+    return _map(obj, module.from_array)
+
+
+def _leaf_from(obj: Any):
+    if isinstance(obj, np.ndarray) or type(obj).__module__.startswith("cupy"):
+        return obj
+    source = prepare(obj)
+    if isinstance(source, np.ndarray) or type(source).__module__.startswith("cupy"):
+        return source
+    device_type = int(source.__dlpack_device__()[0])
+    if device_type in (KDL_CPU, KDL_CUDA_HOST):
+        return np.from_dlpack(source)
+    if device_type in (KDL_CUDA, KDL_CUDA_MANAGED):
+        return import_framework("cupy", "gpu").from_dlpack(source)
+    raise ValueError(f"cannot bring a tensor on DLPack device type {device_type} back to NumPy/CuPy")
+
+
+def from_(obj: Any) -> Any:
+    """Convert framework tensors back to NumPy (host memory) or CuPy (GPU memory), zero-copy.
+
+    Accepts the same structures as :func:`to` (an ``Adj`` of torch tensors comes back as an
+    ``Adj`` of arrays). Tensors that require grad are detached first.
+    """
+    return _map(obj, _leaf_from)

@@ -1,0 +1,154 @@
+"""Helpers shared by the backend adapters: framework imports, DLPack producers, compact buffers.
+
+Nothing here imports a framework at module import time; adapters import their framework on first
+use through :func:`import_framework`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "import_framework",
+    "DLPackView",
+    "prepare",
+    "compact",
+    "dtype_name",
+    "user_stacklevel",
+    "KDL_CPU",
+    "KDL_CUDA",
+    "KDL_CUDA_HOST",
+    "KDL_CUDA_MANAGED",
+]
+
+# DLPack device types (dlpack.h)
+KDL_CPU = 1
+KDL_CUDA = 2
+KDL_CUDA_HOST = 3
+KDL_CUDA_MANAGED = 13
+
+
+def import_framework(module: str, extra: str):
+    """Import ``module`` or raise ``ImportError`` naming the pip extra that installs it."""
+    if module in sys.modules and sys.modules[module] is not None:
+        return sys.modules[module]
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(
+            f"the {module!r} backend needs {module}, which is not installed: "
+            f"pip install gglspeedup[{extra}]"
+        ) from error
+
+
+class DLPackView:
+    """A DLPack producer that forwards ``__dlpack__`` to ``source`` but reports ``device``.
+
+    Paddle's CPU tensors report ``__dlpack_device__() == (kDLCPU, None)``, which JAX and NumPy
+    reject; the memory is the same, so a view reporting ``(kDLCPU, 0)`` keeps the exchange
+    zero-copy. ``source`` may also be a bare DLPack capsule (``__dlpack__`` then returns it once).
+    """
+
+    __slots__ = ("source", "device")
+
+    def __init__(self, source: Any, device: tuple):
+        self.source = source
+        self.device = (int(device[0]), int(device[1]))
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, *args, **kwargs):
+        if hasattr(self.source, "__dlpack__"):
+            try:
+                return self.source.__dlpack__(*args, **kwargs)
+            except TypeError:  # producers that predate the keyword arguments
+                return self.source.__dlpack__()
+        return self.source  # a capsule
+
+
+def prepare(obj: Any) -> Any:
+    """``obj`` as something every framework's ``from_dlpack`` accepts, without copying.
+
+    NumPy and CuPy arrays pass through; torch tensors that require grad are detached (same
+    memory); producers reporting a ``None`` device id are wrapped in :class:`DLPackView`; objects
+    with only ``__cuda_array_interface__`` (numba device arrays) become CuPy views.
+
+    Raises
+    ------
+    TypeError
+        when ``obj`` is not an array or tensor.
+    """
+    if isinstance(obj, np.ndarray):
+        return obj
+    if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
+        obj = obj.detach()
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        device_type, device_id = obj.__dlpack_device__()
+        if device_id is None:
+            return DLPackView(obj, (int(device_type), 0))
+        return obj
+    if hasattr(obj, "__cuda_array_interface__"):
+        cupy = import_framework("cupy", "gpu")
+        return cupy.asarray(obj)
+    if hasattr(obj, "__array_interface__") or isinstance(obj, memoryview):
+        return np.asarray(obj)
+    raise TypeError(
+        f"cannot convert an object of type {type(obj).__name__}: expected a NumPy/CuPy array, a "
+        "framework tensor (anything with __dlpack__), an Adj, a SampleOutput or a tuple/list of them"
+    )
+
+
+def is_compact(obj: Any) -> bool:
+    """Whether ``obj`` is C-contiguous (frameworks that reject strided DLPack input need that)."""
+    flags = getattr(obj, "flags", None)
+    if flags is not None and hasattr(flags, "c_contiguous"):
+        return bool(flags.c_contiguous)
+    is_contiguous = getattr(obj, "is_contiguous", None)
+    if callable(is_contiguous):
+        return bool(is_contiguous())
+    return True
+
+
+def compact(obj: Any) -> Any:
+    """``obj`` if it is C-contiguous, else a C-contiguous copy (TensorFlow and JAX reject strides).
+
+    Only strided input is copied; compact input is returned unchanged.
+    """
+    if is_compact(obj):
+        return obj
+    if isinstance(obj, np.ndarray):
+        return np.ascontiguousarray(obj)
+    if type(obj).__module__.startswith("cupy"):
+        return import_framework("cupy", "gpu").ascontiguousarray(obj)
+    contiguous = getattr(obj, "contiguous", None)
+    if callable(contiguous):
+        return contiguous()
+    return obj
+
+
+def dtype_name(obj: Any) -> str:
+    """The element type of ``obj`` as a NumPy-style name ("int64", "float32", ...)."""
+    dtype = getattr(obj, "dtype", None)
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        name = str(dtype)
+    return name.rsplit(".", 1)[-1].strip("<>' ").lower()
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside gglspeedup."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level

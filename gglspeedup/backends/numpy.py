@@ -1,0 +1,37 @@
+"""NumPy backend: host arrays. Tensors on the CPU come back as NumPy views of the same memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._common import KDL_CPU, KDL_CUDA_HOST, prepare
+
+__all__ = ["NAME", "EXTRA", "from_array"]
+
+NAME = "numpy"
+EXTRA = None  # a core dependency
+
+
+def from_array(array: Any) -> np.ndarray:
+    """A NumPy view of ``array`` (host memory only).
+
+    Raises
+    ------
+    ValueError
+        for device (GPU) memory, which NumPy cannot view; use the ``cupy`` backend or
+        :func:`gglspeedup.backends.from_`.
+    """
+    if isinstance(array, np.ndarray):
+        return array
+    source = prepare(array)
+    if isinstance(source, np.ndarray):
+        return source
+    device_type = int(source.__dlpack_device__()[0])
+    if device_type not in (KDL_CPU, KDL_CUDA_HOST):
+        raise ValueError(
+            f"the numpy backend views host memory only; got a {type(array).__name__} on DLPack "
+            f"device type {device_type} (use backends.to('cupy', ...) or backends.from_(...))"
+        )
+    return np.from_dlpack(source)

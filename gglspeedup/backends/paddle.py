@@ -1,0 +1,38 @@
+"""Paddle backend: ``paddle.Tensor`` sharing memory through DLPack.
+
+Importing Paddle after TensorFlow in one process crashes it (a segfault in Paddle's C extension).
+The package never imports TensorFlow unless the tensorflow backend is asked for, and this adapter
+raises ``ImportError`` instead of importing Paddle when TensorFlow is already loaded and Paddle
+is not: import ``paddle`` before ``tensorflow`` in scripts that use both.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ._common import import_framework, prepare
+
+__all__ = ["NAME", "EXTRA", "framework", "from_array"]
+
+NAME = "paddle"
+EXTRA = "paddle"
+
+
+def framework():
+    """The ``paddle`` module (``ImportError`` naming the ``paddle`` extra when missing, or
+    explaining the import order when TensorFlow was imported first)."""
+    if "paddle" not in sys.modules and "tensorflow" in sys.modules:
+        raise ImportError(
+            "paddle cannot be imported after tensorflow in the same process (it crashes the "
+            "interpreter); import paddle before tensorflow at the top of your script"
+        )
+    return import_framework("paddle", EXTRA)
+
+
+def from_array(array: Any):
+    """A ``paddle.Tensor`` sharing ``array``'s memory, dtype and device."""
+    paddle = framework()
+    if isinstance(array, paddle.Tensor):
+        return array
+    return paddle.utils.dlpack.from_dlpack(prepare(array))

@@ -1,0 +1,244 @@
+"""Zero-copy DLPack conversion between NumPy, torch, TensorFlow, Paddle and JAX (CPU)."""
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from gglspeedup import backends
+from gglspeedup.device import aligned_empty
+from gglspeedup.sampling.types import Adj, SampleOutput
+
+FRAMEWORKS = {"torch": "torch", "tensorflow": "tensorflow", "paddle": "paddle", "jax": "jax"}
+BACKENDS = ["numpy"] + [
+    pytest.param(name, marks=pytest.mark.skipif(importlib.util.find_spec(module) is None, reason=f"{module} missing"))
+    for name, module in FRAMEWORKS.items()
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def jax_x64():
+    """Run the module with jax_enable_x64 on (restored afterwards) so int64 stays int64."""
+    if importlib.util.find_spec("jax") is None:
+        yield
+        return
+    import jax
+
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", before)
+
+
+def data_ptr(tensor) -> int:
+    """The address of ``tensor``'s first element, read through the framework's own API."""
+    if isinstance(tensor, np.ndarray):
+        return tensor.ctypes.data
+    module = type(tensor).__module__
+    if module.startswith("torch") or module.startswith("paddle"):
+        return int(tensor.data_ptr())
+    if module.startswith("jax"):
+        return int(tensor.unsafe_buffer_pointer())
+    return np.from_dlpack(tensor).ctypes.data  # TensorFlow exposes no pointer; its own DLPack export
+
+
+def as_numpy(tensor) -> np.ndarray:
+    return np.array(tensor) if not hasattr(tensor, "numpy") else np.asarray(tensor.numpy())
+
+
+def dtype_of(tensor) -> str:
+    dtype = tensor.dtype
+    name = getattr(dtype, "name", None)
+    return (name if isinstance(name, str) else str(dtype)).rsplit(".", 1)[-1].lower()
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+@pytest.mark.parametrize("target", BACKENDS)
+@pytest.mark.parametrize("source", BACKENDS)
+def test_every_pair_shares_memory_and_a_write_shows_through(source, target, dtype):
+    base = aligned_empty((3, 4), dtype)
+    base[...] = np.arange(12).reshape(3, 4)
+    src = backends.to(source, base)
+    dst = backends.to(target, src)
+    assert data_ptr(src) == base.ctypes.data
+    assert data_ptr(dst) == base.ctypes.data
+    assert dtype_of(dst) == dtype and tuple(dst.shape) == (3, 4)
+    base[1, 2] = 99
+    np.testing.assert_array_equal(as_numpy(dst), base)
+    back = backends.from_(dst)
+    assert isinstance(back, np.ndarray) and back.ctypes.data == base.ctypes.data
+    np.testing.assert_array_equal(back, base)
+
+
+def make_adj(num_edges=5):
+    edge_index = aligned_empty((2, num_edges), np.int64)
+    edge_index[...] = np.arange(2 * num_edges).reshape(2, num_edges) % 4
+    e_id = aligned_empty(num_edges, np.int64)
+    e_id[...] = np.arange(num_edges) * 3
+    return Adj(edge_index, e_id, (np.int64(7), 4))
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_adj_keeps_int64_edge_index_shape_and_int_size(name):
+    adj = make_adj()
+    out = backends.to(name, adj)
+    assert isinstance(out, Adj)
+    assert dtype_of(out.edge_index) == "int64" and tuple(out.edge_index.shape) == (2, 5)
+    assert dtype_of(out.e_id) == "int64" and tuple(out.e_id.shape) == (5,)
+    assert out.size == (7, 4) and all(type(s) is int for s in out.size)
+    np.testing.assert_array_equal(as_numpy(out.edge_index), adj.edge_index)
+    np.testing.assert_array_equal(backends.from_(out).e_id, adj.e_id)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_sample_output_and_containers_keep_their_types(name):
+    adjs = [make_adj(6), make_adj(3)]
+    n_id = aligned_empty(7, np.int64)
+    n_id[...] = np.arange(7) + 10
+    out = backends.to(name, SampleOutput(n_id, adjs))
+    assert isinstance(out, SampleOutput) and isinstance(out.adjs, list) and len(out.adjs) == 2
+    assert [adj.size for adj in out.adjs] == [(7, 4), (7, 4)]
+    assert data_ptr(out.n_id) == n_id.ctypes.data
+    x = aligned_empty((7, 2), np.float32)
+    x[...] = 1.5
+    pair = backends.to(name, (x, adjs))
+    assert isinstance(pair, tuple) and isinstance(pair[1], list) and isinstance(pair[1][0], Adj)
+    assert backends.to(name, None) is None
+    assert backends.to(name, [None, 3]) == [None, 3]
+    as_dict = backends.to(name, {"x": x})
+    assert data_ptr(as_dict["x"]) == x.ctypes.data
+
+
+@pytest.mark.parametrize("method, name", [("cp2torch", "torch"), ("cp2tf", "tensorflow"), ("cp2paddle", "paddle")])
+def test_seed_names_on_adj(method, name):
+    pytest.importorskip(FRAMEWORKS[name])
+    adj = make_adj()
+    out = getattr(adj, method)()
+    assert isinstance(out, Adj) and type(out.edge_index).__module__.startswith(FRAMEWORKS[name])
+    assert dtype_of(out.edge_index) == "int64" and out.size == (7, 4)
+    assert data_ptr(out.edge_index) == adj.edge_index.ctypes.data
+
+
+def test_unknown_backend_and_bad_leaf_raise():
+    with pytest.raises(ValueError, match="unknown backend 'mxnet'.*numpy"):
+        backends.to("mxnet", np.arange(3))
+    with pytest.raises(TypeError, match="backend name must be a str"):
+        backends.to(3, np.arange(3))
+    with pytest.raises(TypeError, match="expected a NumPy/CuPy array"):
+        backends.to("numpy", object())
+    assert backends.adapter("tf") is backends.adapter("tensorflow")
+
+
+def test_missing_framework_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
+    with pytest.raises(ImportError, match=r"pip install gglspeedup\[torch\]"):
+        backends.to("torch", np.arange(3))
+    if importlib.util.find_spec("cupy") is None:
+        with pytest.raises(ImportError, match=r"pip install gglspeedup\[gpu\]"):
+            backends.to("cupy", np.arange(3))
+
+
+def test_tensorflow_gets_a_compact_copy_of_strided_input_only():
+    tf = pytest.importorskip("tensorflow")
+    base = np.arange(12, dtype=np.int64).reshape(3, 4)
+    out = backends.to("tensorflow", base[:, ::2])
+    assert isinstance(out, tf.Tensor) and out.dtype == tf.int64
+    np.testing.assert_array_equal(out.numpy(), base[:, ::2])
+    assert data_ptr(backends.to("tensorflow", base)) == base.ctypes.data
+
+
+def test_paddle_cpu_tensor_is_wrapped_to_report_device_zero():
+    paddle = pytest.importorskip("paddle")
+    tensor = paddle.to_tensor(np.arange(4, dtype=np.int64))
+    assert tensor.__dlpack_device__()[1] is None  # the quirk this adapter handles
+    from gglspeedup.backends._common import prepare
+
+    assert prepare(tensor).__dlpack_device__() == (1, 0)
+    back = backends.from_(tensor)
+    assert back.ctypes.data == tensor.data_ptr()
+
+
+def test_torch_tensor_requiring_grad_comes_back_as_a_view():
+    torch = pytest.importorskip("torch")
+    tensor = torch.arange(4.0, requires_grad=True)
+    back = backends.from_(tensor)
+    assert back.ctypes.data == tensor.data_ptr()
+
+
+def test_jax_enables_x64_with_one_warning_and_never_downcasts():
+    jax = pytest.importorskip("jax")
+    from gglspeedup.backends import jax as jax_adapter
+
+    jax.config.update("jax_enable_x64", False)
+    jax_adapter._state["warned_x64"] = False
+    ids = aligned_empty(5, np.int64)
+    ids[...] = np.arange(5) + 2**40
+    with pytest.warns(UserWarning, match="enabled jax_enable_x64"):
+        out = backends.to("jax", ids)
+    assert jax.config.jax_enable_x64 and out.dtype == np.int64
+    np.testing.assert_array_equal(np.asarray(out), ids)
+    jax.config.update("jax_enable_x64", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second time: enabled again, silently
+        out = backends.to("jax", ids)
+    assert out.dtype == np.int64 and jax.config.jax_enable_x64
+
+
+def test_jax_copies_under_aligned_numpy_with_a_warning():
+    pytest.importorskip("jax")
+    raw = aligned_empty(9, np.int64)
+    raw[...] = np.arange(9)
+    shifted = raw[1:]  # 8 bytes past a 64-byte boundary
+    with pytest.warns(UserWarning, match="not 64-byte aligned"):
+        out = backends.to("jax", shifted)
+    np.testing.assert_array_equal(np.asarray(out), shifted)
+    assert out.dtype == np.int64 and data_ptr(out) % 64 == 0
+
+
+def test_tlx_follows_tl_backend(monkeypatch):
+    from gglspeedup.backends import tlx
+
+    monkeypatch.delitem(sys.modules, "tensorlayerx", raising=False)
+    monkeypatch.delenv("TL_BACKEND", raising=False)
+    assert tlx.target() == "tensorflow"
+    for value, module in [("torch", "torch"), ("paddle", "paddle")]:
+        pytest.importorskip(module)
+        monkeypatch.setenv("TL_BACKEND", value)
+        out = backends.to("tlx", make_adj())
+        assert type(out.edge_index).__module__.startswith(module) and out.size == (7, 4)
+    monkeypatch.setenv("TL_BACKEND", "mindspore")
+    with pytest.raises(ValueError, match="TL_BACKEND='mindspore' is not supported"):
+        backends.to("tlx", np.arange(3))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("paddle") is None,
+    reason="needs tensorflow and paddle",
+)
+def test_package_never_imports_frameworks_itself_and_refuses_paddle_after_tensorflow():
+    script = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        import gglspeedup as gg
+        from gglspeedup import backends
+        backends.to("numpy", gg.sampling.Adj(np.zeros((2, 1), np.int64), None, (1, 1)))
+        for name in backends.names():
+            backends.adapter(name)
+        heavy = [m for m in ("torch", "tensorflow", "paddle", "jax", "cupy") if m in sys.modules]
+        assert not heavy, heavy
+        import tensorflow
+        try:
+            backends.to("paddle", np.arange(3))
+        except ImportError as error:
+            assert "import paddle before tensorflow" in str(error), error
+            print("refused")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("refused")
