@@ -78,18 +78,19 @@ class Device:
         return self
 
     def __enter__(self):
-        """Make this the current CUDA device (no-op on CPU and under the simulator)."""
-        self._ctx = None
+        """Make this the current CUDA device (no-op on CPU and under the simulator); re-entrant."""
+        ctx = None
         if self.is_cuda and not self.simulated:
             import cupy
 
             ctx = cupy.cuda.Device(self.index)
             ctx.__enter__()
-            object.__setattr__(self, "_ctx", ctx)
+        # The dataclass is frozen: keep the entered contexts in a stack outside its fields.
+        self.__dict__.setdefault("_ctx_stack", []).append(ctx)
         return self
 
     def __exit__(self, *exc):
-        ctx = getattr(self, "_ctx", None)
+        ctx = self.__dict__["_ctx_stack"].pop()
         if ctx is not None:
             ctx.__exit__(*exc)
         return False
