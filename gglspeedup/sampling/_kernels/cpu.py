@@ -1,0 +1,90 @@
+"""CPU drivers: ``@njit(parallel=True, cache=True)`` loops over the shared row bodies.
+
+One call per hop does the whole hop: count (parallel over targets), prefix sum, fill (parallel),
+then relabel the sampled neighbours into ``n_id`` (serial, first-appearance order) through a
+dense ``global id -> local id`` map owned by the caller. The map holds -1 everywhere between
+batches; :func:`map_seeds` fills it for the seeds and :func:`reset_map` clears exactly the
+entries a batch touched, so a batch costs O(sampled edges), not O(num_nodes).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numba import njit, prange
+
+from .rng import row_state
+from .rows import row_count, row_fill, row_finish
+
+__all__ = ["sample_hop", "map_seeds", "reset_map", "KERNEL_LOCK"]
+
+# Numba's parallel regions are not meant to be entered from several Python threads at once;
+# kernels release the GIL (nogil) so a prefetching thread still overlaps with training.
+KERNEL_LOCK = threading.Lock()
+
+
+@njit(cache=True, nogil=True)
+def map_seeds(seeds, local_map):
+    """Enter the seeds in ``local_map`` (first occurrence wins); return them as int64 n_id."""
+    n_id = np.empty(seeds.shape[0], np.int64)
+    for i in range(seeds.shape[0]):
+        g = seeds[i]
+        n_id[i] = g
+        if local_map[g] < 0:
+            local_map[g] = i
+    return n_id
+
+
+@njit(cache=True, nogil=True)
+def reset_map(n_id, local_map):
+    """Clear the entries of ``local_map`` that ``n_id`` set (back to -1)."""
+    for i in range(n_id.shape[0]):
+        local_map[n_id[i]] = -1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id, k, replace, hop_state_, local_map):
+    """Sample one hop for every target in ``n_id`` and extend ``n_id`` with the new nodes.
+
+    Returns ``(n_id_next, edge_index, e_id)``: ``n_id_next`` (int64, ``n_id`` then new nodes in
+    order of first appearance), ``edge_index`` (int64, shape (2, E): local source, local
+    target), ``e_id`` (int64, shape (E,)). ``local_map`` must already map every node of
+    ``n_id`` to its first position and is updated with the new nodes.
+    """
+    num_targets = n_id.shape[0]
+    offsets = np.empty(num_targets + 1, np.int64)
+    offsets[0] = 0
+    for i in prange(num_targets):
+        offsets[i + 1] = row_count(indptr, weights, n_id[i], k, replace, weighted)
+    for i in range(num_targets):
+        offsets[i + 1] += offsets[i]
+    num_edges = offsets[num_targets]
+
+    edge_index = np.empty((2, num_edges), np.int64)
+    e_id = np.empty(num_edges, np.int64)
+    col = np.empty(num_edges, np.int64)
+    keys = np.empty(num_edges if weighted and not replace else 0, np.float64)
+    for i in prange(num_targets):
+        node = n_id[i]
+        start = offsets[i]
+        count = offsets[i + 1] - start
+        state = row_state(hop_state_, node)
+        row_fill(indptr, weights, node, k, replace, weighted, state, count, e_id, keys, start)
+        row_finish(indices, edge_ids, has_edge_ids, e_id, col, start, count)
+        for q in range(start, start + count):
+            edge_index[1, q] = i
+
+    n_id_next = np.empty(num_targets + num_edges, np.int64)
+    n_id_next[:num_targets] = n_id
+    size = num_targets
+    for q in range(num_edges):
+        g = col[q]
+        v = local_map[g]
+        if v < 0:
+            v = size
+            local_map[g] = size
+            n_id_next[size] = g
+            size += 1
+        edge_index[0, q] = v
+    return n_id_next[:size], edge_index, e_id

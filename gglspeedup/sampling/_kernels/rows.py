@@ -1,0 +1,157 @@
+"""Per-row sampling bodies: written once, compiled by ``numba.njit`` (CPU) and ``cuda.jit`` (GPU).
+
+Each function handles one target row in one thread. The CPU driver (:mod:`.cpu`) calls them from
+a ``prange`` loop, the GPU driver (:mod:`.cuda`) from one thread per row, so the draws and their
+order within a row are the same code on every device.
+
+A row's output is a list of absolute CSR positions ``p`` (``indptr[node] <= p < indptr[node+1]``);
+:func:`row_finish` turns them into neighbour ids and edge ids. Conventions (the public contract
+lives in :class:`gglspeedup.NeighborSampler`):
+
+- ``k == -1``: every neighbour in row order (weighted: every neighbour with weight > 0);
+  ``k == 0``: none.
+- without replacement, ``k`` below the available count: unweighted rows use Floyd's algorithm
+  (``k`` draws, membership checked against the row's own output slice); weighted rows keep the
+  ``k`` smallest exponential keys ``-log(u_j) / w_j`` (A-ES), in ascending key order.
+- with replacement: exactly ``k`` draws when the row has an edge (weighted: an edge with
+  weight > 0); weighted draws invert the row's running weight sum.
+- zero-weight edges are never drawn; a row whose weights are all zero yields nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba.extending import register_jitable
+
+from .rng import draw, uniform_01, uniform_below, uniform_open01
+
+__all__ = ["row_count", "row_fill", "row_finish"]
+
+
+@register_jitable
+def _available(indptr, weights, node, weighted):
+    start = indptr[node]
+    end = indptr[node + 1]
+    if not weighted:
+        return end - start
+    avail = 0
+    for p in range(start, end):
+        if weights[p] > 0:
+            avail += 1
+    return avail
+
+
+@register_jitable
+def row_count(indptr, weights, node, k, replace, weighted):
+    """How many edges row ``node`` yields for fanout ``k`` (int64)."""
+    if k == 0:
+        return 0
+    avail = _available(indptr, weights, node, weighted)
+    if k < 0 or avail == 0:
+        return avail
+    if replace:
+        return k
+    return min(k, avail)
+
+
+@register_jitable
+def row_fill(indptr, weights, node, k, replace, weighted, state, count, pos, keys, out):
+    """Write ``count`` sampled CSR positions of row ``node`` into ``pos[out:out + count]``.
+
+    ``state`` is the row's RNG state (:func:`.rng.row_state`); ``keys`` is float64 scratch as
+    long as ``pos`` (used only by weighted sampling without replacement).
+    """
+    if count == 0:
+        return
+    start = indptr[node]
+    deg = indptr[node + 1] - start
+    if k < 0 or (not replace and count < k) or (not replace and not weighted and deg <= k):
+        _take_all(weights, start, deg, weighted, pos, out)
+    elif replace and not weighted:
+        for i in range(count):
+            pos[out + i] = start + uniform_below(draw(state, i), deg)
+    elif replace:
+        _weighted_with_replacement(weights, start, deg, state, count, pos, out)
+    elif not weighted:
+        _floyd(start, deg, state, count, pos, out)
+    else:
+        _weighted_keys(weights, start, deg, state, count, pos, keys, out)
+
+
+@register_jitable
+def _take_all(weights, start, deg, weighted, pos, out):
+    c = 0
+    for p in range(start, start + deg):
+        if not weighted or weights[p] > 0:
+            pos[out + c] = p
+            c += 1
+
+
+@register_jitable
+def _floyd(start, deg, state, count, pos, out):
+    # Floyd's algorithm: a uniform ``count``-subset of ``range(deg)`` in ``count`` draws.
+    c = 0
+    for j in range(deg - count, deg):
+        p = start + uniform_below(draw(state, c), j + 1)
+        for q in range(out, out + c):
+            if pos[q] == p:
+                p = start + j
+                break
+        pos[out + c] = p
+        c += 1
+
+
+@register_jitable
+def _weighted_with_replacement(weights, start, deg, state, count, pos, out):
+    total = 0.0
+    for p in range(start, start + deg):
+        total += np.float64(weights[p])
+    for i in range(count):
+        target = uniform_01(draw(state, i)) * total
+        cum = 0.0
+        chosen = -1
+        for p in range(start, start + deg):
+            w = np.float64(weights[p])
+            if w > 0:
+                cum += w
+                chosen = p
+                if cum > target:
+                    break
+        pos[out + i] = chosen
+
+
+@register_jitable
+def _weighted_keys(weights, start, deg, state, count, pos, keys, out):
+    # A-ES (Efraimidis-Spirakis) with exponential keys: keep the ``count`` smallest
+    # ``-log(u) / w`` in a sorted slice; the draw index is the edge's offset in its row.
+    filled = 0
+    for j in range(deg):
+        w = np.float64(weights[start + j])
+        if not w > 0:
+            continue
+        key = -math.log(uniform_open01(draw(state, j))) / w
+        if filled == count:
+            if not key < keys[out + count - 1]:
+                continue
+            q = out + count - 1
+        else:
+            q = out + filled
+            filled += 1
+        while q > out and keys[q - 1] > key:
+            keys[q] = keys[q - 1]
+            pos[q] = pos[q - 1]
+            q -= 1
+        keys[q] = key
+        pos[q] = start + j
+
+
+@register_jitable
+def row_finish(indices, edge_ids, has_edge_ids, pos, col, start, count):
+    """Turn positions ``pos[start:start+count]`` into neighbours (``col``) and edge ids (in ``pos``)."""
+    for q in range(start, start + count):
+        p = pos[q]
+        col[q] = indices[p]
+        if has_edge_ids:
+            pos[q] = edge_ids[p]

@@ -1,0 +1,288 @@
+"""NeighborSampler: multi-hop neighbour sampling on the CPU or a CUDA device (see DESIGN.md)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..device import as_device, to_numpy
+from ..graph import as_csr_graph
+from .types import Adj, SampleOutput
+
+__all__ = ["NeighborSampler"]
+
+_PLACEMENTS = ("auto", "device", "pinned", "host")
+_UINT64_LIMIT = 1 << 64
+_DEVICE_FIT_FRACTION = 0.5  # "auto" keeps the graph in GPU memory below this share of free memory
+
+
+def _check_int(name: str, value, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if value < minimum or value >= _UINT64_LIMIT:
+        raise ValueError(f"{name} must be an int in [{minimum}, 2**64), got {value}")
+    return value
+
+
+def _check_fanouts(fanouts) -> list[int]:
+    if isinstance(fanouts, np.ndarray):
+        fanouts = fanouts.tolist() if fanouts.ndim == 1 else fanouts
+    if not isinstance(fanouts, (list, tuple)):
+        raise TypeError(f"fanouts must be a list of ints (e.g. [25, 10]), got {type(fanouts).__name__}")
+    if len(fanouts) == 0:
+        raise ValueError("fanouts must name at least one hop, got an empty list")
+    checked = []
+    for hop, k in enumerate(fanouts):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"fanouts[{hop}] must be an int >= 0 or -1 (all neighbours), got {k!r}")
+        if k < -1 or k >= 2**62:
+            raise ValueError(f"fanouts[{hop}] must be an int >= 0 or -1 (all neighbours), got {int(k)}")
+        checked.append(int(k))
+    return checked
+
+
+def _array_device_type(array) -> str:
+    """``"cuda"`` for arrays living on a GPU (CuPy, torch/JAX/... via DLPack), else ``"cpu"``."""
+    module = type(array).__module__
+    if module.startswith("cupy") or hasattr(array, "__cuda_array_interface__"):
+        return "cuda"
+    device = getattr(array, "device", None)
+    if module.startswith("torch") and device is not None:
+        return "cuda" if device.type != "cpu" else "cpu"
+    if hasattr(array, "__dlpack_device__"):
+        try:
+            kind = int(array.__dlpack_device__()[0])
+        except Exception:  # objects that cannot tell: treat as host
+            return "cpu"
+        return "cuda" if kind in (2, 13) else "cpu"  # kDLCUDA, kDLCUDAManaged
+    return "cpu"
+
+
+class NeighborSampler:
+    """Sample fixed-fanout multi-hop neighbourhoods of seed nodes, reproducibly.
+
+    Parameters
+    ----------
+    graph : CSRGraph or scipy sparse matrix
+        Row ``v`` lists the nodes whose messages flow into ``v``.
+    fanouts : list of int
+        Neighbours per target, **seed hop first**: ``[25, 10]`` draws 25 neighbours of every seed,
+        then 10 of every node in ``n_id`` after the first hop (seeds included). ``-1`` takes every
+        neighbour, ``0`` none.
+    replace : bool
+        Draw with replacement: exactly ``k`` draws for every target with at least one edge.
+    weighted : bool
+        Draw proportionally to ``graph.weights`` (required). Without replacement this is A-ES
+        (the ``k`` smallest keys ``-log(u) / w``); zero-weight edges are never drawn and a row
+        whose weights are all zero yields no neighbours.
+    seed : int
+        Seeds the counter-based RNG: with the same seed, batch key, graph and seeds, every device,
+        thread count and placement returns bit-identical output.
+    device : str, int or device object
+        ``"cpu"`` or ``"cuda[:index]"`` (a real GPU, or numba's simulator under
+        ``NUMBA_ENABLE_CUDASIM=1``).
+    placement : {"auto", "device", "pinned", "host"}
+        Where a CUDA sampler keeps the graph: GPU memory (``"device"``) or page-locked host
+        memory read directly by the kernels over PCIe (``"pinned"``, for graphs larger than the
+        GPU). ``"auto"`` picks ``"device"`` when the graph takes less than half the free GPU
+        memory. A CPU sampler accepts only ``"auto"`` / ``"host"``.
+
+    Notes
+    -----
+    Batch keys: each :meth:`sample` call without ``key`` uses an internal counter (0, 1, 2, ...)
+    and advances it, so epochs differ; ``sample(seeds, key=k)`` replays batch ``k`` and leaves the
+    counter alone. The neighbours drawn for node ``v`` at hop ``h`` depend only on
+    ``(seed, key, h, v)`` and the graph, so a duplicated seed gets the same neighbours twice.
+    Calls are thread-safe.
+
+    Examples
+    --------
+    >>> import gglspeedup as gg
+    >>> graph = gg.CSRGraph.from_edge_index([[1, 2, 3, 0], [0, 0, 1, 2]], num_nodes=4)
+    >>> sampler = gg.NeighborSampler(graph, fanouts=[2, 1])
+    >>> n_id, adjs = sampler.sample([0, 0])           # duplicate seeds are kept
+    >>> n_id[:2].tolist(), [adj.size for adj in adjs]  # adjs: outermost hop first
+    ([0, 0], [(4, 4), (4, 2)])
+    """
+
+    def __init__(self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto"):
+        graph = as_csr_graph(graph)
+        self.fanouts = _check_fanouts(fanouts)
+        for name, flag in (("replace", replace), ("weighted", weighted)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
+        self.replace, self.weighted = bool(replace), bool(weighted)
+        self.seed = _check_int("seed", seed)
+        if self.weighted and graph.weights is None:
+            raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
+        self.device = as_device(device).check_available()
+        if placement not in _PLACEMENTS:
+            raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
+        self.placement = self._resolve_placement(graph, placement)
+        self.graph = graph.to(self.device, self.placement)
+        self.num_nodes = graph.num_nodes
+        self._key = 0
+        self._lock = threading.Lock()
+        self._free_maps: list[np.ndarray] = []
+        self._dummies = None
+
+    def _resolve_placement(self, graph, placement: str) -> str:
+        if not self.device.is_cuda:
+            if placement not in ("auto", "host"):
+                raise ValueError(f"placement {placement!r} needs a CUDA device; a CPU sampler reads the graph from host memory")
+            return "host"
+        if placement == "host":
+            raise ValueError("placement 'host' is for CPU samplers; on a CUDA device use 'device' or 'pinned'")
+        if placement != "auto":
+            return placement
+        if self.device.simulated:
+            return "device"
+        import cupy
+
+        with self.device:
+            free = cupy.cuda.runtime.memGetInfo()[0]
+        return "device" if graph.nbytes < _DEVICE_FIT_FRACTION * free else "pinned"
+
+    def __repr__(self) -> str:
+        return (
+            f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
+            f"seed={self.seed}, device={self.device}, placement={self.placement!r}, graph={self.graph!r})"
+        )
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        state["_free_maps"] = []
+        state["_dummies"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ public
+    def sample(self, seeds, key=None) -> SampleOutput:
+        """Sample the multi-hop neighbourhood of ``seeds``.
+
+        Parameters
+        ----------
+        seeds : 1-D integer array-like, shape (B,)
+            Node ids in ``[0, num_nodes)``; duplicates are kept. NumPy, lists, torch/any DLPack
+            tensor; a CUDA sampler also takes CuPy / GPU tensors.
+        key : int, optional
+            Batch key (>= 0). ``None`` uses and advances the sampler's counter.
+
+        Returns
+        -------
+        SampleOutput
+            ``(n_id, adjs)``: ``n_id`` int64 (N,), seeds first then new nodes in order of first
+            appearance; ``adjs`` one :class:`Adj` per hop, outermost hop first, with
+            ``size == (T_{h+1}, T_h)``. Arrays are on the sampler's device.
+
+        Raises
+        ------
+        TypeError
+            seeds not integer (floats, bools, strings), key not an int.
+        ValueError
+            seeds not 1-D, or on a GPU for a CPU sampler; key negative.
+        IndexError
+            a seed outside ``[0, num_nodes)``.
+        """
+        seeds = self._check_seeds(seeds)
+        if key is None:
+            with self._lock:
+                key, self._key = self._key, self._key + 1
+        else:
+            key = _check_int("key", key)
+        if self.device.is_cuda:
+            from ._kernels import cuda as gpu
+
+            n_id, hops = gpu.sample_all(self.graph, self.device, seeds, self.fanouts, self.replace,
+                                        self.weighted, self.seed, key)
+        else:
+            n_id, hops = self._sample_cpu(seeds, key)
+        adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
+        return SampleOutput(n_id, adjs)
+
+    # ------------------------------------------------------------------ validation
+    def _check_seeds(self, seeds):
+        if seeds is None:
+            raise TypeError("seeds must be a 1-D integer array, got None")
+        on_gpu = _array_device_type(seeds) == "cuda"
+        if on_gpu and not self.device.is_cuda:
+            raise ValueError(
+                f"seeds live on a GPU but this sampler runs on {self.device}; pass host seeds "
+                "(e.g. seeds.cpu() / cupy.asnumpy(seeds)) or build the sampler with device='cuda'"
+            )
+        if on_gpu:
+            seeds = self._device_seeds(seeds)
+        else:
+            if isinstance(seeds, (list, tuple)) and len(seeds) == 0:
+                seeds = np.empty(0, np.int64)
+            seeds = to_numpy(seeds)
+        dtype = seeds.dtype
+        if dtype.kind not in "iu":
+            what = "bool" if dtype.kind == "b" else str(dtype)
+            raise TypeError(f"seeds must hold integers (int32 or int64), got dtype {what}")
+        if seeds.ndim != 1:
+            raise ValueError(f"seeds must be 1-D, got shape {tuple(seeds.shape)}")
+        if seeds.size:
+            lo, hi = int(seeds.min()), int(seeds.max())  # sync on a GPU: one scalar pair per batch
+            if lo < 0 or hi >= self.num_nodes:
+                xp = np if isinstance(seeds, np.ndarray) else self.device.xp
+                position = int(xp.argmax((seeds < 0) | (seeds >= self.num_nodes)))
+                raise IndexError(
+                    f"seeds must lie in [0, num_nodes = {self.num_nodes}): seeds[{position}] = "
+                    f"{int(seeds[position])}"
+                )
+        xp = np if isinstance(seeds, np.ndarray) else self.device.xp
+        return xp.ascontiguousarray(seeds, dtype=np.int64)
+
+    def _device_seeds(self, seeds):
+        xp = self.device.xp
+        if type(seeds).__module__.startswith("cupy") or xp is np:
+            return seeds if xp is not np else to_numpy(seeds)
+        return xp.from_dlpack(seeds)
+
+    # ------------------------------------------------------------------ CPU path
+    def _acquire_map(self) -> np.ndarray:
+        with self._lock:
+            if self._free_maps:
+                return self._free_maps.pop()
+        dtype = np.int32 if self.num_nodes < 2**30 else np.int64
+        return np.full(self.num_nodes, -1, dtype=dtype)
+
+    def _host_arrays(self):
+        if self._dummies is None:
+            graph = self.graph
+            edge_ids = graph.edge_ids if graph.edge_ids is not None else np.empty(0, np.int64)
+            weights = graph.weights if graph.weights is not None else np.empty(0, np.float64)
+            self._dummies = (graph.indptr, graph.indices, edge_ids, graph.edge_ids is not None, weights)
+        return self._dummies
+
+    def _sample_cpu(self, seeds: np.ndarray, key: int):
+        from ._kernels import cpu
+        from ._kernels.rng import hop_state
+
+        indptr, indices, edge_ids, has_edge_ids, weights = self._host_arrays()
+        if len(seeds) >= 2**31 - self.num_nodes:
+            raise ValueError(f"too many seeds for one batch: {len(seeds)}")
+        local_map = self._acquire_map()
+        hops = []
+        with cpu.KERNEL_LOCK:
+            n_id = cpu.map_seeds(seeds, local_map)
+            for hop, k in enumerate(self.fanouts):
+                num_targets = len(n_id)
+                n_id, edge_index, e_id = cpu.sample_hop(
+                    indptr, indices, edge_ids, has_edge_ids, weights, self.weighted, n_id, k,
+                    self.replace, hop_state(self.seed, key, hop), local_map,
+                )
+                hops.append((edge_index, e_id, (len(n_id), num_targets)))
+            cpu.reset_map(n_id, local_map)
+        # Only a clean map goes back to the pool (an exception above drops it).
+        with self._lock:
+            self._free_maps.append(local_map)
+        return n_id, hops

@@ -1,0 +1,130 @@
+"""A pure-NumPy / pure-Python reference of :class:`gglspeedup.NeighborSampler`.
+
+It re-implements the sampling contract and the counter-based RNG independently of the Numba
+kernels (Python integers instead of ``np.uint64``), one row at a time, so tests can compare the
+kernels with it exactly. It is slow: use it on graphs of up to a few thousand edges.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..device import to_numpy
+from ..sampling.types import Adj, SampleOutput
+
+__all__ = ["reference_sample", "reference_hop_state", "reference_draw"]
+
+_MASK = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
+_NODE_MUL = 0xD6E8FEB86659FD93
+
+
+def _mix64(z: int) -> int:
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return z ^ (z >> 31)
+
+
+def reference_hop_state(seed: int, key: int, hop: int) -> int:
+    """The RNG state of one hop of one batch, as a Python int."""
+    state = _mix64((seed + _GAMMA) & _MASK)
+    state = _mix64(((state ^ (key & _MASK)) + _GAMMA) & _MASK)
+    return _mix64(((state ^ (hop & _MASK)) + _GAMMA) & _MASK)
+
+
+def _row_state(hop_state: int, node: int) -> int:
+    return _mix64(hop_state ^ ((node * _NODE_MUL) & _MASK))
+
+
+def reference_draw(seed: int, key: int, hop: int, node: int, index: int) -> int:
+    """64 random bits: draw ``index`` of ``node``'s row at ``hop`` of batch ``key``."""
+    return _draw(_row_state(reference_hop_state(seed, key, hop), node), index)
+
+
+def _draw(row_state: int, index: int) -> int:
+    return _mix64((row_state + ((index + 1) * _GAMMA)) & _MASK)
+
+
+def _below(bits: int, n: int) -> int:
+    return ((bits >> 32) * n) >> 32 if n < (1 << 32) else bits % n
+
+
+def _u01(bits: int) -> float:
+    return float(bits >> 11) * 2.0**-53
+
+
+def _u_open01(bits: int) -> float:
+    return (float(bits >> 11) + 1.0) * 2.0**-53
+
+
+def _sample_row(start, deg, weights, k, replace, weighted, state):
+    """CSR positions drawn for one row (same conventions as ``_kernels/rows.py``)."""
+    row = range(start, start + deg)
+    live = [p for p in row if not weighted or float(weights[p]) > 0]
+    if k == 0 or not live:
+        return []
+    if k < 0 or (not replace and len(live) < k) or (not replace and not weighted and deg <= k):
+        return live
+    if replace and not weighted:
+        return [start + _below(_draw(state, i), deg) for i in range(k)]
+    if replace:
+        total = 0.0
+        for p in row:
+            total += float(weights[p])
+        chosen = []
+        for i in range(k):
+            target = _u01(_draw(state, i)) * total
+            cum, pick = 0.0, -1
+            for p in live:
+                cum += float(weights[p])
+                pick = p
+                if cum > target:
+                    break
+            chosen.append(pick)
+        return chosen
+    if not weighted:  # Floyd's algorithm
+        chosen = []
+        for c, j in enumerate(range(deg - k, deg)):
+            p = start + _below(_draw(state, c), j + 1)
+            chosen.append(start + j if p in chosen else p)
+        return chosen
+    keyed = []  # A-ES: the k smallest -log(u) / w, ties broken by row order (stable sort)
+    for p in live:
+        j = p - start
+        keyed.append((-math.log(_u_open01(_draw(state, j))) / float(weights[p]), p))
+    keyed.sort(key=lambda item: item[0])
+    return [p for _, p in keyed[:k]]
+
+
+def reference_sample(graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0) -> SampleOutput:
+    """What ``NeighborSampler(graph, fanouts, replace=..., weighted=..., seed=seed).sample(seeds,
+    key=key)`` must return, computed row by row in Python (host NumPy arrays, int64)."""
+    indptr = to_numpy(graph.indptr)
+    indices = to_numpy(graph.indices)
+    edge_ids = None if graph.edge_ids is None else to_numpy(graph.edge_ids)
+    weights = None if graph.weights is None else to_numpy(graph.weights)
+    n_id = [int(s) for s in to_numpy(np.asarray(seeds) if isinstance(seeds, list) else seeds)]
+    local = {}
+    for i, node in enumerate(n_id):
+        local.setdefault(node, i)
+    hops = []
+    for hop, k in enumerate(fanouts):
+        hop_state = reference_hop_state(seed, key, hop)
+        num_targets = len(n_id)
+        src, dst, e_id = [], [], []
+        for i in range(num_targets):
+            node = n_id[i]
+            start, end = int(indptr[node]), int(indptr[node + 1])
+            for p in _sample_row(start, end - start, weights, k, replace, weighted, _row_state(hop_state, node)):
+                neighbour = int(indices[p])
+                if neighbour not in local:
+                    local[neighbour] = len(n_id)
+                    n_id.append(neighbour)
+                src.append(local[neighbour])
+                dst.append(i)
+                e_id.append(p if edge_ids is None else int(edge_ids[p]))
+        edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
+        hops.append(Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id), num_targets)))
+    return SampleOutput(np.array(n_id, dtype=np.int64), hops[::-1])
