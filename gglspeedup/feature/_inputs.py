@@ -1,0 +1,163 @@
+"""Input checks and conversions for :class:`~gglspeedup.feature.FeatureStore`.
+
+Tables become 2-D C-contiguous NumPy arrays (zero-copy whenever the input already is one);
+id arrays become 1-D int32/int64 arrays on the store's device, range-checked before any kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..device import to_numpy
+from ._kernels.gather import first_out_of_range
+
+__all__ = ["as_table", "as_ids", "check_out"]
+
+_REJECTED_KINDS = {"O": "object", "U": "str", "S": "bytes", "M": "datetime", "m": "timedelta"}
+
+
+def _torch_bfloat16_to_numpy(tensor) -> np.ndarray:
+    import torch
+
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover - ml_dtypes ships with the test extra and with jax
+        raise ImportError(
+            "a torch.bfloat16 table needs ml_dtypes for a NumPy bfloat16 dtype: pip install ml_dtypes"
+        ) from None
+    bits = tensor.detach().cpu().contiguous().view(torch.int16).numpy()
+    return bits.view(ml_dtypes.bfloat16)
+
+
+def as_table(x: Any) -> np.ndarray:
+    """``x`` as a 2-D C-contiguous NumPy array (a view when it already is one, else a copy).
+
+    Accepts NumPy arrays (memory-mapped ones included), any host tensor with ``__dlpack__``
+    (torch, TensorFlow, Paddle, JAX) and nested sequences. A torch ``bfloat16`` tensor becomes an
+    ``ml_dtypes.bfloat16`` array sharing its memory.
+
+    Raises
+    ------
+    TypeError
+        for object, string, bytes, datetime or structured dtypes.
+    ValueError
+        when ``x`` is not 2-D.
+    """
+    if x is None:
+        raise TypeError("x must be a 2-D array of feature rows, got None")
+    if type(x).__module__.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16":
+        table = _torch_bfloat16_to_numpy(x)
+    else:
+        try:
+            table = to_numpy(x)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"x must be an array or a host tensor, got {type(x).__name__}: {error}") from None
+    table = np.asarray(table)  # np.memmap and other ndarray subclasses -> plain ndarray view
+    kind = table.dtype.kind
+    if kind in _REJECTED_KINDS or table.dtype.fields is not None:
+        name = _REJECTED_KINDS.get(kind, "structured")
+        raise TypeError(f"x must hold numbers (float, int, uint, bool or bfloat16), got {name} dtype {table.dtype}")
+    if table.ndim != 2:
+        raise ValueError(f"x must be 2-D (num_rows, dim), got shape {table.shape}")
+    if table.shape[1] == 0:
+        raise ValueError(f"x must have at least one column, got shape {table.shape}")
+    # Non-contiguous input (a column slice, a transposed view) is copied once, here.
+    return np.ascontiguousarray(table)
+
+
+def _ids_module(ids) -> str:
+    module = type(ids).__module__
+    if module.startswith("cupy"):
+        return "cupy"
+    if module.startswith("torch"):
+        return "torch"
+    return "other"
+
+
+def _device_ids(ids, device):
+    """ids on ``device`` without a host round trip when they already live on the GPU."""
+    xp = device.xp
+    if xp is np:
+        return to_numpy(ids)
+    kind = _ids_module(ids)
+    if kind == "cupy":
+        return ids
+    if hasattr(ids, "__dlpack_device__") and int(ids.__dlpack_device__()[0]) == 2:  # kDLCUDA
+        return xp.from_dlpack(ids)
+    return to_numpy(ids)
+
+
+def as_ids(ids: Any, num_rows: int, device):
+    """``ids`` as a 1-D int32/int64 array of ``device``'s array module, every id in range.
+
+    Accepts Python sequences, ranges, slices (``store[10:20]``), NumPy and CuPy arrays, torch
+    tensors and any DLPack tensor. An empty sequence is an empty int64 array.
+
+    Raises
+    ------
+    TypeError
+        for float, bool, complex or object ids.
+    ValueError
+        for ids that are not 1-D.
+    IndexError
+        naming the first id outside ``[0, num_rows)``; negative ids do not wrap around.
+    """
+    if isinstance(ids, slice):
+        ids = np.arange(*ids.indices(num_rows), dtype=np.int64)
+    elif isinstance(ids, (list, tuple, range)):
+        ids = np.asarray(ids)
+    elif isinstance(ids, (bool, np.bool_)) or np.isscalar(ids):
+        raise ValueError(f"ids must be a 1-D array of row ids, got the scalar {ids!r}; use store[[{ids!r}]]")
+    try:
+        ids = _device_ids(ids, device)
+    except (TypeError, ValueError, BufferError) as error:
+        raise TypeError(f"ids must be an integer array or tensor, got {type(ids).__name__}: {error}") from None
+    xp = device.xp if _ids_module(ids) == "cupy" else np
+    dtype = ids.dtype
+    if dtype.kind not in "iu":
+        if ids.size == 0 and dtype.kind == "f":
+            return xp.empty(0, dtype=np.int64)  # np.asarray([]) is float64
+        raise TypeError(f"ids must hold integers, got dtype {dtype}")
+    if ids.ndim != 1:
+        raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
+    if dtype == np.uint64 and ids.size and int(ids.max()) >= num_rows:  # sync on a GPU
+        _raise_out_of_range(ids, num_rows, xp)
+    if dtype not in (np.int32, np.int64):
+        ids = ids.astype(np.int64)
+    if not ids.flags.c_contiguous:
+        ids = xp.ascontiguousarray(ids)
+    if xp is np:
+        if first_out_of_range(ids, num_rows) >= 0:
+            _raise_out_of_range(ids, num_rows, xp)
+    elif ids.size and bool(((ids < 0) | (ids >= num_rows)).any()):  # sync: one bool per batch
+        _raise_out_of_range(ids, num_rows, xp)
+    return ids
+
+
+def _raise_out_of_range(ids, num_rows, xp):
+    bad = ids >= num_rows if ids.dtype.kind == "u" else (ids < 0) | (ids >= num_rows)
+    position = int(xp.argmax(bad))  # sync
+    raise IndexError(
+        f"ids[{position}] = {int(ids[position])} is out of range for a table of {num_rows} rows "
+        f"(ids must lie in [0, {num_rows}); negative ids do not wrap around)"
+    )
+
+
+def check_out(out, num_ids: int, dim: int, dtype: np.dtype, device) -> None:
+    """Raise unless ``out`` is a writable C-contiguous (num_ids, dim) array of ``dtype`` on ``device``."""
+    xp = device.xp
+    if xp is np:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a NumPy array on device {device}, got {type(out).__name__}")
+    elif _ids_module(out) != "cupy":
+        raise TypeError(f"out must be a CuPy array on device {device}, got {type(out).__name__}")
+    if tuple(out.shape) != (num_ids, dim):
+        raise ValueError(f"out must have shape ({num_ids}, {dim}) (len(ids), dim), got {tuple(out.shape)}")
+    if out.dtype != dtype:
+        raise TypeError(f"out must have the store's dtype {dtype}, got {out.dtype}")
+    if not out.flags.c_contiguous:
+        raise ValueError("out must be C-contiguous")
+    if xp is np and not out.flags.writeable:
+        raise ValueError("out must be writeable")

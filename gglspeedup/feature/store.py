@@ -1,0 +1,260 @@
+"""FeatureStore: feature rows gathered by node id, hottest rows cached on the GPU.
+
+See DESIGN.md, "Features". On a CUDA device the rows chosen by the cache policy live in device
+memory (up to ``cache_size`` bytes) and the rest in pinned host memory that the gather kernel
+reads in place; on the CPU there is a single tier, the caller's table itself, read by a parallel
+Numba gather.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import aligned_empty, as_device, parse_size
+from ._inputs import as_ids, as_table, check_out
+from ._kernels.gather import SERIAL_BYTES, gather_cpu, gather_serial, word_dtype
+from ._tiers import CUDATiers, device_free_bytes
+from .policies import expected_hit_rate, resolve_policy
+
+__all__ = ["FeatureStore"]
+
+
+class FeatureStore:
+    """Feature rows of ``x``, gathered by node id on ``device``.
+
+    Parameters
+    ----------
+    x : array-like, shape (num_rows, dim)
+        The feature table: a NumPy array (a memory-mapped ``.npy`` too) or any host tensor with
+        ``__dlpack__`` (torch, TensorFlow, Paddle, JAX). Any fixed-size numeric dtype: float32,
+        float16, bfloat16 (``ml_dtypes.bfloat16``; a ``torch.bfloat16`` tensor is read as one),
+        float64, int64, uint8, ... Any row width. A C-contiguous NumPy table is used as-is on the
+        CPU (no copy); a non-contiguous one (a column slice, a transpose) is copied once.
+        Object, string and structured dtypes raise ``TypeError``; ``x.ndim != 2`` raises
+        ``ValueError``.
+    device : str, int or device object
+        ``"cpu"`` or ``"cuda[:index]"`` (GPU kernels run on numba's simulator when
+        ``NUMBA_ENABLE_CUDASIM=1``).
+    cache_size : int or str
+        Device-cache budget in bytes (``"0.1G"``, ``"512M"``, see :func:`~gglspeedup.parse_size`).
+        ``floor(cache_size / row_bytes)`` rows are cached; a budget larger than the table caches
+        every row. On a GPU, a cache that does not fit in free device memory raises
+        ``ValueError`` naming both numbers. On the CPU there is one tier and the budget only
+        has to parse: nothing is cached and every row counts as a host read.
+    policy : None, "degree", "presample", "none" or int array
+        Which rows are cached first. ``None``: ``"degree"`` when ``graph`` is given, else
+        ``"none"``. An int array is an explicit order of distinct row ids, hottest first.
+        See :mod:`gglspeedup.feature.policies`.
+    graph : CSRGraph or scipy sparse matrix, optional
+        Needed by ``"degree"`` and ``"presample"``; must have one node per row of ``x``.
+    presample : dict, optional
+        Options of the ``"presample"`` policy (keys of
+        :func:`~gglspeedup.feature.policies.presample_counts`): ``fanouts`` (default
+        ``(15, 10, 5)``), ``batch_size`` (1024), ``num_batches`` (one epoch, at most 64),
+        ``seeds`` (training nodes; default all), ``seed`` (0), ``sampler`` (any object with
+        ``sample(seeds) -> (n_id, adjs)``; default a CPU ``NeighborSampler``).
+
+    Notes
+    -----
+    ``store[ids]`` / ``store.gather(ids)`` return arrays of the device's array module: NumPy on
+    the CPU and under the simulator, CuPy on a GPU. CuPy has no bfloat16 (nor other
+    ``ml_dtypes`` types), so on a real GPU such rows come back as a ``uint16`` (same-size unsigned)
+    CuPy array holding the same bits: ``gglspeedup.backends`` or ``torch_tensor.view(torch.bfloat16)``
+    reinterpret it without a copy. Ids are checked against ``[0, num_rows)`` before every
+    gather; on a GPU that check reads one bool back (a synchronisation per batch).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    >>> store = FeatureStore(x)
+    >>> store[[5, 0, 5]].tolist()
+    [[10.0, 11.0], [0.0, 1.0], [10.0, 11.0]]
+    >>> store.stats()["lookups"]
+    3
+    """
+
+    def __init__(self, x, device="cpu", cache_size=0, policy=None, graph=None, *, presample=None):
+        self.device = as_device(device)
+        table = as_table(x)
+        self.cache_size = parse_size(cache_size)
+        num_rows, dim = table.shape
+        self.dtype = table.dtype
+        self.row_bytes = dim * table.dtype.itemsize
+        policy_name, compute_order = resolve_policy(policy, graph, num_rows, presample)
+        self.policy_info = {"policy": policy_name}
+        self._host_table = None
+        self._tiers = None
+        self._cached_ids = np.empty(0, dtype=np.int64)
+        self._shape = table.shape
+        if self.device.is_cuda:
+            self.device.check_available()
+            self._build_tiers(table, compute_order)
+        else:
+            self._host_table = table
+            self._views = {}
+        self.reset_stats()
+
+    # ------------------------------------------------------------------ construction
+    def _build_tiers(self, table, compute_order) -> None:
+        num_rows = table.shape[0]
+        budget_rows = min(num_rows, self.cache_size // self.row_bytes)
+        cached_ids = np.empty(0, dtype=np.int64)
+        if budget_rows:
+            order, info = compute_order()
+            cached_ids = np.ascontiguousarray(order[:budget_rows], dtype=np.int64)
+            counts = info.pop("counts", None)
+            if counts is not None:
+                info.update(
+                    expected_hit_rate=expected_hit_rate(counts, cached_ids),
+                    touched_rows=int(np.count_nonzero(counts)),
+                    lookups_sampled=int(counts.sum()),
+                )
+            self.policy_info.update(info)
+        needed = len(cached_ids) * self.row_bytes + num_rows * 8  # cache + location map
+        free = device_free_bytes(self.device)
+        if free is not None and needed > free:
+            raise ValueError(
+                f"cache_size={self.cache_size} bytes needs {needed} bytes on {self.device} "
+                f"({len(cached_ids)} rows of {self.row_bytes} bytes plus an 8-byte map entry per row) "
+                f"but only {free} bytes are free; lower cache_size"
+            )
+        self._tiers = CUDATiers(table, cached_ids, self.device)
+        self._cached_ids = cached_ids
+        self.policy_info["num_cached"] = len(cached_ids)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(num_rows, dim)``."""
+        return self._shape
+
+    @property
+    def dim(self) -> int:
+        return self._shape[1]
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        """The dtype of gathered arrays: :attr:`dtype`, except CuPy-less dtypes on a real GPU."""
+        if self.device.xp is np or self.dtype.kind != "V":
+            return self.dtype
+        return np.dtype(f"u{self.dtype.itemsize}")
+
+    @property
+    def num_cached(self) -> int:
+        """Rows held in the device cache (0 on the CPU)."""
+        return len(self._cached_ids)
+
+    @property
+    def cached_ids(self) -> np.ndarray:
+        """The cached row ids in cache-slot order: int64 host array, shape (num_cached,)."""
+        return self._cached_ids
+
+    @property
+    def cache_map(self) -> np.ndarray:
+        """Per row: its cache slot, or -1 when it is read from host memory. int64, (num_rows,)."""
+        if self._tiers is None:
+            return np.full(len(self), -1, dtype=np.int64)
+        return np.maximum(self._tiers.location_host, -1)
+
+    def __repr__(self) -> str:
+        return (
+            f"FeatureStore(shape={self.shape}, dtype={self.dtype}, device={self.device}, "
+            f"num_cached={self.num_cached}, policy={self.policy_info['policy']!r})"
+        )
+
+    # ------------------------------------------------------------------ gather
+    def __getitem__(self, ids):
+        """``x[ids]`` on the store's device (see :meth:`gather`)."""
+        return self.gather(ids)
+
+    def gather(self, ids, out=None):
+        """Rows ``x[ids]`` on the store's device, written into ``out`` when given.
+
+        Parameters
+        ----------
+        ids : int array-like, shape (m,)
+            Row ids in any order, repeats allowed: a list, a NumPy or CuPy array, a torch tensor,
+            any DLPack tensor, or a slice. int32 and int64 are used as-is; other integer types
+            are converted.
+        out : array, shape (m, dim), optional
+            A C-contiguous, writeable buffer of :attr:`out_dtype` on the store's device (NumPy
+            on the CPU and the simulator, CuPy on a GPU), e.g. reused across batches.
+
+        Returns
+        -------
+        array, shape (m, dim), dtype :attr:`out_dtype`: ``out`` itself when given.
+
+        Raises
+        ------
+        TypeError
+            float, bool or non-integer ids; an ``out`` of the wrong type or dtype.
+        ValueError
+            ids that are not 1-D; an ``out`` of the wrong shape or layout.
+        IndexError
+            an id outside ``[0, num_rows)`` (negative ids included), naming the first one.
+        """
+        ids = as_ids(ids, len(self), self.device)
+        count = int(ids.shape[0])
+        if out is None:
+            out = self._empty(count)
+        else:
+            check_out(out, count, self.dim, self.out_dtype, self.device)
+        self._lookups += count
+        self._calls += 1
+        if count == 0:
+            return out
+        if self._tiers is not None:
+            self._tiers.gather(ids, out)
+        else:
+            self._gather_host(ids, out)
+        return out
+
+    def _empty(self, count: int):
+        if self.device.xp is np:
+            return aligned_empty((count, self.dim), self.dtype)  # 64-byte aligned: JAX zero-copy
+        with self.device:
+            return self.device.xp.empty((count, self.dim), dtype=self.out_dtype)
+
+    def _gather_host(self, ids, out) -> None:
+        word = word_dtype(self.row_bytes, self._host_table.ctypes.data, out.ctypes.data)
+        table = self._views.get(word)
+        if table is None:
+            table = self._views[word] = self._host_table.view(word)
+        driver = gather_serial if out.nbytes < SERIAL_BYTES else gather_cpu
+        driver(table, ids, out.view(word))
+
+    # ------------------------------------------------------------------ statistics
+    def stats(self) -> dict:
+        """Lookup counters since construction or the last :meth:`reset_stats`.
+
+        Returns
+        -------
+        dict with ``lookups`` (ids gathered), ``calls`` (gathers), ``rows_device`` /
+        ``rows_host`` (rows served from each tier; they add up to ``lookups``), ``hit_rate``
+        (``rows_device / lookups``, 0.0 before any lookup), ``bytes_device`` / ``bytes_host``
+        (row bytes read from each tier) and ``num_cached``. On a GPU, reading ``rows_device``
+        synchronises with the device.
+        """
+        rows_device = self._tiers.hits if self._tiers is not None else 0
+        rows_host = self._lookups - rows_device
+        return {
+            "lookups": self._lookups,
+            "calls": self._calls,
+            "rows_device": rows_device,
+            "rows_host": rows_host,
+            "hit_rate": rows_device / self._lookups if self._lookups else 0.0,
+            "bytes_device": rows_device * self.row_bytes,
+            "bytes_host": rows_host * self.row_bytes,
+            "num_cached": self.num_cached,
+        }
+
+    def reset_stats(self) -> None:
+        """Zero every counter of :meth:`stats`."""
+        self._lookups = 0
+        self._calls = 0
+        if self._tiers is not None:
+            self._tiers.reset()
