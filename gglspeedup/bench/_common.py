@@ -1,0 +1,316 @@
+"""Shared pieces of the benchmark commands: graph specs, seed batches, timing, machine facts.
+
+Every contender in one run reads the same graph, the same seed batches and the same clock, so the
+ratios in a table compare like with like even on a busy machine. Nothing heavy is imported at
+module level; frameworks load only when a contender or a graph spec needs them.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "GRAPH_SPEC_HELP",
+    "load_graph",
+    "parse_fanouts",
+    "parse_names",
+    "seed_batches",
+    "set_threads",
+    "machine_info",
+    "Timing",
+    "time_pass",
+    "time_contenders",
+    "format_table",
+]
+
+GRAPH_SPEC_HELP = (
+    "graph to read: 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]' (synthetic power-law, "
+    "gglspeedup.datasets.synthetic_powerlaw; NUM_NODES may read 2M or 500k), 'cora', 'citeseer' "
+    "(bundled), 'ogb:PATH', 'reddit:PATH' (datasets on disk), or 'file:PATH' (a CSRGraph saved "
+    "with CSRGraph.save)"
+)
+
+
+_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
+
+
+def _parse_count(text: str, what: str, spec: str) -> int:
+    """``"2000000"``, ``"2M"``, ``"500k"`` -> int (decimal scales, as the datasets specs read)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmb]?)", text.strip().lower().replace("_", ""))
+    if match is None:
+        raise ValueError(f"--graph {spec!r}: {what} must be a number like 2000000 or 2M, got {text!r}")
+    return int(round(float(match.group(1)) * _SCALE[match.group(2)]))
+
+
+def load_graph(spec: str):
+    """The :class:`~gglspeedup.graph.CSRGraph` a ``--graph`` spec names (see ``GRAPH_SPEC_HELP``).
+
+    Returns
+    -------
+    graph : CSRGraph
+    description : dict
+        ``{"spec", "num_nodes", "num_edges", "load_s"}`` for the report.
+
+    Raises
+    ------
+    ValueError
+        for a malformed spec (the message names ``--graph`` and the expected forms).
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"--graph must be a non-empty string; {GRAPH_SPEC_HELP}")
+    start = time.perf_counter()
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.lower()
+    if kind == "powerlaw":
+        parts = rest.split(":") if rest else []
+        if len(parts) not in (2, 3):
+            raise ValueError(f"--graph {spec!r}: expected 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]'")
+        num_nodes = _parse_count(parts[0], "NUM_NODES", spec)
+        try:
+            avg_degree = float(parts[1])
+        except ValueError:
+            raise ValueError(f"--graph {spec!r}: AVG_DEGREE must be a number, got {parts[1]!r}") from None
+        if num_nodes < 1 or not avg_degree > 0:
+            raise ValueError(f"--graph {spec!r}: NUM_NODES must be >= 1 and AVG_DEGREE > 0")
+        seed = _parse_count(parts[2], "SEED", spec) if len(parts) == 3 else 0
+        from .. import datasets
+
+        avg = int(avg_degree) if avg_degree == int(avg_degree) else avg_degree
+        graph = datasets.synthetic_powerlaw(num_nodes, avg, seed=seed)
+    elif kind in ("cora", "citeseer"):
+        if rest:
+            raise ValueError(f"--graph {spec!r}: {kind!r} takes no arguments")
+        from .. import datasets
+
+        graph = datasets.load(kind)[0]
+    elif kind in ("ogb", "reddit"):
+        if not rest:
+            raise ValueError(f"--graph {spec!r}: expected '{kind}:PATH'")
+        from .. import datasets
+
+        reader = datasets.read_ogb_node if kind == "ogb" else datasets.read_reddit
+        graph = reader(rest)[0]
+    elif kind == "file":
+        if not rest:
+            raise ValueError(f"--graph {spec!r}: expected 'file:PATH'")
+        if not os.path.exists(rest):
+            raise ValueError(f"--graph {spec!r}: no such file {rest!r}")
+        from ..graph import CSRGraph
+
+        graph = CSRGraph.load(rest)
+    else:
+        raise ValueError(f"--graph {spec!r} is not understood; {GRAPH_SPEC_HELP}")
+    description = {
+        "spec": spec,
+        "num_nodes": int(graph.num_nodes),
+        "num_edges": int(graph.num_edges),
+        "load_s": round(time.perf_counter() - start, 3),
+    }
+    return graph, description
+
+
+def parse_fanouts(text) -> list[int]:
+    """``"25,10"`` -> ``[25, 10]``; each fanout a positive int or -1 (all neighbours).
+
+    ``fanouts[0]`` applies to the seeds (DESIGN.md, "Sampling").
+    """
+    if isinstance(text, str):
+        items = [item.strip() for item in text.split(",")]
+    else:
+        items = list(text)
+    if not items or items == [""]:
+        raise ValueError("--fanouts must list at least one hop, e.g. '25,10'")
+    fanouts = []
+    for position, item in enumerate(items):
+        value = None
+        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            value = int(item)
+        elif isinstance(item, str):
+            try:
+                value = int(item)
+            except ValueError:
+                pass
+        if value is None or value == 0 or value < -1:
+            raise ValueError(f"--fanouts[{position}] must be a positive int or -1, got {item!r}")
+        fanouts.append(value)
+    return fanouts
+
+
+def parse_names(text, known: Sequence[str], option: str = "--peers") -> list[str] | None:
+    """``"dgl,numpy"`` -> ``["dgl", "numpy"]`` (``None`` or ``"all"`` -> ``None``: every one)."""
+    if text is None or (isinstance(text, str) and text.strip().lower() in ("", "all")):
+        return None
+    names = [name.strip().lower() for name in (text.split(",") if isinstance(text, str) else text)]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(f"{option} must name some of {', '.join(known)}; unknown: {', '.join(unknown)}")
+    return list(dict.fromkeys(names))
+
+
+def seed_batches(num_nodes: int, batch_size: int, num_batches: int, seed: int = 0) -> list[np.ndarray]:
+    """``num_batches`` int64 seed batches of ``batch_size`` distinct node ids each.
+
+    Batches are consecutive slices of a seeded random permutation (as a shuffling loader makes
+    them); a new permutation starts when one is used up. Every contender receives this same list.
+    """
+    if num_nodes < 1:
+        raise ValueError(f"the graph must have at least one node to draw seeds from, got {num_nodes}")
+    if batch_size < 1:
+        raise ValueError(f"--batch must be >= 1, got {batch_size}")
+    if num_batches < 1:
+        raise ValueError(f"--batches must be >= 1, got {num_batches}")
+    rng = np.random.default_rng(seed)
+    batch_size = min(batch_size, num_nodes)
+    batches, order, cursor = [], rng.permutation(num_nodes), 0
+    for _ in range(num_batches):
+        if cursor + batch_size > num_nodes:
+            order, cursor = rng.permutation(num_nodes), 0
+        batches.append(np.ascontiguousarray(order[cursor : cursor + batch_size], dtype=np.int64))
+        cursor += batch_size
+    return batches
+
+
+def set_threads(threads: int | None) -> None:
+    """Use ``threads`` CPU threads in Numba and torch (``None``: leave the defaults)."""
+    if threads is None:
+        return
+    if threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    import numba
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    if "torch" in sys.modules or _installed("torch"):
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, thread counts and versions, for the table header and the JSON."""
+    import numba
+
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        usable = os.cpu_count()
+    info: dict[str, Any] = {
+        "cpu_count": os.cpu_count(),
+        "usable_cores": usable,
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "numba_threads": numba.get_num_threads(),
+    }
+    if "torch" in sys.modules or _installed("torch"):
+        import torch
+
+        info["torch"] = torch.__version__
+        info["torch_threads"] = torch.get_num_threads()
+    return info
+
+
+@dataclass
+class Timing:
+    """One contender's measurement: its median round (by wall time) of passes over every batch."""
+
+    seconds: float  # wall time of the median round (all timed batches)
+    batches: int
+    edges: int  # sampled edges in that round, all hops of all batches
+    round_seconds: list = field(default_factory=list)
+
+    @property
+    def edges_per_s(self) -> float:
+        return self.edges / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def batches_per_s(self) -> float:
+        return self.batches / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def ms_per_batch(self) -> float:
+        return 1e3 * self.seconds / self.batches
+
+
+def time_pass(sample: Callable[[Any], int], batches: Sequence[Any], sync: Callable[[], None] | None = None):
+    """One timed pass of ``sample(batch) -> sampled edges`` over ``batches``: (seconds, edges).
+
+    ``sync`` (e.g. a GPU stream synchronisation) runs before the clock stops.
+    """
+    edges = 0
+    start = time.perf_counter()
+    for batch in batches:
+        edges += int(sample(batch))
+    if sync is not None:
+        sync()
+    return time.perf_counter() - start, edges
+
+
+def time_contenders(contenders: dict, rounds: int = 1) -> dict[str, Timing]:
+    """Time several contenders, interleaved round by round, and report each one's median round.
+
+    ``contenders`` maps a name to ``(sample, batches, warmup, sync)``. Each contender's
+    ``warmup`` batches run first, untimed (JIT compilation, allocator warm-up). Then, ``rounds``
+    times, every contender makes one timed pass over its ``batches`` in turn, so a burst of load
+    on a shared machine hits every contender alike; the pass with the median wall time is
+    reported for each.
+    """
+    if rounds < 1:
+        raise ValueError(f"--repeats must be >= 1, got {rounds}")
+    for sample, _, warmup, sync in contenders.values():
+        for batch in warmup:
+            sample(batch)
+        if sync is not None:
+            sync()
+    seconds = {name: [] for name in contenders}
+    edges = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, (sample, batches, _, sync) in contenders.items():
+            elapsed, count = time_pass(sample, batches, sync)
+            seconds[name].append(elapsed)
+            edges[name].append(count)
+    timings = {}
+    for name in contenders:
+        median = sorted(range(rounds), key=seconds[name].__getitem__)[rounds // 2]
+        timings[name] = Timing(
+            seconds=seconds[name][median],
+            batches=len(contenders[name][1]),
+            edges=edges[name][median],
+            round_seconds=seconds[name],
+        )
+    return timings
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]]) -> str:
+    """A plain-text table: ``columns`` are ``(key, header, format)``; missing values print '-'."""
+    cells = [[header for _, header, _ in columns]]
+    for row in rows:
+        line = []
+        for key, _, fmt in columns:
+            value = row.get(key)
+            line.append("-" if value is None else (format(value, fmt) if fmt else str(value)))
+        cells.append(line)
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    out = []
+    for index, line in enumerate(cells):
+        out.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))))
+        if index == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
