@@ -1,0 +1,162 @@
+"""Host arrays in POSIX shared memory, with a handle that pickles as a name.
+
+Objects that are built once in a parent process and handed to ``torch.multiprocessing.spawn`` /
+``paddle.distributed.spawn`` children (graphs, feature tables) keep their big arrays here: pickling
+a :class:`SharedArray` sends only ``(name, shape, dtype)``; the child maps the same physical pages
+by name, so nothing is copied per child.
+
+Lifetime
+--------
+The process that *creates* a segment owns it: the segment is unlinked when the creating handle is
+garbage-collected or the creating process exits (``weakref.finalize``, which also runs at exit),
+and, should the creator be killed, by multiprocessing's resource tracker. Processes that *attach*
+never unlink and never register the segment with a resource tracker: on Python < 3.13 attaching
+through ``SharedMemory(name)`` registers the name, and a spawned child shares its parent's tracker,
+so the child's exit (or an ``unregister``) would either unlink the parent's segment or make the
+tracker print ``KeyError`` / "leaked shared_memory" warnings. Attaching maps the segment directly
+(``shm_open`` + ``mmap``) instead; the mapping lives exactly as long as the NumPy views of it.
+
+Unlinking only removes the name: processes that already attached keep valid mappings. A child
+that unpickles a handle after the creator unlinked it gets a ``FileNotFoundError`` that says so.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SharedArray", "share", "is_shared"]
+
+_PAGE = mmap.PAGESIZE
+_lock = threading.Lock()
+
+
+def _unlink(shm, owner_pid: int) -> None:
+    # Forked children inherit the finalizer; only the creating process may unlink.
+    if os.getpid() != owner_pid:
+        return
+    try:
+        shm.unlink()
+    except FileNotFoundError:  # already gone (unlinked by hand, or by the resource tracker)
+        pass
+
+
+def _map(name: str, nbytes: int) -> mmap.mmap:
+    """Map an existing segment without touching any resource tracker."""
+    try:
+        import _posixshmem
+    except ImportError as error:  # pragma: no cover - Windows
+        raise OSError("gglspeedup shared arrays need POSIX shared memory (Linux / macOS)") from error
+    try:
+        fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"shared-memory segment {name!r} no longer exists: the object that created it (in the "
+            "parent process) was garbage-collected or its process exited; keep it alive until the "
+            "child processes have started"
+        ) from None
+    try:
+        size = os.fstat(fd).st_size
+        if size < nbytes:
+            raise ValueError(f"shared-memory segment {name!r} holds {size} bytes, expected >= {nbytes}")
+        return mmap.mmap(fd, max(nbytes, 1))
+    finally:
+        os.close(fd)
+
+
+class SharedArray:
+    """A NumPy array in a named shared-memory segment; pickles as its name.
+
+    Build one with :func:`share` (or :meth:`SharedArray.create`); read the data through
+    :attr:`array` (a writable NumPy view, C-contiguous, 64-byte aligned). Unpickling in another
+    process attaches to the same memory on first access of :attr:`array`.
+
+    Attributes
+    ----------
+    name : str
+        The segment name (``/dev/shm/<name>`` on Linux).
+    shape : tuple of int
+    dtype : numpy.dtype
+    owner : bool
+        True in the process that created the segment (and will unlink it).
+    """
+
+    def __init__(self, name: str, shape, dtype, *, _shm=None):
+        self.name = str(name)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.owner = _shm is not None
+        self._array = None
+        self._finalizer = None
+        if _shm is not None:
+            self._finalizer = weakref.finalize(self, _unlink, _shm, os.getpid())
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @classmethod
+    def create(cls, array) -> "SharedArray":
+        """Copy ``array`` (any NumPy-convertible host array) into a new segment."""
+        from multiprocessing import shared_memory
+
+        array = np.asarray(array)
+        if array.dtype.hasobject:
+            raise TypeError(f"array must hold numbers, not Python objects (dtype {array.dtype})")
+        nbytes = int(array.nbytes)
+        # The creator registers with the resource tracker (cleanup if it is killed), then maps the
+        # segment the same way children do, so views never pin the SharedMemory object.
+        shm = shared_memory.SharedMemory(create=True, size=max(nbytes, 1))
+        name = shm.name
+        shm.close()
+        handle = cls(name, array.shape, array.dtype, _shm=shm)
+        handle._attach()
+        if nbytes:
+            handle._array[...] = array
+        return handle
+
+    def _attach(self) -> np.ndarray:
+        with _lock:
+            if self._array is None:
+                buffer = _map(self.name, self.nbytes)
+                count = int(np.prod(self.shape, dtype=np.int64))
+                self._array = np.frombuffer(buffer, dtype=self.dtype, count=count).reshape(self.shape)
+            return self._array
+
+    @property
+    def array(self) -> np.ndarray:
+        """The NumPy view of the shared memory (attaches on first use in a new process)."""
+        return self._array if self._array is not None else self._attach()
+
+    def unlink(self) -> None:
+        """Remove the segment's name now (creator only; existing mappings stay valid)."""
+        if not self.owner:
+            raise RuntimeError(f"only the process that created shared array {self.name!r} may unlink it")
+        self._finalizer()
+
+    def __reduce__(self):
+        return (SharedArray, (self.name, self.shape, self.dtype.str))
+
+    def __repr__(self) -> str:
+        role = "owner" if self.owner else "attached"
+        return f"SharedArray(name={self.name!r}, shape={self.shape}, dtype={self.dtype}, {role})"
+
+
+def share(array: Any) -> SharedArray:
+    """``array`` in shared memory: a :class:`SharedArray` (returned as is if it already is one)."""
+    if isinstance(array, SharedArray):
+        return array
+    return SharedArray.create(array)
+
+
+def is_shared(array: np.ndarray, handle: SharedArray) -> bool:
+    """Whether ``array``'s data lies inside ``handle``'s mapping in this process (test helper)."""
+    view = handle.array
+    start = view.__array_interface__["data"][0]
+    address = np.asarray(array).__array_interface__["data"][0]
+    return start <= address < start + max(handle.nbytes, 1)

@@ -1,0 +1,371 @@
+"""Node features partitioned across processes or machines, gathered over ``torch.distributed``.
+
+Every rank keeps the rows of the nodes it owns (``partition[v] == rank``) and the full graph
+topology; ``dist_feature[ids]`` returns rows equal to the global ``x[ids]`` by exchanging ids and
+rows with ``all_to_all_single`` (gloo on CPU, NCCL on GPU; uneven splits are fine). Gathers are
+autograd-aware, so ``local_rows`` may be a learnable ``torch.nn.Parameter`` (node embeddings):
+gradients of the gathered rows travel back to the owning ranks and accumulate there.
+
+Every lookup (and every backward through one) is a collective: all ranks of the group must call
+it the same number of times, in the same order, each with its own ids (possibly none). A rank that
+dies, raises or never arrives makes the others fail with a ``RuntimeError`` naming this library's
+exchange after the process group's timeout (``init_process_group(..., timeout=...)``) instead of
+hanging; set a short timeout when a quick failure matters.
+
+>>> import torch.distributed as dist                                  # doctest: +SKIP
+>>> dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))  # doctest: +SKIP
+>>> part = range_partition(x.shape[0], dist.get_world_size())         # doctest: +SKIP
+>>> feat = DistFeature(x[part == dist.get_rank()], part)              # doctest: +SKIP
+>>> rows = feat[n_id]                                                 # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .device import parse_size, to_numpy
+
+__all__ = ["DistFeature", "range_partition", "hash_partition"]
+
+
+def _check_partition_args(num_nodes, world_size) -> tuple[int, int]:
+    for name, value, low in (("num_nodes", num_nodes, 0), ("world_size", world_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        if value < low:
+            raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(num_nodes), int(world_size)
+
+
+def range_partition(num_nodes: int, world_size: int) -> np.ndarray:
+    """Contiguous blocks: rank ``r`` owns one block of consecutive ids (sizes differ by <= 1).
+
+    Returns
+    -------
+    partition : int64 array, shape (num_nodes,)
+        ``partition[v]`` is the owning rank, non-decreasing in ``v``.
+
+    >>> range_partition(5, 2).tolist()
+    [0, 0, 0, 1, 1]
+    """
+    num_nodes, world_size = _check_partition_args(num_nodes, world_size)
+    sizes = np.full(world_size, num_nodes // world_size, dtype=np.int64)
+    sizes[: num_nodes % world_size] += 1
+    return np.repeat(np.arange(world_size, dtype=np.int64), sizes)
+
+
+def hash_partition(num_nodes: int, world_size: int, seed: int = 0) -> np.ndarray:
+    """Owner by a SplitMix64 hash of ``(v, seed)``: balanced in expectation, no locality.
+
+    Returns
+    -------
+    partition : int64 array, shape (num_nodes,)
+        ``partition[v] = splitmix64(v + seed * 0x9E3779B97F4A7C15) % world_size``.
+    """
+    num_nodes, world_size = _check_partition_args(num_nodes, world_size)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    with np.errstate(over="ignore"):
+        z = np.arange(num_nodes, dtype=np.uint64) + np.uint64(int(seed) % 2**64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z % np.uint64(world_size)).astype(np.int64)
+
+
+class _Plan:
+    """Who sends what to whom for one lookup (kept by autograd for the reverse exchange)."""
+
+    __slots__ = ("order", "send_splits", "recv_splits", "recv_index")
+
+    def __init__(self, order, send_splits, recv_splits, recv_index):
+        self.order = order  # positions of the (miss) ids, sorted by owner
+        self.send_splits = send_splits  # ids this rank asks of each rank
+        self.recv_splits = recv_splits  # ids each rank asks of this rank
+        self.recv_index = recv_index  # local row numbers this rank serves, by asking rank
+
+
+@functools.cache
+def _gather_function():
+    import torch
+
+    class _DistGather(torch.autograd.Function):
+        """Rows of ``local_rows`` asked for by every rank; backward sends gradients back home."""
+
+        @staticmethod
+        def forward(ctx, local_rows, feature, plan):
+            ctx.feature, ctx.plan, ctx.shape = feature, plan, local_rows.shape
+            return feature._exchange_rows(local_rows.detach(), plan)
+
+        @staticmethod
+        def backward(ctx, grad):
+            feature, plan = ctx.feature, ctx.plan
+            send = grad.contiguous()[plan.order] if len(plan.order) else grad[:0]
+            received = feature._all_to_all(
+                send, output_rows=int(sum(plan.recv_splits)), output_splits=plan.recv_splits,
+                input_splits=plan.send_splits, what="gradient rows",
+            )
+            grad_local = torch.zeros(ctx.shape, dtype=grad.dtype, device=grad.device)
+            grad_local.index_add_(0, plan.recv_index, received)  # repeated ids sum
+            return grad_local, None, None
+
+    return _DistGather
+
+
+class DistFeature:
+    """Rows of a node feature table partitioned across the ranks of a process group.
+
+    Parameters
+    ----------
+    local_rows : torch.Tensor or array, shape (num_local, *row_shape)
+        The rows of the nodes this rank owns, in ascending global id order. A tensor that
+        requires grad (e.g. a ``torch.nn.Parameter``) makes lookups differentiable. Exchanges
+        run on its device (CPU tensors for gloo, CUDA tensors for NCCL).
+    partition : int array, shape (num_nodes,)
+        ``partition[v]`` is the rank owning node ``v``; identical on every rank (checked).
+        See :func:`range_partition` and :func:`hash_partition`.
+    group : torch.distributed.ProcessGroup, optional
+        The group to exchange over (default: the world). Ranks below are ranks in this group.
+    cache_size : int or str, optional
+        Byte budget (``"64M"``) for a local copy of the hottest *remote* rows, fetched once at
+        construction; lookups serve them locally and exchange only the rest. Needs a graph
+        (hot = highest degree) or ``cache_policy`` (an order array, hottest first). Not allowed
+        with learnable rows (a copy would go stale).
+    cache_policy : int array, optional
+        Node ids, hottest first, for the cache.
+    graph : CSRGraph, optional
+        The (replicated) topology; degree order picks the cached rows.
+
+    Notes
+    -----
+    Construction is a collective (it checks that every rank agrees on the partition, row shape
+    and dtype, and fills the cache). Each lookup is one count exchange, one id exchange and one
+    row exchange; each backward is one more row exchange.
+    """
+
+    def __init__(self, local_rows, partition, group=None, *, cache_size=0, cache_policy=None, graph=None):
+        import torch
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("DistFeature needs torch.distributed initialised: call init_process_group first")
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        if not isinstance(local_rows, torch.Tensor):
+            local_rows = torch.from_numpy(np.ascontiguousarray(to_numpy(local_rows)))
+        if local_rows.ndim < 1:
+            raise ValueError(f"local_rows must have at least 1 dimension (rows first), got shape {tuple(local_rows.shape)}")
+        self.local_rows = local_rows
+        self.device = local_rows.device
+        self.partition = self._check_partition(partition)
+        owned = np.flatnonzero(self.partition == self.rank)
+        if len(owned) != local_rows.shape[0]:
+            raise ValueError(
+                f"local_rows must hold one row per node owned by rank {self.rank} "
+                f"({len(owned)} nodes with partition == {self.rank}), got {local_rows.shape[0]} rows"
+            )
+        self._check_agreement()
+        # local_index[v]: row of v in its owner's local_rows (owners list rows in ascending id order).
+        order = np.argsort(self.partition, kind="stable")
+        starts = np.concatenate(([0], np.cumsum(np.bincount(self.partition, minlength=self.world_size))))
+        local_index = np.empty(self.num_nodes, dtype=np.int64)
+        local_index[order] = np.arange(self.num_nodes, dtype=np.int64) - starts[self.partition[order]]
+        self._owner = torch.from_numpy(self.partition).to(self.device)
+        self._local_index = torch.from_numpy(local_index).to(self.device)
+        self._cache_slot = None
+        self._cache_rows = None
+        self._lookups = self._cached_lookups = 0
+        self._build_cache(cache_size, cache_policy, graph)
+
+    # ------------------------------------------------------------------ construction helpers
+    def _check_partition(self, partition) -> np.ndarray:
+        partition = to_numpy(partition)
+        if partition.dtype.kind not in "iu" or partition.dtype == bool:
+            raise TypeError(f"partition must be an integer array (rank per node), got dtype {partition.dtype}")
+        if partition.ndim != 1:
+            raise ValueError(f"partition must be 1-D (one rank per node), got shape {partition.shape}")
+        partition = np.ascontiguousarray(partition, dtype=np.int64)
+        bad = (partition < 0) | (partition >= self.world_size)
+        if bad.any():
+            position = int(np.argmax(bad))
+            raise ValueError(
+                f"partition values must be ranks in [0, world_size = {self.world_size}): "
+                f"partition[{position}] = {partition[position]}"
+            )
+        return partition
+
+    def _check_agreement(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        rows = self.local_rows
+        weights = np.arange(1, self.num_nodes + 1, dtype=np.uint64) % np.uint64(1_000_003)
+        with np.errstate(over="ignore"):
+            checksum = int((self.partition.astype(np.uint64) * weights).sum() % np.uint64(2**61 - 1))
+        dtype_code = sum(ord(c) << (8 * i) for i, c in enumerate(str(rows.dtype)[-7:]))
+        row_shape = list(rows.shape[1:])[:4] + [0] * (4 - min(4, rows.ndim - 1))
+        mine = torch.tensor([self.num_nodes, checksum, dtype_code, rows.ndim, *row_shape], dtype=torch.int64)
+        mine = mine.to(self.device)
+        everyone = [torch.empty_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(everyone, mine, group=self.group)
+        everyone = torch.stack([t.cpu() for t in everyone])
+        for column, what in ((0, "partition length"), (1, "partition contents"), (2, "local_rows dtype"),
+                             (3, "local_rows ndim"), (slice(4, 8), "local_rows row shape")):
+            values = everyone[:, column]
+            if not bool((values == values[0]).all()):
+                raise ValueError(
+                    f"ranks disagree on {what}: every rank must pass the same partition and rows of the "
+                    f"same shape and dtype (rank {self.rank} of {self.world_size} sees {everyone.tolist()})"
+                )
+
+    def _build_cache(self, cache_size, cache_policy, graph) -> None:
+        import torch
+
+        budget = parse_size(cache_size)
+        if budget == 0:
+            return
+        if self.local_rows.requires_grad:
+            raise ValueError("cache_size must be 0 for learnable local_rows (cached copies would go stale)")
+        if cache_policy is not None:
+            order = to_numpy(cache_policy).astype(np.int64, copy=False)
+            if order.ndim != 1 or (order.size and (order.min() < 0 or order.max() >= self.num_nodes)):
+                raise ValueError(f"cache_policy must be 1-D node ids in [0, {self.num_nodes})")
+        elif graph is not None:
+            if graph.num_nodes != self.num_nodes:
+                raise ValueError(f"graph has {graph.num_nodes} nodes, partition has {self.num_nodes}")
+            order = np.argsort(-graph.degree(), kind="stable")
+        else:
+            raise ValueError("cache_size > 0 needs graph= (degree order) or cache_policy= (an order array)")
+        row_bytes = max(1, self.local_rows[:1].element_size() * int(np.prod(self.local_rows.shape[1:])))
+        remote = order[self.partition[order] != self.rank]
+        _, first = np.unique(remote, return_index=True)
+        hot = remote[np.sort(first)][: budget // row_bytes]
+        rows = self._gather(torch.from_numpy(hot).to(self.device), use_cache=False)  # collective
+        slot = np.full(self.num_nodes, -1, dtype=np.int64)
+        slot[hot] = np.arange(len(hot), dtype=np.int64)
+        self._cache_slot = torch.from_numpy(slot).to(self.device)
+        self._cache_rows = rows
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def num_nodes(self) -> int:
+        return int(len(self.partition))
+
+    @property
+    def shape(self) -> tuple:
+        return (self.num_nodes, *self.local_rows.shape[1:])
+
+    @property
+    def dtype(self):
+        return self.local_rows.dtype
+
+    def __len__(self) -> int:
+        return self.num_nodes
+
+    def __repr__(self) -> str:
+        cached = 0 if self._cache_rows is None else len(self._cache_rows)
+        return (
+            f"DistFeature(rank={self.rank}, world_size={self.world_size}, shape={self.shape}, "
+            f"dtype={self.dtype}, local_rows={self.local_rows.shape[0]}, cached_remote_rows={cached})"
+        )
+
+    def stats(self) -> dict:
+        """Lookups so far and how many ids the remote-row cache served."""
+        return {"lookups": self._lookups, "cache_hits": self._cached_lookups,
+                "cached_rows": 0 if self._cache_rows is None else int(len(self._cache_rows))}
+
+    # ------------------------------------------------------------------ lookup
+    def __getitem__(self, ids):
+        """Rows equal to the global ``x[ids]``: a tensor of shape ``(len(ids), *row_shape)``."""
+        return self._gather(self._check_ids(ids), use_cache=True)
+
+    def _check_ids(self, ids):
+        import torch
+
+        if not isinstance(ids, torch.Tensor):
+            array = to_numpy(ids) if not isinstance(ids, (list, tuple)) else np.asarray(ids)
+            if array.size == 0 and array.dtype.kind == "f":
+                array = array.astype(np.int64)
+            if array.dtype.kind not in "iu" or array.dtype == bool:
+                raise TypeError(f"ids must be integers, got dtype {array.dtype}")
+            ids = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+        elif ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
+        if ids.ndim != 1:
+            raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
+        ids = ids.to(device=self.device, dtype=torch.int64)
+        if len(ids) and (bool((ids < 0).any()) or bool((ids >= self.num_nodes).any())):  # sync
+            bad = (ids < 0) | (ids >= self.num_nodes)
+            position = int(bad.nonzero()[0, 0])
+            raise IndexError(f"ids[{position}] = {int(ids[position])} is out of range [0, {self.num_nodes})")
+        return ids
+
+    def _gather(self, ids, use_cache: bool):
+        import torch
+
+        self._lookups += len(ids)
+        hit = None
+        if use_cache and self._cache_slot is not None:
+            slot = self._cache_slot[ids]
+            hit = slot >= 0
+            self._cached_lookups += int(hit.sum())  # sync
+            miss_ids = ids[~hit]
+        else:
+            miss_ids = ids
+        plan = self._plan(miss_ids)
+        if self.local_rows.requires_grad and torch.is_grad_enabled():
+            fetched = _gather_function().apply(self.local_rows, self, plan)
+        else:
+            fetched = self._exchange_rows(self.local_rows.detach(), plan)
+        if hit is None:
+            return fetched
+        out = torch.empty((len(ids), *self.local_rows.shape[1:]), dtype=self.dtype, device=self.device)
+        out[hit] = self._cache_rows[slot[hit]]
+        out[~hit] = fetched
+        return out
+
+    def _plan(self, ids) -> _Plan:
+        import torch
+
+        owner = self._owner[ids]
+        order = torch.argsort(owner, stable=True)
+        send_counts = torch.bincount(owner, minlength=self.world_size)
+        recv_counts = self._all_to_all(send_counts, output_rows=self.world_size, what="id counts")
+        send_splits = send_counts.tolist()  # sync
+        recv_splits = recv_counts.tolist()  # sync
+        asked = self._local_index[ids[order]]
+        recv_index = self._all_to_all(
+            asked, output_rows=sum(recv_splits), output_splits=recv_splits, input_splits=send_splits, what="ids"
+        )
+        return _Plan(order, send_splits, recv_splits, recv_index)
+
+    def _exchange_rows(self, local_rows, plan: _Plan):
+        import torch
+
+        served = local_rows[plan.recv_index]
+        rows = self._all_to_all(
+            served, output_rows=int(sum(plan.send_splits)), output_splits=plan.send_splits,
+            input_splits=plan.recv_splits, what="rows",
+        )
+        out = torch.empty_like(rows)
+        out[plan.order] = rows
+        return out
+
+    def _all_to_all(self, tensor, output_rows, output_splits=None, input_splits=None, what="data"):
+        import torch
+        import torch.distributed as dist
+
+        tensor = tensor.contiguous()
+        output = torch.empty((output_rows, *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
+        try:
+            dist.all_to_all_single(output, tensor, output_splits, input_splits, group=self.group)
+        except RuntimeError as error:
+            raise RuntimeError(
+                f"DistFeature on rank {self.rank} of {self.world_size}: exchanging {what} failed; a peer "
+                "rank died, raised, or did not join this lookup within the process group's timeout "
+                f"({type(error).__name__}: {error})"
+            ) from error
+        return output

@@ -1,0 +1,234 @@
+"""DistFeature over torch.distributed (gloo on loopback), partitions, autograd and failures.
+
+Spawned runs cost a torch import per process, so each spawned worker runs a whole battery of
+checks; a failed check raises in the child and ``mp.spawn`` re-raises it here with its traceback.
+"""
+
+import datetime
+import os
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from gglspeedup import CSRGraph
+from gglspeedup.distributed import hash_partition, range_partition
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+mp = pytest.importorskip("torch.multiprocessing")
+
+NUM_NODES = 37
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _init(rank, world_size, port, timeout_s=60):
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+
+
+def _global_table(dtype=np.float32, row_shape=(3,)):
+    rng = np.random.default_rng(7)
+    return (rng.standard_normal((NUM_NODES, *row_shape)) * 100).astype(dtype)
+
+
+def _ring_graph():
+    src = np.arange(NUM_NODES)
+    dst = (src * 5 + 1) % NUM_NODES
+    extra = np.stack([np.zeros(NUM_NODES - 1, np.int64), np.arange(1, NUM_NODES)])  # node 0: hub
+    edge_index = np.concatenate([np.stack([src, dst]), extra[::-1]], axis=1)
+    return CSRGraph.from_edge_index(edge_index, num_nodes=NUM_NODES)
+
+
+# ---------------------------------------------------------------------- partitions (no processes)
+@pytest.mark.parametrize("num_nodes, world_size", [(10, 3), (9, 3), (2, 4), (0, 2), (5, 1)])
+def test_range_partition_is_contiguous_and_balanced(num_nodes, world_size):
+    part = range_partition(num_nodes, world_size)
+    assert part.dtype == np.int64 and part.shape == (num_nodes,)
+    assert np.all(np.diff(part) >= 0)
+    counts = np.bincount(part, minlength=world_size)
+    assert counts.max() - counts.min() <= 1 and counts.sum() == num_nodes
+
+
+def test_hash_partition_is_deterministic_balanced_and_seeded():
+    part = hash_partition(30_000, 3, seed=1)
+    assert np.array_equal(part, hash_partition(30_000, 3, seed=1))
+    assert not np.array_equal(part, hash_partition(30_000, 3, seed=2))
+    counts = np.bincount(part, minlength=3)
+    assert counts.min() > 9_500 and counts.max() < 10_500  # 10k expected, sd ~82
+    assert part.min() >= 0 and part.max() < 3
+
+
+@pytest.mark.parametrize("args, error", [((5, 0), ValueError), ((-1, 2), ValueError), ((5.0, 2), TypeError),
+                                         ((5, True), TypeError)])
+def test_partition_helpers_reject_bad_arguments(args, error):
+    with pytest.raises(error):
+        range_partition(*args)
+    with pytest.raises(error):
+        hash_partition(*args)
+
+
+def test_dist_feature_needs_an_initialised_process_group():
+    from gglspeedup.distributed import DistFeature
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        DistFeature(np.zeros((2, 1), np.float32), range_partition(2, 1))
+
+
+# ---------------------------------------------------------------------- one rank, in process
+@pytest.fixture
+def world_of_one():
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    _init(0, 1, _free_port())
+    yield
+    dist.destroy_process_group()
+
+
+def test_dist_feature_single_rank_validates_before_any_exchange(world_of_one):
+    from gglspeedup.distributed import DistFeature
+
+    x = _global_table()
+    part = range_partition(NUM_NODES, 1)
+    feat = DistFeature(x, part)
+    assert feat.shape == (NUM_NODES, 3) and len(feat) == NUM_NODES
+    ids = np.array([5, 5, 0, 36, 2])
+    np.testing.assert_array_equal(feat[ids].numpy(), x[ids])
+    assert feat[[]].shape == (0, 3)
+    with pytest.raises(IndexError, match=r"ids\[1\] = 37"):
+        feat[[0, NUM_NODES]]
+    with pytest.raises(IndexError, match="-1"):
+        feat[[-1]]
+    with pytest.raises(TypeError, match="integers"):
+        feat[np.array([1.0])]
+    with pytest.raises(ValueError, match="1-D"):
+        feat[np.zeros((2, 2), np.int64)]
+    with pytest.raises(ValueError, match="partition values"):
+        DistFeature(x, np.full(NUM_NODES, 1))
+    with pytest.raises(ValueError, match="one row per node"):
+        DistFeature(x[:-1], part)
+    with pytest.raises(TypeError, match="partition must be an integer"):
+        DistFeature(x, part.astype(np.float64))
+    with pytest.raises(ValueError, match="graph="):
+        DistFeature(x, part, cache_size="1K")
+    with pytest.raises(ValueError, match="learnable"):
+        DistFeature(torch.nn.Parameter(torch.from_numpy(x)), part, cache_size="1K", graph=_ring_graph())
+
+
+# ---------------------------------------------------------------------- spawned ranks
+def _check_lookups(rank, world_size, port):
+    from gglspeedup.distributed import DistFeature
+
+    _init(rank, world_size, port, timeout_s=30)
+    try:
+        rng = np.random.default_rng(100 + rank)
+        for part in (range_partition(NUM_NODES, world_size), hash_partition(NUM_NODES, world_size, seed=3)):
+            for x in (_global_table(np.float32, (3,)), _global_table(np.int64, (2, 2))):
+                feat = DistFeature(x[part == rank], part)
+                remote = np.flatnonzero(part != rank)
+                cases = {
+                    "random": rng.integers(0, NUM_NODES, 50),
+                    "repeated": np.array([4, 4, 4, 11, 4, 0, 0]),
+                    "empty": np.array([], dtype=np.int64),
+                    "all-remote": rng.permutation(remote)[: 9 + rank],
+                    "rank-sized": np.arange(rank * 3),  # uneven sizes, rank 0 asks for nothing
+                }
+                for name, ids in cases.items():
+                    rows = feat[torch.from_numpy(ids)]
+                    assert rows.dtype == torch.from_numpy(x).dtype, name
+                    np.testing.assert_array_equal(rows.numpy(), x[ids], err_msg=name)
+        # remote-row cache: the hottest remote rows (hub 0, then degree order) served locally.
+        part = range_partition(NUM_NODES, world_size)
+        x = _global_table()
+        graph = _ring_graph()
+        feat = DistFeature(x[part == rank], part, cache_size=4 * 3 * 4, graph=graph)
+        assert feat.stats()["cached_rows"] == 4
+        ids = rng.integers(0, NUM_NODES, 64)
+        np.testing.assert_array_equal(feat[ids].numpy(), x[ids])
+        hits = feat.stats()["cache_hits"]
+        assert feat[np.array([0, 0])].numpy().tolist() == x[[0, 0]].tolist()  # a collective: every rank
+        assert feat.stats()["cache_hits"] - hits == (0 if rank == 0 else 2)  # rank 0 owns the hub
+        # learnable rows: gradients reach the owners and equal the single-process reference.
+        part = hash_partition(NUM_NODES, world_size, seed=11)
+        table = torch.from_numpy(_global_table(np.float64))
+        weight = torch.nn.Parameter(table[torch.from_numpy(part == rank)].clone())
+        feat = DistFeature(weight, part)
+        reference = table.clone().requires_grad_(True)
+        reference_loss = 0
+        for r in range(world_size):  # every rank's batch, as one process would see them all
+            ids_r = torch.from_numpy(np.random.default_rng(500 + r).integers(0, NUM_NODES, 20 + 5 * r))
+            coef_r = torch.from_numpy(np.random.default_rng(900 + r).standard_normal((len(ids_r), 3)))
+            reference_loss = reference_loss + ((reference[ids_r] ** 2) * coef_r).sum()
+            if r == rank:
+                my_ids, my_coef = ids_r, coef_r
+        rows = feat[my_ids]
+        assert rows.requires_grad
+        torch.testing.assert_close(rows.detach(), table[my_ids], rtol=0, atol=0)
+        ((rows ** 2) * my_coef).sum().backward()
+        reference_loss.backward()
+        expected = reference.grad[torch.from_numpy(part == rank)]
+        torch.testing.assert_close(weight.grad, expected, rtol=1e-12, atol=1e-12)
+        assert float(weight.grad.abs().sum()) > 0
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world_size", [3])
+def test_dist_feature_matches_global_gather_and_autograd_reference(world_size):
+    mp.spawn(_check_lookups, args=(world_size, _free_port()), nprocs=world_size, join=True)
+
+
+def _raise_on_rank_one(rank, world_size, port):
+    from gglspeedup.distributed import DistFeature
+
+    _init(rank, world_size, port, timeout_s=30)
+    part = range_partition(NUM_NODES, world_size)
+    x = _global_table()
+    feat = DistFeature(x[part == rank], part)
+    if rank == 1:
+        raise ValueError("rank 1 gives up on purpose")
+    feat[np.arange(NUM_NODES)]
+    feat[np.arange(NUM_NODES)]
+
+
+def test_a_rank_that_raises_makes_the_run_fail_naming_it():
+    start = time.monotonic()
+    with pytest.raises(mp.ProcessRaisedException, match=r"(?s)Process 1 terminated.*rank 1 gives up on purpose"):
+        mp.spawn(_raise_on_rank_one, args=(2, _free_port()), nprocs=2, join=True)
+    assert time.monotonic() - start < 60
+
+
+def _absent_rank_one(rank, world_size, port):
+    from gglspeedup.distributed import DistFeature
+
+    _init(rank, world_size, port, timeout_s=60)  # generous rendezvous; the lookup's group is short
+    group = dist.new_group(list(range(world_size)), timeout=datetime.timedelta(seconds=4))
+    part = range_partition(NUM_NODES, world_size)
+    feat = DistFeature(_global_table()[part == rank], part, group=group)
+    if rank == 1:
+        time.sleep(120)  # never joins the lookup; the harness kills it once rank 0 fails
+        return
+    started = time.monotonic()
+    try:
+        feat[np.arange(NUM_NODES)]
+    except RuntimeError as error:
+        elapsed = time.monotonic() - started
+        raise RuntimeError(f"rank 0 failed after {elapsed:.1f} s: {error}") from None
+    raise AssertionError("rank 0's lookup returned although rank 1 never joined it")
+
+
+def test_a_rank_that_never_arrives_fails_the_others_within_the_group_timeout():
+    start = time.monotonic()
+    with pytest.raises(mp.ProcessRaisedException, match=r"(?s)Process 0 terminated.*DistFeature on rank 0 of 2"):
+        mp.spawn(_absent_rank_one, args=(2, _free_port()), nprocs=2, join=True)
+    assert time.monotonic() - start < 90
