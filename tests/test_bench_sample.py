@@ -1,0 +1,212 @@
+"""The sampling benchmark: graph specs, seed batches, timing loop, the NumPy reference peer's
+sampling invariants, the DGL peer when installed, and the command end to end on a tiny graph."""
+
+import json
+
+import numpy as np
+import pytest
+
+from gglspeedup import CSRGraph
+from gglspeedup.bench import _common, main, peers
+from gglspeedup.bench.peers import numpy_sample
+
+
+def _powerlaw_graph(num_nodes=120, num_edges=1500, seed=3):
+    """Skewed in-degrees (a few hubs, many short rows, some empty), duplicates and self loops."""
+    rng = np.random.default_rng(seed)
+    targets = np.minimum((rng.pareto(1.1, num_edges) * 3).astype(np.int64), num_nodes - 1)
+    sources = rng.integers(0, num_nodes, num_edges)
+    return CSRGraph.from_edge_index(np.stack([sources, targets]), num_nodes=num_nodes)
+
+
+def _check_sample(graph, fanouts, seeds, out):
+    """Every invariant of DESIGN.md's sampling contract that does not depend on the draws."""
+    indptr, indices = graph.indptr, graph.indices
+    edge_ids = np.arange(graph.num_edges) if graph.edge_ids is None else graph.edge_ids
+    position_of = np.argsort(edge_ids)  # e_id -> CSR position
+    n_id = np.asarray(out.n_id)
+    assert n_id.dtype == np.int64
+    np.testing.assert_array_equal(n_id[: len(seeds)], seeds)
+    new = n_id[len(seeds) :]
+    assert len(np.unique(new)) == len(new)
+    assert not np.isin(new, seeds).any()
+    assert len(out.adjs) == len(fanouts)
+    num_targets = len(seeds)
+    for adj, fanout in zip(out.adjs[::-1], fanouts):
+        num_sources, size_targets = adj.size
+        assert size_targets == num_targets
+        source, target = np.asarray(adj.edge_index)
+        positions = position_of[np.asarray(adj.e_id)]
+        assert source.max(initial=-1) < num_sources and target.max(initial=-1) < num_targets
+        # every sampled edge exists: it sits in its target's row and names the source node
+        rows = n_id[target]
+        assert ((indptr[rows] <= positions) & (positions < indptr[rows + 1])).all()
+        np.testing.assert_array_equal(indices[positions], n_id[source])
+        # min(k, deg) distinct edges per target, targets grouped in order
+        degree = indptr[n_id[:num_targets] + 1] - indptr[n_id[:num_targets]]
+        expected = degree if fanout == -1 else np.minimum(degree, fanout)
+        np.testing.assert_array_equal(np.bincount(target, minlength=num_targets), expected)
+        assert (np.diff(target) >= 0).all()
+        pairs = target * graph.num_edges + positions
+        assert len(np.unique(pairs)) == len(pairs)
+        num_targets = num_sources
+    assert num_targets == len(n_id)
+
+
+@pytest.mark.parametrize("fanouts", [[3, 2], [25, 10], [1, 1, 1], [-1, 2], [2, -1]], ids=str)
+def test_numpy_peer_obeys_the_sampling_contract(fanouts):
+    graph = _powerlaw_graph()
+    degree = graph.degree()
+    # hubs (rejection branch), mid rows (sort branch), short and empty rows, a repeated seed
+    seeds = np.array([0, 1, 2, int(np.argmin(degree)), 50, 1, 119], dtype=np.int64)
+    for key in range(3):
+        out = numpy_sample(graph.indptr, graph.indices, fanouts, seeds, np.random.default_rng(key), graph.edge_ids)
+        _check_sample(graph, fanouts, seeds, out)
+
+
+def test_numpy_peer_reports_edge_ids_and_handles_empty_batches():
+    graph = CSRGraph.from_edge_index(np.array([[1, 2, 3, 0, 2], [0, 0, 1, 2, 3]]), num_nodes=5)
+    out = numpy_sample(graph.indptr, graph.indices, [2], np.array([0, 1, 4]), np.random.default_rng(0),
+                       edge_ids=graph.edge_ids)
+    _check_sample(graph, [2], np.array([0, 1, 4]), out)
+    assert sorted(out.adjs[0].e_id.tolist()) == [0, 1, 2]  # columns of the caller's edge_index
+    empty = numpy_sample(graph.indptr, graph.indices, [2, 2], np.array([], dtype=np.int64), np.random.default_rng(0))
+    assert len(empty.n_id) == 0 and all(adj.edge_index.shape == (2, 0) for adj in empty.adjs)
+
+
+@pytest.mark.parametrize("degree, fanout", [(10, 3), (40, 2)], ids=["sorted-keys", "rejection"])
+def test_numpy_peer_draws_neighbours_uniformly(degree, fanout):
+    from scipy.stats import chisquare
+
+    graph = CSRGraph(np.array([0, degree]), np.zeros(degree, dtype=np.int64))
+    draws = 4000
+    out = numpy_sample(graph.indptr, graph.indices, [fanout], np.zeros(draws, dtype=np.int64),
+                       np.random.default_rng(7))
+    counts = np.bincount(out.adjs[0].e_id, minlength=degree)
+    assert counts.sum() == draws * fanout
+    assert chisquare(counts).pvalue > 1e-4
+
+
+def test_graph_specs_load_and_reject_clearly(tmp_path):
+    graph = _powerlaw_graph()
+    graph.save(tmp_path / "g.npz")
+    loaded, info = _common.load_graph(f"file:{tmp_path / 'g.npz'}")
+    np.testing.assert_array_equal(loaded.indices, graph.indices)
+    assert info["num_nodes"] == 120 and info["num_edges"] == graph.num_edges
+    cora, info = _common.load_graph("cora")
+    assert (info["num_nodes"], info["num_edges"]) == (2708, 10556)
+    powerlaw, info = _common.load_graph("powerlaw:1k:4")
+    assert info["num_nodes"] == 1000 and 0 < info["num_edges"] <= 4000
+    for spec, message in [
+        ("nope", "not understood"),
+        ("powerlaw:10", "powerlaw:NUM_NODES:AVG_DEGREE"),
+        ("powerlaw:x:4", "NUM_NODES must be a number"),
+        ("powerlaw:10:y", "AVG_DEGREE must be a number"),
+        ("file:/does/not/exist.npz", "no such file"),
+        ("cora:1", "takes no arguments"),
+        ("", "non-empty"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            _common.load_graph(spec)
+
+
+def test_options_parse_and_reject_clearly():
+    assert _common.parse_fanouts("25, 10") == [25, 10]
+    assert _common.parse_fanouts("15,10,-1") == [15, 10, -1]
+    for bad in ("", "25,0", "25,x", "2.5", "-2"):
+        with pytest.raises(ValueError, match="--fanouts"):
+            _common.parse_fanouts(bad)
+    assert _common.parse_names(None, peers.PEERS) is None
+    assert _common.parse_names("all", peers.PEERS) is None
+    assert _common.parse_names("DGL,numpy,dgl", peers.PEERS) == ["dgl", "numpy"]
+    with pytest.raises(ValueError, match="unknown: quiver"):
+        _common.parse_names("dgl,quiver", peers.PEERS)
+    with pytest.raises(ValueError, match="--threads"):
+        _common.set_threads(0)
+
+
+def test_seed_batches_are_distinct_deterministic_and_wrap():
+    batches = _common.seed_batches(10, 4, 5, seed=1)
+    assert [len(b) for b in batches] == [4] * 5 and all(b.dtype == np.int64 for b in batches)
+    assert all(len(np.unique(b)) == 4 and b.min() >= 0 and b.max() < 10 for b in batches)
+    assert len(np.unique(np.concatenate(batches[:2]))) == 8  # one permutation: no id repeats
+    again = _common.seed_batches(10, 4, 5, seed=1)
+    assert all((a == b).all() for a, b in zip(batches, again))
+    assert [len(b) for b in _common.seed_batches(3, 8, 2)] == [3, 3]
+    with pytest.raises(ValueError, match="--batch"):
+        _common.seed_batches(10, 0, 1)
+
+
+def test_contenders_are_timed_interleaved_after_their_warmup():
+    calls = []
+
+    def make(name, edges):
+        return lambda batch: calls.append((name, batch)) or edges
+
+    timings = _common.time_contenders(
+        {"a": (make("a", 5), [1, 2], [0], None), "b": (make("b", 7), [1, 2], [0], None)}, rounds=2
+    )
+    assert calls == [("a", 0), ("b", 0)] + [("a", 1), ("a", 2), ("b", 1), ("b", 2)] * 2
+    assert (timings["a"].edges, timings["b"].edges, timings["a"].batches) == (10, 14, 2)
+    assert len(timings["a"].round_seconds) == 2 and timings["a"].seconds in timings["a"].round_seconds
+    assert timings["a"].edges_per_s == pytest.approx(10 / timings["a"].seconds)
+
+
+def test_sample_command_runs_end_to_end_and_writes_json(tmp_path, capsys):
+    _powerlaw_graph().save(tmp_path / "g.npz")
+    out_path = tmp_path / "sample.json"
+    argv = ["sample", "--graph", f"file:{tmp_path / 'g.npz'}", "--fanouts", "4,3", "--batch", "16",
+            "--batches", "2", "--warmup", "1", "--repeats", "2", "--peers", "numpy,pyg", "--json", str(out_path)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    results = json.loads(out_path.read_text())
+    assert results["command"] == "sample" and results["fanouts"] == [4, 3] and results["batch"] == 16
+    assert results["graph"]["num_nodes"] == 120
+    assert {"cpu_count", "numba_threads"} <= set(results["machine"])
+    rows = {row["name"]: row for row in results["results"]}
+    assert list(rows) == ["gglspeedup", "numpy", "pyg"]
+    for name in ("gglspeedup", "numpy"):
+        row = rows[name]
+        assert row["status"] == "ok", row
+        assert row["edges_per_s"] > 0 and row["ms_per_batch"] > 0 and len(row["round_s"]) == 2
+        assert row["ratio"] == pytest.approx(rows["gglspeedup"]["edges_per_s"] / row["edges_per_s"])
+    # both draw min(k, deg) per target, so hop 0 alone gives the same count; the totals stay close
+    assert rows["numpy"]["edges_per_batch"] == pytest.approx(rows["gglspeedup"]["edges_per_batch"], rel=0.5)
+    if rows["pyg"]["status"] != "ok":
+        assert rows["pyg"]["status"].startswith("unavailable: ")
+    assert "gglspeedup" in printed and "ours/peer" in printed and "numba_threads" in printed
+
+
+def test_sample_command_rejects_bad_options_before_loading(tmp_path):
+    with pytest.raises(ValueError, match="--batch must be >= 1"):
+        main(["sample", "--graph", "file:/never/read.npz", "--batch", "0"])
+    with pytest.raises(ValueError, match="--peers"):
+        main(["sample", "--graph", "file:/never/read.npz", "--peers", "quiver"])
+
+
+def test_dgl_peer_samples_the_same_hops_when_installed():
+    try:
+        peers.import_dgl()
+    except peers.PeerUnavailable as error:
+        pytest.skip(f"DGL peer not installed (scripts/install_peers.sh): {error}")
+    graph = _powerlaw_graph()
+    seeds = np.array([0, 3, 50, 119], dtype=np.int64)
+    one_hop = peers.prepare("dgl", graph, [3], seed=0)
+    degree = graph.degree()[seeds]
+    # one hop is fully determined by the degrees: min(k, deg) per seed
+    assert one_hop.sample(one_hop.convert(seeds)) == int(np.minimum(degree, 3).sum())
+    all_hops = peers.prepare("dgl", graph, [-1, -1], seed=0)
+    reference = numpy_sample(graph.indptr, graph.indices, [-1, -1], seeds, np.random.default_rng(0))
+    assert all_hops.sample(all_hops.convert(seeds)) == sum(len(adj.e_id) for adj in reference.adjs)
+
+
+@pytest.mark.cuda
+def test_sample_command_runs_on_a_cuda_device(tmp_path):
+    _powerlaw_graph(num_nodes=12, num_edges=30).save(tmp_path / "g.npz")
+    argv = ["sample", "--graph", f"file:{tmp_path / 'g.npz'}", "--fanouts", "2,1", "--batch", "2",
+            "--batches", "1", "--warmup", "0", "--repeats", "1", "--peers", "numpy", "--device", "cuda:0",
+            "--json", str(tmp_path / "s.json")]
+    assert main(argv) == 0
+    rows = {row["name"]: row for row in json.loads((tmp_path / "s.json").read_text())["results"]}
+    assert rows["gglspeedup"]["status"] == "ok" and rows["numpy"]["status"] == "ok"
+    assert rows["gglspeedup"]["edges_per_batch"] > 0
