@@ -1,0 +1,128 @@
+"""Cache policies: the cache holds the policy's rows, presampling ranks hot rows, bad policies raise."""
+
+import numpy as np
+import pytest
+from conftest import to_host
+
+import gglspeedup as gg
+from gglspeedup.feature import FeatureStore
+from gglspeedup.feature import policies
+
+
+def _star_graph():
+    # Node 2 has 4 in-neighbours, node 0 has 2, node 4 has 2, the rest 1 or 0.
+    edges = np.array([[0, 1, 3, 4, 5, 1, 3, 0, 2], [2, 2, 2, 2, 0, 0, 4, 4, 1]])
+    return gg.CSRGraph.from_edge_index(edges, num_nodes=6)
+
+
+class _FixedSampler:
+    """A stand-in sampler: n_id = seeds followed by a fixed neighbour list per seed."""
+
+    def __init__(self, neighbours):
+        self.neighbours = neighbours
+
+    def sample(self, seeds):
+        n_id = list(dict.fromkeys([*seeds, *[v for s in seeds for v in self.neighbours.get(int(s), [])]]))
+        return np.array(n_id, dtype=np.int64), []
+
+
+def test_degree_order_is_descending_in_degree_ties_by_id():
+    graph = _star_graph()
+    order = policies.degree_order(graph)
+    assert order.tolist() == [2, 0, 4, 1, 3, 5]
+
+
+def test_store_caches_the_degree_policy_rows_and_maps_them(device):
+    graph = _star_graph()
+    x = np.arange(6 * 3, dtype=np.float32).reshape(6, 3)
+    store = FeatureStore(x, device=device, cache_size=3 * x[0].nbytes + 5, graph=graph)
+    assert store.policy_info["policy"] == "degree"
+    if not store.device.is_cuda:
+        assert store.num_cached == 0
+        return
+    assert store.cached_ids.tolist() == [2, 0, 4]
+    expected_map = np.full(6, -1)
+    expected_map[[2, 0, 4]] = [0, 1, 2]
+    np.testing.assert_array_equal(store.cache_map, expected_map)
+    # the device table really holds those rows, slot by slot
+    device_rows = to_host(store._tiers.device_table).view(np.float32)
+    np.testing.assert_array_equal(device_rows, x[[2, 0, 4]])
+    ids = np.array([2, 5, 0, 1])
+    np.testing.assert_array_equal(to_host(store[ids]), x[ids])
+    assert store.stats()["rows_device"] == 2
+
+
+def test_policy_defaults_follow_the_graph():
+    x = np.zeros((6, 2), np.float32)
+    assert FeatureStore(x).policy_info["policy"] == "none"
+    assert FeatureStore(x, graph=_star_graph()).policy_info["policy"] == "degree"
+    assert FeatureStore(x, graph=_star_graph().to_scipy()).policy_info["policy"] == "degree"
+
+
+def test_presample_counts_the_sampled_rows_exactly():
+    graph = _star_graph()
+    sampler = _FixedSampler({0: [2, 4], 1: [2], 3: [2, 5]})
+    counts = policies.presample_counts(graph, batch_size=2, num_batches=3, seeds=[0, 1, 3], sampler=sampler)
+    # 3 batches of 2 seeds from permutations of [0, 1, 3]: 6 seed draws; replay them to check.
+    rng = np.random.default_rng(0)
+    first, second = rng.permutation([0, 1, 3]), rng.permutation([0, 1, 3])
+    batches = [first[:2], first[2:], second[:2]]
+    expected = np.zeros(6, np.int64)
+    for batch in batches:
+        np.add.at(expected, sampler.sample(batch)[0], 1)
+    np.testing.assert_array_equal(counts, expected)
+    order = policies.presample_order(graph, counts)
+    assert order[0] == np.argmax(counts)
+    assert policies.expected_hit_rate(counts, order[:1]) == pytest.approx(counts.max() / counts.sum())
+
+
+def test_presample_store_reports_its_expected_hit_rate(device):
+    graph = _star_graph()
+    x = np.arange(12, dtype=np.float64).reshape(6, 2)
+    sampler = _FixedSampler({0: [2], 1: [2, 4], 3: [4]})
+    store = FeatureStore(
+        x, device=device, cache_size=2 * 16, graph=graph, policy="presample",
+        presample=dict(sampler=sampler, batch_size=1, num_batches=6, seeds=[0, 1, 3]),
+    )
+    np.testing.assert_array_equal(to_host(store[[4, 2, 0]]), x[[4, 2, 0]])
+    if store.device.is_cuda:
+        assert set(store.cached_ids.tolist()) == {2, 4}
+        # seeds 0, 1, 3 twice each: n_id [0, 2], [1, 2, 4], [3, 4]; rows 2 and 4 are 8 of 14 lookups
+        assert store.policy_info["expected_hit_rate"] == pytest.approx(8 / 14)
+
+
+def test_presample_beats_or_ties_degree_on_a_skewed_training_set():
+    graph = gg.datasets.synthetic_powerlaw(3000, 6, seed=1)
+    train = np.random.default_rng(0).choice(3000, 150, replace=False)
+    options = dict(fanouts=[5, 3], batch_size=16, seeds=train)
+    counts = policies.presample_counts(graph, num_batches=20, seed=0, **options)  # two epochs
+    held_out = policies.presample_counts(graph, num_batches=64, seed=7, **options)
+    presample, degree = policies.presample_order(graph, counts), policies.degree_order(graph)
+    for budget in (150, 300, 600):
+        ours = policies.expected_hit_rate(held_out, presample[:budget])
+        assert ours >= policies.expected_hit_rate(held_out, degree[:budget])
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(policy="hottest"), ValueError, "policy must be one of"),
+        (dict(policy="degree"), ValueError, "needs graph"),
+        (dict(policy="presample"), ValueError, "needs graph"),
+        (dict(graph="edges"), TypeError, "graph must be"),
+        (dict(policy=np.array([1, 1])), ValueError, "must not repeat"),
+        (dict(policy=np.array([0, 6])), ValueError, r"policy \(an order array\)\[1\] = 6"),
+        (dict(policy=np.array([-1])), ValueError, "out of range"),
+        (dict(policy=np.array([0.5])), TypeError, "integer node ids"),
+        (dict(policy="degree", graph=_star_graph(), presample=dict(batch_size=4)), ValueError, "only used with policy='presample'"),
+        (dict(policy="presample", graph=_star_graph(), presample=dict(batches=4)), ValueError, "unknown presample option"),
+    ],
+)
+def test_bad_policies_raise(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        FeatureStore(np.zeros((6, 2), np.float32), **kwargs)
+
+
+def test_graph_of_another_size_raises():
+    with pytest.raises(ValueError, match="graph has 6 nodes but x has 7 rows"):
+        FeatureStore(np.zeros((7, 2), np.float32), graph=_star_graph())

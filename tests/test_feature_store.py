@@ -1,0 +1,157 @@
+"""FeatureStore: gathered rows equal x[ids] exactly, on the CPU and on the (simulated) GPU."""
+
+import numpy as np
+import pytest
+from conftest import to_host
+
+import gglspeedup as gg
+from gglspeedup.feature import FeatureStore
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int64, np.uint8]
+
+
+def _table(rows, dim, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal((rows, dim)) * 100
+    return values.astype(dtype)
+
+
+def _same(got, expected):
+    """Exact, bitwise equality (bfloat16 compared through its bits; NaN-free inputs)."""
+    got = to_host(got)
+    assert got.shape == expected.shape
+    assert got.dtype.itemsize == expected.dtype.itemsize
+    width = f"u{expected.dtype.itemsize}"
+    np.testing.assert_array_equal(got.view(width), expected.view(width))
+
+
+def _budget(store_rows, row_bytes, ratio):
+    return int(store_rows * ratio) * row_bytes
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dim", [1, 3, 8])
+def test_rows_equal_x_for_every_dtype_and_width(device, dtype, dim):
+    x = _table(20, dim, dtype)
+    ids = np.array([3, 19, 0, 3, 7, 7, 12, 1])
+    store = FeatureStore(x, device=device, cache_size=_budget(20, x[0].nbytes, 0.3), policy=np.arange(20)[::-1])
+    _same(store[ids], x[ids])
+    assert store.shape == (20, dim) and len(store) == 20 and store.dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("dim", [1000, 4100])
+def test_wide_rows_beyond_1024_columns(device, dim):
+    x = _table(6, dim, np.float32)
+    store = FeatureStore(x, device=device, cache_size=2 * x[0].nbytes, policy=np.array([4, 1]))
+    ids = np.array([5, 4, 1, 4])
+    _same(store[ids], x[ids])
+
+
+@pytest.mark.parametrize("ratio", [0.0, 0.25, 1.0, 3.0])
+def test_cache_ratios_from_none_to_larger_than_table(device, ratio):
+    x = _table(16, 4, np.float32, seed=1)
+    order = np.random.default_rng(2).permutation(16)
+    store = FeatureStore(x, device=device, cache_size=int(x.nbytes * ratio), policy=order)
+    ids = np.random.default_rng(3).integers(0, 16, 24)
+    _same(store[ids], x[ids])
+    expected_cached = min(16, int(x.nbytes * ratio) // x[0].nbytes) if store.device.is_cuda else 0
+    assert store.num_cached == expected_cached
+
+
+def test_repeated_unordered_and_empty_ids(device):
+    x = _table(10, 5, np.float64)
+    store = FeatureStore(x, device=device, cache_size=4 * x[0].nbytes, policy=np.array([9, 8, 0, 1]))
+    ids = np.array([9, 9, 9, 0, 5, 0, 2, 9])
+    _same(store[ids], x[ids])
+    for empty in ([], np.empty(0, np.int64), np.empty(0, np.int32)):
+        out = store[empty]
+        assert to_host(out).shape == (0, 5)
+
+
+def test_id_kinds_list_int32_uint64_slice_torch(device):
+    x = _table(12, 3, np.float32)
+    store = FeatureStore(x, device=device)
+    _same(store[[11, 0, 4]], x[[11, 0, 4]])
+    _same(store[np.array([2, 5], dtype=np.int32)], x[[2, 5]])
+    _same(store[np.array([7, 1], dtype=np.uint64)], x[[7, 1]])
+    _same(store[np.array([6, 3], dtype=np.uint8)], x[[6, 3]])
+    _same(store[2:9:3], x[2:9:3])
+    torch = pytest.importorskip("torch")
+    _same(store[torch.tensor([10, 2, 10])], x[[10, 2, 10]])
+
+
+def test_gather_writes_into_a_reused_buffer(device):
+    x = _table(15, 6, np.float32)
+    store = FeatureStore(x, device=device, cache_size=5 * x[0].nbytes, policy=np.arange(5))
+    buffer = store.device.xp.empty((4, 6), np.float32)
+    for ids in ([0, 14, 3, 3], [13, 1, 2, 12]):
+        returned = store.gather(ids, out=buffer)
+        assert returned is buffer
+        _same(buffer, x[ids])
+
+
+def test_misaligned_out_buffer_still_exact(device):
+    x = _table(9, 4, np.float32)  # 16-byte rows would move as uint64 words
+    store = FeatureStore(x, device=device, cache_size=3 * x[0].nbytes, policy=np.array([8, 0, 4]))
+    raw = store.device.xp.zeros(3 * 16 + 4, np.uint8)[4:]  # 4-byte offset from a 16-byte aligned start
+    out = raw.view(np.float32).reshape(3, 4)
+    ids = [8, 5, 0]
+    store.gather(ids, out=out)
+    _same(out, x[ids])
+
+
+def test_stats_add_up_and_reset(device):
+    x = _table(12, 4, np.float32)
+    cached = np.array([2, 7, 11])
+    store = FeatureStore(x, device=device, cache_size=3 * x[0].nbytes, policy=cached)
+    batches = [np.array([2, 3, 2, 11, 0]), np.array([7, 7, 5])]
+    for ids in batches:
+        store[ids]
+    stats = store.stats()
+    ids = np.concatenate(batches)
+    hits = int(np.isin(ids, cached).sum()) if store.device.is_cuda else 0
+    assert stats["lookups"] == len(ids) and stats["calls"] == 2
+    assert stats["rows_device"] == hits and stats["rows_host"] == len(ids) - hits
+    assert stats["bytes_device"] == hits * 16 and stats["bytes_host"] == (len(ids) - hits) * 16
+    assert stats["hit_rate"] == pytest.approx(hits / len(ids))
+    store.reset_stats()
+    assert store.stats()["lookups"] == 0 and store.stats()["rows_device"] == 0
+    assert store.stats()["hit_rate"] == 0.0
+
+
+def test_out_of_range_ids_raise_index_error_naming_the_first(device):
+    store = FeatureStore(_table(8, 2, np.float32), device=device)
+    with pytest.raises(IndexError, match=r"ids\[2\] = 8 is out of range"):
+        store[[0, 7, 8, 9]]
+    with pytest.raises(IndexError, match=r"ids\[1\] = -1"):
+        store[np.array([3, -1, -2])]
+    with pytest.raises(IndexError, match=r"ids\[0\] = 18446744073709551615"):
+        store[np.array([2**64 - 1], dtype=np.uint64)]
+
+
+def test_bad_id_kinds_raise_before_any_kernel(device):
+    store = FeatureStore(_table(8, 2, np.float32), device=device)
+    with pytest.raises(TypeError, match="integers"):
+        store[np.array([1.0, 2.0])]
+    with pytest.raises(TypeError, match="integers"):
+        store[np.array([True, False])]
+    with pytest.raises(ValueError, match="1-D"):
+        store[np.array([[1, 2]])]
+    with pytest.raises(ValueError, match="scalar"):
+        store[3]
+
+
+def test_bad_out_buffers_are_rejected(device):
+    x = _table(8, 2, np.float32)
+    store = FeatureStore(x, device=device)
+    xp = store.device.xp
+    with pytest.raises(ValueError, match="shape"):
+        store.gather([1, 2], out=xp.empty((3, 2), np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        store.gather([1, 2], out=xp.empty((2, 2), np.float64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        store.gather([1, 2], out=xp.empty((2, 4), np.float32)[:, ::2])
+    with pytest.raises(TypeError, match="array"):
+        store.gather([1, 2], out=[[0, 0], [0, 0]])
