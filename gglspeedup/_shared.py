@@ -140,7 +140,7 @@ class SharedArray:
         self._finalizer()
 
     def __reduce__(self):
-        return (SharedArray, (self.name, self.shape, self.dtype.str))
+        return (SharedArray, (self.name, self.shape, self.dtype))
 
     def __repr__(self) -> str:
         role = "owner" if self.owner else "attached"

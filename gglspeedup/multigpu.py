@@ -1,0 +1,331 @@
+"""Samplers and feature stores for several devices, built once and shared with spawned processes.
+
+:class:`MultiDeviceSampler` and :class:`MultiDeviceFeature` keep their host arrays (graph, feature
+table, cache order) in shared memory (:mod:`gglspeedup._shared`), so pickling one sends a few
+hundred bytes of names and options, never the data: pass them straight to
+``torch.multiprocessing.spawn(fn, args=(sampler, feature))`` or ``paddle.distributed.spawn``.
+Device state (a :class:`~gglspeedup.NeighborSampler` / :class:`~gglspeedup.FeatureStore` per
+rank) is built lazily, in the process that first uses rank ``r``, on ``devices[r]``.
+
+>>> sampler = MultiDeviceSampler(graph, ["cuda:0", "cuda:1"], [25, 10])    # doctest: +SKIP
+>>> feature = MultiDeviceFeature(x, ["cuda:0", "cuda:1"], cache_size="1G", graph=graph)  # doctest: +SKIP
+>>> def run(rank, sampler, feature):                                     # doctest: +SKIP
+...     n_id, adjs = sampler.sample(seeds_of(rank), rank)
+...     rows = feature.rank(rank)[n_id]
+>>> torch.multiprocessing.spawn(run, args=(sampler, feature), nprocs=2)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+
+import numpy as np
+
+from ._shared import share
+from .device import as_device, parse_size, to_numpy
+from .graph import CSRGraph, as_csr_graph
+from .sampling.types import SampleOutput
+
+__all__ = ["MultiDeviceSampler", "MultiDeviceFeature", "rank_seed"]
+
+_GAMMA = 0x9E3779B97F4A7C15
+_MODES = ("replicate", "shard")
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The :class:`~gglspeedup.NeighborSampler` seed of ``rank``: ``(seed + rank * 0x9E3779B97F4A7C15) mod 2**64``.
+
+    Rank 0 therefore samples exactly like ``NeighborSampler(graph, fanouts, seed=seed)``; other
+    ranks get independent streams (the sampler hashes its seed with splitmix64, whose stream
+    advances by this same golden-ratio step).
+    """
+    return (int(seed) + int(rank) * _GAMMA) % (1 << 64)
+
+
+def _check_devices(devices) -> list:
+    if isinstance(devices, (str, int)) or not hasattr(devices, "__len__"):
+        raise TypeError(f"devices must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu', 'cpu']), got {devices!r}")
+    if len(devices) == 0:
+        raise ValueError("devices must name at least one device, got an empty list")
+    return [as_device(d) for d in devices]
+
+
+def _check_rank(rank, num_devices: int) -> int:
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+        raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
+    if not 0 <= rank < num_devices:
+        raise IndexError(f"rank must be in [0, {num_devices}) (one rank per device), got {int(rank)}")
+    return int(rank)
+
+
+def _build_on(rank: int, device, build):
+    """Run ``build()`` for ``rank``; a device this process cannot use raises naming both."""
+    try:
+        device.check_available()
+    except RuntimeError as error:
+        raise RuntimeError(f"rank {rank} (pid {os.getpid()}): {error}") from None
+    return build()
+
+
+class MultiDeviceSampler:
+    """One :class:`~gglspeedup.NeighborSampler` per device over one shared graph.
+
+    Parameters
+    ----------
+    graph : CSRGraph or scipy sparse matrix
+        Copied once into shared memory (host arrays), then read by every rank without copies
+        on the CPU; a CUDA rank moves it to its device (``placement`` option) when first used.
+    devices : list of devices
+        ``devices[r]`` is rank ``r``'s device: ``["cuda:0", "cuda:1"]``, or ``["cpu", "cpu"]``
+        (one CPU process per rank).
+    fanouts : list of int
+        Neighbours per hop, seed hop first (see :class:`~gglspeedup.NeighborSampler`).
+    seed : int
+        Rank ``r`` samples with seed :func:`rank_seed(seed, r) <rank_seed>`.
+    **sampler_options
+        ``replace``, ``weighted``, ``placement``: passed to every rank's sampler.
+
+    Notes
+    -----
+    Output is a pure function of ``(seed, rank, key, seeds)``: the parent and a spawned child
+    calling ``sample(seeds, rank, key)`` get identical arrays. Without ``key`` each rank's sampler
+    uses and advances its own counter in the calling process.
+    """
+
+    def __init__(self, graph, devices, fanouts, *, seed=0, **sampler_options):
+        from .sampling import NeighborSampler
+
+        graph = as_csr_graph(graph).to("cpu")
+        self.devices = _check_devices(devices)
+        unknown = set(sampler_options) - {"replace", "weighted", "placement"}
+        if unknown:
+            raise TypeError(f"unknown sampler option(s) {sorted(unknown)}; known: replace, weighted, placement")
+        # Arguments are checked once here by a CPU sampler (the same checks every rank would run).
+        cpu_options = {k: v for k, v in sampler_options.items() if k != "placement"}
+        probe = NeighborSampler(graph, fanouts, seed=seed, **cpu_options)
+        self.fanouts, self.seed, self.options = probe.fanouts, probe.seed, dict(sampler_options)
+        self._arrays = {
+            name: share(getattr(graph, name))
+            for name in ("indptr", "indices", "edge_ids", "weights")
+            if getattr(graph, name) is not None
+        }
+        self._local_state()
+
+    def _local_state(self) -> None:
+        self._lock = threading.Lock()
+        self._graph = None
+        self._samplers = {}
+
+    def __getstate__(self):
+        return {"devices": self.devices, "fanouts": self.fanouts, "seed": self.seed,
+                "options": self.options, "_arrays": self._arrays}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local_state()
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def graph(self) -> CSRGraph:
+        """The shared graph (host arrays viewing shared memory; no copy)."""
+        if self._graph is None:
+            arrays = {name: handle.array for name, handle in self._arrays.items()}
+            self._graph = CSRGraph(arrays.pop("indptr"), arrays.pop("indices"), _checked=True, **arrays)
+        return self._graph
+
+    def sampler(self, rank: int):
+        """Rank ``rank``'s :class:`~gglspeedup.NeighborSampler`, built on first use in this process."""
+        from .sampling import NeighborSampler
+
+        rank = _check_rank(rank, self.num_devices)
+        with self._lock:
+            sampler = self._samplers.get(rank)
+            if sampler is None:
+                device = self.devices[rank]
+                sampler = _build_on(rank, device, lambda: NeighborSampler(
+                    self.graph, self.fanouts, seed=rank_seed(self.seed, rank), device=device, **self.options))
+                self._samplers[rank] = sampler
+        return sampler
+
+    def sample(self, seeds, rank: int, key=None) -> SampleOutput:
+        """Sample ``seeds`` on ``devices[rank]``; see :meth:`gglspeedup.NeighborSampler.sample`."""
+        return self.sampler(rank).sample(seeds, key=key)
+
+    def sample_scattered(self, seeds, key=None) -> list:
+        """Split one batch across all devices (one process): ``outputs[r]`` sampled on ``devices[r]``.
+
+        ``seeds`` (1-D, host or device) is cut into ``num_devices`` contiguous chunks whose sizes
+        differ by at most one (``numpy.array_split``); chunk ``r`` is sampled by rank ``r`` with
+        ``key``, so ``outputs[r]`` equals ``sample(chunk_r, r, key)`` and its arrays already live on
+        ``devices[r]``, where a replica of the model can consume them without a round trip through
+        device 0. Returns a list of :class:`~gglspeedup.SampleOutput`, in rank order.
+        """
+        host = to_numpy(seeds)
+        if host.ndim != 1:
+            raise ValueError(f"seeds must be 1-D, got shape {host.shape}")
+        chunks = np.array_split(host, self.num_devices)
+        return [self.sample(chunk, rank, key=key) for rank, chunk in enumerate(chunks)]
+
+    def __repr__(self) -> str:
+        devices = [str(d) for d in self.devices]
+        return (f"MultiDeviceSampler(devices={devices}, fanouts={self.fanouts}, seed={self.seed}, "
+                f"num_nodes={len(self._arrays['indptr'].array) - 1}, built_ranks={sorted(self._samplers)})")
+
+
+class _RankFeature:
+    """``feature.rank(r)``: the rows of rank ``r``'s store, on ``devices[r]``."""
+
+    def __init__(self, owner: "MultiDeviceFeature", rank: int):
+        self._owner, self.rank = owner, rank
+
+    def __getitem__(self, ids):
+        return self._owner.store(self.rank)[ids]
+
+    def gather(self, ids, out=None):
+        return self._owner.store(self.rank).gather(ids, out=out)
+
+    def stats(self) -> dict:
+        return self._owner.store(self.rank).stats()
+
+
+class MultiDeviceFeature:
+    """One :class:`~gglspeedup.FeatureStore` per device over one shared host table.
+
+    Parameters
+    ----------
+    x : array-like, shape (num_rows, dim)
+        Copied once into shared memory; CPU ranks gather from it in place.
+    devices : list of devices
+        ``devices[r]`` serves rank ``r``.
+    cache_size : int or str
+        Per-device cache budget in bytes (see :class:`~gglspeedup.FeatureStore`).
+    policy : None, "degree", "presample", "none" or int array
+        Which rows each device caches (computed once, here, and shared).
+    mode : {"replicate", "shard"}
+        ``"replicate"``: every device caches the same hottest rows. ``"shard"`` (spreading the hot
+        rows over the devices and reading peers' rows over peer-to-peer access) is not implemented
+        in this version: it warns and replicates.
+    graph : CSRGraph, optional
+        For the ``"degree"`` / ``"presample"`` policies.
+
+    Which rank serves ``feature[ids]``
+    ----------------------------------
+    ``feature.rank(r)[ids]`` always names it. ``feature[ids]`` uses, in order: the rank set with
+    :meth:`set_rank` in this process; the ``LOCAL_RANK`` environment variable (``torchrun``);
+    the ``torch.distributed`` rank when a process group is initialised; ``PADDLE_RANK_IN_NODE``
+    (``paddle.distributed.spawn`` / launch); rank 0 when there is a single device.
+    """
+
+    def __init__(self, x, devices, cache_size=0, policy=None, mode="replicate", graph=None):
+        from .feature._inputs import as_table
+        from .feature.policies import resolve_policy
+
+        self.devices = _check_devices(devices)
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        if mode == "shard":
+            reason = ("CPU devices have no device cache to shard" if not all(d.is_cuda for d in self.devices)
+                      else "peer-to-peer sharding is not implemented in this version")
+            warnings.warn(f"mode='shard' falls back to 'replicate': {reason}", RuntimeWarning, stacklevel=2)
+            mode = "replicate"
+        self.mode = mode
+        table = as_table(x)  # FeatureStore's own checks and conversion (a view when possible)
+        self.cache_size = parse_size(cache_size)
+        _name, compute_order = resolve_policy(policy, graph, table.shape[0], None)
+        order = np.empty(0, dtype=np.int64)
+        row_bytes = max(1, table.shape[1] * table.dtype.itemsize)
+        budget_rows = min(table.shape[0], self.cache_size // row_bytes)
+        if budget_rows and any(d.is_cuda for d in self.devices):
+            order = np.ascontiguousarray(compute_order()[0][:budget_rows], dtype=np.int64)
+        self._table = share(table)
+        self._order = share(order)
+        self._local_state()
+
+    def _local_state(self) -> None:
+        self._lock = threading.Lock()
+        self._stores = {}
+        self._rank = None
+
+    def __getstate__(self):
+        return {"devices": self.devices, "mode": self.mode, "cache_size": self.cache_size,
+                "_table": self._table, "_order": self._order}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local_state()
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def shape(self) -> tuple:
+        return self._table.shape
+
+    @property
+    def table(self) -> np.ndarray:
+        """The shared host table (a NumPy view of shared memory)."""
+        return self._table.array
+
+    def store(self, rank: int):
+        """Rank ``rank``'s :class:`~gglspeedup.FeatureStore`, built on first use in this process."""
+        from .feature import FeatureStore
+
+        rank = _check_rank(rank, self.num_devices)
+        with self._lock:
+            store = self._stores.get(rank)
+            if store is None:
+                device = self.devices[rank]
+                order = self._order.array
+                policy = order if len(order) else "none"
+                store = _build_on(rank, device, lambda: FeatureStore(
+                    self._table.array, device, self.cache_size if device.is_cuda else 0, policy=policy))
+                self._stores[rank] = store
+        return store
+
+    def rank(self, rank: int) -> _RankFeature:
+        """A view whose ``[ids]`` / ``gather`` / ``stats`` use rank ``rank``'s store."""
+        return _RankFeature(self, _check_rank(rank, self.num_devices))
+
+    def set_rank(self, rank: int) -> "MultiDeviceFeature":
+        """Make ``feature[ids]`` serve ``rank`` in this process (returns ``self``)."""
+        self._rank = _check_rank(rank, self.num_devices)
+        return self
+
+    def current_rank(self) -> int:
+        """The rank ``feature[ids]`` serves here (see the class notes for the lookup order)."""
+        if self._rank is not None:
+            return self._rank
+        for variable in ("LOCAL_RANK",):
+            if os.environ.get(variable, "").isdigit():
+                return _check_rank(int(os.environ[variable]), self.num_devices)
+        if "torch.distributed" in sys.modules:
+            dist = sys.modules["torch.distributed"]
+            if dist.is_available() and dist.is_initialized():
+                return _check_rank(dist.get_rank(), self.num_devices)
+        if os.environ.get("PADDLE_RANK_IN_NODE", "").isdigit():
+            return _check_rank(int(os.environ["PADDLE_RANK_IN_NODE"]), self.num_devices)
+        if self.num_devices == 1:
+            return 0
+        raise RuntimeError(
+            f"MultiDeviceFeature has {self.num_devices} devices and cannot tell this process's rank: call "
+            "feature.set_rank(rank) in each process, or use feature.rank(rank)[ids]"
+        )
+
+    def __getitem__(self, ids):
+        """Rows ``x[ids]`` on the current rank's device (see :meth:`current_rank`)."""
+        return self.store(self.current_rank())[ids]
+
+    def gather(self, ids, out=None):
+        return self.store(self.current_rank()).gather(ids, out=out)
+
+    def __repr__(self) -> str:
+        devices = [str(d) for d in self.devices]
+        return (f"MultiDeviceFeature(shape={self.shape}, dtype={self._table.dtype}, devices={devices}, "
+                f"cache_size={self.cache_size}, mode={self.mode!r}, built_ranks={sorted(self._stores)})")
