@@ -1,0 +1,294 @@
+"""Mini-batch node loader: shuffle seeds, sample and gather ahead of the training loop.
+
+>>> loader = NodeLoader(sampler, features, split["train"], 512, labels=y, backend="torch")  # doctest: +SKIP
+>>> for epoch in range(10):                                                                 # doctest: +SKIP
+...     for x, y_batch, adjs, n_id, batch_size in loader:
+...         out = model(x, adjs)                      # adjs outermost hop first
+...         loss = F.cross_entropy(out, y_batch)
+
+A background thread samples and gathers the next ``prefetch`` batches (on a GPU inside its own
+CUDA stream) while the caller trains on the current one. Shuffling is keyed by ``(seed, epoch)``
+and every batch's sampler key by ``(epoch, batch index)``, so two runs with the same seeds see the
+same batches. An exception raised while preparing a batch is re-raised in the caller's loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import threading
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import backends
+from .device import array_module, to_numpy
+
+__all__ = ["Batch", "NodeLoader"]
+
+_POLL_S = 0.05  # how often a blocked producer / consumer re-checks for shutdown
+
+
+class Batch(NamedTuple):
+    """One mini-batch, in the loader's backend.
+
+    x : tensor, shape (N, F)
+        Feature rows of ``n_id`` (``features[n_id]``).
+    y : tensor, shape (batch_size,), or None
+        Labels of the seeds (``labels[seeds]``); ``None`` without labels.
+    adjs : list of Adj
+        The sampled hops, outermost first (``adjs[-1]`` targets the seeds); ``edge_index`` int64.
+    n_id : tensor, int64, shape (N,)
+        Global node ids; ``n_id[:batch_size]`` are the seeds.
+    batch_size : int
+        Number of seeds in this batch.
+    """
+
+    x: Any
+    y: Any
+    adjs: list
+    n_id: Any
+    batch_size: int
+
+
+def _positive_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+class NodeLoader:
+    """Iterate over seed nodes in mini-batches of sampled neighbourhoods and their features.
+
+    Parameters
+    ----------
+    sampler : NeighborSampler
+        Anything with ``sample(seeds, key=None) -> SampleOutput``.
+    features : FeatureStore or array, shape (num_nodes, F)
+        Indexed as ``features[n_id]``.
+    seeds : 1-D integer array-like, shape (S,)
+        The nodes to iterate over (e.g. ``split["train"]``).
+    batch_size : int
+        Seeds per batch (the last batch may be smaller unless ``drop_last``).
+    labels : array, shape (num_nodes,), optional
+        Batches carry ``y = labels[batch_seeds]``.
+    shuffle : bool
+        Permute the seeds every epoch, keyed by ``(seed, epoch)``.
+    drop_last : bool
+        Drop the last, incomplete batch.
+    prefetch : int
+        Batches prepared ahead on a background thread; ``0`` prepares each batch in the caller's
+        thread (no thread at all, handy for debugging).
+    backend : str or None
+        Framework of the batches (see :func:`gglspeedup.backends.to`); ``None`` keeps the NumPy /
+        CuPy arrays the sampler and the feature store return.
+    seed : int
+        Shuffling seed.
+
+    Notes
+    -----
+    Each ``iter(loader)`` is one epoch and advances :attr:`epoch` (``set_epoch`` pins it, as
+    with torch's ``DistributedSampler``). Batch ``i`` of epoch ``e`` samples with
+    ``key = e * len(loader) + i``, so it replays exactly. :meth:`stats` reports the time spent
+    sampling, gathering, converting and waiting.
+    """
+
+    def __init__(self, sampler, features, seeds, batch_size, *, labels=None, shuffle=True, drop_last=False,
+                 prefetch=2, backend="torch", seed=0):
+        if not callable(getattr(sampler, "sample", None)):
+            raise TypeError(f"sampler must have a sample(seeds, key=None) method, got {type(sampler).__name__}")
+        if not hasattr(features, "__getitem__"):
+            raise TypeError(f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}")
+        seeds = np.array(to_numpy(seeds), copy=True)
+        if seeds.ndim != 1:
+            raise ValueError(f"seeds must be 1-D, got shape {seeds.shape}")
+        if seeds.size and seeds.dtype.kind not in "iu":
+            raise TypeError(f"seeds must hold integers, got dtype {seeds.dtype}")
+        self.seeds = seeds.astype(np.int64, copy=False)
+        self.batch_size = _positive_int("batch_size", batch_size, 1)
+        self.prefetch = _positive_int("prefetch", prefetch, 0)
+        self.seed = _positive_int("seed", seed, 0)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        if labels is not None:
+            labels = backends.from_(labels)
+            if labels.ndim < 1:
+                raise ValueError(f"labels must be an array indexed by node id, got shape {labels.shape}")
+        self.labels = labels
+        if backend is not None:
+            framework = getattr(backends.adapter(backend), "framework", None)
+            if framework is not None:
+                framework()  # ImportError naming the extra now, not on the first batch
+        self.backend = backend
+        self.sampler, self.features = sampler, features
+        self.epoch = 0
+        self._stats = {"batches": 0, "seeds": 0, "edges": 0, "sample_s": 0.0, "gather_s": 0.0,
+                       "convert_s": 0.0, "wait_s": 0.0}
+        self._stats_lock = threading.Lock()
+
+    def __len__(self) -> int:
+        if self.drop_last:
+            return len(self.seeds) // self.batch_size
+        return math.ceil(len(self.seeds) / self.batch_size)
+
+    def __repr__(self) -> str:
+        return (f"NodeLoader(seeds={len(self.seeds)}, batch_size={self.batch_size}, batches={len(self)}, "
+                f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, "
+                f"backend={self.backend!r}, epoch={self.epoch})")
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next ``iter(loader)`` epoch ``epoch`` (its order and sampler keys)."""
+        self.epoch = _positive_int("epoch", epoch, 0)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The seeds in the order epoch ``epoch`` visits them (int64, shape (S,))."""
+        if not self.shuffle:
+            return self.seeds
+        rng = np.random.default_rng([self.seed, _positive_int("epoch", epoch, 0)])
+        return self.seeds[rng.permutation(len(self.seeds))]
+
+    def stats(self, reset: bool = False) -> dict:
+        """Cumulative counters: ``batches``, ``seeds``, ``edges`` (sampled), and seconds spent in
+        ``sample_s``, ``gather_s``, ``convert_s`` (producer side) and ``wait_s`` (the caller
+        blocked waiting for a batch). ``reset=True`` zeroes them after reading."""
+        with self._stats_lock:
+            out = dict(self._stats)
+            if reset:
+                for name in self._stats:
+                    self._stats[name] = 0 if isinstance(self._stats[name], int) else 0.0
+        return out
+
+    def _count(self, **values) -> None:
+        with self._stats_lock:
+            for name, value in values.items():
+                self._stats[name] += value
+
+    def _make_batch(self, epoch: int, index: int, batch_seeds: np.ndarray) -> Batch:
+        start = time.perf_counter()
+        n_id, adjs = self.sampler.sample(batch_seeds, key=epoch * len(self) + index)
+        sampled = time.perf_counter()
+        x = self.features[n_id]
+        y = None
+        if self.labels is not None:
+            xp = array_module(self.labels)
+            y = self.labels[xp.asarray(batch_seeds)]
+        gathered = time.perf_counter()
+        batch = Batch(x, y, list(adjs), n_id, len(batch_seeds))
+        if self.backend is not None:
+            batch = backends.to(self.backend, batch)
+        done = time.perf_counter()
+        edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)
+        self._count(batches=1, seeds=len(batch_seeds), edges=edges, sample_s=sampled - start,
+                    gather_s=gathered - sampled, convert_s=done - gathered)
+        return batch
+
+    def _slices(self, epoch: int) -> list:
+        order = self.order(epoch)
+        return [order[start:start + self.batch_size] for start in range(0, len(self) * self.batch_size, self.batch_size)]
+
+    def __iter__(self):
+        epoch = self.epoch
+        self.epoch += 1
+        slices = self._slices(epoch)
+        if self.prefetch == 0:
+            return self._serial(epoch, slices)
+        return _PrefetchIterator(self, epoch, slices)
+
+    def _serial(self, epoch: int, slices: list):
+        for index, batch_seeds in enumerate(slices):
+            yield self._make_batch(epoch, index, batch_seeds)
+
+
+def _stream_context(sampler):
+    """A separate CUDA stream for the producer thread on a real GPU; nothing otherwise."""
+    device = getattr(sampler, "device", None)
+    if device is None or not getattr(device, "is_cuda", False) or getattr(device, "simulated", False):
+        return contextlib.nullcontext(None)
+    import cupy
+
+    return cupy.cuda.Stream(non_blocking=True)
+
+
+class _PrefetchIterator:
+    """One epoch: a daemon producer thread fills a bounded queue; ``__next__`` drains it."""
+
+    def __init__(self, loader: NodeLoader, epoch: int, slices: list):
+        self._loader, self._epoch, self._slices = loader, epoch, slices
+        self._queue: queue.Queue = queue.Queue(maxsize=loader.prefetch)
+        self._stop = threading.Event()
+        self._finished = False
+        self._thread = threading.Thread(target=self._produce, name=f"gglspeedup-NodeLoader-epoch{epoch}",
+                                        daemon=True)
+        self._thread.start()
+
+    def __len__(self) -> int:
+        return len(self._slices)
+
+    def __iter__(self):
+        return self
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        try:
+            with _stream_context(self._loader.sampler) as stream:
+                for index, batch_seeds in enumerate(self._slices):
+                    if self._stop.is_set():
+                        return
+                    batch = self._loader._make_batch(self._epoch, index, batch_seeds)
+                    if stream is not None:
+                        stream.synchronize()  # sync: the batch is complete before the caller sees it
+                    if not self._put(("batch", batch)):
+                        return
+            self._put(("done", None))
+        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+            self._put(("error", error))
+
+    def __next__(self) -> Batch:
+        if self._finished:
+            raise StopIteration
+        start = time.perf_counter()
+        while True:
+            try:
+                kind, value = self._queue.get(timeout=_POLL_S)
+                break
+            except queue.Empty:
+                if self._thread.is_alive():
+                    continue
+                try:  # the producer may have queued its last item just before exiting
+                    kind, value = self._queue.get_nowait()
+                    break
+                except queue.Empty:
+                    self.close()
+                    raise RuntimeError("the NodeLoader producer thread stopped without a result") from None
+        self._loader._count(wait_s=time.perf_counter() - start)
+        if kind == "batch":
+            return value
+        self.close()
+        if kind == "error":
+            raise value
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the producer (used when the caller leaves the loop early)."""
+        self._finished = True
+        self._stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+
+    def __del__(self):
+        with contextlib.suppress(Exception):
+            self.close()
