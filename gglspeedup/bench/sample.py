@@ -32,6 +32,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     parser.add_argument(
+        "--placement", default="auto", choices=("auto", "device", "pinned", "host"),
+        help="where our GPU sampler reads the graph: GPU memory or pinned host memory (UVA)",
+    )
+    parser.add_argument(
         "--peers", default=None,
         help="comma-separated peers from numpy,dgl,pyg (default: all; unavailable ones are listed)",
     )
@@ -39,12 +43,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch / DGL")
 
 
-def _prepare_ours(graph, fanouts, seed, device):
+def _prepare_ours(graph, fanouts, seed, device, placement="auto"):
     from .. import __version__
     from ..sampling import NeighborSampler
     from .peers import Contender
 
-    sampler = NeighborSampler(graph, fanouts, seed=seed, device=device)
+    sampler = NeighborSampler(graph, fanouts, seed=seed, device=device, placement=placement)
     xp, sync = device.xp, (lambda: None)
     if device.is_cuda and not device.simulated:
         sync = lambda: xp.cuda.get_current_stream().synchronize()  # noqa: E731
@@ -111,7 +115,7 @@ def run(args) -> dict:
         start = time.perf_counter()
         try:
             if name == OURS:
-                contender = _prepare_ours(graph, fanouts, args.seed, device)
+                contender = _prepare_ours(graph, fanouts, args.seed, device, args.placement)
             else:
                 contender = peers.prepare(name, graph, fanouts, seed=args.seed, device=device)
         except (ImportError, peers.PeerUnavailable) as error:
@@ -153,6 +157,7 @@ def run(args) -> dict:
         "warmup": int(args.warmup),
         "repeats": int(args.repeats),
         "device": str(device),
+        "placement": args.placement,
         "seed": int(args.seed),
         "threads": args.threads,
         "machine": machine,
