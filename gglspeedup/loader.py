@@ -212,47 +212,51 @@ def _stream_context(sampler):
     return cupy.cuda.Stream(non_blocking=True)
 
 
+def _put(items: queue.Queue, stop: threading.Event, item) -> bool:
+    while not stop.is_set():
+        try:
+            items.put(item, timeout=_POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _produce(loader: NodeLoader, epoch: int, slices: list, items: queue.Queue, stop: threading.Event) -> None:
+    """The producer thread's body. It holds no reference to the iterator, so an iterator the
+    caller abandons is garbage-collected, and its ``__del__`` stops this thread."""
+    try:
+        with _stream_context(loader.sampler) as stream:
+            for index, batch_seeds in enumerate(slices):
+                if stop.is_set():
+                    return
+                batch = loader._make_batch(epoch, index, batch_seeds)
+                if stream is not None:
+                    stream.synchronize()  # sync: the batch is complete before the caller sees it
+                if not _put(items, stop, ("batch", batch)):
+                    return
+        _put(items, stop, ("done", None))
+    except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+        _put(items, stop, ("error", error))
+
+
 class _PrefetchIterator:
     """One epoch: a daemon producer thread fills a bounded queue; ``__next__`` drains it."""
 
     def __init__(self, loader: NodeLoader, epoch: int, slices: list):
-        self._loader, self._epoch, self._slices = loader, epoch, slices
+        self._loader, self._num_batches = loader, len(slices)
         self._queue: queue.Queue = queue.Queue(maxsize=loader.prefetch)
         self._stop = threading.Event()
         self._finished = False
-        self._thread = threading.Thread(target=self._produce, name=f"gglspeedup-NodeLoader-epoch{epoch}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=_produce, args=(loader, epoch, slices, self._queue, self._stop),
+                                        name=f"gglspeedup-NodeLoader-epoch{epoch}", daemon=True)
         self._thread.start()
 
     def __len__(self) -> int:
-        return len(self._slices)
+        return self._num_batches
 
     def __iter__(self):
         return self
-
-    def _put(self, item) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _produce(self) -> None:
-        try:
-            with _stream_context(self._loader.sampler) as stream:
-                for index, batch_seeds in enumerate(self._slices):
-                    if self._stop.is_set():
-                        return
-                    batch = self._loader._make_batch(self._epoch, index, batch_seeds)
-                    if stream is not None:
-                        stream.synchronize()  # sync: the batch is complete before the caller sees it
-                    if not self._put(("batch", batch)):
-                        return
-            self._put(("done", None))
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
-            self._put(("error", error))
 
     def __next__(self) -> Batch:
         if self._finished:

@@ -1,0 +1,208 @@
+"""NodeLoader: keyed shuffling, exact coverage, batch contents, prefetch thread behaviour."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gglspeedup as gg
+from gglspeedup.loader import Batch, NodeLoader
+
+
+def small_graph(num_nodes=40, num_edges=160, seed=3):
+    rng = np.random.default_rng(seed)
+    edge_index = rng.integers(0, num_nodes, size=(2, num_edges))
+    return gg.CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes)
+
+
+@pytest.fixture(scope="module")
+def data():
+    graph = small_graph()
+    x = np.arange(graph.num_nodes * 3, dtype=np.float32).reshape(graph.num_nodes, 3)
+    y = (np.arange(graph.num_nodes) * 7) % 5
+    return graph, x, y
+
+
+def make_loader(data, seeds=None, batch_size=6, device="cpu", **options):
+    graph, x, y = data
+    sampler = gg.NeighborSampler(graph, [3, 2], seed=1, device=device)
+    features = gg.FeatureStore(x, device=device)
+    seeds = np.arange(5, 28) if seeds is None else seeds
+    options.setdefault("backend", None)
+    return NodeLoader(sampler, features, seeds, batch_size, labels=y, **options)
+
+
+def seeds_of(batch):
+    return np.asarray(batch.n_id[: batch.batch_size])
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_every_seed_once_per_epoch(data, drop_last):
+    seeds = np.arange(5, 28)
+    loader = make_loader(data, seeds, batch_size=6, drop_last=drop_last)
+    assert len(loader) == (3 if drop_last else 4)
+    for _ in range(2):
+        batches = list(loader)
+        assert len(batches) == len(loader)
+        got = np.concatenate([seeds_of(b) for b in batches])
+        sizes = [b.batch_size for b in batches]
+        if drop_last:
+            assert sizes == [6, 6, 6] and len(np.unique(got)) == 18 and np.isin(got, seeds).all()
+        else:
+            assert sizes == [6, 6, 6, 5]
+            np.testing.assert_array_equal(np.sort(got), seeds)
+
+
+def test_order_reproduces_for_the_same_seed_and_differs_across_epochs(data):
+    first, second = make_loader(data, seed=7), make_loader(data, seed=7)
+    epoch0 = [seeds_of(b) for b in first]
+    epoch1 = [seeds_of(b) for b in first]
+    again0 = [seeds_of(b) for b in second]
+    assert all(np.array_equal(a, b) for a, b in zip(epoch0, again0))
+    assert not np.array_equal(np.concatenate(epoch0), np.concatenate(epoch1))
+    other = [seeds_of(b) for b in make_loader(data, seed=8)]
+    assert not np.array_equal(np.concatenate(epoch0), np.concatenate(other))
+    second.set_epoch(1)
+    assert np.array_equal(np.concatenate([seeds_of(b) for b in second]), np.concatenate(epoch1))
+    np.testing.assert_array_equal(first.order(1), np.concatenate(epoch1))
+
+
+def test_without_shuffle_seeds_keep_their_order(data):
+    seeds = np.array([9, 3, 3, 30, 1], dtype=np.int32)
+    loader = make_loader(data, seeds, batch_size=2, shuffle=False)
+    np.testing.assert_array_equal(np.concatenate([seeds_of(b) for b in loader]), seeds)
+
+
+def test_batches_equal_the_sampler_and_features_replayed_by_key(data):
+    graph, x, y = data
+    loader = make_loader(data, seed=2)
+    loader.set_epoch(3)
+    reference = gg.NeighborSampler(graph, [3, 2], seed=1)
+    order = loader.order(3)
+    for index, batch in enumerate(loader):
+        assert isinstance(batch, Batch)
+        batch_seeds = order[index * 6 : (index + 1) * 6]
+        n_id, adjs = reference.sample(batch_seeds, key=3 * len(loader) + index)
+        np.testing.assert_array_equal(batch.n_id, n_id)
+        np.testing.assert_array_equal(batch.x, x[n_id])
+        np.testing.assert_array_equal(batch.y, y[batch_seeds])
+        assert [a.size for a in batch.adjs] == [a.size for a in adjs]
+        for got, want in zip(batch.adjs, adjs):
+            np.testing.assert_array_equal(got.edge_index, want.edge_index)
+            np.testing.assert_array_equal(got.e_id, want.e_id)
+
+
+def test_serial_and_prefetching_loaders_agree(data):
+    serial = [b.n_id for b in make_loader(data, prefetch=0)]
+    prefetched = [b.n_id for b in make_loader(data, prefetch=3)]
+    assert len(serial) == len(prefetched)
+    assert all(np.array_equal(a, b) for a, b in zip(serial, prefetched))
+
+
+def test_torch_backend_batches(data):
+    torch = pytest.importorskip("torch")
+    loader = make_loader(data, backend="torch")
+    batch = next(iter(loader))
+    assert isinstance(batch.x, torch.Tensor) and batch.x.dtype == torch.float32
+    assert batch.y.dtype == torch.int64 and batch.y.shape == (6,)
+    assert batch.n_id.dtype == torch.int64 and batch.batch_size == 6
+    edge_index, e_id, size = batch.adjs[-1]
+    assert edge_index.dtype == torch.int64 and edge_index.shape[0] == 2 and size[1] == 6
+    assert all(type(s) is int for s in size)
+
+
+class FailingSampler:
+    def __init__(self, sampler, fail_at):
+        self.sampler, self.fail_at, self.calls = sampler, fail_at, 0
+
+    def sample(self, seeds, key=None):
+        self.calls += 1
+        if self.calls > self.fail_at:
+            raise ZeroDivisionError("sampler broke on purpose")
+        return self.sampler.sample(seeds, key=key)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_a_failing_sampler_raises_in_the_caller(data, prefetch):
+    graph, x, y = data
+    sampler = FailingSampler(gg.NeighborSampler(graph, [2]), fail_at=2)
+    loader = NodeLoader(sampler, x, np.arange(30), 5, labels=y, prefetch=prefetch, backend=None)
+    before = set(threading.enumerate())
+    got = []
+    with pytest.raises(ZeroDivisionError, match="on purpose"):
+        for batch in loader:
+            got.append(batch)
+    assert len(got) == 2
+    assert not wait_for_exit(set(threading.enumerate()) - before)
+
+
+def wait_for_exit(threads, seconds=5.0):
+    """The threads still alive after waiting up to ``seconds`` for them."""
+    deadline = time.monotonic() + seconds
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [t for t in threads if t.is_alive()]
+
+
+def test_leaving_the_loop_early_stops_the_producer(data):
+    loader = make_loader(data, batch_size=1, prefetch=2)
+    iterator = iter(loader)
+    next(iterator)
+    thread = iterator._thread
+    iterator.close()
+    assert not wait_for_exit([thread])
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+def test_an_abandoned_iterator_is_collected_and_its_producer_stops(data):
+    loader = make_loader(data, batch_size=1, prefetch=1)
+    iterator = iter(loader)
+    next(iterator)
+    thread = iterator._thread
+    del iterator  # the producer holds no reference to it, so this runs its __del__
+    assert not wait_for_exit([thread])
+
+
+def test_stats_count_seeds_and_edges(data):
+    loader = make_loader(data)
+    batches = list(loader)
+    stats = loader.stats(reset=True)
+    assert stats["batches"] == 4 and stats["seeds"] == 23
+    assert stats["edges"] == sum(int(a.edge_index.shape[1]) for b in batches for a in b.adjs)
+    assert loader.stats()["batches"] == 0
+
+
+def test_bad_arguments_raise_before_any_batch(data):
+    graph, x, y = data
+    sampler = gg.NeighborSampler(graph, [2])
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        NodeLoader(sampler, x, np.arange(4), 0)
+    with pytest.raises(TypeError, match="batch_size must be an int"):
+        NodeLoader(sampler, x, np.arange(4), 2.0)
+    with pytest.raises(ValueError, match="seeds must be 1-D"):
+        NodeLoader(sampler, x, np.zeros((2, 2), np.int64), 2)
+    with pytest.raises(TypeError, match="seeds must hold integers"):
+        NodeLoader(sampler, x, np.zeros(3), 2)
+    with pytest.raises(ValueError, match="unknown backend"):
+        NodeLoader(sampler, x, np.arange(4), 2, backend="mxnet")
+    with pytest.raises(TypeError, match="sampler must have a sample"):
+        NodeLoader(object(), x, np.arange(4), 2)
+    with pytest.raises(ValueError, match="prefetch must be >= 0"):
+        NodeLoader(sampler, x, np.arange(4), 2, prefetch=-1)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda:0", id="cuda", marks=pytest.mark.cuda)])
+def test_cuda_loader_matches_the_cpu_loader(device):
+    graph = small_graph(num_nodes=10, num_edges=24)
+    data = (graph, np.arange(30, dtype=np.float32).reshape(10, 3), np.arange(10) % 3)
+    seeds = np.arange(6)
+    cpu = list(make_loader(data, seeds, batch_size=3, device="cpu"))
+    other = list(make_loader(data, seeds, batch_size=3, device=device))
+    assert len(cpu) == len(other) == 2
+    for a, b in zip(cpu, other):
+        np.testing.assert_array_equal(np.asarray(a.n_id), np.asarray(b.n_id))
+        np.testing.assert_array_equal(np.asarray(a.x), np.asarray(b.x))
+        for adj_a, adj_b in zip(a.adjs, b.adjs):
+            np.testing.assert_array_equal(np.asarray(adj_a.edge_index), np.asarray(adj_b.edge_index))
