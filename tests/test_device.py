@@ -283,3 +283,11 @@ def test_to_numpy_reads_dlpack_producers():
     values = to_numpy(jnp.arange(4, dtype=jnp.float32))
     assert values.dtype == np.float32 and values.tolist() == [0.0, 1.0, 2.0, 3.0]
     assert math.isclose(float(to_numpy(jnp.float32(2.5))), 2.5)
+
+
+@pytest.mark.skipif(not _config.HAS_PADDLE or _config.CUDA_SIM, reason="paddle is imported first only in the normal suite")
+def test_to_numpy_reads_paddle_tensors():
+    import paddle
+
+    values = to_numpy(paddle.to_tensor(np.arange(4, dtype=np.int64)))
+    assert isinstance(values, np.ndarray) and values.dtype == np.int64 and values.tolist() == [0, 1, 2, 3]

@@ -375,3 +375,11 @@ def test_load_rejects_foreign_files(tmp_path, mmap):
     np.savez(tmp_path / "objects.npz", indptr=np.array([0, 1]), indices=np.array([{"x": 1}], dtype=object))
     with pytest.raises(ValueError, match=r"pickle|objects"):
         CSRGraph.load(tmp_path / "objects.npz", mmap=mmap)
+
+
+def test_from_edge_index_accepts_framework_tensors():
+    torch = pytest.importorskip("torch")
+    edge_index = torch.tensor([[0, 2, 1], [1, 1, 0]], dtype=torch.int32)
+    graph = CSRGraph.from_edge_index(edge_index, num_nodes=torch.tensor(3).item())
+    assert rows_of(graph) == [[1], [0, 2], []]
+    assert graph.indices.dtype == np.int64
