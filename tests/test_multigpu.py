@@ -1,0 +1,274 @@
+"""MultiDeviceSampler / MultiDeviceFeature and the shared-memory arrays under them.
+
+Spawned runs use ``torch.multiprocessing.spawn`` (the way users launch them) and check, in each
+child, the samples against the parent's, the gathered rows against ``x[ids]``, and that the
+child reads the parent's shared memory in place.
+"""
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import gglspeedup as gg
+from gglspeedup import _config
+from gglspeedup._shared import SharedArray, is_shared, share
+from gglspeedup.multigpu import MultiDeviceFeature, MultiDeviceSampler, rank_seed
+
+NUM_NODES = 40
+
+
+def _graph(num_nodes=NUM_NODES, num_edges=300, seed=0):
+    edge_index = np.random.default_rng(seed).integers(0, num_nodes, (2, num_edges))
+    return gg.CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes)
+
+
+def _table(num_rows=NUM_NODES, dim=5, dtype=np.float32):
+    return (np.random.default_rng(1).standard_normal((num_rows, dim)) * 50).astype(dtype)
+
+
+def _same(a, b):
+    a_id, a_adjs = a
+    b_id, b_adjs = b
+    if not np.array_equal(np.asarray(a_id), np.asarray(b_id)) or len(a_adjs) != len(b_adjs):
+        return False
+    return all(
+        np.array_equal(np.asarray(x.edge_index), np.asarray(y.edge_index))
+        and np.array_equal(np.asarray(x.e_id), np.asarray(y.e_id)) and tuple(x.size) == tuple(y.size)
+        for x, y in zip(a_adjs, b_adjs)
+    )
+
+
+def _host(output):
+    """A SampleOutput with NumPy arrays (CuPy arrays copied back) for comparisons and pickling."""
+    from conftest import to_host
+
+    return gg.SampleOutput(to_host(output.n_id), [
+        gg.Adj(to_host(a.edge_index), to_host(a.e_id), tuple(a.size)) for a in output.adjs])
+
+
+# ---------------------------------------------------------------------- shared arrays
+@pytest.mark.parametrize("dtype", [np.int64, np.float16, np.uint8])
+@pytest.mark.parametrize("shape", [(7,), (3, 4), (0, 5)])
+def test_shared_array_round_trips_by_name(shape, dtype):
+    data = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    handle = share(data)
+    assert handle.owner and handle.array.dtype == dtype and handle.array.shape == shape
+    np.testing.assert_array_equal(handle.array, data)
+    payload = pickle.dumps(handle)
+    assert len(payload) < 300  # the name, not the data
+    copy = pickle.loads(payload)
+    assert not copy.owner and copy.name == handle.name
+    np.testing.assert_array_equal(copy.array, data)
+    if data.size:
+        copy.array.flat[0] = 9  # the same pages: a write through one view shows in the other
+        assert handle.array.flat[0] == 9
+        assert is_shared(copy.array, copy)
+
+
+def test_shared_array_unlink_is_owner_only_and_late_attach_is_explained():
+    handle = share(np.arange(4))
+    attached = pickle.loads(pickle.dumps(handle))
+    view = attached.array
+    with pytest.raises(RuntimeError, match="only the process that created"):
+        attached.unlink()
+    handle.unlink()
+    assert not os.path.exists(f"/dev/shm/{handle.name}")
+    assert view.tolist() == [0, 1, 2, 3]  # existing mappings outlive the name
+    late = pickle.loads(pickle.dumps(handle))
+    with pytest.raises(FileNotFoundError, match="no longer exists"):
+        late.array
+    with pytest.raises(TypeError, match="objects"):
+        share(np.array([object()]))
+
+
+def test_shared_segments_are_released_when_the_parent_exits_without_tracker_noise(tmp_path):
+    script = textwrap.dedent(
+        """
+        import multiprocessing as mp, sys
+        import numpy as np
+        import gglspeedup as gg
+        from gglspeedup.multigpu import MultiDeviceSampler, MultiDeviceFeature
+
+        def child(sampler, feature, queue):
+            queue.put((int(sampler.graph.indices.sum()), float(feature.rank(1)[[2, 2]].sum())))
+
+        if __name__ == "__main__":
+            g = gg.CSRGraph.from_edge_index(np.random.default_rng(0).integers(0, 30, (2, 90)), num_nodes=30)
+            s = MultiDeviceSampler(g, ["cpu", "cpu"], [2])
+            f = MultiDeviceFeature(np.ones((30, 3), np.float32), ["cpu", "cpu"])
+            ctx = mp.get_context("spawn")
+            queue = ctx.Queue()
+            p = ctx.Process(target=child, args=(s, f, queue))
+            p.start()
+            got = queue.get(timeout=120)
+            p.join()
+            assert got == (int(g.indices.sum()), 6.0), got
+            names = [h.name for h in s._arrays.values()] + [f._table.name, f._order.name]
+            print(" ".join(names))
+        """
+    )
+    path = tmp_path / "parent.py"
+    path.write_text(script)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    names = done.stdout.split()
+    assert len(names) == 5
+    assert not [n for n in names if os.path.exists(f"/dev/shm/{n}")]
+    assert "resource_tracker" not in done.stderr and "leaked" not in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------------- sampler (one process)
+def test_sampler_pickles_small_and_rank_zero_matches_a_plain_sampler():
+    graph = _graph(num_nodes=3000, num_edges=30000)
+    sampler = MultiDeviceSampler(graph, ["cpu", "cpu", "cpu"], [4, 3], seed=9)
+    assert len(pickle.dumps(sampler)) < 1500  # names and options only, whatever the graph size
+    seeds = np.array([5, 17, 5, 2999])
+    plain = gg.NeighborSampler(graph, [4, 3], seed=9).sample(seeds, key=2)
+    assert _same(sampler.sample(seeds, 0, key=2), plain)
+    rank1 = gg.NeighborSampler(graph, [4, 3], seed=rank_seed(9, 1)).sample(seeds, key=2)
+    assert _same(sampler.sample(seeds, 1, key=2), rank1)
+    assert not _same(rank1, plain)  # ranks draw independent streams
+    assert rank_seed(9, 1) == (9 + 0x9E3779B97F4A7C15) % 2**64
+    clone = pickle.loads(pickle.dumps(sampler))
+    assert _same(clone.sample(seeds, 2, key=7), sampler.sample(seeds, 2, key=7))
+    assert is_shared(clone.graph.indices, clone._arrays["indices"])
+
+
+def test_sample_scattered_returns_one_output_per_device_in_rank_order(device):
+    graph = _graph()
+    devices = [device, "cpu", device]
+    sampler = MultiDeviceSampler(graph, devices, [2, 2], seed=3)
+    seeds = np.array([1, 4, 9, 9, 30, 31, 0]) if device == "cpu" else np.array([1, 4, 9, 30])
+    outputs = sampler.sample_scattered(seeds, key=11)
+    assert len(outputs) == 3
+    chunks = np.array_split(seeds, 3)
+    reference = MultiDeviceSampler(graph, ["cpu"] * 3, [2, 2], seed=3)
+    for rank, (output, chunk) in enumerate(zip(outputs, chunks)):
+        assert type(output.n_id).__module__.split(".")[0] == sampler.devices[rank].xp.__name__
+        host = _host(output)
+        np.testing.assert_array_equal(host.n_id[: len(chunk)], chunk)
+        assert _same(host, reference.sample(chunk, rank, key=11))  # bit-identical across devices
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda g: MultiDeviceSampler(g, [], [2]), ValueError, "at least one device"),
+        (lambda g: MultiDeviceSampler(g, "cpu", [2]), TypeError, "list of devices"),
+        (lambda g: MultiDeviceSampler(g, ["cpu"], [2], shuffle=True), TypeError, "shuffle"),
+        (lambda g: MultiDeviceSampler(g, ["cpu"], [0.5]), TypeError, "fanouts"),
+        (lambda g: MultiDeviceSampler(g, ["cpu", "tpu"], [2]), ValueError, "device"),
+        (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample([0], 1), IndexError, r"rank must be in \[0, 1\)"),
+        (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample([0], True), TypeError, "rank must be an int"),
+        (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample_scattered([[0]]), ValueError, "1-D"),
+        (lambda g: MultiDeviceFeature(_table(), ["cpu"], mode="mirror"), ValueError, "mode"),
+        (lambda g: MultiDeviceFeature(_table()[0], ["cpu"]), ValueError, "2-D"),
+        (lambda g: MultiDeviceFeature(_table(), ["cpu"], policy="degree"), ValueError, "graph="),
+        (lambda g: MultiDeviceFeature(_table(), ["cpu", "cpu"])[[0]], RuntimeError, "set_rank"),
+        (lambda g: MultiDeviceFeature(_table(), ["cpu"]).rank(0)[[NUM_NODES]], IndexError, str(NUM_NODES)),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(call, error, message):
+    with pytest.raises(error, match=message):
+        call(_graph())
+
+
+@pytest.mark.skipif(_config.HAS_CUDA and not _config.HAS_NUMBA_CUDA, reason="the simulator accepts any index")
+def test_a_rank_whose_device_is_missing_says_which_rank_and_device():
+    device = "cuda:99" if _config.HAS_NUMBA_CUDA else "cuda:0"
+    sampler = MultiDeviceSampler(_graph(), ["cpu", device], [2])  # building in the parent is lazy
+    assert _same(sampler.sample([1], 0, key=0), sampler.sample([1], 0, key=0))
+    with pytest.raises(RuntimeError, match=rf"rank 1 .*{device}"):
+        sampler.sample([1], 1)
+    feature = MultiDeviceFeature(_table(), ["cpu", device])
+    with pytest.raises(RuntimeError, match=rf"rank 1 .*{device}"):
+        feature.rank(1)[[0]]
+
+
+# ---------------------------------------------------------------------- feature (one process)
+def test_feature_serves_each_rank_and_resolves_the_current_rank(device, monkeypatch):
+    x = _table(dtype=np.float64)
+    graph = _graph()
+    feature = MultiDeviceFeature(x, [device, device], cache_size=8 * 5 * 8, graph=graph)
+    assert len(pickle.dumps(feature)) < 1500
+    from conftest import to_host
+
+    for ids in ([3, 3, 0, 39], [], list(range(NUM_NODES))[::-3]):
+        for rank in range(2):
+            np.testing.assert_array_equal(to_host(feature.rank(rank)[ids]).reshape(-1, 5), x[ids])
+    if device != "cpu":  # the device cache holds the 8 highest-degree rows, chosen in the parent
+        order = np.argsort(-graph.degree(), kind="stable")[:8]
+        assert sorted(feature.store(1).cached_ids.tolist()) == sorted(order.tolist())
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert feature.current_rank() == 1
+    np.testing.assert_array_equal(to_host(feature[[7]]), x[[7]])
+    assert feature.set_rank(0).current_rank() == 0
+    monkeypatch.delenv("LOCAL_RANK")
+    single = MultiDeviceFeature(x, [device])
+    assert single.current_rank() == 0 and np.array_equal(to_host(single[[1, 2]]), x[[1, 2]])
+
+
+def test_shard_mode_warns_and_replicates():
+    with pytest.warns(RuntimeWarning, match="falls back to 'replicate'"):
+        feature = MultiDeviceFeature(_table(), ["cpu", "cpu"], mode="shard")
+    assert feature.mode == "replicate"
+    np.testing.assert_array_equal(feature.rank(1)[[4]], _table()[[4]])
+
+
+# ---------------------------------------------------------------------- spawned processes
+def _maps_segment(array, name) -> bool:
+    """Whether ``array``'s address lies in a mapping of /dev/shm/<name> in this process."""
+    address = array.__array_interface__["data"][0]
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and fields[5].endswith("/" + name):
+                lo, hi = (int(v, 16) for v in fields[0].split("-"))
+                if lo <= address < hi:
+                    return True
+    return False
+
+
+def _child(rank, sampler, feature, expected, scratch):
+    seeds = np.arange(rank, NUM_NODES, 7)
+    assert _same(sampler.sample(seeds, rank, key=5), expected[rank]), f"rank {rank}: sample differs"
+    ids = np.array([rank, 0, rank, NUM_NODES - 1])
+    np.testing.assert_array_equal(feature.rank(rank)[ids], feature.table[ids])
+    feature.set_rank(rank)
+    np.testing.assert_array_equal(feature[ids[::-1]], feature.table[ids[::-1]])
+    graph = sampler.graph
+    for array, handle in ((graph.indices, sampler._arrays["indices"]), (feature.table, feature._table)):
+        assert is_shared(array, handle) and _maps_segment(array, handle.name), f"rank {rank}: a private copy"
+    scratch.array[rank] = os.getpid()  # visible to the parent only through shared pages
+
+
+@pytest.mark.parametrize("launcher, nprocs", [("torch", 3), ("multiprocessing", 2)])
+def test_spawned_children_sample_like_the_parent_and_read_shared_memory(launcher, nprocs):
+    graph = _graph()
+    sampler = MultiDeviceSampler(graph, ["cpu"] * nprocs, [3, 2], seed=21)
+    feature = MultiDeviceFeature(_table(), ["cpu"] * nprocs)
+    expected = [sampler.sample(np.arange(r, NUM_NODES, 7), r, key=5) for r in range(nprocs)]
+    scratch = share(np.zeros(nprocs, dtype=np.int64))
+    args = (sampler, feature, expected, scratch)
+    if launcher == "torch":  # what users call; re-raises a child's assertion with its traceback
+        mp = pytest.importorskip("torch.multiprocessing")
+        context = mp.spawn(_child, args=args, nprocs=nprocs, join=False)
+        processes = context.processes
+        while not context.join():
+            pass
+    else:  # the standard library's spawn start method (no torch import in the children)
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        processes = [ctx.Process(target=_child, args=(rank, *args)) for rank in range(nprocs)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=120)
+        assert [p.exitcode for p in processes] == [0] * nprocs, "a child failed (traceback above)"
+    assert sorted(scratch.array.tolist()) == sorted(p.pid for p in processes)
