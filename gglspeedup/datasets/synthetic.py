@@ -78,10 +78,13 @@ def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponen
     src = np.empty(num_pairs, dtype=np.int64)
     dst = np.empty(num_pairs, dtype=np.int64)
     alpha = 1.0 / (float(exponent) - 1.0)
+    uniform = np.empty(min(num_pairs, _CHUNK), dtype=np.float64)
     for out in (src, dst):
         for start in range(0, num_pairs, _CHUNK):
             chunk = out[start : start + _CHUNK]
-            chunk[:] = _powerlaw_endpoints(rng.random(len(chunk)), num_nodes, alpha)
+            draws = uniform[: len(chunk)]
+            rng.random(out=draws)
+            _powerlaw_endpoints_into(draws, chunk, num_nodes, alpha)
     shuffle = rng.permutation(num_nodes)
     _relabel(src, shuffle)
     _relabel(dst, shuffle)
@@ -98,14 +101,22 @@ def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponen
 
 
 def _powerlaw_endpoints(uniform: np.ndarray, num_nodes: int, alpha: float) -> np.ndarray:
+    """Nodes drawn with probability ~ (node + 1) ** -alpha from uniform [0, 1) draws, int64."""
+    nodes = np.empty(len(uniform), dtype=np.int64)
+    _powerlaw_endpoints_into(np.ascontiguousarray(uniform, dtype=np.float64), nodes, num_nodes, alpha)
+    return nodes
+
+
+@njit(parallel=True, cache=True)
+def _powerlaw_endpoints_into(uniform, out, num_nodes, alpha):
     # Inverse CDF of the density x ** -alpha on [1, num_nodes + 1): node floor(x) - 1 is drawn with
     # probability ~ (node + 1) ** -alpha.
     beta = 1.0 - alpha
     top = (num_nodes + 1.0) ** beta - 1.0
-    x = np.power(uniform * top + 1.0, 1.0 / beta)
-    nodes = x.astype(np.int64) - 1
-    np.clip(nodes, 0, num_nodes - 1, out=nodes)  # guards the rounding at the upper end
-    return nodes
+    inverse = 1.0 / beta
+    for i in prange(len(uniform)):
+        node = np.int64((uniform[i] * top + 1.0) ** inverse) - 1
+        out[i] = min(max(node, 0), num_nodes - 1)  # guards the rounding at the upper end
 
 
 @njit(parallel=True, cache=True)
