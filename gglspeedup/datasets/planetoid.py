@@ -58,7 +58,7 @@ def load(name: str, root: str | os.PathLike | None = None, normalize: bool = Fal
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path!r} not found; write it with tools/convert_planetoid.py --out")
     with np.load(path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in data.files}
+        arrays = {member: data[member] for member in data.files}
     num_nodes = len(arrays["y"])
     graph = CSRGraph.from_edge_index(arrays["edge_index"], num_nodes=num_nodes, direction="in")
     x = _dense_binary(arrays["x_indptr"], arrays["x_indices"], tuple(arrays["x_shape"].tolist()))

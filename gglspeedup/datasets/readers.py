@@ -37,6 +37,9 @@ def _find(folder: str, stem: str, required: bool = True) -> str | None:
 def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme: str | None = None):
     """Read an OGB node-property dataset from its raw folder (as downloaded; no OGB package needed).
 
+    For homogeneous datasets with node features and one label column (ogbn-arxiv, ogbn-products,
+    ogbn-papers100M); heterogeneous ogbn-mag and feature-less ogbn-proteins are not covered.
+
     Parameters
     ----------
     path : path
