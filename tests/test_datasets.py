@@ -10,7 +10,6 @@ import pytest
 import scipy.sparse as sp
 
 from gglspeedup import CSRGraph, datasets
-from gglspeedup.datasets import synthetic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANETOID_SRC = os.path.join(ROOT, "..", "shared", "data", "planetoid")
@@ -145,9 +144,13 @@ def _reference_powerlaw(num_nodes, avg_degree, seed, exponent=2.5):
     """Same random draws as synthetic_powerlaw, CSR built by scipy instead of the numba kernels."""
     rng = np.random.default_rng(seed)
     pairs = int(num_nodes * avg_degree / 2)
-    alpha = 1.0 / (exponent - 1.0)
-    src = synthetic._powerlaw_endpoints(rng.random(pairs), num_nodes, alpha)
-    dst = synthetic._powerlaw_endpoints(rng.random(pairs), num_nodes, alpha)
+    beta = 1.0 - 1.0 / (exponent - 1.0)
+
+    def endpoints(uniform):  # inverse CDF of x ** -alpha on [1, num_nodes + 1), in NumPy
+        x = (uniform * ((num_nodes + 1.0) ** beta - 1.0) + 1.0) ** (1.0 / beta)
+        return np.clip(x.astype(np.int64) - 1, 0, num_nodes - 1)
+
+    src, dst = endpoints(rng.random(pairs)), endpoints(rng.random(pairs))
     shuffle = rng.permutation(num_nodes)
     src, dst = shuffle[src], shuffle[dst]
     keep = src != dst
