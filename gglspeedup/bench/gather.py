@@ -1,0 +1,242 @@
+"""``python -m gglspeedup.bench gather``: feature-gather GB/s beside the tier's copy ceiling and peers.
+
+Example (the issue's CPU target)::
+
+    python -m gglspeedup.bench gather --rows 2000000 --dim 128 --ids 200000 \\
+        --cache 0,0.1,0.2,0.5,1.0 --batch-from sampler --device cpu
+
+GB/s counts useful bytes: ``len(ids) * row_bytes`` per call. In the same run, interleaved round by
+round, it measures the ceiling for the tier the gather reads (CPU: a parallel contiguous copy of
+the same number of bytes with the same threads; GPU: a device-to-device copy and a pinned
+host-to-device copy of the same bytes) and the peers ``numpy.take(mode="clip", out=...)`` and
+``torch.index_select(out=...)``. The best and median of ``--repeats`` rounds are reported.
+With ``--batch-from sampler`` the ids are the ``n_id`` of sampled mini-batches of a synthetic
+power-law graph with ``--rows`` nodes, and the hit rates of the ``degree`` and ``presample`` cache
+policies at each budget are measured on held-out sampled batches.
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["add_arguments", "run"]
+
+OURS = "gglspeedup"
+
+
+def add_arguments(parser) -> None:
+    """Add this command's options to an ``argparse`` parser."""
+    parser.add_argument("--rows", type=int, default=2_000_000, help="table rows / graph nodes (default 2M)")
+    parser.add_argument("--dim", type=int, default=128, help="row width in elements (default 128)")
+    parser.add_argument("--dtype", default="float32", help="table dtype (default float32)")
+    parser.add_argument("--ids", type=int, default=200_000, help="rows gathered per call (default 200k)")
+    parser.add_argument("--cache", default="0,0.1,0.2,0.5,1.0", help="device-cache budgets, fractions of the table")
+    parser.add_argument("--batch-from", choices=("sampler", "uniform"), default="sampler",
+                        help="ids: n_id of sampled mini-batches, or uniform random rows")
+    parser.add_argument("--avg-degree", type=float, default=16, help="power-law graph's mean degree (default 16)")
+    parser.add_argument("--fanouts", default="15,10,5", help="sampler fanouts, seeds' hop first")
+    parser.add_argument("--batch", type=int, default=1024, help="seeds per sampled batch (default 1024)")
+    parser.add_argument("--presample-batches", type=int, default=32,
+                        help="batches the presample policy counts, and again held out to score it")
+    parser.add_argument("--repeats", type=int, default=9, help="timed rounds (default 9)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the table, the graph and the batches")
+
+
+def _parse_ratios(text: str) -> list[float]:
+    try:
+        ratios = [float(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise ValueError(f"--cache must list fractions like '0,0.1,1.0', got {text!r}") from None
+    if not ratios or any(r < 0 for r in ratios):
+        raise ValueError(f"--cache must list fractions >= 0, got {text!r}")
+    return ratios
+
+
+def _time_interleaved(contenders: dict, repeats: int, sync=None) -> dict:
+    """Best and median seconds per contender, rounds interleaved so load bursts hit all alike."""
+    for call in contenders.values():  # warm-up: compilation, page faults, allocator
+        call()
+    if sync:
+        sync()
+    seconds = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, call in contenders.items():
+            start = time.perf_counter()
+            call()
+            if sync:
+                sync()
+            seconds[name].append(time.perf_counter() - start)
+    return {name: (min(times), sorted(times)[len(times) // 2]) for name, times in seconds.items()}
+
+
+def _sampled_ids(graph, fanouts, batch, count, seed):
+    """The n_id of consecutive sampled batches, concatenated and cut to ``count`` ids."""
+    import numpy as np
+
+    from ..sampling import NeighborSampler
+    from ._common import seed_batches
+
+    sampler = NeighborSampler(graph, fanouts, seed=seed)
+    parts, total = [], 0
+    for seeds in seed_batches(graph.num_nodes, batch, 10_000, seed=seed):
+        n_id = np.asarray(sampler.sample(seeds)[0])
+        parts.append(n_id)
+        total += len(n_id)
+        if total >= count:
+            break
+    return np.ascontiguousarray(np.concatenate(parts)[:count], dtype=np.int64)
+
+
+def _policy_hit_rates(graph, fanouts, batch, num_batches, ratios, seed):
+    """Held-out hit rates of the degree and presample orders at each budget."""
+    from ..feature import policies
+
+    options = dict(fanouts=fanouts, batch_size=batch, num_batches=num_batches)
+    start = time.perf_counter()
+    counts = policies.presample_counts(graph, seed=seed, **options)
+    presample_s = time.perf_counter() - start
+    held_out = policies.presample_counts(graph, seed=seed + 1, **options)
+    orders = {"degree": policies.degree_order(graph), "presample": policies.presample_order(graph, counts)}
+    rows = []
+    for ratio in ratios:
+        cached = int(min(1.0, ratio) * graph.num_nodes)
+        row = {"cache": ratio}
+        for name, order in orders.items():
+            row[name] = policies.expected_hit_rate(held_out, order[:cached])
+        rows.append(row)
+    return rows, presample_s
+
+
+def _cpu_contenders(x, ids, store):
+    import numpy as np
+
+    from ..device import aligned_empty
+    from ..feature._kernels.gather import copy_contiguous, word_dtype
+
+    count, row_bytes = len(ids), x.shape[1] * x.dtype.itemsize
+    ours_out, take_out = aligned_empty((count, x.shape[1]), x.dtype), aligned_empty((count, x.shape[1]), x.dtype)
+    word = word_dtype(row_bytes)
+    source = x[:count].view(word)  # the same number of bytes, contiguous (rows of the same table)
+    copy_out = aligned_empty((count, row_bytes // word.itemsize), word)
+    contenders = {
+        f"{OURS} (warm out)": lambda: store.gather(ids, out=ours_out),
+        f"{OURS} (fresh out)": lambda: store[ids],
+        "numpy.take clip (warm out)": lambda: np.take(x, ids, axis=0, mode="clip", out=take_out),
+        "numpy x[ids] (fresh out)": lambda: x[ids],
+        "parallel contiguous copy": lambda: copy_contiguous(source, copy_out),
+    }
+    try:
+        import torch
+    except ImportError:
+        return contenders
+    table, index = torch.from_numpy(x), torch.from_numpy(ids)
+    torch_out = torch.empty((count, x.shape[1]), dtype=table.dtype)
+    contenders["torch.index_select (warm out)"] = lambda: torch.index_select(table, 0, index, out=torch_out)
+    return contenders
+
+
+def _gpu_contenders(x, ids, device, ratios, graph):
+    """Ours per cache ratio, the D2D and pinned H2D copy ceilings, cupy.take / torch peers."""
+    import cupy
+    import numpy as np
+
+    from ..device import pinned_empty
+    from ..feature import FeatureStore
+
+    count, dim = len(ids), x.shape[1]
+    contenders, stores = {}, {}
+    policy = None if graph is not None else np.arange(len(x))
+    with device:
+        device_ids = cupy.asarray(ids)
+        out = cupy.empty((count, dim), dtype=x.dtype)
+        for ratio in ratios:
+            store = FeatureStore(x, device=device, cache_size=int(ratio * x.nbytes), graph=graph, policy=policy)
+            stores[ratio] = store
+            contenders[f"{OURS} cache={ratio:g}"] = lambda s=store: s.gather(device_ids, out=out)
+        source = cupy.asarray(x[:count])
+        copy_out = cupy.empty_like(source)
+        contenders["device-to-device copy"] = lambda: copy_out.__setitem__(Ellipsis, source)
+        pinned = pinned_empty((count, dim), x.dtype)
+        pinned[...] = x[:count]
+        contenders["pinned host-to-device copy"] = lambda: copy_out.set(pinned)
+        if len(x) * dim * x.dtype.itemsize < 0.5 * cupy.cuda.runtime.memGetInfo()[0]:
+            table = cupy.asarray(x)
+            contenders["cupy.take (table on GPU)"] = lambda: cupy.take(table, device_ids, axis=0, out=out)
+    return contenders, stores
+
+
+def run(args) -> dict:
+    import numpy as np
+
+    from ..device import as_device
+    from ..feature import FeatureStore
+    from ._common import format_table, machine_info, parse_fanouts, set_threads
+
+    set_threads(args.threads)
+    device = as_device(args.device)
+    if device.simulated:
+        raise ValueError("the gather benchmark needs a real GPU for cuda devices (the simulator runs ~1 ms per thread)")
+    ratios = _parse_ratios(args.cache)
+    fanouts = parse_fanouts(args.fanouts)
+    if args.rows < 1 or args.dim < 1 or args.ids < 1:
+        raise ValueError("--rows, --dim and --ids must be >= 1")
+    rng = np.random.default_rng(args.seed)
+    x = rng.random((args.rows, args.dim), dtype=np.float32).astype(args.dtype, copy=False)
+    row_bytes = args.dim * x.dtype.itemsize
+    results = {"machine": machine_info(), "args": {k: v for k, v in vars(args).items() if not k.startswith("_")}}
+    graph = None
+    if args.batch_from == "sampler":
+        from .. import datasets
+
+        start = time.perf_counter()
+        avg = int(args.avg_degree) if args.avg_degree == int(args.avg_degree) else args.avg_degree
+        graph = datasets.synthetic_powerlaw(args.rows, avg, seed=args.seed)
+        results["graph"] = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+                            "build_s": round(time.perf_counter() - start, 2)}
+        ids = _sampled_ids(graph, fanouts, args.batch, args.ids, args.seed)
+    else:
+        ids = rng.integers(0, args.rows, args.ids, dtype=np.int64)
+    useful = len(ids) * row_bytes
+    print(f"table {x.shape} {x.dtype} ({x.nbytes / 2**30:.2f} GiB), {len(ids)} ids from {args.batch_from}, "
+          f"{useful / 2**20:.1f} MiB per gather, device {device}")
+
+    if device.is_cuda:
+        contenders, stores = _gpu_contenders(x, ids, device, ratios, graph)
+        sync = lambda: device.xp.cuda.get_current_stream().synchronize()  # noqa: E731
+    else:
+        store = FeatureStore(x)  # one tier on the CPU: every cache ratio reads the same table
+        contenders, stores, sync = _cpu_contenders(x, ids, store), {}, None
+    timings = _time_interleaved(contenders, args.repeats, sync)
+    ceiling = "device-to-device copy" if device.is_cuda else "parallel contiguous copy"
+    rows = []
+    for name, (best, median) in timings.items():
+        row = {"name": name, "best_gbs": useful / best / 1e9, "median_gbs": useful / median / 1e9}
+        row["vs_ceiling"] = timings[ceiling][0] / best
+        rows.append(row)
+    for ratio, store in stores.items():
+        store.reset_stats()
+        store.gather(device.xp.asarray(ids))
+        rows_by_name = {row["name"]: row for row in rows}
+        rows_by_name[f"{OURS} cache={ratio:g}"]["hit_rate"] = store.stats()["hit_rate"]
+    if not device.is_cuda:
+        take = timings["numpy.take clip (warm out)"][0]
+        for row in rows:
+            row["vs_take"] = take / (useful / row["best_gbs"] / 1e9)
+    print(format_table(rows, [("name", "contender", ""), ("best_gbs", "GB/s best", ".2f"),
+                              ("median_gbs", "GB/s median", ".2f"), ("vs_ceiling", "x ceiling", ".2f"),
+                              ("vs_take", "x numpy.take", ".2f"), ("hit_rate", "hit rate", ".3f")]))
+    if not device.is_cuda:
+        print("CPU: one tier (the caller's table), so the cache ratios do not change the CPU gather.")
+    results["gather"] = rows
+    if graph is not None:
+        policy_rows, presample_s = _policy_hit_rates(graph, fanouts, args.batch, args.presample_batches,
+                                                     ratios, args.seed)
+        print(f"\ncache policy hit rates on {args.presample_batches} held-out sampled batches "
+              f"(presample counted {args.presample_batches} batches in {presample_s:.1f} s):")
+        print(format_table(policy_rows, [("cache", "cache ratio", "g"), ("degree", "degree", ".4f"),
+                                         ("presample", "presample", ".4f")]))
+        results["policies"] = policy_rows
+        results["presample_s"] = presample_s
+    return results
