@@ -17,6 +17,11 @@ from .gather import copy_row
 
 __all__ = ["gather_two_tier"]
 
+# The same Python body as the CPU driver's row copy, compiled as a CUDA device function. (Calling
+# the register_jitable overload directly would inline numba-core IR into the CUDA pipeline, which
+# numba-cuda 0.30 rejects while compiling for a real GPU.)
+copy_row_device = cuda.jit(device=True)(copy_row)
+
 
 @cuda.jit
 def gather_two_tier(device_table, host_table, location, ids, out, group, counters):
@@ -34,9 +39,9 @@ def gather_two_tier(device_table, host_table, location, ids, out, group, counter
     for i in range(thread // group, ids.shape[0], num_groups):
         loc = location[ids[i]]
         if loc >= 0:
-            copy_row(device_table, loc, out, i, lane, group)
+            copy_row_device(device_table, loc, out, i, lane, group)
             hits += 1
         else:
-            copy_row(host_table, -1 - loc, out, i, lane, group)
+            copy_row_device(host_table, -1 - loc, out, i, lane, group)
     if lane == 0 and hits > 0:
         cuda.atomic.add(counters, 0, hits)
