@@ -209,7 +209,7 @@ def test_synthetic_powerlaw_edge_cases():
         ((10, "4"), {}, TypeError, r"avg_degree must be a number, got '4'"),
         ((10, 4), dict(exponent=2.0), ValueError, r"exponent must be a finite number > 2, got 2.0"),
         ((10, 4), dict(exponent=None), TypeError, r"exponent must be a number, got None"),
-        ((10, 4), dict(seed=-1), TypeError, r"seed must be a non-negative int, got -1"),
+        ((10, 4), dict(seed=-1), ValueError, r"seed must be a non-negative int, got -1"),
         ((10, 4), dict(seed=1.5), TypeError, r"seed must be a non-negative int, got 1.5"),
     ],
 )

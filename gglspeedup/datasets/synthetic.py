@@ -25,8 +25,10 @@ def _check_count(name: str, value, minimum: int = 0) -> int:
 
 
 def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be a non-negative int, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     return int(seed)
 
 
@@ -98,13 +100,6 @@ def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponen
     np.cumsum(lengths, out=compact_indptr[1:])
     indices = _compact_rows(indptr, indices, compact_indptr)
     return CSRGraph(compact_indptr, indices)
-
-
-def _powerlaw_endpoints(uniform: np.ndarray, num_nodes: int, alpha: float) -> np.ndarray:
-    """Nodes drawn with probability ~ (node + 1) ** -alpha from uniform [0, 1) draws, int64."""
-    nodes = np.empty(len(uniform), dtype=np.int64)
-    _powerlaw_endpoints_into(np.ascontiguousarray(uniform, dtype=np.float64), nodes, num_nodes, alpha)
-    return nodes
 
 
 @njit(parallel=True, cache=True)
