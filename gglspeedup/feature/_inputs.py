@@ -77,7 +77,8 @@ def _ids_module(ids) -> str:
 
 
 def _device_ids(ids, device):
-    """ids on ``device`` without a host round trip when they already live on the GPU."""
+    """ids as CuPy when they already live on ``device``'s GPU, else as NumPy (checked on the host,
+    then uploaded by :func:`as_ids`)."""
     xp = device.xp
     if xp is np:
         return to_numpy(ids)
@@ -131,6 +132,9 @@ def as_ids(ids: Any, num_rows: int, device):
     if xp is np:
         if first_out_of_range(ids, num_rows) >= 0:
             _raise_out_of_range(ids, num_rows, xp)
+        if device.xp is not np:  # host ids for a real GPU: checked here, then one upload
+            with device:
+                ids = device.xp.asarray(ids)
     elif ids.size and bool(((ids < 0) | (ids >= num_rows)).any()):  # sync: one bool per batch
         _raise_out_of_range(ids, num_rows, xp)
     return ids

@@ -70,18 +70,21 @@ class CUDATiers:
         # word its alignment allows.
         source_word = word_dtype(self.row_bytes, table.ctypes.data)
         source = table.view(source_word)
-        self.host_table = pinned_empty((len(host_ids), self.words), self.word)
+        # Both tables get at least one row: CUDA refuses zero-byte pinned allocations, and a
+        # table no id maps to is never read.
+        self.host_table = pinned_empty((max(1, len(host_ids)), self.words), self.word)
         if len(host_ids):
             gather_cpu(source, host_ids, np.asarray(self.host_table).view(source_word))
         xp = device.xp
         with device:
             if xp is np:  # simulator: the "device" table is a private host array
-                self.device_table = aligned_empty((num_cached, self.words), self.word)
+                self.device_table = aligned_empty((max(1, num_cached), self.words), self.word)
                 if num_cached:
                     gather_cpu(source, cached_ids, self.device_table.view(source_word))
             else:
-                self.device_table = xp.empty((num_cached, self.words), dtype=self.word)
-                self._upload(source, cached_ids)
+                self.device_table = xp.empty((max(1, num_cached), self.words), dtype=self.word)
+                if num_cached:
+                    self._upload(source, cached_ids)
             self.location = xp.asarray(location)
             self.counters = xp.zeros(1, dtype=np.int64)
         self.location_host = location
