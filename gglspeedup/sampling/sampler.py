@@ -265,24 +265,13 @@ class NeighborSampler:
 
     def _sample_cpu(self, seeds: np.ndarray, key: int):
         from ._kernels import cpu
-        from ._kernels.rng import hop_state
 
-        indptr, indices, edge_ids, has_edge_ids, weights = self._host_arrays()
         if len(seeds) >= 2**31 - self.num_nodes:
             raise ValueError(f"too many seeds for one batch: {len(seeds)}")
         local_map = self._acquire_map()
-        hops = []
-        with cpu.KERNEL_LOCK:
-            n_id = cpu.map_seeds(seeds, local_map)
-            for hop, k in enumerate(self.fanouts):
-                num_targets = len(n_id)
-                n_id, edge_index, e_id = cpu.sample_hop(
-                    indptr, indices, edge_ids, has_edge_ids, weights, self.weighted, n_id, k,
-                    self.replace, hop_state(self.seed, key, hop), local_map,
-                )
-                hops.append((edge_index, e_id, (len(n_id), num_targets)))
-            cpu.reset_map(n_id, local_map)
+        out = cpu.sample_all(self._host_arrays(), seeds, self.fanouts, self.replace, self.weighted,
+                             self.seed, key, local_map)
         # Only a clean map goes back to the pool (an exception above drops it).
         with self._lock:
             self._free_maps.append(local_map)
-        return n_id, hops
+        return out

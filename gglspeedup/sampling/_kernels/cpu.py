@@ -11,17 +11,50 @@ from __future__ import annotations
 
 import threading
 
+import numba
 import numpy as np
 from numba import njit, prange
 
-from .rng import row_state
+from .rng import hop_state, row_state
 from .rows import row_count, row_fill, row_finish
 
-__all__ = ["sample_hop", "map_seeds", "reset_map", "KERNEL_LOCK"]
+__all__ = ["sample_all", "sample_hop", "map_seeds", "reset_map", "KERNEL_LOCK", "PARALLEL_MIN_WORK"]
 
 # Numba's parallel regions are not meant to be entered from several Python threads at once;
 # kernels release the GIL (nogil) so a prefetching thread still overlaps with training.
 KERNEL_LOCK = threading.Lock()
+_ROWS_PER_BLOCK = 256
+# A hop drawing fewer edges than this runs on one thread: entering a parallel region costs
+# microseconds on an idle machine but a scheduler time slice per barrier on a busy one.
+PARALLEL_MIN_WORK = 1 << 16
+
+
+def sample_all(graph_arrays, seeds, fanouts, replace, weighted, seed, key, local_map):
+    """Sample every hop on the CPU; returns ``(n_id, [(edge_index, e_id, size), ...])`` seed hop first.
+
+    ``graph_arrays`` is ``(indptr, indices, edge_ids, has_edge_ids, weights)`` with placeholders
+    for absent arrays; ``local_map`` (int32/int64, num_nodes, all -1) is returned all -1 unless
+    an exception escapes (then the caller must drop it).
+    """
+    indptr, indices, edge_ids, has_edge_ids, weights = graph_arrays
+    hops = []
+    threads = numba.get_num_threads()
+    with KERNEL_LOCK:
+        try:
+            n_id = map_seeds(seeds, local_map)
+            for hop, k in enumerate(fanouts):
+                num_targets = len(n_id)
+                work = num_targets * (k if k > 0 else 16)
+                numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
+                n_id, edge_index, e_id = sample_hop(
+                    indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id, k, replace,
+                    hop_state(seed, key, hop), local_map,
+                )
+                hops.append((edge_index, e_id, (len(n_id), num_targets)))
+        finally:
+            numba.set_num_threads(threads)
+        reset_map(n_id, local_map)
+    return n_id, hops
 
 
 @njit(cache=True, nogil=True)
@@ -65,15 +98,21 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id,
     e_id = np.empty(num_edges, np.int64)
     col = np.empty(num_edges, np.int64)
     keys = np.empty(num_edges if weighted and not replace else 0, np.float64)
-    for i in prange(num_targets):
-        node = n_id[i]
-        start = offsets[i]
-        count = offsets[i + 1] - start
-        state = row_state(hop_state_, node)
-        row_fill(indptr, weights, node, k, replace, weighted, state, count, e_id, keys, start)
-        row_finish(indices, edge_ids, has_edge_ids, e_id, col, start, count)
-        for q in range(start, start + count):
-            edge_index[1, q] = i
+    # Rows in blocks: each block draws its rows' positions, then gathers their neighbours in one
+    # tight loop whose loads are independent (they overlap, unlike loads inside the row loop).
+    num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
+    for block in prange(num_blocks):
+        lo = block * _ROWS_PER_BLOCK
+        hi = min(lo + _ROWS_PER_BLOCK, num_targets)
+        for i in range(lo, hi):
+            node = n_id[i]
+            start = offsets[i]
+            count = offsets[i + 1] - start
+            state = row_state(hop_state_, node)
+            row_fill(indptr, weights, node, k, replace, weighted, state, count, e_id, keys, start)
+            for q in range(start, start + count):
+                edge_index[1, q] = i
+        row_finish(indices, edge_ids, has_edge_ids, e_id, col, offsets[lo], offsets[hi])
 
     n_id_next = np.empty(num_targets + num_edges, np.int64)
     n_id_next[:num_targets] = n_id

@@ -41,7 +41,7 @@ def _fill_kernel(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_i
         count = offsets[i + 1] - start
         state = row_state(hop_state_, node)
         row_fill(indptr, weights, node, k, replace, weighted, state, count, e_id, keys, start)
-        row_finish(indices, edge_ids, has_edge_ids, e_id, col, start, count)
+        row_finish(indices, edge_ids, has_edge_ids, e_id, col, start, start + count)
         for q in range(start, start + count):
             dst[q] = i
 

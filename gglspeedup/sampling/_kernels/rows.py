@@ -148,9 +148,13 @@ def _weighted_keys(weights, start, deg, state, count, pos, keys, out):
 
 
 @register_jitable
-def row_finish(indices, edge_ids, has_edge_ids, pos, col, start, count):
-    """Turn positions ``pos[start:start+count]`` into neighbours (``col``) and edge ids (in ``pos``)."""
-    for q in range(start, start + count):
+def row_finish(indices, edge_ids, has_edge_ids, pos, col, start, stop):
+    """Turn positions ``pos[start:stop]`` into neighbours (``col``) and edge ids (in ``pos``).
+
+    The GPU calls it per row; the CPU calls it per chunk of a row-independent pass, where the
+    independent loads overlap better than inside the per-row loop.
+    """
+    for q in range(start, stop):
         p = pos[q]
         col[q] = indices[p]
         if has_edge_ids:
