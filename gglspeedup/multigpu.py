@@ -153,6 +153,21 @@ class MultiDeviceSampler:
                 self._samplers[rank] = sampler
         return sampler
 
+    def set_fanouts(self, fanouts) -> "MultiDeviceSampler":
+        """Use ``fanouts`` from now on in this process (the seed API's ``set_size``); returns self.
+
+        Checked like the constructor's; the shared graph is kept (no copy) and every rank's
+        sampler is rebuilt on its next use. Not pickled back: call it in each process that needs it.
+        """
+        from .sampling import NeighborSampler
+
+        cpu_options = {k: v for k, v in self.options.items() if k != "placement"}
+        checked = NeighborSampler(self.graph, fanouts, seed=self.seed, **cpu_options).fanouts
+        with self._lock:
+            self.fanouts = checked
+            self._samplers = {}
+        return self
+
     def sample(self, seeds, rank: int, key=None) -> SampleOutput:
         """Sample ``seeds`` on ``devices[rank]``; see :meth:`gglspeedup.NeighborSampler.sample`."""
         return self.sampler(rank).sample(seeds, key=key)
@@ -218,8 +233,9 @@ class MultiDeviceFeature:
     ----------------------------------
     ``feature.rank(r)[ids]`` always names it. ``feature[ids]`` uses, in order: the rank set with
     :meth:`set_rank` in this process; the ``LOCAL_RANK`` environment variable (``torchrun``);
-    the ``torch.distributed`` rank when a process group is initialised; ``PADDLE_RANK_IN_NODE``
-    (``paddle.distributed.spawn`` / launch); rank 0 when there is a single device.
+    the ``torch.distributed`` rank when a process group is initialised; ``PADDLE_RANK_IN_NODE`` or
+    ``PADDLE_TRAINER_ID`` (set by ``paddle.distributed.spawn`` / launch); rank 0 when there is a
+    single device.
     """
 
     def __init__(self, x, devices, cache_size=0, policy=None, mode="replicate", graph=None):
@@ -302,15 +318,15 @@ class MultiDeviceFeature:
         """The rank ``feature[ids]`` serves here (see the class notes for the lookup order)."""
         if self._rank is not None:
             return self._rank
-        for variable in ("LOCAL_RANK",):
-            if os.environ.get(variable, "").isdigit():
-                return _check_rank(int(os.environ[variable]), self.num_devices)
+        if os.environ.get("LOCAL_RANK", "").isdigit():
+            return _check_rank(int(os.environ["LOCAL_RANK"]), self.num_devices)
         if "torch.distributed" in sys.modules:
             dist = sys.modules["torch.distributed"]
             if dist.is_available() and dist.is_initialized():
                 return _check_rank(dist.get_rank(), self.num_devices)
-        if os.environ.get("PADDLE_RANK_IN_NODE", "").isdigit():
-            return _check_rank(int(os.environ["PADDLE_RANK_IN_NODE"]), self.num_devices)
+        for variable in ("PADDLE_RANK_IN_NODE", "PADDLE_TRAINER_ID"):
+            if os.environ.get(variable, "").isdigit():
+                return _check_rank(int(os.environ[variable]), self.num_devices)
         if self.num_devices == 1:
             return 0
         raise RuntimeError(
