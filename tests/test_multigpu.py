@@ -213,6 +213,30 @@ def test_feature_serves_each_rank_and_resolves_the_current_rank(device, monkeypa
     assert single.current_rank() == 0 and np.array_equal(to_host(single[[1, 2]]), x[[1, 2]])
 
 
+def test_set_fanouts_keeps_the_shared_graph_and_rebuilds_samplers():
+    graph = _graph()
+    sampler = MultiDeviceSampler(graph, ["cpu", "cpu"], [2], seed=4)
+    indices = sampler.graph.indices
+    assert len(sampler.sample([3], 1, key=0).adjs) == 1
+    assert sampler.set_fanouts([3, 2]) is sampler and sampler.fanouts == [3, 2]
+    assert sampler.graph.indices is indices  # no new copy of the graph
+    expected = gg.NeighborSampler(graph, [3, 2], seed=rank_seed(4, 1)).sample([3], key=0)
+    assert _same(sampler.sample([3], 1, key=0), expected)
+    with pytest.raises(TypeError, match="fanouts"):
+        sampler.set_fanouts(["a"])
+
+
+def test_current_rank_follows_paddle_launch_variables(monkeypatch):
+    feature = MultiDeviceFeature(_table(), ["cpu", "cpu", "cpu"])
+    for variable in ("LOCAL_RANK", "PADDLE_RANK_IN_NODE", "PADDLE_TRAINER_ID"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PADDLE_TRAINER_ID", "2")
+    assert feature.current_rank() == 2
+    monkeypatch.setenv("PADDLE_TRAINER_ID", "5")
+    with pytest.raises(IndexError, match=r"\[0, 3\)"):
+        feature.current_rank()
+
+
 def test_shard_mode_warns_and_replicates():
     with pytest.warns(RuntimeWarning, match="falls back to 'replicate'"):
         feature = MultiDeviceFeature(_table(), ["cpu", "cpu"], mode="shard")
@@ -272,3 +296,24 @@ def test_spawned_children_sample_like_the_parent_and_read_shared_memory(launcher
             process.join(timeout=120)
         assert [p.exitcode for p in processes] == [0] * nprocs, "a child failed (traceback above)"
     assert sorted(scratch.array.tolist()) == sorted(p.pid for p in processes)
+
+
+def _gpu_child(rank, sampler, feature, expected):
+    from conftest import to_host
+
+    output = sampler.sample(np.arange(rank, NUM_NODES, 5), rank, key=1)  # builds on cuda:0 lazily
+    assert _same(_host(output), expected[rank]), f"rank {rank}: GPU sample differs from the CPU one"
+    ids = np.array([rank, 3, rank, 0])
+    np.testing.assert_array_equal(to_host(feature.rank(rank)[ids]), feature.table[ids])
+    assert feature.store(rank).num_cached == 10
+
+
+@pytest.mark.cuda  # a real GPU, or the simulator in the children too (they inherit the environment)
+def test_two_ranks_sharing_one_gpu_rebuild_device_state_in_each_child():
+    mp = pytest.importorskip("torch.multiprocessing")
+    graph = _graph()
+    sampler = MultiDeviceSampler(graph, ["cuda:0", "cuda:0"], [3, 2], seed=2)
+    feature = MultiDeviceFeature(_table(), ["cuda:0", "cuda:0"], cache_size=10 * 5 * 4, graph=graph)
+    cpu = MultiDeviceSampler(graph, ["cpu", "cpu"], [3, 2], seed=2)
+    expected = [cpu.sample(np.arange(r, NUM_NODES, 5), r, key=1) for r in range(2)]
+    mp.spawn(_gpu_child, args=(sampler, feature, expected), nprocs=2, join=True)
