@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from conftest import to_host
 
+from gglspeedup.device import as_device
 from gglspeedup.feature import FeatureStore
 
 
@@ -92,3 +93,15 @@ def test_cpu_store_has_one_tier_whatever_the_budget():
     np.testing.assert_array_equal(store.cache_map, -np.ones(10, np.int64))
     store[[1, 2]]
     assert store.stats()["rows_host"] == 2 and store.stats()["bytes_host"] == 32
+
+
+def test_cache_larger_than_free_device_memory_names_both_numbers(device, monkeypatch):
+    import gglspeedup.feature.store as store_module
+
+    monkeypatch.setattr(store_module, "device_free_bytes", lambda device: 1000)
+    x = _x(100, 4)  # 16-byte rows
+    if as_device(device).is_cuda:
+        with pytest.raises(ValueError, match=r"needs 1824 bytes .* only 1000 bytes are free"):
+            FeatureStore(x, device=device, cache_size="1K", policy=np.arange(100))  # 64 rows of 16 B + 100 map entries of 8 B
+    else:  # one tier on the CPU: the budget is never checked against memory
+        assert FeatureStore(x, device=device, cache_size="1T").num_cached == 0

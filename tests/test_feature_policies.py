@@ -126,3 +126,18 @@ def test_bad_policies_raise(kwargs, error, message):
 def test_graph_of_another_size_raises():
     with pytest.raises(ValueError, match="graph has 6 nodes but x has 7 rows"):
         FeatureStore(np.zeros((7, 2), np.float32), graph=_star_graph())
+
+
+def test_presample_store_with_the_real_sampler_caches_the_counted_order(device):
+    graph = gg.datasets.synthetic_powerlaw(60, 4, seed=3)
+    x = np.arange(60 * 2, dtype=np.float32).reshape(60, 2)
+    options = dict(fanouts=[3, 2], batch_size=8, num_batches=3, seed=5)
+    store = FeatureStore(x, device=device, cache_size=10 * 8, graph=graph, policy="presample", presample=options)
+    ids = np.arange(59, -1, -3)
+    np.testing.assert_array_equal(to_host(store[ids]), x[ids])
+    if store.device.is_cuda:
+        counts = policies.presample_counts(graph, **options)
+        expected = policies.presample_order(graph, counts)[:10]
+        np.testing.assert_array_equal(store.cached_ids, expected)
+        assert store.policy_info["expected_hit_rate"] == pytest.approx(policies.expected_hit_rate(counts, expected))
+        assert 0.0 < store.policy_info["expected_hit_rate"] <= 1.0
