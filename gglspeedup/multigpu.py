@@ -17,6 +17,7 @@ rank) is built lazily, in the process that first uses rank ``r``, on ``devices[r
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import threading
@@ -193,6 +194,31 @@ class MultiDeviceSampler:
                 f"num_nodes={len(self._arrays['indptr'].array) - 1}, built_ranks={sorted(self._samplers)})")
 
 
+def _no_peer_access(devices) -> str | None:
+    """Why ``devices`` cannot share one sharded cache, or ``None`` when they can."""
+    if not all(d.is_cuda for d in devices):
+        return "CPU devices have no device cache to shard"
+    indices = sorted({d.index for d in devices})
+    if devices[0].simulated or len(indices) < 2:
+        return None
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    for a in indices:
+        for b in indices:
+            if a != b and not runtime.deviceCanAccessPeer(a, b):
+                return f"cuda:{a} cannot access cuda:{b} peer-to-peer"
+    for a in indices:  # direct device-to-device copies from now on
+        with cupy.cuda.Device(a):
+            for b in indices:
+                if a != b:
+                    try:
+                        runtime.deviceEnablePeerAccess(b)
+                    except runtime.CUDARuntimeError:  # already enabled
+                        pass
+    return None
+
+
 class _RankFeature:
     """``feature.rank(r)``: the rows of rank ``r``'s store, on ``devices[r]``."""
 
@@ -200,10 +226,17 @@ class _RankFeature:
         self._owner, self.rank = owner, rank
 
     def __getitem__(self, ids):
-        return self._owner.store(self.rank)[ids]
+        return self.gather(ids)
 
     def gather(self, ids, out=None):
-        return self._owner.store(self.rank).gather(ids, out=out)
+        owner = self._owner
+        if owner.mode != "shard":
+            return owner.store(self.rank).gather(ids, out=out)
+        rows = owner._gather_shard(self.rank, ids)
+        if out is None:
+            return rows
+        out[...] = rows
+        return out
 
     def stats(self) -> dict:
         return self._owner.store(self.rank).stats()
@@ -223,9 +256,14 @@ class MultiDeviceFeature:
     policy : None, "degree", "presample", "none" or int array
         Which rows each device caches (computed once, here, and shared).
     mode : {"replicate", "shard"}
-        ``"replicate"``: every device caches the same hottest rows. ``"shard"`` (spreading the hot
-        rows over the devices and reading peers' rows over peer-to-peer access) is not implemented
-        in this version: it warns and replicates.
+        ``"replicate"``: every device caches the same hottest rows. ``"shard"``: the
+        ``num_devices * cache_size`` hottest bytes are dealt round-robin over the devices (hot row
+        ``i`` of the order goes to ``devices[i % num_devices]``), and ``feature.rank(r)[ids]``
+        reads rows cached on a peer from that peer (CuPy device-to-device copies, direct over
+        peer-to-peer access). That needs one process driving every device (e.g. with
+        :meth:`MultiDeviceSampler.sample_scattered`); ``feature[ids]`` (one process per device)
+        reads peers' rows from its own host tier instead. CPU devices, or GPUs without
+        peer-to-peer access between every pair, fall back to ``"replicate"`` with a warning.
     graph : CSRGraph, optional
         For the ``"degree"`` / ``"presample"`` policies.
 
@@ -246,19 +284,23 @@ class MultiDeviceFeature:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         if mode == "shard":
-            reason = ("CPU devices have no device cache to shard" if not all(d.is_cuda for d in self.devices)
-                      else "peer-to-peer sharding is not implemented in this version")
-            warnings.warn(f"mode='shard' falls back to 'replicate': {reason}", RuntimeWarning, stacklevel=2)
-            mode = "replicate"
+            reason = _no_peer_access(self.devices)
+            if reason:
+                warnings.warn(f"mode='shard' falls back to 'replicate': {reason}", RuntimeWarning, stacklevel=2)
+                mode = "replicate"
         self.mode = mode
         table = as_table(x)  # FeatureStore's own checks and conversion (a view when possible)
         self.cache_size = parse_size(cache_size)
         _name, compute_order = resolve_policy(policy, graph, table.shape[0], None)
         order = np.empty(0, dtype=np.int64)
         row_bytes = max(1, table.shape[1] * table.dtype.itemsize)
-        budget_rows = min(table.shape[0], self.cache_size // row_bytes)
+        copies = self.num_devices if mode == "shard" else 1
+        budget_rows = min(table.shape[0], (self.cache_size // row_bytes) * copies)
         if budget_rows and any(d.is_cuda for d in self.devices):
-            order = np.ascontiguousarray(compute_order()[0][:budget_rows], dtype=np.int64)
+            # compute(budget) in the current policies API; compute() in its first version.
+            wants_budget = len(inspect.signature(compute_order).parameters) > 0
+            ranked = compute_order(budget_rows)[0] if wants_budget else compute_order()[0]
+            order = np.ascontiguousarray(ranked[:budget_rows], dtype=np.int64)
         self._table = share(table)
         self._order = share(order)
         self._local_state()
@@ -267,6 +309,7 @@ class MultiDeviceFeature:
         self._lock = threading.Lock()
         self._stores = {}
         self._rank = None
+        self._owners = {}  # shard mode: rank -> device array, which device caches each row
 
     def __getstate__(self):
         return {"devices": self.devices, "mode": self.mode, "cache_size": self.cache_size,
@@ -299,11 +342,53 @@ class MultiDeviceFeature:
             if store is None:
                 device = self.devices[rank]
                 order = self._order.array
+                if self.mode == "shard":
+                    order = order[rank::self.num_devices]
                 policy = order if len(order) else "none"
                 store = _build_on(rank, device, lambda: FeatureStore(
                     self._table.array, device, self.cache_size if device.is_cuda else 0, policy=policy))
                 self._stores[rank] = store
         return store
+
+    def _gather_shard(self, rank: int, ids):
+        """Rows for ``rank``: its own cache and host tier, plus rows cached on its peers."""
+        from .feature._inputs import as_ids
+
+        device, store = self.devices[rank], self.store(rank)
+        ids = as_ids(ids, len(store), device)
+        xp = device.xp
+        with device:
+            owner = self._owner_on(rank)[ids]
+            mine = xp.flatnonzero((owner < 0) | (owner == rank))
+            if len(mine) == len(ids):  # sync
+                return store.gather(ids)
+            out = xp.empty((len(ids), store.dim), dtype=store.out_dtype)
+            if len(mine):
+                out[mine] = store.gather(ids[mine])
+        for peer in range(self.num_devices):
+            if peer == rank:
+                continue
+            with device:
+                positions = xp.flatnonzero(owner == peer)
+                if not len(positions):  # sync
+                    continue
+                wanted = ids[positions]
+            with self.devices[peer]:  # ndarray.copy() copies to the current device
+                rows = self.store(peer).gather(wanted.copy())
+            with device:
+                out[positions] = rows.copy()
+        return out
+
+    def _owner_on(self, rank: int):
+        owner = self._owners.get(rank)
+        if owner is None:
+            order = self._order.array
+            host = np.full(self.shape[0], -1, dtype=np.int32)
+            host[order] = np.arange(len(order), dtype=np.int32) % self.num_devices
+            device = self.devices[rank]
+            with device:
+                owner = self._owners[rank] = device.xp.asarray(host)
+        return owner
 
     def rank(self, rank: int) -> _RankFeature:
         """A view whose ``[ids]`` / ``gather`` / ``stats`` use rank ``rank``'s store."""

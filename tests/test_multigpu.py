@@ -237,11 +237,33 @@ def test_current_rank_follows_paddle_launch_variables(monkeypatch):
         feature.current_rank()
 
 
-def test_shard_mode_warns_and_replicates():
+def test_shard_mode_warns_and_replicates_on_cpu_devices():
     with pytest.warns(RuntimeWarning, match="falls back to 'replicate'"):
         feature = MultiDeviceFeature(_table(), ["cpu", "cpu"], mode="shard")
     assert feature.mode == "replicate"
     np.testing.assert_array_equal(feature.rank(1)[[4]], _table()[[4]])
+
+
+@pytest.mark.cuda
+def test_shard_mode_deals_hot_rows_round_robin_and_reads_peers():
+    from conftest import to_host
+
+    x, graph = _table(), _graph()
+    row_bytes = x.shape[1] * x.itemsize
+    feature = MultiDeviceFeature(x, ["cuda:0", "cuda:0"], cache_size=6 * row_bytes, mode="shard", graph=graph)
+    assert feature.mode == "shard"
+    hot = np.argsort(-graph.degree(), kind="stable")[:12]  # 2 devices x 6 rows
+    assert feature.store(0).cached_ids.tolist() == hot[0::2].tolist()
+    assert feature.store(1).cached_ids.tolist() == hot[1::2].tolist()
+    cold = np.setdiff1d(np.arange(NUM_NODES), hot)[:3]
+    ids = np.concatenate([hot[1::2][:3], cold, hot[0::2][:2], hot[1::2][:1]])  # peer, cold, own, peer
+    before = feature.store(1).stats()["rows_device"]
+    np.testing.assert_array_equal(to_host(feature.rank(0)[ids]), x[ids])
+    assert feature.store(1).stats()["rows_device"] - before == 4  # rank 1's rows came from rank 1
+    out = feature.devices[1].xp.empty((len(ids), x.shape[1]), x.dtype)
+    assert feature.rank(1).gather(ids[::-1], out=out) is out
+    np.testing.assert_array_equal(to_host(out), x[ids[::-1]])
+    np.testing.assert_array_equal(to_host(feature.rank(1)[hot[1::2]]), x[hot[1::2]])  # all own: one gather
 
 
 # ---------------------------------------------------------------------- spawned processes
