@@ -46,6 +46,8 @@ def _check_fanouts(fanouts) -> list[int]:
 
 def _array_device_type(array) -> str:
     """``"cuda"`` for arrays living on a GPU (CuPy, torch/JAX/... via DLPack), else ``"cpu"``."""
+    if isinstance(array, np.ndarray):  # includes numba's mapped (pinned host) arrays
+        return "cpu"
     module = type(array).__module__
     if module.startswith("cupy") or hasattr(array, "__cuda_array_interface__"):
         return "cuda"
@@ -105,7 +107,7 @@ class NeighborSampler:
     >>> sampler = gg.NeighborSampler(graph, fanouts=[2, 1])
     >>> n_id, adjs = sampler.sample([0, 0])           # duplicate seeds are kept
     >>> n_id[:2].tolist(), [adj.size for adj in adjs]  # adjs: outermost hop first
-    ([0, 0], [(4, 4), (4, 2)])
+    ([0, 0], [(5, 4), (4, 2)])
     """
 
     def __init__(self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto"):

@@ -24,14 +24,14 @@ THREADS_PER_BLOCK = 128
 _SIM_THREADS_PER_BLOCK = 32  # the simulator pays ~1 ms per thread, idle ones included
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _count_kernel(indptr, weights, weighted, n_id, k, replace, counts):
     i = cuda.grid(1)
     if i < n_id.shape[0]:
         counts[i + 1] = row_count(indptr, weights, n_id[i], k, replace, weighted)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _fill_kernel(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id, k, replace,
                  hop_state_, offsets, e_id, col, dst, keys):
     i = cuda.grid(1)

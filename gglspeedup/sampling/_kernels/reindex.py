@@ -41,7 +41,7 @@ def _find(table_keys, node, mask):
     return slot
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _insert_kernel(n_id, col, table_keys, table_pos, mask):
     p = cuda.grid(1)
     num_targets = n_id.shape[0]
@@ -56,7 +56,7 @@ def _insert_kernel(n_id, col, table_keys, table_pos, mask):
             slot = (slot + 1) & mask
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _flag_kernel(col, num_targets, table_keys, table_pos, mask, flags):
     j = cuda.grid(1)
     if j < col.shape[0]:
@@ -64,7 +64,7 @@ def _flag_kernel(col, num_targets, table_keys, table_pos, mask, flags):
         flags[j] = 1 if table_pos[slot] == num_targets + j else 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _assign_kernel(col, num_targets, table_keys, table_pos, mask, ranks, src, n_id_next):
     j = cuda.grid(1)
     if j < col.shape[0]:
