@@ -250,3 +250,20 @@ def test_outputs_on_device(device):
     check_sample(graph, [0, 3, 3], [2, 2], out)
     assert_same_sample(out, reference_sample(graph, [0, 3, 3], [2, 2], seed=1, key=5))
     assert isinstance(to_host(out.n_id), np.ndarray)
+
+
+def test_neighbours_do_not_depend_on_seed_order():
+    graph = random_graph(np.random.default_rng(9), 100, 1500)
+    seeds = np.arange(0, 100, 4)
+    order = np.random.default_rng(10).permutation(len(seeds))
+    sampler = gg.NeighborSampler(graph, [4, 3], weighted=True, seed=6)
+
+    def drawn(out, hop):
+        adj = out.adjs[-1 - hop]
+        nodes = out.n_id[adj.edge_index[1]]
+        return {int(v): adj.e_id[nodes == v].tolist() for v in np.unique(nodes)}
+
+    a, b = sampler.sample(seeds, key=2), sampler.sample(seeds[order], key=2)
+    assert drawn(a, 0) == drawn(b, 0)
+    assert drawn(a, 1) == drawn(b, 1)  # same node set at hop 1, in another order
+    assert set(a.n_id.tolist()) == set(b.n_id.tolist())
