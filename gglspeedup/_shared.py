@@ -69,6 +69,24 @@ def _map(name: str, nbytes: int) -> mmap.mmap:
         os.close(fd)
 
 
+def _check_room(nbytes: int, folder: str = "/dev/shm") -> None:
+    """Fail clearly, before any write, when the shared-memory filesystem is too small.
+
+    Writing past a tmpfs that is full kills the process with SIGBUS instead of raising; Docker's
+    default ``/dev/shm`` is only 64 MB.
+    """
+    try:
+        stats = os.statvfs(folder)
+    except (AttributeError, OSError):  # not Linux, or no such folder: nothing to check
+        return
+    free = stats.f_bavail * stats.f_frsize
+    if nbytes > free:
+        raise MemoryError(
+            f"sharing an array of {nbytes} bytes needs that much free space in {folder}, which has "
+            f"{free} bytes free; enlarge it (docker run --shm-size=..., or mount -o remount,size=... {folder})"
+        )
+
+
 class SharedArray:
     """A NumPy array in a named shared-memory segment; pickles as its name.
 
@@ -109,6 +127,7 @@ class SharedArray:
         if array.dtype.hasobject:
             raise TypeError(f"array must hold numbers, not Python objects (dtype {array.dtype})")
         nbytes = int(array.nbytes)
+        _check_room(nbytes)
         # The creator registers with the resource tracker (cleanup if it is killed), then maps the
         # segment the same way children do, so views never pin the SharedMemory object.
         shm = shared_memory.SharedMemory(create=True, size=max(nbytes, 1))

@@ -86,6 +86,18 @@ def test_shared_array_unlink_is_owner_only_and_late_attach_is_explained():
         share(np.array([object()]))
 
 
+def test_sharing_more_than_dev_shm_holds_raises_before_writing(monkeypatch):
+    import gglspeedup._shared as shared
+
+    class Tiny:
+        f_bavail, f_frsize = 10, 4096
+
+    monkeypatch.setattr(shared.os, "statvfs", lambda folder: Tiny)
+    with pytest.raises(MemoryError, match="40960 bytes free"):
+        share(np.zeros(20_000, np.int64))
+    assert share(np.zeros(100, np.int64)).array.sum() == 0
+
+
 def test_shared_segments_are_released_when_the_parent_exits_without_tracker_noise(tmp_path):
     script = textwrap.dedent(
         """
