@@ -5,9 +5,13 @@ that fit the byte budget.
 
 - ``"degree"`` (PaGraph, torch-quiver): rows by descending in-degree (``graph.degree()``), ties by
   ascending id.
-- ``"presample"`` (GNNLab's PreSC): run the sampler over a few epochs' worth of batches, count how
-  often each node appears in the sampled ``n_id``, and order by that count (ties by degree, then
-  id). It reports the hit rate the cache would have had on those batches.
+- ``"presample"`` (GNNLab's PreSC): run the sampler over a few epochs' worth of batches and count
+  how often each node appears in the sampled ``n_id``. A few batches give noisy counts, so each
+  node's rate is shrunk toward the rate of nodes of similar degree (empirical Bayes, by how much
+  the counts vary beyond sampling noise), and the batches are split in two halves that score each
+  other: when the presampled order predicts the other half worse than the degree order at the
+  store's budget, the degree order is used (``policy_info["order_from"]`` says which). It reports
+  the hit rate the cache would have had on the presampled batches.
 - an explicit order array: the caller's own ranking (e.g. from an earlier run's statistics).
 - ``"none"``: nothing is cached.
 
@@ -27,7 +31,9 @@ __all__ = [
     "POLICIES",
     "degree_order",
     "presample_counts",
+    "presample_scores",
     "presample_order",
+    "presample_policy",
     "expected_hit_rate",
     "resolve_policy",
 ]
@@ -77,8 +83,7 @@ def presample_counts(
     num_nodes = graph.num_nodes
     seeds = np.arange(num_nodes, dtype=np.int64) if seeds is None else _as_node_ids("presample['seeds']", seeds, num_nodes)
     batch_size = _positive_int("presample['batch_size']", batch_size)
-    if num_batches is None:
-        num_batches = min(64, max(1, -(-len(seeds) // batch_size)))
+    num_batches = _default_batches(len(seeds), batch_size) if num_batches is None else num_batches
     num_batches = _positive_int("presample['num_batches']", num_batches)
     if len(seeds) == 0:
         raise ValueError("presample['seeds'] must not be empty")
@@ -99,10 +104,97 @@ def presample_counts(
     return counts
 
 
-def presample_order(graph, counts: np.ndarray) -> np.ndarray:
-    """Row ids by descending ``counts``, ties by descending degree, then ascending id."""
+def _default_batches(num_seeds: int, batch_size: int) -> int:
+    return min(64, max(1, -(-num_seeds // batch_size)))  # one epoch, at most 64 batches
+
+
+def _degree_buckets(degree: np.ndarray) -> np.ndarray:
+    """Bucket per node, ordered by degree: exact below 64, then 8 buckets per doubling."""
+    wide = 64 + np.floor(8 * np.log2(np.maximum(degree, 64) / 64.0))
+    return np.unique(np.where(degree < 64, degree, wide), return_inverse=True)[1].reshape(-1)
+
+
+def _isotonic(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The non-decreasing weighted least-squares fit of ``values`` (pool adjacent violators)."""
+    blocks = []  # [mean, weight, length]
+    for value, weight in zip(values.tolist(), weights.tolist()):
+        blocks.append([value, weight, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            mean2, weight2, length2 = blocks.pop()
+            mean1, weight1, length1 = blocks.pop()
+            total = weight1 + weight2
+            blocks.append([(mean1 * weight1 + mean2 * weight2) / total, total, length1 + length2])
+    return np.repeat([b[0] for b in blocks], [b[2] for b in blocks])
+
+
+def presample_scores(graph, counts: np.ndarray, num_batches: int) -> np.ndarray:
+    """Each node's estimated share of batches that touch it: float64, shape (num_nodes,).
+
+    ``counts / num_batches`` is shrunk toward a prior that rises with degree (the isotonic fit of
+    the mean rate per degree bucket). The weight on a node's own rate is ``tau2 / (tau2 + s2)``,
+    where ``s2`` is the sampling variance of a rate over ``num_batches`` batches and ``tau2`` the
+    variance the bucket's rates show beyond it; a bucket whose spread is within sampling noise
+    (3 standard errors) keeps the prior, so presampling never reorders nodes on noise alone.
+    """
+    rate = np.asarray(counts, dtype=np.float64) / num_batches
+    bucket = _degree_buckets(graph.degree())
+    size = np.bincount(bucket).astype(np.float64)
+    mean = np.bincount(bucket, weights=rate) / size
+    spread = np.maximum(np.bincount(bucket, weights=rate * rate) / size - mean * mean, 0.0)
+    noise = mean * (1.0 - mean) / num_batches
+    excess = spread - noise
+    significant = (noise > 0) & (spread > noise * (1.0 + 3.0 * np.sqrt(2.0 / np.maximum(size - 1.0, 1.0))))
+    weight = np.where(significant, excess / np.where(significant, spread, 1.0), 0.0)[bucket]
+    prior = _isotonic(mean, size)[bucket]
+    return weight * rate + (1.0 - weight) * prior
+
+
+def presample_order(graph, counts: np.ndarray, num_batches: int) -> np.ndarray:
+    """Row ids by descending :func:`presample_scores`, ties by descending degree, then ascending id."""
     ids = np.arange(graph.num_nodes, dtype=np.int64)
-    return np.lexsort((ids, -graph.degree(), -np.asarray(counts))).astype(np.int64, copy=False)
+    scores = presample_scores(graph, counts, num_batches)
+    return np.lexsort((ids, -graph.degree(), -scores)).astype(np.int64, copy=False)
+
+
+def presample_policy(graph, budget: int, halves) -> tuple[np.ndarray, dict]:
+    """The presample order for a cache of ``budget`` rows, cross-checked against degree.
+
+    ``halves`` is ``[(counts_a, batches_a), (counts_b, batches_b)]`` from two independent
+    presample runs. Each half's order is scored on the other half; the order from both halves'
+    counts is used unless the degree order scored higher, in which case the degree order is.
+
+    Returns
+    -------
+    order : int64, shape (num_nodes,)
+    info : dict with ``order_from`` ("presample" or "degree"), ``cv_hit_rate`` (both scores) and
+        ``counts`` (both halves summed).
+    """
+    (counts_a, batches_a), (counts_b, batches_b) = halves
+    degree = degree_order(graph)
+    order_a = presample_order(graph, counts_a, batches_a)
+    order_b = presample_order(graph, counts_b, batches_b)
+    scores = {
+        "presample": (expected_hit_rate(counts_b, order_a[:budget]) + expected_hit_rate(counts_a, order_b[:budget])) / 2,
+        "degree": (expected_hit_rate(counts_b, degree[:budget]) + expected_hit_rate(counts_a, degree[:budget])) / 2,
+    }
+    counts = counts_a + counts_b
+    use_presample = scores["presample"] >= scores["degree"]
+    order = presample_order(graph, counts, batches_a + batches_b) if use_presample else degree
+    info = {"order_from": "presample" if use_presample else "degree", "cv_hit_rate": scores, "counts": counts}
+    return order, info
+
+
+def presample_halves(graph, fanouts=(15, 10, 5), batch_size=1024, num_batches=None, seeds=None, seed=0, sampler=None):
+    """Two independent :func:`presample_counts` runs splitting ``num_batches`` (for :func:`presample_policy`)."""
+    if num_batches is None:
+        num_seeds = graph.num_nodes if seeds is None else len(np.asarray(_to_host(seeds)).reshape(-1))
+        num_batches = _default_batches(num_seeds, _positive_int("presample['batch_size']", batch_size))
+    num_batches = max(2, _positive_int("presample['num_batches']", num_batches))
+    halves = []
+    for part, batches in enumerate((num_batches // 2, num_batches - num_batches // 2)):
+        counts = presample_counts(graph, fanouts, batch_size, batches, seeds, seed + part, sampler)
+        halves.append((counts, batches))
+    return halves
 
 
 def expected_hit_rate(counts: np.ndarray, cached_ids: np.ndarray) -> float:
@@ -112,7 +204,8 @@ def expected_hit_rate(counts: np.ndarray, cached_ids: np.ndarray) -> float:
 
 
 def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
-    """Check ``policy`` and return ``(name, compute)``: ``compute()`` yields ``(order, info)``.
+    """Check ``policy`` and return ``(name, compute)``: ``compute(budget)`` yields ``(order, info)``
+    for a cache of ``budget`` rows.
 
     Checks run now (unknown names, a missing or mismatched graph, a bad order array); the order
     itself is computed only when the store has a cache to fill. ``info`` is a dict for
@@ -137,19 +230,19 @@ def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
         order = _as_node_ids("policy (an order array)", policy, num_rows)
         if len(np.unique(order)) != len(order):
             raise ValueError("policy (an order array) must not repeat ids")
-        return "order", lambda: (order, {"policy": "order"})
+        return "order", lambda budget: (order, {"policy": "order"})
     if policy == "none":
-        return "none", lambda: (np.empty(0, dtype=np.int64), {"policy": "none"})
+        return "none", lambda budget: (np.empty(0, dtype=np.int64), {"policy": "none"})
     if policy == "degree":
-        return "degree", lambda: (degree_order(graph), {"policy": "degree"})
+        return "degree", lambda budget: (degree_order(graph), {"policy": "degree"})
     options = dict(presample or {})
     unknown = set(options) - _PRESAMPLE_KEYS
     if unknown:
         raise ValueError(f"unknown presample option(s) {sorted(unknown)}; known: {sorted(_PRESAMPLE_KEYS)}")
 
-    def compute():
-        counts = presample_counts(graph, **options)
-        return presample_order(graph, counts), {"policy": "presample", "counts": counts}
+    def compute(budget):
+        order, info = presample_policy(graph, budget, presample_halves(graph, **options))
+        return order, {"policy": "presample", **info}
 
     return "presample", compute
 

@@ -102,7 +102,7 @@ class FeatureStore:
         budget_rows = min(num_rows, self.cache_size // self.row_bytes)
         cached_ids = np.empty(0, dtype=np.int64)
         if budget_rows:
-            order, info = compute_order()
+            order, info = compute_order(budget_rows)
             cached_ids = np.ascontiguousarray(order[:budget_rows], dtype=np.int64)
             counts = info.pop("counts", None)
             if counts is not None:
