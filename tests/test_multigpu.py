@@ -351,3 +351,26 @@ def test_two_ranks_sharing_one_gpu_rebuild_device_state_in_each_child():
     cpu = MultiDeviceSampler(graph, ["cpu", "cpu"], [3, 2], seed=2)
     expected = [cpu.sample(np.arange(r, NUM_NODES, 5), r, key=1) for r in range(2)]
     mp.spawn(_gpu_child, args=(sampler, feature, expected), nprocs=2, join=True)
+
+
+def test_bench_multi_reports_per_rank_throughput_and_defined_scaling(capsys):
+    import argparse
+
+    from gglspeedup.bench import multi
+
+    parser = argparse.ArgumentParser()
+    multi.add_arguments(parser)
+    args = parser.parse_args(["--procs", "2", "--graph", "powerlaw:3000:8", "--fanouts", "5,3", "--batch", "64",
+                              "--duration", "0.2", "--repeats", "1"])
+    result = multi.run(args)
+    names = [row["config"] for row in result["configs"]]
+    assert names[0] == "1 proc x 1 thread" and names[1].startswith("2 procs x ") and len(names) == 3
+    assert [len(row["per_rank_medges_s"]) for row in result["configs"]] == [1, 2, 1]
+    for row in result["configs"]:
+        assert row["total_medges_s"] > 0 and all(v > 0 for v in row["per_rank_medges_s"])
+    baseline, both = result["configs"][0]["total_medges_s"], result["configs"][1]["total_medges_s"]
+    assert result["speedup"] == pytest.approx(both / baseline)
+    assert result["efficiency"] == pytest.approx(result["speedup"] / 2)
+    assert "speedup = total sampled edges/s" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="--procs"):
+        multi.run(parser.parse_args(["--procs", "0"]))
