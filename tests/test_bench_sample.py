@@ -210,3 +210,23 @@ def test_sample_command_runs_on_a_cuda_device(tmp_path):
     rows = {row["name"]: row for row in json.loads((tmp_path / "s.json").read_text())["results"]}
     assert rows["gglspeedup"]["status"] == "ok" and rows["numpy"]["status"] == "ok"
     assert rows["gglspeedup"]["edges_per_batch"] > 0
+
+
+@pytest.mark.parametrize("body, survives", [
+    ("VALUE = 1\ndef load_graphbolt():\n    raise FileNotFoundError('no lib for this torch')\nload_graphbolt()\n", True),
+    ("VALUE = 1\nimport not_a_module_anywhere_42\n", False),
+], ids=["library-load-tolerated", "other-import-errors-raise"])
+def test_graphbolt_hook_tolerates_only_the_native_library_load(tmp_path, body, survives):
+    import importlib.util
+
+    path = tmp_path / "fake_graphbolt.py"
+    path.write_text(body)
+    spec = importlib.util.spec_from_file_location("fake_graphbolt", path)
+    loader = peers._GraphBoltTolerantLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    if survives:
+        loader.exec_module(module)
+        assert module.VALUE == 1 and "no lib" in module.GRAPHBOLT_LOAD_ERROR
+    else:
+        with pytest.raises(ImportError, match="not_a_module_anywhere_42"):
+            loader.exec_module(module)

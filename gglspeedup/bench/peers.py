@@ -252,7 +252,10 @@ def _prepare_dgl(graph, fanouts, seed, device) -> Contender:
         indices = torch.from_numpy(np.asarray(graph.indices))
     # Our rows list in-neighbours, which is DGL's CSC (destination-major) layout.
     dgl_graph = dgl.graph(("csc", (indptr, indices, torch.empty(0, dtype=torch.int64))), num_nodes=graph.num_nodes)
-    dgl_graph = dgl_graph.formats("csc").to(torch_device)
+    try:
+        dgl_graph = dgl_graph.formats("csc").to(torch_device)
+    except Exception as error:  # a CPU-only DGL build raises its own DGLError here
+        raise PeerUnavailable(f"dgl {dgl.__version__} cannot sample on {device}: {error}") from None
     dgl.seed(seed)
     # DGL lists fanouts per layer, input layer first, so its last fanout applies to the seeds.
     sampler = dgl.dataloading.NeighborSampler(list(reversed(fanouts)))
