@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..device import as_device, parse_size
+from ..device import aligned_empty, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out
-from ._memory import host_empty
 from ._kernels.gather import SERIAL_BYTES, gather_cpu, gather_serial, word_dtype
 from ._tiers import CUDATiers, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
@@ -216,7 +215,7 @@ class FeatureStore:
 
     def _empty(self, count: int):
         if self.device.xp is np:
-            return host_empty((count, self.dim), self.dtype)  # 64-byte aligned (JAX zero-copy)
+            return aligned_empty((count, self.dim), self.dtype)  # 64-byte aligned: JAX zero-copy
         with self.device:
             return self.device.xp.empty((count, self.dim), dtype=self.out_dtype)
 
