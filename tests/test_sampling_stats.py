@@ -101,3 +101,20 @@ def test_property_invariants_and_reference(problem):
     check_sample(graph, seeds, fanouts, out, replace=replace, weighted=weighted)
     expected = reference_sample(graph, seeds, fanouts, replace=replace, weighted=weighted, seed=seed, key=seed % 1000)
     assert_same_sample(out, expected)
+
+
+def test_weighted_without_replacement_inclusion_matches_plain_keys():
+    # The exponential-jump sampler must include each edge as often as keying every edge
+    # (E_j / w_j, keep the k smallest) does: a two-sample homogeneity test per edge.
+    rng = np.random.default_rng(5)
+    weights = rng.choice([0.0, 0.5, 1.0, 2.0, 6.0], size=40)
+    num_centres, k = 4000, 4
+    drawn = offsets_drawn(many_stars(num_centres, len(weights), weights), num_centres, k, weighted=True)
+    ours = np.bincount(drawn.ravel(), minlength=len(weights))
+    live = weights > 0
+    keys = rng.exponential(size=(num_centres, live.sum())) / weights[live]
+    plain = np.zeros(len(weights), np.int64)
+    plain[np.flatnonzero(live)] = np.bincount(np.argsort(keys, axis=1)[:, :k].ravel(), minlength=live.sum())
+    assert ours[~live].sum() == 0
+    table = np.array([ours[live], plain[live]])
+    assert stats.chi2_contingency(table).pvalue > P_MIN

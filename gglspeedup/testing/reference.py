@@ -69,33 +69,63 @@ def _sample_row(start, deg, weights, k, replace, weighted, state):
         return live
     if replace and not weighted:
         return [start + _below(_draw(state, i), deg) for i in range(k)]
-    if replace:
+    if replace:  # inverse CDF of the sorted targets, one pass: output in row order
         total = 0.0
         for p in row:
             total += float(weights[p])
-        chosen = []
-        for i in range(k):
-            target = _u01(_draw(state, i)) * total
-            cum, pick = 0.0, -1
-            for p in live:
-                cum += float(weights[p])
-                pick = p
-                if cum > target:
-                    break
-            chosen.append(pick)
-        return chosen
+        targets = sorted(_u01(_draw(state, i)) * total for i in range(k))
+        chosen, cum, i = [], 0.0, 0
+        for p in live:
+            cum += float(weights[p])
+            while i < k and targets[i] < cum:
+                chosen.append(p)
+                i += 1
+        return chosen + [live[-1]] * (k - len(chosen))
     if not weighted:  # Floyd's algorithm
         chosen = []
         for c, j in enumerate(range(deg - k, deg)):
             p = start + _below(_draw(state, c), j + 1)
             chosen.append(start + j if p in chosen else p)
         return chosen
-    keyed = []  # A-ES: the k smallest -log(u) / w, ties broken by row order (stable sort)
-    for p in live:
-        j = p - start
-        keyed.append((-math.log(_u_open01(_draw(state, j))) / float(weights[p]), p))
-    keyed.sort(key=lambda item: item[0])
-    return [p for _, p in keyed[:k]]
+    return _exponential_jumps(start, deg, weights, k, state)
+
+
+def _exponential_jumps(start, deg, weights, k, state):
+    """A-ES with exponential jumps, step for step as ``_kernels/rows.py`` does it."""
+    kept = []  # (key, position), ascending; stable for equal keys like the kernel's insertion
+    draws = iter(range(1 << 62))
+    j = 0
+    while len(kept) < k:
+        w = float(weights[start + j])
+        if w > 0:
+            _insert(kept, -math.log(_u_open01(_draw(state, next(draws)))) / w, start + j)
+        j += 1
+    while j < deg:
+        threshold = kept[-1][0]
+        if not threshold > 0:
+            break
+        jump = -math.log(_u_open01(_draw(state, next(draws)))) / threshold
+        acc = 0.0
+        while j < deg:
+            acc += float(weights[start + j])
+            if acc >= jump and weights[start + j] > 0:
+                break
+            j += 1
+        if j == deg:
+            break
+        w = float(weights[start + j])
+        e = -math.log1p(_u_open01(_draw(state, next(draws))) * math.expm1(-w * threshold))
+        kept.pop()
+        _insert(kept, e / w, start + j)
+        j += 1
+    return [p for _, p in kept]
+
+
+def _insert(kept, key, position):
+    q = len(kept)
+    while q > 0 and kept[q - 1][0] > key:
+        q -= 1
+    kept.insert(q, (key, position))
 
 
 def reference_sample(graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0) -> SampleOutput:

@@ -97,7 +97,7 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id,
     edge_index = np.empty((2, num_edges), np.int64)
     e_id = np.empty(num_edges, np.int64)
     col = np.empty(num_edges, np.int64)
-    keys = np.empty(num_edges if weighted and not replace else 0, np.float64)
+    keys = np.empty(num_edges if weighted else 0, np.float64)
     # Rows in blocks: each block draws its rows' positions, then gathers their neighbours in one
     # tight loop whose loads are independent (they overlap, unlike loads inside the row loop).
     num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK

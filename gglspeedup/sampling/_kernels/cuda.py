@@ -96,7 +96,7 @@ def sample_all(graph, device, seeds, fanouts, replace, weighted, seed, key):
             e_id = xp.empty(num_edges, dtype=np.int64)
             if num_edges:
                 col = xp.empty(num_edges, dtype=np.int64)
-                keys = xp.empty(num_edges if weighted and not replace else 1, dtype=np.float64)
+                keys = xp.empty(num_edges if weighted else 1, dtype=np.float64)
                 launch(_fill_kernel, num_targets, indptr, indices, edge_ids, has_edge_ids, weights, weighted,
                        n_id, k, replace, hop_state(seed, key, hop), offsets, e_id, col, edge_index[1], keys)
                 n_id = relabel(xp, launch, n_id, col, edge_index[0])

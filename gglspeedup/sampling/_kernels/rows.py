@@ -12,9 +12,10 @@ lives in :class:`gglspeedup.NeighborSampler`):
   ``k == 0``: none.
 - without replacement, ``k`` below the available count: unweighted rows use Floyd's algorithm
   (``k`` draws, membership checked against the row's own output slice); weighted rows keep the
-  ``k`` smallest exponential keys ``-log(u_j) / w_j`` (A-ES), in ascending key order.
+  ``k`` smallest exponential keys ``E_j / w_j`` (A-ES with exponential jumps), ascending.
 - with replacement: exactly ``k`` draws when the row has an edge (weighted: an edge with
-  weight > 0); weighted draws invert the row's running weight sum.
+  weight > 0); weighted draws invert the row's running weight sum in one pass, so they come
+  out in row order.
 - zero-weight edges are never drawn; a row whose weights are all zero yields nothing.
 """
 
@@ -61,7 +62,7 @@ def row_fill(indptr, weights, node, k, replace, weighted, state, count, pos, key
     """Write ``count`` sampled CSR positions of row ``node`` into ``pos[out:out + count]``.
 
     ``state`` is the row's RNG state (:func:`.rng.row_state`); ``keys`` is float64 scratch as
-    long as ``pos`` (used only by weighted sampling without replacement).
+    long as ``pos`` (used only by weighted sampling).
     """
     if count == 0:
         return
@@ -73,7 +74,7 @@ def row_fill(indptr, weights, node, k, replace, weighted, state, count, pos, key
         for i in range(count):
             pos[out + i] = start + uniform_below(draw(state, i), deg)
     elif replace:
-        _weighted_with_replacement(weights, start, deg, state, count, pos, out)
+        _weighted_with_replacement(weights, start, deg, state, count, pos, keys, out)
     elif not weighted:
         _floyd(start, deg, state, count, pos, out)
     else:
@@ -104,47 +105,82 @@ def _floyd(start, deg, state, count, pos, out):
 
 
 @register_jitable
-def _weighted_with_replacement(weights, start, deg, state, count, pos, out):
+def _insert_sorted(keys, pos, out, last, key, p):
+    # Place (key, p) into the ascending slice keys[out:last + 1], shifting larger keys up;
+    # slot ``last`` is free (or holds the entry being replaced).
+    q = last
+    while q > out and keys[q - 1] > key:
+        keys[q] = keys[q - 1]
+        pos[q] = pos[q - 1]
+        q -= 1
+    keys[q] = key
+    pos[q] = p
+
+
+@register_jitable
+def _weighted_with_replacement(weights, start, deg, state, count, pos, keys, out):
+    # Inverse CDF in one pass: sort the ``count`` targets u_i * total, then walk the running
+    # weight sum once; output is in ascending position order. O(deg + count^2).
     total = 0.0
     for p in range(start, start + deg):
         total += np.float64(weights[p])
     for i in range(count):
-        target = uniform_01(draw(state, i)) * total
-        cum = 0.0
-        chosen = -1
-        for p in range(start, start + deg):
-            w = np.float64(weights[p])
-            if w > 0:
-                cum += w
-                chosen = p
-                if cum > target:
-                    break
-        pos[out + i] = chosen
+        _insert_sorted(keys, pos, out, out + i, uniform_01(draw(state, i)) * total, -1)
+    i = out
+    cum = 0.0
+    last = -1
+    for p in range(start, start + deg):
+        w = np.float64(weights[p])
+        if w > 0:
+            cum += w
+            last = p
+            while i < out + count and keys[i] < cum:
+                pos[i] = p
+                i += 1
+            if i == out + count:
+                break
+    while i < out + count:  # rounding left a target at the very top: the last live edge
+        pos[i] = last
+        i += 1
 
 
 @register_jitable
 def _weighted_keys(weights, start, deg, state, count, pos, keys, out):
-    # A-ES (Efraimidis-Spirakis) with exponential keys: keep the ``count`` smallest
-    # ``-log(u) / w`` in a sorted slice; the draw index is the edge's offset in its row.
+    # Efraimidis-Spirakis with exponential jumps (A-ExpJ), in exponential-key form: the sample
+    # is the ``count`` smallest keys E_j / w_j (E_j ~ Exp(1)), kept ascending. After the first
+    # ``count`` live edges, the next edge to beat the threshold T (largest kept key) is where
+    # the running weight passes X ~ Exp(rate T); its key is E / w with E truncated to [0, w T).
+    # Same distribution as keying every edge, with O(count log(deg / count)) draws instead of deg.
+    # Needs count < number of live edges (row_fill takes every live edge otherwise).
+    d = 0
+    j = 0
     filled = 0
-    for j in range(deg):
+    while filled < count:
         w = np.float64(weights[start + j])
-        if not w > 0:
-            continue
-        key = -math.log(uniform_open01(draw(state, j))) / w
-        if filled == count:
-            if not key < keys[out + count - 1]:
-                continue
-            q = out + count - 1
-        else:
-            q = out + filled
+        if w > 0:
+            _insert_sorted(keys, pos, out, out + filled, -math.log(uniform_open01(draw(state, d))) / w, start + j)
+            d += 1
             filled += 1
-        while q > out and keys[q - 1] > key:
-            keys[q] = keys[q - 1]
-            pos[q] = pos[q - 1]
-            q -= 1
-        keys[q] = key
-        pos[q] = start + j
+        j += 1
+    while j < deg:
+        threshold = keys[out + count - 1]
+        if not threshold > 0:
+            break
+        jump = -math.log(uniform_open01(draw(state, d))) / threshold
+        d += 1
+        acc = 0.0
+        while j < deg:
+            acc += np.float64(weights[start + j])
+            if acc >= jump and weights[start + j] > 0:
+                break
+            j += 1
+        if j == deg:
+            break
+        w = np.float64(weights[start + j])
+        e = -math.log1p(uniform_open01(draw(state, d)) * math.expm1(-w * threshold))
+        d += 1
+        _insert_sorted(keys, pos, out, out + count - 1, e / w, start + j)
+        j += 1
 
 
 @register_jitable
