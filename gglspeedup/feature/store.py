@@ -61,7 +61,8 @@ class FeatureStore:
     ``ml_dtypes`` types), so on a real GPU such rows come back as a ``uint16`` (same-size unsigned)
     CuPy array holding the same bits: ``gglspeedup.backends`` or ``torch_tensor.view(torch.bfloat16)``
     reinterpret it without a copy. Ids are checked against ``[0, num_rows)`` before every
-    gather; on a GPU that check reads one bool back (a synchronisation per batch).
+    gather: host ids on the host (then uploaded once); ids already on the GPU by a reduction
+    whose one bool is read back (a synchronisation per batch).
 
     Examples
     --------
@@ -99,6 +100,9 @@ class FeatureStore:
     def _build_tiers(self, table, compute_order) -> None:
         num_rows = table.shape[0]
         budget_rows = min(num_rows, self.cache_size // self.row_bytes)
+        if self.policy_info["policy"] == "none":
+            budget_rows = 0
+        self._check_free_memory(budget_rows, num_rows)  # before a presample run, not after it
         cached_ids = np.empty(0, dtype=np.int64)
         if budget_rows:
             order, info = compute_order(budget_rows)
@@ -111,17 +115,19 @@ class FeatureStore:
                     lookups_sampled=int(counts.sum()),
                 )
             self.policy_info.update(info)
-        needed = len(cached_ids) * self.row_bytes + num_rows * 8  # cache + location map
+        self._tiers = CUDATiers(table, cached_ids, self.device)
+        self._cached_ids = cached_ids
+        self.policy_info["num_cached"] = len(cached_ids)
+
+    def _check_free_memory(self, cached_rows: int, num_rows: int) -> None:
+        needed = cached_rows * self.row_bytes + num_rows * 8  # cache + location map
         free = device_free_bytes(self.device)
         if free is not None and needed > free:
             raise ValueError(
                 f"cache_size={self.cache_size} bytes needs {needed} bytes on {self.device} "
-                f"({len(cached_ids)} rows of {self.row_bytes} bytes plus an 8-byte map entry per row) "
+                f"({cached_rows} rows of {self.row_bytes} bytes plus an 8-byte map entry per row) "
                 f"but only {free} bytes are free; lower cache_size"
             )
-        self._tiers = CUDATiers(table, cached_ids, self.device)
-        self._cached_ids = cached_ids
-        self.policy_info["num_cached"] = len(cached_ids)
 
     # ------------------------------------------------------------------ properties
     @property
