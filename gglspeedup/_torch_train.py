@@ -15,11 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._train import EpochTimer, History, progress
+from ._train import cpu_threads, fit
 
-__all__ = ["SAGEConv", "GATConv", "SAGE", "GAT", "train_model", "evaluate", "conv_classes"]
-
-INNER_BAR_MIN_BATCHES = 20  # a per-batch bar inside each epoch only when an epoch has this many
+__all__ = ["SAGEConv", "GATConv", "SAGE", "GAT", "train_model", "evaluate", "conv_classes", "torch_device"]
 
 
 class SAGEConv(nn.Module):
@@ -151,51 +149,37 @@ def torch_device(device) -> "torch.device":
 
 
 @torch.no_grad()
-def evaluate(model, loader, *, disable_progress: bool = True) -> float:
+def evaluate(model, loader) -> float:
     """Accuracy of ``model`` over every seed of ``loader`` (batches with labels)."""
     model.eval()
     correct = total = 0
-    for batch in progress(loader, total=len(loader), desc="eval", disable=disable_progress):
+    for batch in loader:
         out = model(batch.x, batch.adjs)
         correct += int((out.argmax(dim=1) == batch.y).sum())
         total += batch.batch_size
     return correct / total if total else float("nan")
 
 
-def train_model(model, setup, args, *, log=print) -> tuple[History, dict]:
-    """Train with Adam on ``setup.train_loader``, select the epoch with the best validation
-    accuracy, and return ``(history, result)`` where ``result`` holds ``test_acc``,
-    ``best_epoch``, ``best_val_acc`` and the throughput totals."""
-    device = torch_device(setup.device)
-    model = model.to(device)
+def train_model(model, setup, args, *, log=None) -> tuple:
+    """Train with Adam on ``setup.train_loader`` (see :func:`gglspeedup._train.fit`), keep the
+    weights of the epoch with the best validation accuracy, test them; ``(history, result)``."""
+    model = model.to(torch_device(setup.device))
+    torch.set_num_threads(cpu_threads(args))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    history = History()
-    best_state, best_val = None, -1.0
-    epochs = progress(range(1, args.epochs + 1), total=args.epochs, desc="training", disable=args.no_progress)
-    for epoch in epochs:
+
+    def train_step(batch):
         model.train()
-        loss_sum = correct = seen = 0
-        with EpochTimer(setup.train_loader) as timer:
-            batches = progress(setup.train_loader, total=len(setup.train_loader), desc=f"epoch {epoch}",
-                               disable=args.no_progress or len(setup.train_loader) < INNER_BAR_MIN_BATCHES)
-            for batch in batches:
-                optimizer.zero_grad()
-                out = model(batch.x, batch.adjs)
-                loss = F.cross_entropy(out, batch.y)
-                loss.backward()
-                optimizer.step()
-                loss_sum += float(loss.detach()) * batch.batch_size
-                correct += int((out.argmax(dim=1) == batch.y).sum())
-                seen += batch.batch_size
-        val_acc = evaluate(model, setup.val_loader)
-        row = history.add(epoch, loss_sum / max(seen, 1), correct / max(seen, 1), val_acc, timer)
-        log(History.line(row))
-        epochs.set_postfix(loss=f"{row['loss']:.3f}", val_acc=f"{val_acc:.3f}")
-        if val_acc > best_val:
-            best_val, best_state = val_acc, copy.deepcopy(model.state_dict())
-    if best_state is not None:
-        model.load_state_dict(best_state)
-    test_acc = evaluate(model, setup.test_loader)
-    result = {"test_acc": test_acc, "best_epoch": history.best()["epoch"], "best_val_acc": best_val,
-              **history.totals()}
-    return history, result
+        optimizer.zero_grad()
+        out = model(batch.x, batch.adjs)
+        loss = F.cross_entropy(out, batch.y)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach()), int((out.argmax(dim=1) == batch.y).sum())
+
+    @torch.no_grad()
+    def eval_step(batch):
+        model.eval()
+        return int((model(batch.x, batch.adjs).argmax(dim=1) == batch.y).sum())
+
+    return fit(setup, args, train_step, eval_step, log=log,
+               snapshot=lambda: copy.deepcopy(model.state_dict()), restore=model.load_state_dict)

@@ -17,17 +17,23 @@ from typing import Any
 
 import numpy as np
 
+INNER_BAR_MIN_BATCHES = 20  # a per-batch bar inside each epoch only when an epoch has this many
+
 __all__ = [
     "build_parser",
     "parse_fanouts",
     "best_device",
+    "cpu_threads",
     "TrainSetup",
+    "ReplayLoader",
     "setup_training",
     "History",
     "EpochTimer",
     "progress",
     "plot_history",
     "accuracy",
+    "fit",
+    "report",
 ]
 
 
@@ -47,6 +53,16 @@ def best_device() -> str:
     from . import _config
 
     return "cuda:0" if _config.HAS_CUPY_GPU and _config.HAS_NUMBA_CUDA else "cpu"
+
+
+def cpu_threads(args) -> int:
+    """Threads for the framework's CPU kernels: ``args.threads``, or (0 = auto) every core but one
+    when a prefetching loader samples on the CPU next to it (on 2 cores that is 1: two busy
+    threads per core make both sides several times slower)."""
+    if args.threads > 0:
+        return args.threads
+    cores = os.cpu_count() or 1
+    return max(1, cores - 1) if args.prefetch > 0 else cores
 
 
 def build_parser(description: str, *, epochs: int = 20, fanouts: str = "25,10", batch_size: int = 512,
@@ -69,6 +85,9 @@ def build_parser(description: str, *, epochs: int = 20, fanouts: str = "25,10", 
     parser.add_argument("--weight-decay", type=float, default=weight_decay, help="(default: %(default)s)")
     parser.add_argument("--dropout", type=float, default=dropout, help="(default: %(default)s)")
     parser.add_argument("--prefetch", type=int, default=2, help="batches prepared ahead (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="framework CPU threads; 0 = auto: all cores but one, which the prefetching "
+                             "loader's thread uses (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and init seed (default: %(default)s)")
     parser.add_argument("--out", default=None, help="folder for the loss/accuracy plot (default: no plot)")
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
@@ -128,6 +147,8 @@ def setup_training(args, backend: str, *, eval_batch_size: int = 1024, normalize
                               seed=args.seed, **common)
     val_loader = NodeLoader(eval_sampler, features, split["val"], eval_batch_size, shuffle=False, **common)
     test_loader = NodeLoader(eval_sampler, features, split["test"], eval_batch_size, shuffle=False, **common)
+    if graph.num_nodes <= CACHE_EVAL_MAX_NODES:
+        val_loader = ReplayLoader(val_loader)  # full-neighbourhood batches never change: sample once
     num_classes = int(y.max()) + 1
     info = {"dataset": args.dataset, "nodes": graph.num_nodes, "edges": graph.num_edges,
             "features": int(x.shape[1]), "classes": num_classes,
@@ -136,9 +157,31 @@ def setup_training(args, backend: str, *, eval_batch_size: int = 1024, normalize
                       time.perf_counter() - start, info)
 
 
+CACHE_EVAL_MAX_NODES = 100_000  # small graphs keep their (deterministic) validation batches
+
+
+class ReplayLoader:
+    """Iterates ``loader`` once, keeps the batches and replays them on every later iteration.
+
+    For evaluation loaders whose sampler takes every neighbour (fanout -1), where every epoch
+    would sample the very same batches again.
+    """
+
+    def __init__(self, loader):
+        self.loader, self._batches = loader, None
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        if self._batches is None:
+            self._batches = list(self.loader)
+        return iter(self._batches)
+
+
 def progress(iterable, *, total=None, desc=None, disable=False, leave=False):
     """A tqdm progress bar over ``iterable`` (tqdm is a core dependency)."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # not tqdm.auto: its asyncio class calls iter() eagerly, a wasted epoch
 
     return tqdm(iterable, total=total, desc=desc, disable=disable, leave=leave, dynamic_ncols=True)
 
@@ -236,3 +279,82 @@ def plot_history(history: History, out_dir: str, name: str = "gglspeedup-demo.pn
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def _evaluate(loader, eval_step) -> float:
+    correct = total = 0
+    for batch in loader:
+        correct += int(eval_step(batch))
+        total += batch.batch_size
+    return correct / total if total else float("nan")
+
+
+def fit(setup: TrainSetup, args, train_step, eval_step, *, snapshot=None, restore=None, log=None):
+    """The demos' training loop, framework-neutral.
+
+    Parameters
+    ----------
+    setup : TrainSetup
+    args : argparse.Namespace
+        Reads ``epochs`` and ``no_progress``.
+    train_step : callable(batch) -> (loss: float, num_correct: int)
+        One optimisation step on a training batch.
+    eval_step : callable(batch) -> int
+        Correct predictions on an evaluation batch (model in inference mode).
+    snapshot, restore : callables, optional
+        ``snapshot()`` returns the model state after the best validation epoch so far;
+        ``restore(state)`` loads it back before testing.
+    log : callable(str), optional
+        Per-epoch lines (default: ``tqdm.write``, which keeps the progress bar intact).
+
+    Returns
+    -------
+    (History, dict)
+        The dict holds ``test_acc``, ``best_epoch``, ``best_val_acc`` and the throughput totals
+        of :meth:`History.totals`.
+    """
+    if log is None:
+        from tqdm import tqdm
+
+        log = tqdm.write
+    history = History()
+    best_state, best_val = None, -1.0
+    loader = setup.train_loader
+    epochs = progress(range(1, args.epochs + 1), total=args.epochs, desc="training", disable=args.no_progress)
+    for epoch in epochs:
+        loss_sum = correct = seen = 0
+        with EpochTimer(loader) as timer:
+            batches = progress(loader, total=len(loader), desc=f"epoch {epoch}",
+                               disable=args.no_progress or len(loader) < INNER_BAR_MIN_BATCHES)
+            for batch in batches:
+                loss, num_correct = train_step(batch)
+                loss_sum += float(loss) * batch.batch_size
+                correct += int(num_correct)
+                seen += batch.batch_size
+        val_acc = _evaluate(setup.val_loader, eval_step)
+        row = history.add(epoch, loss_sum / max(seen, 1), correct / max(seen, 1), val_acc, timer)
+        log(History.line(row))
+        epochs.set_postfix(loss=f"{row['loss']:.3f}", val_acc=f"{val_acc:.3f}")
+        if val_acc > best_val:
+            best_val = val_acc
+            best_state = snapshot() if snapshot is not None else None
+    if best_state is not None and restore is not None:
+        restore(best_state)
+    test_acc = _evaluate(setup.test_loader, eval_step)
+    result = {"test_acc": test_acc, "best_epoch": history.best()["epoch"], "best_val_acc": best_val,
+              **history.totals()}
+    return history, result
+
+
+def report(result: dict, history: History, args, *, name: str, title: str) -> dict:
+    """Print the end-of-run summary (best epoch, test accuracy, throughput) and write the plot
+    when ``args.out`` is set; returns ``result`` with ``plot`` (path or None) added."""
+    result["plot"] = plot_history(history, args.out, name=name, title=title) if args.out else None
+    print(f"best epoch {result['best_epoch']} (val acc {result['best_val_acc']:.4f})")
+    print(f"test accuracy: {result['test_acc']:.4f}")
+    print(f"throughput: {result['seeds_per_s']:,.0f} training seeds/s, {result['edges_per_s'] / 1e6:.2f} M sampled "
+          f"edges/s over {result['seconds']:.1f} s of training; sampling + gathering busy for "
+          f"{100 * result['sample_share']:.0f}% of the epoch time (on the prefetching loader's thread)")
+    if result["plot"]:
+        print(f"plot of loss and accuracy per epoch: {result['plot']}")
+    return result

@@ -14,17 +14,23 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 
-def main(argv=None) -> dict:
+def main(argv=None) -> int:
+    """Console entry point (``gglspeedup-demo``): run the demo, return exit status 0."""
+    run(argv)
+    return 0
+
+
+def run(argv=None) -> dict:
     """Run the demo with command-line arguments ``argv`` (default: ``sys.argv[1:]``); return the
     result dict (``test_acc``, ``best_epoch``, ``seeds_per_s``, ``edges_per_s``, ``plot``, ...)."""
     from . import _train
 
     parser = _train.build_parser(
         "Train GraphSAGE on Cora with gglspeedup (sampling + gathering + zero-copy to PyTorch).",
-        epochs=30, fanouts="25,10", batch_size=64, hidden=256,
+        epochs=30, fanouts="10,10", batch_size=64, hidden=256,
     )
     parser.set_defaults(out=".")
     args = parser.parse_args(argv)
@@ -33,11 +39,10 @@ def main(argv=None) -> dict:
         import torch
     except ImportError:
         sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
-    from tqdm.auto import tqdm
-
     from ._torch_train import SAGE, conv_classes, train_model
 
     torch.manual_seed(args.seed)
+    torch.set_num_threads(_train.cpu_threads(args))
     setup = _train.setup_training(args, "torch")
     conv, _, conv_source = conv_classes()
     info = setup.info
@@ -46,19 +51,13 @@ def main(argv=None) -> dict:
           f"device {setup.device}, fanouts {args.fanouts}, batch size {args.batch_size}, "
           f"layers: {conv_source}, torch {torch.__version__} on {torch.get_num_threads()} threads")
     model = SAGE(info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout, conv=conv)
-    history, result = train_model(model, setup, args, log=tqdm.write)
-    result["plot"] = _train.plot_history(history, args.out, title=f"GraphSAGE on {info['dataset']} (gglspeedup)")
+    history, result = train_model(model, setup, args)
+    result = _train.report(result, history, args, name="gglspeedup-demo.png",
+                           title=f"GraphSAGE on {info['dataset']} (gglspeedup)")
     result["total_s"] = time.perf_counter() - start
-    print(f"best epoch {result['best_epoch']} (val acc {result['best_val_acc']:.4f})")
-    print(f"test accuracy: {result['test_acc']:.4f}")
-    print(f"throughput: {result['seeds_per_s']:,.0f} training seeds/s, {result['edges_per_s'] / 1e6:.2f} M sampled "
-          f"edges/s over {result['seconds']:.1f} s of training; sampling + gathering took "
-          f"{100 * result['sample_share']:.0f}% of the step time (overlapped by the prefetching loader)")
-    if result["plot"]:
-        print(f"plot of loss and accuracy per epoch: {result['plot']}")
     print(f"total time {result['total_s']:.1f} s (set-up {setup.setup_s:.1f} s)")
     return result
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,6 +15,7 @@ same batches. An exception raised while preparing a batch is re-raised in the ca
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import queue
 import threading
@@ -24,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import backends
-from .device import array_module, to_numpy
+from .device import aligned_empty, array_module, to_numpy
 
 __all__ = ["Batch", "NodeLoader"]
 
@@ -123,6 +124,7 @@ class NodeLoader:
             if framework is not None:
                 framework()  # ImportError naming the extra now, not on the first batch
         self.backend = backend
+        self._alignment = backends.needs_alignment(backend) if backend is not None else 0
         self.sampler, self.features = sampler, features
         self.epoch = 0
         self._stats = {"batches": 0, "seeds": 0, "edges": 0, "sample_s": 0.0, "gather_s": 0.0,
@@ -174,10 +176,16 @@ class NodeLoader:
         y = None
         if self.labels is not None:
             xp = array_module(self.labels)
-            y = self.labels[xp.asarray(batch_seeds)]
+            if xp is np:  # 64-byte aligned, so TensorFlow and JAX can share it
+                y = np.take(self.labels, batch_seeds, axis=0, out=aligned_empty(
+                    (len(batch_seeds),) + self.labels.shape[1:], self.labels.dtype))
+            else:
+                y = self.labels[xp.asarray(batch_seeds)]
         gathered = time.perf_counter()
         batch = Batch(x, y, list(adjs), n_id, len(batch_seeds))
         if self.backend is not None:
+            if self._alignment:
+                batch = backends._map(batch, functools.partial(_realign, alignment=self._alignment))
             batch = backends.to(self.backend, batch)
         done = time.perf_counter()
         edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)
@@ -200,6 +208,18 @@ class NodeLoader:
     def _serial(self, epoch: int, slices: list):
         for index, batch_seeds in enumerate(slices):
             yield self._make_batch(epoch, index, batch_seeds)
+
+
+def _realign(array, alignment: int):
+    """``array``, or an aligned copy of a host array that does not start on ``alignment`` bytes.
+
+    The sampler's small index arrays may be 16/32-byte aligned; TensorFlow and JAX need 64. The
+    copy happens here, on the producer thread, instead of (with a warning) in the backend."""
+    if not isinstance(array, np.ndarray) or array.size == 0 or array.ctypes.data % alignment == 0:
+        return array
+    out = aligned_empty(array.shape, array.dtype, alignment)
+    out[...] = array
+    return out
 
 
 def _stream_context(sampler):
@@ -248,9 +268,9 @@ class _PrefetchIterator:
         self._queue: queue.Queue = queue.Queue(maxsize=loader.prefetch)
         self._stop = threading.Event()
         self._finished = False
+        # Started by the first __next__, so an iterator created and never used costs nothing.
         self._thread = threading.Thread(target=_produce, args=(loader, epoch, slices, self._queue, self._stop),
                                         name=f"gglspeedup-NodeLoader-epoch{epoch}", daemon=True)
-        self._thread.start()
 
     def __len__(self) -> int:
         return self._num_batches
@@ -261,6 +281,8 @@ class _PrefetchIterator:
     def __next__(self) -> Batch:
         if self._finished:
             raise StopIteration
+        if self._thread.ident is None:
+            self._thread.start()
         start = time.perf_counter()
         while True:
             try:
@@ -290,7 +312,7 @@ class _PrefetchIterator:
         with contextlib.suppress(queue.Empty):
             while True:
                 self._queue.get_nowait()
-        if self._thread is not threading.current_thread():
+        if self._thread.ident is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=1.0)
 
     def __del__(self):

@@ -144,11 +144,26 @@ def test_missing_framework_names_the_extra(monkeypatch):
 
 def test_tensorflow_gets_a_compact_copy_of_strided_input_only():
     tf = pytest.importorskip("tensorflow")
-    base = np.arange(12, dtype=np.int64).reshape(3, 4)
+    base = aligned_empty((3, 4), np.int64)
+    base[...] = np.arange(12).reshape(3, 4)
     out = backends.to("tensorflow", base[:, ::2])
     assert isinstance(out, tf.Tensor) and out.dtype == tf.int64
     np.testing.assert_array_equal(out.numpy(), base[:, ::2])
     assert data_ptr(backends.to("tensorflow", base)) == base.ctypes.data
+
+
+@pytest.mark.parametrize("source", ["numpy", "torch"])
+def test_tensorflow_gets_an_aligned_copy_of_under_aligned_input(source):
+    # Unhandled, TensorFlow aborts the whole process ("Check failed: IsAligned()") in the op below.
+    tf = pytest.importorskip("tensorflow")
+    pytest.importorskip(FRAMEWORKS.get(source, "numpy"))
+    raw = aligned_empty(9, np.int64)
+    raw[...] = np.arange(9)
+    shifted = backends.to(source, raw)[1:]  # 8 bytes past a 64-byte boundary
+    with pytest.warns(UserWarning, match="TensorFlow needs 64-byte aligned host buffers"):
+        out = backends.to("tensorflow", shifted)
+    assert int(tf.reduce_sum(out)) == 36 and out.dtype == tf.int64
+    assert data_ptr(out) % 64 == 0
 
 
 def test_paddle_cpu_tensor_is_wrapped_to_report_device_zero():
@@ -193,10 +208,17 @@ def test_jax_copies_under_aligned_numpy_with_a_warning():
     raw = aligned_empty(9, np.int64)
     raw[...] = np.arange(9)
     shifted = raw[1:]  # 8 bytes past a 64-byte boundary
-    with pytest.warns(UserWarning, match="not 64-byte aligned"):
+    with pytest.warns(UserWarning, match="JAX needs 64-byte aligned host buffers"):
         out = backends.to("jax", shifted)
     np.testing.assert_array_equal(np.asarray(out), shifted)
     assert out.dtype == np.int64 and data_ptr(out) % 64 == 0
+
+
+def test_alignment_needs_per_backend(monkeypatch):
+    assert backends.needs_alignment("tensorflow") == backends.needs_alignment("jax") == 64
+    assert backends.needs_alignment("torch") == backends.needs_alignment("numpy") == 0
+    monkeypatch.setenv("TL_BACKEND", "tensorflow")
+    assert backends.needs_alignment("tlx") == 64
 
 
 def test_tlx_follows_tl_backend(monkeypatch):

@@ -30,7 +30,7 @@ import numpy as np
 from ..sampling.types import Adj, SampleOutput
 from ._common import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, import_framework, prepare
 
-__all__ = ["to", "from_", "adapter", "names", "available"]
+__all__ = ["to", "from_", "adapter", "names", "available", "needs_alignment"]
 
 # backend name -> adapter module (relative to this package)
 _ADAPTERS = {
@@ -66,6 +66,18 @@ def available() -> list[str]:
     return [name for name, ok in flags.items() if ok]
 
 
+def needs_alignment(name: str) -> int:
+    """Byte alignment backend ``name`` needs to share a host buffer (0: any alignment).
+
+    TensorFlow aborts on, and JAX copies, host buffers not aligned to 64 bytes; ``tlx`` follows
+    its target. Producers that can choose (the loader) allocate or re-align accordingly.
+    """
+    key = _canonical(name)
+    if key == "tlx":
+        key = adapter("tlx").target()
+    return int(getattr(adapter(key), "ALIGNMENT", 0))
+
+
 def _canonical(name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError(f"backend name must be a str, got {type(name).__name__} {name!r}")
@@ -88,12 +100,14 @@ def _map(obj: Any, leaf):
     if isinstance(obj, Adj):
         e_id = None if obj.e_id is None else leaf(obj.e_id)
         return Adj(leaf(obj.edge_index), e_id, tuple(int(s) for s in obj.size))
+    # Lists, not generators, so no stdlib frame calls back into this module (warnings raised by
+    # an adapter then point at the caller of ``to``).
     if isinstance(obj, SampleOutput):
         return SampleOutput(leaf(obj.n_id), [_map(adj, leaf) for adj in obj.adjs])
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # other named tuples (loader batches)
-        return type(obj)._make(_map(item, leaf) for item in obj)
+        return type(obj)._make([_map(item, leaf) for item in obj])
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_map(item, leaf) for item in obj)
+        return type(obj)([_map(item, leaf) for item in obj])
     if isinstance(obj, dict):
         return {key: _map(value, leaf) for key, value in obj.items()}
     return leaf(obj)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ __all__ = [
     "compact",
     "dtype_name",
     "user_stacklevel",
+    "ensure_aligned",
     "KDL_CPU",
     "KDL_CUDA",
     "KDL_CUDA_HOST",
@@ -123,7 +125,11 @@ def compact(obj: Any) -> Any:
     if is_compact(obj):
         return obj
     if isinstance(obj, np.ndarray):
-        return np.ascontiguousarray(obj)
+        from ..device import aligned_empty
+
+        out = aligned_empty(obj.shape, obj.dtype)  # aligned too, so TensorFlow/JAX need no 2nd copy
+        out[...] = obj
+        return out
     if type(obj).__module__.startswith("cupy"):
         return import_framework("cupy", "gpu").ascontiguousarray(obj)
     contiguous = getattr(obj, "contiguous", None)
@@ -152,3 +158,32 @@ def user_stacklevel() -> int:
         frame = frame.f_back
         level += 1
     return level
+
+
+def ensure_aligned(source: Any, alignment: int, framework: str) -> Any:
+    """``source`` when its host buffer starts on an ``alignment``-byte boundary, else an aligned
+    NumPy copy, with a ``UserWarning`` naming ``framework`` and the bytes copied.
+
+    TensorFlow aborts the process on under-aligned buffers (``Check failed: IsAligned()``) and JAX
+    silently copies them; NumPy and Numba allocate on 16/32-byte boundaries only. Device (GPU)
+    buffers and empty arrays pass through unchanged.
+    """
+    if isinstance(source, np.ndarray):
+        view = source
+    else:
+        if int(source.__dlpack_device__()[0]) not in (KDL_CPU, KDL_CUDA_HOST):
+            return source
+        view = np.from_dlpack(source)
+    if view.size == 0 or view.ctypes.data % alignment == 0:
+        return source
+    from ..device import aligned_empty
+
+    warnings.warn(  # one fixed text per dtype, so Python's default filter shows it once per place
+        f"{framework} needs {alignment}-byte aligned host buffers: copied an under-aligned "
+        f"{view.dtype} array into an aligned one",
+        UserWarning,
+        stacklevel=user_stacklevel(),
+    )
+    out = aligned_empty(view.shape, view.dtype, alignment)
+    out[...] = view
+    return out

@@ -8,9 +8,9 @@ Quirks handled here:
   copy. Policy: converting a 64-bit array while x64 is off **enables** ``jax_enable_x64`` and
   warns once (``UserWarning``); nothing is ever downcast. Enable it yourself at start-up
   (``jax.config.update("jax_enable_x64", True)``) to avoid the warning.
-- JAX copies NumPy buffers that are not 64-byte aligned. Such input is copied here into an aligned
-  buffer (the same cost JAX would pay) with a ``UserWarning``; arrays from the sampler and the
-  feature store are allocated aligned and pass through zero-copy.
+- JAX copies host buffers that are not 64-byte aligned. Such input is copied here into an aligned
+  buffer (the same cost JAX would pay) with a ``UserWarning``; 64-byte aligned input (the feature
+  store's output, torch/paddle/TF tensors, ``device.aligned_empty``) passes through zero-copy.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import numpy as np
 
-from ..device import aligned_empty
-from ._common import compact, dtype_name, import_framework, prepare, user_stacklevel
+from ._common import compact, dtype_name, ensure_aligned, import_framework, prepare, user_stacklevel
 
 __all__ = ["NAME", "EXTRA", "ALIGNMENT", "framework", "from_array"]
 
@@ -52,20 +50,6 @@ def _ensure_x64(jax, name: str) -> None:
         )
 
 
-def _aligned(array: np.ndarray) -> np.ndarray:
-    if array.ctypes.data % ALIGNMENT == 0 or array.size == 0:
-        return array
-    warnings.warn(
-        f"NumPy buffer is not {ALIGNMENT}-byte aligned, so JAX cannot share it: copied "
-        f"{array.nbytes} bytes into an aligned buffer",
-        UserWarning,
-        stacklevel=user_stacklevel(),
-    )
-    out = aligned_empty(array.shape, array.dtype, ALIGNMENT)
-    out[...] = array
-    return out
-
-
 def from_array(array: Any):
     """A ``jax.Array`` sharing ``array``'s memory and dtype (see the module notes for copies)."""
     jax = framework()
@@ -75,6 +59,4 @@ def from_array(array: Any):
     name = dtype_name(source)
     if name in _WIDE_TYPES:
         _ensure_x64(jax, name)
-    if isinstance(source, np.ndarray):
-        source = _aligned(source)
-    return jax.dlpack.from_dlpack(source)
+    return jax.dlpack.from_dlpack(ensure_aligned(source, ALIGNMENT, "JAX"))

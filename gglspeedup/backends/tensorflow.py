@@ -1,7 +1,9 @@
 """TensorFlow backend: ``tf.Tensor`` sharing memory through a DLPack capsule.
 
-TensorFlow's ``from_dlpack`` accepts only a capsule (not an object with ``__dlpack__``) and
-rejects strided buffers: strided input is copied into a compact buffer first (the only copy).
+TensorFlow's ``from_dlpack`` accepts only a capsule (not an object with ``__dlpack__``), rejects
+strided buffers, and aborts the whole process (``Check failed: IsAligned()``) when a host buffer
+does not start on a 64-byte boundary. Strided input is copied into a compact buffer and
+under-aligned host input into an aligned one (with a ``UserWarning``); nothing else is copied.
 This module imports TensorFlow on first use; it is the only place in the package that does.
 """
 
@@ -9,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import compact, import_framework, prepare
+from ._common import compact, ensure_aligned, import_framework, prepare
 
-__all__ = ["NAME", "EXTRA", "framework", "from_array"]
+__all__ = ["NAME", "EXTRA", "ALIGNMENT", "framework", "from_array"]
 
 NAME = "tensorflow"
 EXTRA = "tensorflow"
+ALIGNMENT = 64  # Eigen's EIGEN_MAX_ALIGN_BYTES in TensorFlow's CPU build
 
 
 def framework():
@@ -23,9 +26,9 @@ def framework():
 
 
 def from_array(array: Any):
-    """A ``tf.Tensor`` sharing ``array``'s memory and dtype (compact input is never copied)."""
+    """A ``tf.Tensor`` sharing ``array``'s memory and dtype (compact, aligned input is never copied)."""
     tf = framework()
     if isinstance(array, tf.Tensor):
         return array
-    source = compact(prepare(array))
+    source = ensure_aligned(compact(prepare(array)), ALIGNMENT, "TensorFlow")
     return tf.experimental.dlpack.from_dlpack(source.__dlpack__())

@@ -1,0 +1,100 @@
+"""The demo scripts: --help, a tiny run each, and the data format the GammaGL demo relies on."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gglspeedup.sampling.types import Adj
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = {
+    "train_sage_torch": "torch",
+    "train_gat_torch": "torch",
+    "train_sage_tensorflow": "tensorflow",
+    "train_sage_paddle": "paddle",
+    "gammagl_sage": None,
+}
+OPTIONS = ["--dataset", "--device", "--fanouts", "--batch-size", "--cache-size"]
+TINY = ["--dataset", "powerlaw:300:6", "--epochs", "1", "--fanouts", "4,3", "--batch-size", "64",
+        "--cache-size", "64K", "--hidden", "8", "--no-progress", "--threads", "1", "--device", "cpu"]
+
+
+def load_demo(name):
+    spec = importlib.util.spec_from_file_location(f"demo_{name}", os.path.join(ROOT, "demos", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_help_lists_the_common_options(name, capsys):
+    with pytest.raises(SystemExit) as done:
+        load_demo(name).main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert all(option in text for option in OPTIONS), text
+
+
+@pytest.mark.parametrize("name", [n for n, module in sorted(SCRIPTS.items()) if module])
+def test_tiny_run_prints_epochs_and_the_sampling_share(name, capsys, tmp_path):
+    pytest.importorskip(SCRIPTS[name])
+    result = load_demo(name).main(TINY + ["--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "epoch   1  loss" in out and "sample+gather" in out and "test accuracy" in out
+    assert 0.0 <= result["test_acc"] <= 1.0 and result["seeds"] > 0 and result["edges"] > 0
+    assert result["plot"] is not None and os.path.isfile(result["plot"])
+
+
+def test_bad_fanouts_are_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as done:
+        load_demo("train_sage_torch").main(["--fanouts", "25,x"])
+    assert done.value.code == 2 and "fanouts must be comma-separated ints" in capsys.readouterr().err
+
+
+def test_main_job_help_and_console_entry_point():
+    done = subprocess.run([sys.executable, "-m", "gglspeedup.demo", "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and "Cora" in done.stdout and "--cache-size" in done.stdout
+    from gglspeedup import demo
+
+    assert callable(demo.main) and callable(demo.run)
+
+
+def test_gammagl_demo_exits_with_a_clear_message_without_gammagl(monkeypatch):
+    if importlib.util.find_spec("gammagl") is not None:
+        pytest.skip("gammagl is installed here: the tiny run covers it")
+    with pytest.raises(SystemExit) as done:
+        load_demo("gammagl_sage").main(["--epochs", "1"])
+    assert "needs GammaGL and TensorLayerX" in str(done.value.code)
+
+
+@pytest.mark.parametrize("tl_backend, module", [("torch", "torch"), ("paddle", "paddle"), ("tensorflow", "tensorflow")])
+def test_gammagl_batches_have_the_format_graphsage_sample_model_reads(tl_backend, module, monkeypatch):
+    """What GammaGL's GraphSAGE_Sample_Model reads from ``net(x, adjs)``: Adj(edge_index, e_id,
+    size) named tuples of TL_BACKEND tensors, outermost hop first, int64 (2, E) edge_index, size a
+    tuple of Python ints chaining hop to hop, and x rows for every source of the first hop."""
+    pytest.importorskip(module)
+    monkeypatch.setenv("TL_BACKEND", tl_backend)
+    import gglspeedup as gg
+    from gglspeedup.loader import NodeLoader
+
+    rng = np.random.default_rng(0)
+    graph = gg.CSRGraph.from_edge_index(rng.integers(0, 60, size=(2, 300)), num_nodes=60)
+    x = rng.standard_normal((60, 5)).astype(np.float32)
+    sampler = gg.NeighborSampler(graph, [4, 3], seed=0)
+    loader = NodeLoader(sampler, gg.FeatureStore(x), np.arange(20), 8, labels=np.arange(60) % 3, backend="tlx")
+    data = load_demo("gammagl_sage").gammagl_inputs(next(iter(loader)))
+    subgs = data["subgs"]
+    assert isinstance(subgs, list) and len(subgs) == 2 and all(isinstance(adj, Adj) for adj in subgs)
+    assert type(data["x"]).__module__.startswith(module)
+    for adj in subgs:
+        assert type(adj.edge_index).__module__.startswith(module)
+        assert str(adj.edge_index.dtype).rsplit(".", 1)[-1].strip("<>' ").lower().endswith("int64")
+        assert tuple(adj.edge_index.shape)[0] == 2 and all(type(s) is int for s in adj.size)
+    assert subgs[-1].size[1] == data["batch_size"] == 8  # the last hop targets the seeds
+    assert subgs[0].size[1] == subgs[1].size[0]  # the outer hop targets the inner hop's sources
+    assert tuple(data["x"].shape)[0] == subgs[0].size[0]
