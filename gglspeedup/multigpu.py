@@ -194,6 +194,17 @@ class MultiDeviceSampler:
                 f"num_nodes={len(self._arrays['indptr'].array) - 1}, built_ranks={sorted(self._samplers)})")
 
 
+def _gpu_index(ids):
+    """The CUDA device index of a CuPy array or a torch CUDA tensor; ``None`` for anything else."""
+    module = type(ids).__module__
+    if module.startswith("cupy"):
+        return int(ids.device.id)
+    device = getattr(ids, "device", None)
+    if module.startswith("torch") and getattr(device, "type", None) == "cuda":
+        return int(device.index)
+    return None
+
+
 def _no_peer_access(devices) -> str | None:
     """Why ``devices`` cannot share one sharded cache, or ``None`` when they can."""
     if not all(d.is_cuda for d in devices):
@@ -270,7 +281,8 @@ class MultiDeviceFeature:
     Which rank serves ``feature[ids]``
     ----------------------------------
     ``feature.rank(r)[ids]`` always names it. ``feature[ids]`` uses, in order: the rank set with
-    :meth:`set_rank` in this process; the ``LOCAL_RANK`` environment variable (``torchrun``);
+    :meth:`set_rank` in this process; for ids on a GPU (CuPy, torch), the first rank on that GPU;
+    the ``LOCAL_RANK`` environment variable (``torchrun``);
     the ``torch.distributed`` rank when a process group is initialised; ``PADDLE_RANK_IN_NODE`` or
     ``PADDLE_TRAINER_ID`` (set by ``paddle.distributed.spawn`` / launch); rank 0 when there is a
     single device.
@@ -399,10 +411,15 @@ class MultiDeviceFeature:
         self._rank = _check_rank(rank, self.num_devices)
         return self
 
-    def current_rank(self) -> int:
+    def current_rank(self, ids=None) -> int:
         """The rank ``feature[ids]`` serves here (see the class notes for the lookup order)."""
         if self._rank is not None:
             return self._rank
+        index = _gpu_index(ids)
+        if index is not None:  # ids on a GPU: the (first) rank on that GPU, as the seed API did
+            for rank, device in enumerate(self.devices):
+                if device.is_cuda and device.index == index:
+                    return rank
         if os.environ.get("LOCAL_RANK", "").isdigit():
             return _check_rank(int(os.environ["LOCAL_RANK"]), self.num_devices)
         if "torch.distributed" in sys.modules:
@@ -421,10 +438,10 @@ class MultiDeviceFeature:
 
     def __getitem__(self, ids):
         """Rows ``x[ids]`` on the current rank's device (see :meth:`current_rank`)."""
-        return self.store(self.current_rank())[ids]
+        return self.store(self.current_rank(ids))[ids]
 
     def gather(self, ids, out=None):
-        return self.store(self.current_rank()).gather(ids, out=out)
+        return self.store(self.current_rank(ids)).gather(ids, out=out)
 
     def __repr__(self) -> str:
         devices = [str(d) for d in self.devices]

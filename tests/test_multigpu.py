@@ -374,3 +374,18 @@ def test_bench_multi_reports_per_rank_throughput_and_defined_scaling(capsys):
     assert "speedup = total sampled edges/s" in capsys.readouterr().out
     with pytest.raises(ValueError, match="--procs"):
         multi.run(parser.parse_args(["--procs", "0"]))
+
+
+@pytest.mark.gpu_hardware
+def test_ids_on_a_gpu_select_the_rank_on_that_gpu():
+    cupy = pytest.importorskip("cupy")
+    from conftest import to_host
+
+    x = _table()
+    feature = MultiDeviceFeature(x, ["cpu", "cuda:0"])
+    with cupy.cuda.Device(0):
+        ids = cupy.asarray([3, 1, 3])
+    assert feature.current_rank(ids) == 1
+    rows = feature[ids]
+    assert type(rows).__module__.startswith("cupy")
+    np.testing.assert_array_equal(to_host(rows), x[[3, 1, 3]])
