@@ -104,6 +104,9 @@ class MultiDeviceSampler:
         unknown = set(sampler_options) - {"replace", "weighted", "placement"}
         if unknown:
             raise TypeError(f"unknown sampler option(s) {sorted(unknown)}; known: replace, weighted, placement")
+        placement = sampler_options.get("placement", "auto")
+        if placement not in ("auto", "host") and not all(d.is_cuda for d in self.devices):
+            raise ValueError(f"placement {placement!r} needs CUDA devices; CPU ranks read the graph from shared memory")
         # Arguments are checked once here by a CPU sampler (the same checks every rank would run).
         cpu_options = {k: v for k, v in sampler_options.items() if k != "placement"}
         probe = NeighborSampler(graph, fanouts, seed=seed, **cpu_options)

@@ -175,6 +175,7 @@ def test_sample_scattered_returns_one_output_per_device_in_rank_order(device):
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2], shuffle=True), TypeError, "shuffle"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [0.5]), TypeError, "fanouts"),
         (lambda g: MultiDeviceSampler(g, ["cpu", "tpu"], [2]), ValueError, "device"),
+        (lambda g: MultiDeviceSampler(g, ["cpu"], [2], placement="pinned"), ValueError, "needs CUDA devices"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample([0], 1), IndexError, r"rank must be in \[0, 1\)"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample([0], True), TypeError, "rank must be an int"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample_scattered([[0]]), ValueError, "1-D"),
