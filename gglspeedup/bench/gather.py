@@ -169,6 +169,24 @@ def _gpu_contenders(x, ids, device, ratios, graph):
     return contenders, stores
 
 
+def _note_environment(results) -> None:
+    """Threading layer, OMP wait policy and load average: a shared or oversubscribed machine shows
+    in the median column first (GNU OpenMP's default waiting made median calls ~20 ms slower
+    here at a load average of 6 on 2 cores)."""
+    import os
+
+    import numba
+
+    try:
+        load = [round(value, 2) for value in os.getloadavg()]
+    except OSError:  # not available on this platform
+        load = None
+    results["environment"] = {"threading_layer": numba.threading_layer(),
+                              "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "loadavg": load}
+    print(f"numba threading layer {numba.threading_layer()}, OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY')}, load average {load}")
+
+
 def run(args) -> dict:
     import numpy as np
 
@@ -211,6 +229,7 @@ def run(args) -> dict:
         store = FeatureStore(x)  # one tier on the CPU: every cache ratio reads the same table
         contenders, stores, sync = _cpu_contenders(x, ids, store), {}, None
     timings = _time_interleaved(contenders, args.repeats, sync)
+    _note_environment(results)
     ceiling = "device-to-device copy" if device.is_cuda else "parallel contiguous copy"
     rows = []
     for name, (best, median) in timings.items():
