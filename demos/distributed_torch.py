@@ -99,7 +99,10 @@ def main(argv=None):
 
     graph, x, y, split = datasets.load(args.dataset, normalize=True)  # every rank: the topology
     num_nodes = graph.num_nodes
-    part = range_partition(num_nodes, world_size) if args.partition == "range" else hash_partition(num_nodes, world_size)
+    if args.partition == "range":
+        part = range_partition(num_nodes, world_size)
+    else:
+        part = hash_partition(num_nodes, world_size)
     mine = part == rank
     # In a real deployment each rank reads only its own rows from disk; Cora is small enough to slice.
     features = DistFeature(torch.from_numpy(x[mine]).to(device), part, group=feature_group,

@@ -91,7 +91,8 @@ def run(rank, world_size, port, sampler, feature, y, split, args):
     from gglspeedup import backends
 
     device = sampler.devices[rank]
-    torch_device = torch.device("cuda", device.index) if device.is_cuda and not device.simulated else torch.device("cpu")
+    on_gpu = device.is_cuda and not device.simulated
+    torch_device = torch.device("cuda", device.index) if on_gpu else torch.device("cpu")
     if torch_device.type == "cuda":
         torch.cuda.set_device(torch_device)
     dist.init_process_group("nccl" if torch_device.type == "cuda" else "gloo",

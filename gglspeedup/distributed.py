@@ -157,7 +157,9 @@ class DistFeature:
         if not isinstance(local_rows, torch.Tensor):
             local_rows = torch.from_numpy(np.ascontiguousarray(to_numpy(local_rows)))
         if local_rows.ndim < 1:
-            raise ValueError(f"local_rows must have at least 1 dimension (rows first), got shape {tuple(local_rows.shape)}")
+            raise ValueError(
+                f"local_rows must have at least 1 dimension (rows first), got shape {tuple(local_rows.shape)}"
+            )
         self.local_rows = local_rows
         self.device = local_rows.device
         self.partition = self._check_partition(partition)

@@ -48,7 +48,9 @@ def rank_seed(seed: int, rank: int) -> int:
 
 def _check_devices(devices) -> list:
     if isinstance(devices, (str, int)) or not hasattr(devices, "__len__"):
-        raise TypeError(f"devices must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu', 'cpu']), got {devices!r}")
+        raise TypeError(
+            f"devices must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu', 'cpu']), got {devices!r}"
+        )
     if len(devices) == 0:
         raise ValueError("devices must name at least one device, got an empty list")
     return [as_device(d) for d in devices]

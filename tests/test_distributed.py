@@ -5,7 +5,6 @@ checks; a failed check raises in the child and ``mp.spawn`` re-raises it here wi
 """
 
 import datetime
-import os
 import socket
 import time
 

@@ -16,7 +16,7 @@ import pytest
 
 import gglspeedup as gg
 from gglspeedup import _config
-from gglspeedup._shared import SharedArray, is_shared, share
+from gglspeedup._shared import is_shared, share
 from gglspeedup.multigpu import MultiDeviceFeature, MultiDeviceSampler, rank_seed
 
 NUM_NODES = 40
