@@ -54,7 +54,9 @@ def _cores() -> int:
 
 def _worker(rank, sampler, batch, seed, commands, results):
     """Sample rank ``rank``'s batches whenever the parent says so; report edges and seconds."""
-    from ._common import seed_batches, set_threads
+    import numba
+
+    from ._common import seed_batches
 
     try:
         batches = seed_batches(sampler.graph.num_nodes, batch, 64, seed=seed + rank)
@@ -66,7 +68,7 @@ def _worker(rank, sampler, batch, seed, commands, results):
             if command is None:
                 return
             threads, start_at, duration = command
-            set_threads(threads)
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # (no torch import here)
             while time.time() < start_at:
                 time.sleep(0.001)
             begin = time.perf_counter()
