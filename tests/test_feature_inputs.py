@@ -105,3 +105,12 @@ def test_cache_larger_than_free_device_memory_names_both_numbers(device, monkeyp
             FeatureStore(x, device=device, cache_size="1K", policy=np.arange(100))  # 64 rows of 16 B + 100 map entries of 8 B
     else:  # one tier on the CPU: the budget is never checked against memory
         assert FeatureStore(x, device=device, cache_size="1T").num_cached == 0
+
+
+def test_paddle_bfloat16_table_is_read_as_bfloat16_not_uint16():
+    paddle = pytest.importorskip("paddle")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.arange(24, dtype=np.float32).reshape(6, 4)
+    store = FeatureStore(paddle.to_tensor(values).astype("bfloat16"))
+    assert store.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(store[[5, 0]].astype(np.float32), values[[5, 0]])  # exact in bf16

@@ -18,25 +18,32 @@ __all__ = ["as_table", "as_ids", "check_out"]
 _REJECTED_KINDS = {"O": "object", "U": "str", "S": "bytes", "M": "datetime", "m": "timedelta"}
 
 
-def _torch_bfloat16_to_numpy(tensor) -> np.ndarray:
-    import torch
-
+def _bfloat16():
     try:
         import ml_dtypes
     except ImportError:  # pragma: no cover - ml_dtypes ships with the test extra and with jax
-        raise ImportError(
-            "a torch.bfloat16 table needs ml_dtypes for a NumPy bfloat16 dtype: pip install ml_dtypes"
-        ) from None
-    bits = tensor.detach().cpu().contiguous().view(torch.int16).numpy()
-    return bits.view(ml_dtypes.bfloat16)
+        raise ImportError("a bfloat16 table needs ml_dtypes for a NumPy bfloat16 dtype: pip install ml_dtypes") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def _bfloat16_table(x) -> np.ndarray:
+    """A framework bfloat16 tensor as an ``ml_dtypes.bfloat16`` array over the same bits."""
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        bits = x.detach().cpu().contiguous().view(torch.int16).numpy()  # .numpy() refuses bfloat16
+    else:
+        bits = to_numpy(x)  # Paddle hands bfloat16 out as uint16 bits; TF and JAX as bfloat16
+    return bits.view(_bfloat16()) if bits.dtype.itemsize == 2 and bits.dtype.kind in "iu" else bits
 
 
 def as_table(x: Any) -> np.ndarray:
     """``x`` as a 2-D C-contiguous NumPy array (a view when it already is one, else a copy).
 
     Accepts NumPy arrays (memory-mapped ones included), any host tensor with ``__dlpack__``
-    (torch, TensorFlow, Paddle, JAX) and nested sequences. A torch ``bfloat16`` tensor becomes an
-    ``ml_dtypes.bfloat16`` array sharing its memory.
+    (torch, TensorFlow, Paddle, JAX) and nested sequences. A framework ``bfloat16`` tensor becomes
+    an ``ml_dtypes.bfloat16`` array sharing its memory (Paddle's, which NumPy sees as uint16 bits,
+    included).
 
     Raises
     ------
@@ -47,8 +54,8 @@ def as_table(x: Any) -> np.ndarray:
     """
     if x is None:
         raise TypeError("x must be a 2-D array of feature rows, got None")
-    if type(x).__module__.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bfloat16":
-        table = _torch_bfloat16_to_numpy(x)
+    if not isinstance(x, np.ndarray) and "bfloat16" in str(getattr(x, "dtype", "")):
+        table = _bfloat16_table(x)
     else:
         try:
             table = to_numpy(x)
