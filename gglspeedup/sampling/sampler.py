@@ -130,6 +130,7 @@ class NeighborSampler:
         self._lock = threading.Lock()
         self._free_maps: list[np.ndarray] = []
         self._dummies = None
+        self._tables = None
 
     def _resolve_placement(self, graph, placement: str) -> str:
         if not self.device.is_cuda:
@@ -159,6 +160,7 @@ class NeighborSampler:
         state["_lock"] = None
         state["_free_maps"] = []
         state["_dummies"] = None
+        state["_tables"] = None  # rebuilt on first use: cheaper than pickling num_edges floats
         return state
 
     def __setstate__(self, state):
@@ -202,8 +204,8 @@ class NeighborSampler:
         if self.device.is_cuda:
             from ._kernels import cuda as gpu
 
-            n_id, hops = gpu.sample_all(self.graph, self.device, seeds, self.fanouts, self.replace,
-                                        self.weighted, self.seed, key)
+            n_id, hops = gpu.sample_all(self.graph, self._weight_tables(), self.device, seeds, self.fanouts,
+                                        self.replace, self.weighted, self.seed, key)
         else:
             n_id, hops = self._sample_cpu(seeds, key)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
@@ -257,12 +259,34 @@ class NeighborSampler:
         dtype = np.int32 if self.num_nodes < 2**30 else np.int64
         return np.full(self.num_nodes, -1, dtype=dtype)
 
+    def _weight_tables(self):
+        """``(live, cum)`` for weighted sampling, built on first use where the graph lives."""
+        if not self.weighted:
+            return None
+        if self._tables is None:
+            from ..device import pinned_empty
+            from ._kernels import cpu
+
+            with self._lock:
+                tables = cpu.weight_tables(to_numpy(self.graph.indptr), to_numpy(self.graph.weights))
+                if self.placement == "pinned":
+                    pinned = tuple(pinned_empty(t.shape, t.dtype) for t in tables)
+                    for target, table in zip(pinned, tables):
+                        target[...] = table
+                    tables = pinned
+                elif self.device.is_cuda:
+                    with self.device:
+                        tables = tuple(self.device.xp.array(t) for t in tables)
+                self._tables = tables
+        return self._tables
+
     def _host_arrays(self):
         if self._dummies is None:
             graph = self.graph
             edge_ids = graph.edge_ids if graph.edge_ids is not None else np.empty(0, np.int64)
             weights = graph.weights if graph.weights is not None else np.empty(0, np.float64)
-            self._dummies = (graph.indptr, graph.indices, edge_ids, graph.edge_ids is not None, weights)
+            live, cum = self._weight_tables() or (np.empty(0, np.int64), np.empty(0, np.float64))
+            self._dummies = (graph.indptr, graph.indices, edge_ids, graph.edge_ids is not None, weights, live, cum)
         return self._dummies
 
     def _sample_cpu(self, seeds: np.ndarray, key: int):

@@ -69,18 +69,14 @@ def _sample_row(start, deg, weights, k, replace, weighted, state):
         return live
     if replace and not weighted:
         return [start + _below(_draw(state, i), deg) for i in range(k)]
-    if replace:  # inverse CDF of the sorted targets, one pass: output in row order
-        total = 0.0
-        for p in row:
-            total += float(weights[p])
-        targets = sorted(_u01(_draw(state, i)) * total for i in range(k))
-        chosen, cum, i = [], 0.0, 0
-        for p in live:
-            cum += float(weights[p])
-            while i < k and targets[i] < cum:
-                chosen.append(p)
-                i += 1
-        return chosen + [live[-1]] * (k - len(chosen))
+    if replace:  # inverse CDF: the first edge whose running sum exceeds u * total
+        cum = _running_sums(weights, row)
+        picks = []
+        for i in range(k):
+            target = _u01(_draw(state, i)) * cum[-1]
+            j = next((j for j, c in enumerate(cum) if c > target), None)
+            picks.append(live[-1] if j is None else start + j)
+        return picks
     if not weighted:  # Floyd's algorithm
         chosen = []
         for c, j in enumerate(range(deg - k, deg)):
@@ -90,8 +86,17 @@ def _sample_row(start, deg, weights, k, replace, weighted, state):
     return _exponential_jumps(start, deg, weights, k, state)
 
 
+def _running_sums(weights, row):
+    cum, acc = [], 0.0
+    for p in row:
+        acc += float(weights[p])
+        cum.append(acc)
+    return cum
+
+
 def _exponential_jumps(start, deg, weights, k, state):
     """A-ES with exponential jumps, step for step as ``_kernels/rows.py`` does it."""
+    cum = _running_sums(weights, range(start, start + deg))
     kept = []  # (key, position), ascending; stable for equal keys like the kernel's insertion
     draws = iter(range(1 << 62))
     j = 0
@@ -105,11 +110,10 @@ def _exponential_jumps(start, deg, weights, k, state):
         if not threshold > 0:
             break
         jump = -math.log(_u_open01(_draw(state, next(draws)))) / threshold
-        acc = 0.0
-        while j < deg:
-            acc += float(weights[start + j])
-            if acc >= jump and weights[start + j] > 0:
-                break
+        base = cum[j - 1]
+        while j < deg and not cum[j] - base >= jump:
+            j += 1
+        while j < deg and not float(weights[start + j]) > 0:
             j += 1
         if j == deg:
             break

@@ -16,9 +16,9 @@ import numpy as np
 from numba import njit, prange
 
 from .rng import hop_state, row_state
-from .rows import row_count, row_fill, row_finish
+from .rows import row_count, row_fill, row_finish, row_weight_table
 
-__all__ = ["sample_all", "sample_hop", "map_seeds", "reset_map", "KERNEL_LOCK", "PARALLEL_MIN_WORK"]
+__all__ = ["sample_all", "sample_hop", "weight_tables", "map_seeds", "reset_map", "KERNEL_LOCK", "PARALLEL_MIN_WORK"]
 
 # Numba's parallel regions are not meant to be entered from several Python threads at once;
 # kernels release the GIL (nogil) so a prefetching thread still overlaps with training.
@@ -32,11 +32,11 @@ PARALLEL_MIN_WORK = 1 << 16
 def sample_all(graph_arrays, seeds, fanouts, replace, weighted, seed, key, local_map):
     """Sample every hop on the CPU; returns ``(n_id, [(edge_index, e_id, size), ...])`` seed hop first.
 
-    ``graph_arrays`` is ``(indptr, indices, edge_ids, has_edge_ids, weights)`` with placeholders
-    for absent arrays; ``local_map`` (int32/int64, num_nodes, all -1) is returned all -1 unless
+    ``graph_arrays`` is ``(indptr, indices, edge_ids, has_edge_ids, weights, live, cum)`` with
+    placeholders for absent arrays (``live``/``cum`` from :func:`weight_tables` when weighted); ``local_map`` (int32/int64, num_nodes, all -1) is returned all -1 unless
     an exception escapes (then the caller must drop it).
     """
-    indptr, indices, edge_ids, has_edge_ids, weights = graph_arrays
+    indptr, indices, edge_ids, has_edge_ids, weights, live, cum = graph_arrays
     hops = []
     threads = numba.get_num_threads()
     with KERNEL_LOCK:
@@ -47,14 +47,26 @@ def sample_all(graph_arrays, seeds, fanouts, replace, weighted, seed, key, local
                 work = num_targets * (k if k > 0 else 16)
                 numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
                 n_id, edge_index, e_id = sample_hop(
-                    indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id, k, replace,
-                    hop_state(seed, key, hop), local_map,
+                    indptr, indices, edge_ids, has_edge_ids, weights, live, cum, weighted, n_id, k,
+                    replace, hop_state(seed, key, hop), local_map,
                 )
                 hops.append((edge_index, e_id, (len(n_id), num_targets)))
         finally:
             numba.set_num_threads(threads)
         reset_map(n_id, local_map)
     return n_id, hops
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def weight_tables(indptr, weights):
+    """``(live, cum)`` for weighted sampling: int64 (num_nodes,) live-edge counts per row and
+    float64 (num_edges,) running weight sums within each row (see ``rows.row_weight_table``)."""
+    num_nodes = indptr.shape[0] - 1
+    live = np.empty(num_nodes, np.int64)
+    cum = np.empty(weights.shape[0], np.float64)
+    for node in prange(num_nodes):
+        row_weight_table(indptr, weights, node, live, cum)
+    return live, cum
 
 
 @njit(cache=True, nogil=True)
@@ -77,7 +89,8 @@ def reset_map(n_id, local_map):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id, k, replace, hop_state_, local_map):
+def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, live, cum, weighted, n_id, k, replace, hop_state_,
+               local_map):
     """Sample one hop for every target in ``n_id`` and extend ``n_id`` with the new nodes.
 
     Returns ``(n_id_next, edge_index, e_id)``: ``n_id_next`` (int64, ``n_id`` then new nodes in
@@ -89,7 +102,7 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id,
     offsets = np.empty(num_targets + 1, np.int64)
     offsets[0] = 0
     for i in prange(num_targets):
-        offsets[i + 1] = row_count(indptr, weights, n_id[i], k, replace, weighted)
+        offsets[i + 1] = row_count(indptr, live, n_id[i], k, replace, weighted)
     for i in range(num_targets):
         offsets[i + 1] += offsets[i]
     num_edges = offsets[num_targets]
@@ -97,7 +110,7 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id,
     edge_index = np.empty((2, num_edges), np.int64)
     e_id = np.empty(num_edges, np.int64)
     col = np.empty(num_edges, np.int64)
-    keys = np.empty(num_edges if weighted else 0, np.float64)
+    keys = np.empty(num_edges if weighted and not replace else 0, np.float64)
     # Rows in blocks: each block draws its rows' positions, then gathers their neighbours in one
     # tight loop whose loads are independent (they overlap, unlike loads inside the row loop).
     num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
@@ -109,7 +122,7 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id,
             start = offsets[i]
             count = offsets[i + 1] - start
             state = row_state(hop_state_, node)
-            row_fill(indptr, weights, node, k, replace, weighted, state, count, e_id, keys, start)
+            row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, e_id, keys, start)
             for q in range(start, start + count):
                 edge_index[1, q] = i
         row_finish(indices, edge_ids, has_edge_ids, e_id, col, offsets[lo], offsets[hi])

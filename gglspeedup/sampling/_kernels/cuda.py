@@ -25,14 +25,14 @@ _SIM_THREADS_PER_BLOCK = 32  # the simulator pays ~1 ms per thread, idle ones in
 
 
 @cuda.jit(cache=True)
-def _count_kernel(indptr, weights, weighted, n_id, k, replace, counts):
+def _count_kernel(indptr, live, weighted, n_id, k, replace, counts):
     i = cuda.grid(1)
     if i < n_id.shape[0]:
-        counts[i + 1] = row_count(indptr, weights, n_id[i], k, replace, weighted)
+        counts[i + 1] = row_count(indptr, live, n_id[i], k, replace, weighted)
 
 
 @cuda.jit(cache=True)
-def _fill_kernel(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_id, k, replace,
+def _fill_kernel(indptr, indices, edge_ids, has_edge_ids, weights, cum, weighted, n_id, k, replace,
                  hop_state_, offsets, e_id, col, dst, keys):
     i = cuda.grid(1)
     if i < n_id.shape[0]:
@@ -40,7 +40,7 @@ def _fill_kernel(indptr, indices, edge_ids, has_edge_ids, weights, weighted, n_i
         start = offsets[i]
         count = offsets[i + 1] - start
         state = row_state(hop_state_, node)
-        row_fill(indptr, weights, node, k, replace, weighted, state, count, e_id, keys, start)
+        row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, e_id, keys, start)
         row_finish(indices, edge_ids, has_edge_ids, e_id, col, start, start + count)
         for q in range(start, start + count):
             dst[q] = i
@@ -71,11 +71,12 @@ def _nonempty(xp, array, dtype):
     return array
 
 
-def sample_all(graph, device, seeds, fanouts, replace, weighted, seed, key):
+def sample_all(graph, tables, device, seeds, fanouts, replace, weighted, seed, key):
     """Sample every hop on ``device``; returns ``(n_id, [(edge_index, e_id, size), ...])`` seed hop first.
 
-    ``graph`` is already placed on ``device`` (device or pinned memory); ``seeds`` is a
-    validated int64 host or device array.
+    ``graph`` is already placed on ``device`` (device or pinned memory), and so are ``tables``
+    (``(live, cum)`` from ``cpu.weight_tables`` for weighted sampling, else ``None``); ``seeds``
+    is a validated int64 host or device array.
     """
     xp = device.xp
     launch = _make_launcher(device.simulated)
@@ -85,19 +86,21 @@ def sample_all(graph, device, seeds, fanouts, replace, weighted, seed, key):
         edge_ids = _nonempty(xp, graph.edge_ids, np.int64)
         has_edge_ids = graph.edge_ids is not None
         weights = _nonempty(xp, graph.weights, np.float64)
+        live, cum = tables if tables is not None else (xp.zeros(1, np.int64), xp.zeros(1, np.float64))
+        cum = _nonempty(xp, cum, np.float64)
         hops = []
         for hop, k in enumerate(fanouts):
             num_targets = int(n_id.shape[0])
             counts = xp.zeros(num_targets + 1, dtype=np.int64)
-            launch(_count_kernel, num_targets, indptr, weights, weighted, n_id, k, replace, counts)
+            launch(_count_kernel, num_targets, indptr, live, weighted, n_id, k, replace, counts)
             offsets = xp.cumsum(counts)
             num_edges = int(offsets[-1])  # sync: the hop's edge count sizes its outputs
             edge_index = xp.empty((2, num_edges), dtype=np.int64)
             e_id = xp.empty(num_edges, dtype=np.int64)
             if num_edges:
                 col = xp.empty(num_edges, dtype=np.int64)
-                keys = xp.empty(num_edges if weighted else 1, dtype=np.float64)
-                launch(_fill_kernel, num_targets, indptr, indices, edge_ids, has_edge_ids, weights, weighted,
+                keys = xp.empty(num_edges if weighted and not replace else 1, dtype=np.float64)
+                launch(_fill_kernel, num_targets, indptr, indices, edge_ids, has_edge_ids, weights, cum, weighted,
                        n_id, k, replace, hop_state(seed, key, hop), offsets, e_id, col, edge_index[1], keys)
                 n_id = relabel(xp, launch, n_id, col, edge_index[0])
             hops.append((edge_index, e_id, (int(n_id.shape[0]), num_targets)))

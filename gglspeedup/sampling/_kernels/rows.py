@@ -14,8 +14,12 @@ lives in :class:`gglspeedup.NeighborSampler`):
   (``k`` draws, membership checked against the row's own output slice); weighted rows keep the
   ``k`` smallest exponential keys ``E_j / w_j`` (A-ES with exponential jumps), ascending.
 - with replacement: exactly ``k`` draws when the row has an edge (weighted: an edge with
-  weight > 0); weighted draws invert the row's running weight sum in one pass, so they come
-  out in row order.
+  weight > 0); weighted draws binary-search the row's running weight sum.
+
+Weighted rows read two tables built once per graph (:func:`weight_tables`): ``live[v]``, the
+number of edges of row ``v`` with weight > 0, and ``cum[p]``, the running weight sum of ``p``'s
+row up to and including ``p``. Searches over ``cum`` make a weighted row cost
+O(k log(deg)) instead of O(deg).
 - zero-weight edges are never drawn; a row whose weights are all zero yields nothing.
 """
 
@@ -28,28 +32,29 @@ from numba.extending import register_jitable
 
 from .rng import draw, uniform_01, uniform_below, uniform_open01
 
-__all__ = ["row_count", "row_fill", "row_finish"]
+__all__ = ["row_weight_table", "row_count", "row_fill", "row_finish"]
 
 
 @register_jitable
-def _available(indptr, weights, node, weighted):
-    start = indptr[node]
-    end = indptr[node + 1]
-    if not weighted:
-        return end - start
-    avail = 0
-    for p in range(start, end):
-        if weights[p] > 0:
-            avail += 1
-    return avail
+def row_weight_table(indptr, weights, node, live, cum):
+    """Fill ``live[node]`` and ``cum`` over row ``node`` (sequential sums: identical everywhere)."""
+    count = 0
+    acc = 0.0
+    for p in range(indptr[node], indptr[node + 1]):
+        w = np.float64(weights[p])
+        if w > 0:
+            count += 1
+        acc += w
+        cum[p] = acc
+    live[node] = count
 
 
 @register_jitable
-def row_count(indptr, weights, node, k, replace, weighted):
+def row_count(indptr, live, node, k, replace, weighted):
     """How many edges row ``node`` yields for fanout ``k`` (int64)."""
     if k == 0:
         return 0
-    avail = _available(indptr, weights, node, weighted)
+    avail = live[node] if weighted else indptr[node + 1] - indptr[node]
     if k < 0 or avail == 0:
         return avail
     if replace:
@@ -58,11 +63,11 @@ def row_count(indptr, weights, node, k, replace, weighted):
 
 
 @register_jitable
-def row_fill(indptr, weights, node, k, replace, weighted, state, count, pos, keys, out):
+def row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, pos, keys, out):
     """Write ``count`` sampled CSR positions of row ``node`` into ``pos[out:out + count]``.
 
     ``state`` is the row's RNG state (:func:`.rng.row_state`); ``keys`` is float64 scratch as
-    long as ``pos`` (used only by weighted sampling).
+    long as ``pos`` (used only by weighted sampling without replacement).
     """
     if count == 0:
         return
@@ -74,11 +79,42 @@ def row_fill(indptr, weights, node, k, replace, weighted, state, count, pos, key
         for i in range(count):
             pos[out + i] = start + uniform_below(draw(state, i), deg)
     elif replace:
-        _weighted_with_replacement(weights, start, deg, state, count, pos, keys, out)
+        _weighted_with_replacement(weights, cum, start, deg, state, count, pos, out)
     elif not weighted:
         _floyd(start, deg, state, count, pos, out)
     else:
-        _weighted_keys(weights, start, deg, state, count, pos, keys, out)
+        _weighted_keys(weights, cum, start, deg, state, count, pos, keys, out)
+
+
+@register_jitable
+def _search(cum, lo, hi, base, value, strict):
+    """First ``p`` in ``[lo, hi)`` with ``cum[p] - base`` above (``strict``) or at least ``value``.
+
+    ``cum[p] - base`` is non-decreasing in ``p``, so this equals a linear scan; ``hi`` if none.
+    """
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        reached = cum[mid] - base > value if strict else cum[mid] - base >= value
+        if reached:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@register_jitable
+def _gallop(cum, lo, hi, base, value):
+    """:func:`_search` (non-strict) probing ``lo + 1, lo + 3, lo + 7, ...`` first: short skips
+    stay within a few cache lines of ``lo``. Same result as the plain search."""
+    step = 1
+    while True:
+        probe = lo + step - 1
+        if probe >= hi:
+            return _search(cum, lo, hi, base, value, False)
+        if cum[probe] - base >= value:
+            return _search(cum, lo, probe + 1, base, value, False)
+        lo = probe + 1
+        step *= 2
 
 
 @register_jitable
@@ -118,69 +154,55 @@ def _insert_sorted(keys, pos, out, last, key, p):
 
 
 @register_jitable
-def _weighted_with_replacement(weights, start, deg, state, count, pos, keys, out):
-    # Inverse CDF in one pass: sort the ``count`` targets u_i * total, then walk the running
-    # weight sum once; output is in ascending position order. O(deg + count^2).
-    total = 0.0
-    for p in range(start, start + deg):
-        total += np.float64(weights[p])
+def _weighted_with_replacement(weights, cum, start, deg, state, count, pos, out):
+    # Inverse CDF: the first edge whose running sum exceeds u * total (never a zero-weight
+    # edge: its running sum equals its predecessor's).
+    end = start + deg
+    total = cum[end - 1]
     for i in range(count):
-        _insert_sorted(keys, pos, out, out + i, uniform_01(draw(state, i)) * total, -1)
-    i = out
-    cum = 0.0
-    last = -1
-    for p in range(start, start + deg):
-        w = np.float64(weights[p])
-        if w > 0:
-            cum += w
-            last = p
-            while i < out + count and keys[i] < cum:
-                pos[i] = p
-                i += 1
-            if i == out + count:
-                break
-    while i < out + count:  # rounding left a target at the very top: the last live edge
-        pos[i] = last
-        i += 1
+        p = _search(cum, start, end, 0.0, uniform_01(draw(state, i)) * total, True)
+        if p == end:  # rounding put the target at the very top: the last live edge
+            p = end - 1
+            while not weights[p] > 0:
+                p -= 1
+        pos[out + i] = p
 
 
 @register_jitable
-def _weighted_keys(weights, start, deg, state, count, pos, keys, out):
+def _weighted_keys(weights, cum, start, deg, state, count, pos, keys, out):
     # Efraimidis-Spirakis with exponential jumps (A-ExpJ), in exponential-key form: the sample
     # is the ``count`` smallest keys E_j / w_j (E_j ~ Exp(1)), kept ascending. After the first
     # ``count`` live edges, the next edge to beat the threshold T (largest kept key) is where
-    # the running weight passes X ~ Exp(rate T); its key is E / w with E truncated to [0, w T).
-    # Same distribution as keying every edge, with O(count log(deg / count)) draws instead of deg.
-    # Needs count < number of live edges (row_fill takes every live edge otherwise).
+    # the running weight since the last visited edge reaches X ~ Exp(rate T) (a search over
+    # ``cum``); its key is E / w with E truncated to [0, w T). Same distribution as keying every
+    # edge, with O(count log(deg / count)) draws. Needs count < the number of live edges.
+    end = start + deg
     d = 0
-    j = 0
+    p = start
     filled = 0
     while filled < count:
-        w = np.float64(weights[start + j])
+        w = np.float64(weights[p])
         if w > 0:
-            _insert_sorted(keys, pos, out, out + filled, -math.log(uniform_open01(draw(state, d))) / w, start + j)
+            _insert_sorted(keys, pos, out, out + filled, -math.log(uniform_open01(draw(state, d))) / w, p)
             d += 1
             filled += 1
-        j += 1
-    while j < deg:
+        p += 1
+    while p < end:
         threshold = keys[out + count - 1]
         if not threshold > 0:
             break
         jump = -math.log(uniform_open01(draw(state, d))) / threshold
         d += 1
-        acc = 0.0
-        while j < deg:
-            acc += np.float64(weights[start + j])
-            if acc >= jump and weights[start + j] > 0:
-                break
-            j += 1
-        if j == deg:
+        p = _gallop(cum, p, end, cum[p - 1], jump)
+        while p < end and not weights[p] > 0:  # only when jump <= 0: skip to a live edge
+            p += 1
+        if p == end:
             break
-        w = np.float64(weights[start + j])
+        w = np.float64(weights[p])
         e = -math.log1p(uniform_open01(draw(state, d)) * math.expm1(-w * threshold))
         d += 1
-        _insert_sorted(keys, pos, out, out + count - 1, e / w, start + j)
-        j += 1
+        _insert_sorted(keys, pos, out, out + count - 1, e / w, p)
+        p += 1
 
 
 @register_jitable
