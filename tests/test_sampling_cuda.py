@@ -61,13 +61,14 @@ def test_gpu_matches_cpu_bit_for_bit(kind, seeds, fanouts, replace, weighted):
     assert isinstance(gpu.adjs[0].size[0], int)
 
 
-def test_placements_and_device_seeds_agree():
-    graph = _graph("self-loops-duplicates")
-    expected = gg.NeighborSampler(graph, [2, 2], seed=3).sample([0, 4], key=1)
+@pytest.mark.parametrize("kind, weighted", [("self-loops-duplicates", False), ("weighted-float32", True)])
+def test_placements_and_device_seeds_agree(kind, weighted):
+    graph = _graph(kind)
+    expected = gg.NeighborSampler(graph, [2, 2], weighted=weighted, seed=3).sample([0, 4], key=1)
     device = gg.Device("cuda", 0)
     seeds = device.xp.asarray(np.array([0, 4]))
     for placement in ("device", "pinned", "auto"):
-        sampler = gg.NeighborSampler(graph, [2, 2], seed=3, device="cuda:0", placement=placement)
+        sampler = gg.NeighborSampler(graph, [2, 2], weighted=weighted, seed=3, device="cuda:0", placement=placement)
         assert sampler.placement in ("device", "pinned")
         assert_same_sample(sampler.sample(seeds, key=1), expected)
 
