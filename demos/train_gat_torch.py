@@ -12,7 +12,7 @@ from gglspeedup import _train
 
 def main(argv=None) -> dict:
     parser = _train.build_parser("GAT (PyTorch) trained on gglspeedup's sampler and loader.",
-                                 epochs=20, batch_size=64, hidden=8, lr=0.005, dropout=0.6)
+                                 epochs=30, batch_size=64, hidden=16, lr=0.01, dropout=0.5)
     parser.add_argument("--heads", type=int, default=8, help="attention heads in hidden layers (default: %(default)s)")
     args = parser.parse_args(argv)
     import torch

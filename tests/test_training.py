@@ -3,12 +3,14 @@ main job (``python -m gglspeedup.demo``) reaches GraphSAGE's usual accuracy."""
 
 import importlib.util
 import os
+import sys
 
 import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAST = ["--epochs", "5", "--no-progress", "--threads", "1", "--prefetch", "1"]
+HAS_PYG = importlib.util.find_spec("torch_geometric") is not None
+FAST = ["--no-progress", "--threads", "1", "--prefetch", "1"]
 
 
 def load_demo(name):
@@ -19,20 +21,28 @@ def load_demo(name):
 
 
 @pytest.mark.parametrize(
-    "script, module, bar",
+    "script, module, epochs, bar",
     [
-        ("train_sage_torch", "torch", 0.5),
-        ("train_gat_torch", "torch", 0.4),
-        ("train_sage_tensorflow", "tensorflow", 0.5),
-        ("train_sage_paddle", "paddle", 0.5),
+        ("train_sage_torch", "torch", 5, 0.5),
+        ("train_gat_torch", "torch", 8, 0.5),  # attention starts slower (7 classes: chance is 0.14)
+        ("train_sage_tensorflow", "tensorflow", 5, 0.5),
+        ("train_sage_paddle", "paddle", 5, 0.5),
     ],
 )
-def test_training_on_cora_lowers_the_loss_and_learns(script, module, bar, tmp_path, capsys):
+@pytest.mark.parametrize("layers", ["default", "plain"])
+def test_training_on_cora_lowers_the_loss_and_learns(script, module, epochs, bar, layers, tmp_path, capsys,
+                                                     monkeypatch):
     pytest.importorskip(module)
-    result = load_demo(script).main(FAST + ["--out", str(tmp_path)])
+    if layers == "plain":
+        if module != "torch" or importlib.util.find_spec("torch_geometric") is None:
+            pytest.skip("the default run already uses the plain layers")
+        monkeypatch.setitem(sys.modules, "torch_geometric.nn", None)  # PyG layers fail to import
+    result = load_demo(script).main(FAST + ["--epochs", str(epochs), "--out", str(tmp_path)])
     out = capsys.readouterr().out
     losses = [float(line.split("loss ")[1].split()[0]) for line in out.splitlines() if line.startswith("epoch")]
-    assert len(losses) == 5 and losses[-1] < 0.8 * losses[0], losses
+    assert len(losses) == epochs and losses[-1] < 0.9 * losses[0], losses
+    if module == "torch":
+        assert ("plain torch" in out) == (layers == "plain" or not HAS_PYG)
     assert result["test_acc"] >= bar, result
     assert "sample+gather" in out and "test accuracy" in out
     assert os.path.isfile(result["plot"]) and result["plot"].startswith(str(tmp_path))
