@@ -1,4 +1,4 @@
-"""Row gather kernels: one row-copy body, a parallel CPU driver and a two-tier CUDA driver.
+"""Row gather kernels for the CPU, and the row-copy body the CUDA driver shares.
 
 Kernels see only NumPy/CuPy/device arrays and scalars and never validate: :mod:`..store` checks
 ids, shapes and dtypes before calling them. Every table is viewed as rows of unsigned *words*
@@ -6,16 +6,12 @@ ids, shapes and dtypes before calling them. Every table is viewed as rows of uns
 alignment), so float32, float16, bfloat16, float64, int64 and uint8 rows all go through the same
 compiled code, and a 512-byte float32 row moves as 64 uint64 words.
 
-- :func:`copy_row` is the only row-copy body, compiled for the CPU (inlined into
-  :func:`gather_cpu`) and for CUDA (a device function of the CUDA driver).
-- :func:`gather_cpu` is the CPU driver: ``out[i] = table[ids[i]]``, ``prange`` over blocks of
-  output rows.
-- :func:`.gather_cuda.gather_two_tier` is the CUDA driver (its own module, so that a CPU-only
-  store never imports ``numba.cuda``). For each output row it reads
-  ``loc = location[ids[i]]``: ``loc >= 0`` is a slot of the device table, ``loc < 0`` is row
-  ``-1 - loc`` of the pinned host table, read in place over PCIe (UVA zero-copy). A group of
-  ``group`` consecutive threads (a warp, or a power-of-two part of one for narrow rows) strides over
-  the row's words, so loads are coalesced; one launch serves a mixed hit/miss batch.
+- :func:`copy_row` is the only row-copy body: inlined into the CPU drivers here and compiled as a
+  CUDA device function by :mod:`.gather_cuda` (the two-tier CUDA driver, in its own module so
+  that a CPU-only store never imports ``numba.cuda``).
+- :func:`gather_cpu` is the CPU driver, ``out[i] = table[ids[i]]`` with ``prange`` over blocks of
+  output rows; :func:`gather_serial` its serial twin for small batches.
+- :func:`copy_contiguous` is the benchmark's ceiling: the same loop without the indirection.
 """
 
 from __future__ import annotations
