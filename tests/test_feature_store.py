@@ -155,3 +155,15 @@ def test_bad_out_buffers_are_rejected(device):
         store.gather([1, 2], out=xp.empty((2, 4), np.float32)[:, ::2])
     with pytest.raises(TypeError, match="array"):
         store.gather([1, 2], out=[[0, 0], [0, 0]])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_large_cpu_batches_take_the_parallel_driver_and_stay_exact(dtype):
+    from gglspeedup.feature._kernels.gather import SERIAL_BYTES
+
+    x = _table(5000, 257, dtype)  # odd row width: 1028-byte / 257-byte rows (uint32 / uint8 words)
+    ids = np.random.default_rng(4).integers(0, 5000, 2 * SERIAL_BYTES // x[0].nbytes + 7)
+    store = FeatureStore(x)
+    assert len(ids) * x[0].nbytes > SERIAL_BYTES
+    _same(store[ids], x[ids])
+    _same(store[ids.astype(np.int32)], x[ids])

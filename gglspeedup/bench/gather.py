@@ -55,20 +55,17 @@ def _parse_ratios(text: str) -> list[float]:
 
 
 def _time_interleaved(contenders: dict, repeats: int, sync=None) -> dict:
-    """Best and median seconds per contender, rounds interleaved so load bursts hit all alike."""
-    for call in contenders.values():  # warm-up: compilation, page faults, allocator
-        call()
-    if sync:
-        sync()
-    seconds = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, call in contenders.items():
-            start = time.perf_counter()
-            call()
-            if sync:
-                sync()
-            seconds[name].append(time.perf_counter() - start)
-    return {name: (min(times), sorted(times)[len(times) // 2]) for name, times in seconds.items()}
+    """Best and median seconds per contender (``_common.time_contenders``: one warm-up call, then
+    rounds interleaved so a burst of load hits every contender alike)."""
+    from ._common import time_contenders
+
+    def one_call(call):
+        return lambda _batch: (call(), 0)[1]
+
+    timings = time_contenders(
+        {name: (one_call(call), [None], [None], sync) for name, call in contenders.items()}, rounds=repeats
+    )
+    return {name: (min(t.round_seconds), t.seconds) for name, t in timings.items()}
 
 
 def _sampled_ids(graph, fanouts, batch, count, seed):

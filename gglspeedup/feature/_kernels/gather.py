@@ -30,8 +30,10 @@ __all__ = [
     "copy_contiguous",
 ]
 
-# Below this many output bytes the serial driver wins: waking the thread pool costs ~10-50 us.
-SERIAL_BYTES = 1 << 16
+# Below this many output bytes the serial driver runs (~0.1 ms per MiB): a parallel launch saves
+# at most that on an idle machine, but on an oversubscribed one GNU OpenMP's default waiting made
+# each launch cost ~20 ms (5000 rows: 16 ms parallel against 0.06 ms serial at load average 6).
+SERIAL_BYTES = 1 << 20
 
 # Output rows per prange iteration (256 KiB of 128-wide float32 rows): the loop body is a whole
 # block, so the per-iteration overhead of the parallel loop vanishes next to the copies.
