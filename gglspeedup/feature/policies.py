@@ -34,6 +34,7 @@ __all__ = [
     "presample_scores",
     "presample_order",
     "presample_policy",
+    "presample_halves",
     "expected_hit_rate",
     "resolve_policy",
 ]
