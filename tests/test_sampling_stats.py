@@ -70,7 +70,7 @@ def test_weighted_proportions(replace):
     assert not (drawn == 2).any()  # zero weight: never drawn
     live = weights > 0
     # With replacement every draw is proportional to the weights; without, the first output of
-    # each row (the smallest A-ES key) is.
+    # each row (the first successive draw) is.
     sample = drawn.ravel() if replace else drawn[:, 0]
     counts = np.bincount(sample, minlength=len(weights))[live]
     expected = weights[live] / weights[live].sum() * len(sample)

@@ -77,8 +77,9 @@ class NeighborSampler:
     replace : bool
         Draw with replacement: exactly ``k`` draws for every target with at least one edge.
     weighted : bool
-        Draw proportionally to ``graph.weights`` (required). Without replacement this is A-ES
-        (the ``k`` smallest keys ``-log(u) / w``); zero-weight edges are never drawn and a row
+        Draw proportionally to ``graph.weights`` (required). Without replacement each draw is
+        proportional to the weights of the edges not drawn yet (successive sampling, the
+        distribution of Efraimidis-Spirakis A-ES); zero-weight edges are never drawn and a row
         whose weights are all zero yields no neighbours.
     seed : int
         Seeds the counter-based RNG: with the same seed, batch key, graph and seeds, every device,
@@ -94,6 +95,9 @@ class NeighborSampler:
 
     Notes
     -----
+    Weighted samplers build two tables on first use (a live-edge count per node and a running
+    weight sum per edge: 8 bytes per node and per edge) so a row costs O(k log(deg)).
+
     Batch keys: each :meth:`sample` call without ``key`` uses an internal counter (0, 1, 2, ...)
     and advances it, so epochs differ; ``sample(seeds, key=k)`` replays batch ``k`` and leaves the
     counter alone. The neighbours drawn for node ``v`` at hop ``h`` depend only on

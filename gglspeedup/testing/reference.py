@@ -7,7 +7,6 @@ kernels with it exactly. It is slow: use it on graphs of up to a few thousand ed
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -83,7 +82,7 @@ def _sample_row(start, deg, weights, k, replace, weighted, state):
             p = start + _below(_draw(state, c), j + 1)
             chosen.append(start + j if p in chosen else p)
         return chosen
-    return _exponential_jumps(start, deg, weights, k, state)
+    return _successive(start, deg, weights, k, state)
 
 
 def _running_sums(weights, row):
@@ -94,42 +93,38 @@ def _running_sums(weights, row):
     return cum
 
 
-def _exponential_jumps(start, deg, weights, k, state):
-    """A-ES with exponential jumps, step for step as ``_kernels/rows.py`` does it."""
+def _successive(start, deg, weights, k, state):
+    """Weighted sampling without replacement, step for step as ``_kernels/rows.py`` does it."""
     cum = _running_sums(weights, range(start, start + deg))
-    kept = []  # (key, position), ascending; stable for equal keys like the kernel's insertion
-    draws = iter(range(1 << 62))
-    j = 0
-    while len(kept) < k:
-        w = float(weights[start + j])
-        if w > 0:
-            _insert(kept, -math.log(_u_open01(_draw(state, next(draws)))) / w, start + j)
-        j += 1
-    while j < deg:
-        threshold = kept[-1][0]
-        if not threshold > 0:
-            break
-        jump = -math.log(_u_open01(_draw(state, next(draws)))) / threshold
-        base = cum[j - 1]
-        while j < deg and not cum[j] - base >= jump:
-            j += 1
-        while j < deg and not float(weights[start + j]) > 0:
-            j += 1
-        if j == deg:
-            break
-        w = float(weights[start + j])
-        e = -math.log1p(_u_open01(_draw(state, next(draws))) * math.expm1(-w * threshold))
-        kept.pop()
-        _insert(kept, e / w, start + j)
-        j += 1
-    return [p for _, p in kept]
+    end = start + deg
+    chosen = []
+    remaining = cum[-1]
 
+    def first_above(base, target):  # first p with cum[p] - base > target, or end
+        return next((start + j for j, c in enumerate(cum) if c - base > target), end)
 
-def _insert(kept, key, position):
-    q = len(kept)
-    while q > 0 and kept[q - 1][0] > key:
-        q -= 1
-    kept.insert(q, (key, position))
+    def free(p):
+        return float(weights[p]) > 0 and p not in chosen
+
+    for i in range(k):
+        target = _u01(_draw(state, i)) * remaining
+        base = 0.0
+        while True:
+            p = first_above(base, target)
+            mass = 0.0
+            for c in chosen:
+                if c <= p:
+                    mass += float(weights[c])
+            if mass == base:
+                break
+            base = mass
+        if p == end or not free(p):
+            p = min(p, end - 1)
+            while not free(p):
+                p = p + 1 if p + 1 < end else start
+        chosen.append(p)
+        remaining -= float(weights[p])
+    return chosen
 
 
 def reference_sample(graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0) -> SampleOutput:

@@ -110,7 +110,6 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, live, cum, weig
     edge_index = np.empty((2, num_edges), np.int64)
     e_id = np.empty(num_edges, np.int64)
     col = np.empty(num_edges, np.int64)
-    keys = np.empty(num_edges if weighted and not replace else 0, np.float64)
     # Rows in blocks: each block draws its rows' positions, then gathers their neighbours in one
     # tight loop whose loads are independent (they overlap, unlike loads inside the row loop).
     num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
@@ -122,7 +121,7 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, live, cum, weig
             start = offsets[i]
             count = offsets[i + 1] - start
             state = row_state(hop_state_, node)
-            row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, e_id, keys, start)
+            row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, e_id, start)
             for q in range(start, start + count):
                 edge_index[1, q] = i
         row_finish(indices, edge_ids, has_edge_ids, e_id, col, offsets[lo], offsets[hi])

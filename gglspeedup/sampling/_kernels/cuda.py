@@ -33,14 +33,14 @@ def _count_kernel(indptr, live, weighted, n_id, k, replace, counts):
 
 @cuda.jit(cache=True)
 def _fill_kernel(indptr, indices, edge_ids, has_edge_ids, weights, cum, weighted, n_id, k, replace,
-                 hop_state_, offsets, e_id, col, dst, keys):
+                 hop_state_, offsets, e_id, col, dst):
     i = cuda.grid(1)
     if i < n_id.shape[0]:
         node = n_id[i]
         start = offsets[i]
         count = offsets[i + 1] - start
         state = row_state(hop_state_, node)
-        row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, e_id, keys, start)
+        row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, e_id, start)
         row_finish(indices, edge_ids, has_edge_ids, e_id, col, start, start + count)
         for q in range(start, start + count):
             dst[q] = i
@@ -99,9 +99,8 @@ def sample_all(graph, tables, device, seeds, fanouts, replace, weighted, seed, k
             e_id = xp.empty(num_edges, dtype=np.int64)
             if num_edges:
                 col = xp.empty(num_edges, dtype=np.int64)
-                keys = xp.empty(num_edges if weighted and not replace else 1, dtype=np.float64)
                 launch(_fill_kernel, num_targets, indptr, indices, edge_ids, has_edge_ids, weights, cum, weighted,
-                       n_id, k, replace, hop_state(seed, key, hop), offsets, e_id, col, edge_index[1], keys)
+                       n_id, k, replace, hop_state(seed, key, hop), offsets, e_id, col, edge_index[1])
                 n_id = relabel(xp, launch, n_id, col, edge_index[0])
             hops.append((edge_index, e_id, (int(n_id.shape[0]), num_targets)))
     return n_id, hops

@@ -12,20 +12,19 @@ lives in :class:`gglspeedup.NeighborSampler`):
   ``k == 0``: none.
 - without replacement, ``k`` below the available count: unweighted rows use Floyd's algorithm
   (``k`` draws, membership checked against the row's own output slice); weighted rows keep the
-  ``k`` smallest exponential keys ``E_j / w_j`` (A-ES with exponential jumps), ascending.
+  draw successively, each draw proportional to the weights of the edges not yet drawn (the
+  distribution of A-ES), in draw order.
 - with replacement: exactly ``k`` draws when the row has an edge (weighted: an edge with
   weight > 0); weighted draws binary-search the row's running weight sum.
 
 Weighted rows read two tables built once per graph (:func:`weight_tables`): ``live[v]``, the
 number of edges of row ``v`` with weight > 0, and ``cum[p]``, the running weight sum of ``p``'s
 row up to and including ``p``. Searches over ``cum`` make a weighted row cost
-O(k log(deg)) instead of O(deg).
+O(k log(deg)) (O(k^2 log(deg)) without replacement, worst case) instead of O(deg).
 - zero-weight edges are never drawn; a row whose weights are all zero yields nothing.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from numba.extending import register_jitable
@@ -63,11 +62,10 @@ def row_count(indptr, live, node, k, replace, weighted):
 
 
 @register_jitable
-def row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, pos, keys, out):
+def row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, pos, out):
     """Write ``count`` sampled CSR positions of row ``node`` into ``pos[out:out + count]``.
 
-    ``state`` is the row's RNG state (:func:`.rng.row_state`); ``keys`` is float64 scratch as
-    long as ``pos`` (used only by weighted sampling without replacement).
+    ``state`` is the row's RNG state (:func:`.rng.row_state`).
     """
     if count == 0:
         return
@@ -83,7 +81,7 @@ def row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, pos
     elif not weighted:
         _floyd(start, deg, state, count, pos, out)
     else:
-        _weighted_keys(weights, cum, start, deg, state, count, pos, keys, out)
+        _successive(weights, cum, start, deg, state, count, pos, out)
 
 
 @register_jitable
@@ -100,21 +98,6 @@ def _search(cum, lo, hi, base, value, strict):
         else:
             lo = mid + 1
     return lo
-
-
-@register_jitable
-def _gallop(cum, lo, hi, base, value):
-    """:func:`_search` (non-strict) probing ``lo + 1, lo + 3, lo + 7, ...`` first: short skips
-    stay within a few cache lines of ``lo``. Same result as the plain search."""
-    step = 1
-    while True:
-        probe = lo + step - 1
-        if probe >= hi:
-            return _search(cum, lo, hi, base, value, False)
-        if cum[probe] - base >= value:
-            return _search(cum, lo, probe + 1, base, value, False)
-        lo = probe + 1
-        step *= 2
 
 
 @register_jitable
@@ -141,19 +124,6 @@ def _floyd(start, deg, state, count, pos, out):
 
 
 @register_jitable
-def _insert_sorted(keys, pos, out, last, key, p):
-    # Place (key, p) into the ascending slice keys[out:last + 1], shifting larger keys up;
-    # slot ``last`` is free (or holds the entry being replaced).
-    q = last
-    while q > out and keys[q - 1] > key:
-        keys[q] = keys[q - 1]
-        pos[q] = pos[q - 1]
-        q -= 1
-    keys[q] = key
-    pos[q] = p
-
-
-@register_jitable
 def _weighted_with_replacement(weights, cum, start, deg, state, count, pos, out):
     # Inverse CDF: the first edge whose running sum exceeds u * total (never a zero-weight
     # edge: its running sum equals its predecessor's).
@@ -169,40 +139,51 @@ def _weighted_with_replacement(weights, cum, start, deg, state, count, pos, out)
 
 
 @register_jitable
-def _weighted_keys(weights, cum, start, deg, state, count, pos, keys, out):
-    # Efraimidis-Spirakis with exponential jumps (A-ExpJ), in exponential-key form: the sample
-    # is the ``count`` smallest keys E_j / w_j (E_j ~ Exp(1)), kept ascending. After the first
-    # ``count`` live edges, the next edge to beat the threshold T (largest kept key) is where
-    # the running weight since the last visited edge reaches X ~ Exp(rate T) (a search over
-    # ``cum``); its key is E / w with E truncated to [0, w T). Same distribution as keying every
-    # edge, with O(count log(deg / count)) draws. Needs count < the number of live edges.
+def _chosen_mass(weights, pos, out, filled, p):
+    # Weight of the edges chosen so far at positions <= p, summed in draw order.
+    mass = 0.0
+    for q in range(out, out + filled):
+        if pos[q] <= p:
+            mass += np.float64(weights[pos[q]])
+    return mass
+
+
+@register_jitable
+def _is_free(weights, pos, out, filled, p):
+    if not weights[p] > 0:
+        return False
+    for q in range(out, out + filled):
+        if pos[q] == p:
+            return False
+    return True
+
+
+@register_jitable
+def _successive(weights, cum, start, deg, state, count, pos, out):
+    # Successive sampling: draw i takes a not-yet-chosen live edge with probability
+    # proportional to its weight, which is the distribution of A-ES (Efraimidis-Spirakis).
+    # It inverts the remaining mass f(p) = cum[p] - (chosen weight at or before p): search
+    # with base 0, then re-search with base = chosen mass before the hit until the base stops
+    # changing (at most ``i + 1`` searches, no transcendental functions).
+    # Needs count < the number of live edges.
     end = start + deg
-    d = 0
-    p = start
-    filled = 0
-    while filled < count:
-        w = np.float64(weights[p])
-        if w > 0:
-            _insert_sorted(keys, pos, out, out + filled, -math.log(uniform_open01(draw(state, d))) / w, p)
-            d += 1
-            filled += 1
-        p += 1
-    while p < end:
-        threshold = keys[out + count - 1]
-        if not threshold > 0:
-            break
-        jump = -math.log(uniform_open01(draw(state, d))) / threshold
-        d += 1
-        p = _gallop(cum, p, end, cum[p - 1], jump)
-        while p < end and not weights[p] > 0:  # only when jump <= 0: skip to a live edge
-            p += 1
-        if p == end:
-            break
-        w = np.float64(weights[p])
-        e = -math.log1p(uniform_open01(draw(state, d)) * math.expm1(-w * threshold))
-        d += 1
-        _insert_sorted(keys, pos, out, out + count - 1, e / w, p)
-        p += 1
+    remaining = cum[end - 1]
+    for i in range(count):
+        target = uniform_01(draw(state, i)) * remaining
+        base = 0.0
+        while True:
+            p = _search(cum, start, end, base, target, True)
+            mass = _chosen_mass(weights, pos, out, i, p)
+            if mass == base:
+                break
+            base = mass
+        if p == end or not _is_free(weights, pos, out, i, p):
+            # Rounding only: take the next free live edge (wrapping round; one exists).
+            p = min(p, end - 1)
+            while not _is_free(weights, pos, out, i, p):
+                p = p + 1 if p + 1 < end else start
+        pos[out + i] = p
+        remaining -= np.float64(weights[p])
 
 
 @register_jitable
