@@ -1,10 +1,14 @@
 """``python -m gglspeedup.bench gather`` runs end to end on a tiny table and reports every column."""
 
 import argparse
+import sys
+import types
 
+import numpy as np
 import pytest
 
 from gglspeedup.bench import gather
+from gglspeedup.device import as_device
 
 
 def _args(**overrides):
@@ -40,3 +44,40 @@ def test_gather_bench_reports_ours_peers_ceiling_and_policies(batch_from, capsys
 def test_gather_bench_rejects_bad_cache_lists(cache, message):
     with pytest.raises(ValueError, match=message):
         gather.run(_args(cache=cache))
+
+
+class _HostArray(np.ndarray):
+    """A NumPy array with CuPy's ``set`` (host -> "device" copy), for the fake CuPy below."""
+
+    def set(self, source):
+        self[...] = source
+
+
+def _fake_cupy():
+    fake = types.ModuleType("cupy")
+    fake.asarray = lambda a: np.array(a).view(_HostArray)
+    fake.empty = lambda shape, dtype: np.empty(shape, dtype).view(_HostArray)
+    fake.empty_like = np.empty_like
+    fake.take = np.take
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(memGetInfo=lambda: (1 << 40, 1 << 40)))
+    return fake
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", ["cuda:0"])
+def test_gpu_contenders_gather_exactly_on_the_simulator(device, monkeypatch):
+    # The GPU half of the benchmark, with a NumPy-backed stand-in for CuPy and the kernels on the
+    # simulator: every contender runs, and ours writes x[ids] at every cache ratio.
+    if not as_device(device).simulated:
+        pytest.skip("replaces CuPy with a NumPy stand-in: simulator only (a real GPU runs the command itself)")
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
+    x = np.arange(40 * 4, dtype=np.float32).reshape(40, 4)
+    ids = np.array([39, 0, 7, 7, 21, 3])
+    contenders, stores = gather._gpu_contenders(x, ids, as_device(device), [0.0, 0.5, 2.0], graph=None)
+    assert set(contenders) == {"gglspeedup cache=0", "gglspeedup cache=0.5", "gglspeedup cache=2",
+                               "device-to-device copy", "pinned host-to-device copy", "cupy.take (table on GPU)"}
+    timings = gather._time_interleaved(contenders, repeats=1)
+    assert all(best > 0 and median >= best for best, median in timings.values())
+    for ratio, store in stores.items():
+        np.testing.assert_array_equal(store[ids], x[ids])
+        assert store.num_cached == min(40, int(ratio * 40))

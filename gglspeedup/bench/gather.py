@@ -147,6 +147,8 @@ def _gpu_contenders(x, ids, device, ratios, graph):
     count, dim = len(ids), x.shape[1]
     contenders, stores = {}, {}
     policy = None if graph is not None else np.arange(len(x))
+    if x.dtype.kind == "V":  # bfloat16 & co.: CuPy moves them as same-size unsigned bits
+        x = x.view(f"u{x.dtype.itemsize}")
     with device:
         device_ids = cupy.asarray(ids)
         out = cupy.empty((count, dim), dtype=x.dtype)
@@ -235,10 +237,10 @@ def run(args) -> dict:
         if device.is_cuda:  # pinned rows are bounded by the host-to-device rate instead
             row["vs_h2d"] = timings["pinned host-to-device copy"][0] / best
         rows.append(row)
+    rows_by_name = {row["name"]: row for row in rows}
     for ratio, store in stores.items():
         store.reset_stats()
-        store.gather(device.xp.asarray(ids))
-        rows_by_name = {row["name"]: row for row in rows}
+        store.gather(ids)
         rows_by_name[f"{OURS} cache={ratio:g}"]["hit_rate"] = store.stats()["hit_rate"]
     if not device.is_cuda:
         take = timings["numpy.take clip (warm out)"][0]
