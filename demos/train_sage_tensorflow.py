@@ -50,7 +50,10 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(_train.cpu_threads(args))
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(_train.cpu_threads(args))
+    except RuntimeError:  # TensorFlow already ran an op in this process: keep its thread pool
+        pass
     tf.random.set_seed(args.seed)
     setup = _train.setup_training(args, "tensorflow")
     print(f"GraphSAGE (TensorFlow {tf.__version__}) on {setup.info}, fanouts {args.fanouts}")

@@ -142,6 +142,16 @@ def test_missing_framework_names_the_extra(monkeypatch):
             backends.to("cupy", np.arange(3))
 
 
+def test_tensorflow_takes_only_capsules_and_the_adapter_passes_one():
+    tf = pytest.importorskip("tensorflow")
+    base = aligned_empty(4, np.float32)
+    base[...] = 2.5
+    with pytest.raises(Exception):  # the quirk: an object with __dlpack__ is refused
+        tf.experimental.dlpack.from_dlpack(base)
+    out = backends.to("tensorflow", base)
+    assert data_ptr(out) == base.ctypes.data and float(tf.reduce_sum(out)) == 10.0
+
+
 def test_tensorflow_gets_a_compact_copy_of_strided_input_only():
     tf = pytest.importorskip("tensorflow")
     base = aligned_empty((3, 4), np.int64)
