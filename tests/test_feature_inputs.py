@@ -75,7 +75,10 @@ def test_none_table_raises():
         FeatureStore(None)
 
 
-@pytest.mark.parametrize("budget, error", [("lots", ValueError), (-1, ValueError), ("1.5Q", ValueError), ([1], TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "budget, error",
+    [("lots", ValueError), (-1, ValueError), ("1.5Q", ValueError), ([1], TypeError), (True, TypeError)],
+)
 def test_malformed_budgets_raise(budget, error):
     with pytest.raises(error, match="size"):
         FeatureStore(_x(), cache_size=budget)
@@ -102,7 +105,8 @@ def test_cache_larger_than_free_device_memory_names_both_numbers(device, monkeyp
     x = _x(100, 4)  # 16-byte rows
     if as_device(device).is_cuda:
         with pytest.raises(ValueError, match=r"needs 1824 bytes .* only 1000 bytes are free"):
-            FeatureStore(x, device=device, cache_size="1K", policy=np.arange(100))  # 64 rows of 16 B + 100 map entries of 8 B
+            # 64 cached rows of 16 B + 100 map entries of 8 B
+            FeatureStore(x, device=device, cache_size="1K", policy=np.arange(100))
     else:  # one tier on the CPU: the budget is never checked against memory
         assert FeatureStore(x, device=device, cache_size="1T").num_cached == 0
 

@@ -131,8 +131,10 @@ def test_presample_scores_keep_the_degree_prior_when_counts_are_noise():
         (dict(policy=np.array([0, 6])), ValueError, r"policy \(an order array\)\[1\] = 6"),
         (dict(policy=np.array([-1])), ValueError, "out of range"),
         (dict(policy=np.array([0.5])), TypeError, "integer node ids"),
-        (dict(policy="degree", graph=_star_graph(), presample=dict(batch_size=4)), ValueError, "only used with policy='presample'"),
-        (dict(policy="presample", graph=_star_graph(), presample=dict(batches=4)), ValueError, "unknown presample option"),
+        (dict(policy="degree", graph=_star_graph(), presample=dict(batch_size=4)), ValueError,
+         "only used with policy='presample'"),
+        (dict(policy="presample", graph=_star_graph(), presample=dict(batches=4)), ValueError,
+         "unknown presample option"),
     ],
 )
 def test_bad_policies_raise(kwargs, error, message):

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 from conftest import to_host
 
-import gglspeedup as gg
 from gglspeedup.feature import FeatureStore
 
 ml_dtypes = pytest.importorskip("ml_dtypes")

@@ -22,7 +22,9 @@ def _bfloat16():
     try:
         import ml_dtypes
     except ImportError:  # pragma: no cover - ml_dtypes ships with the test extra and with jax
-        raise ImportError("a bfloat16 table needs ml_dtypes for a NumPy bfloat16 dtype: pip install ml_dtypes") from None
+        raise ImportError(
+            "a bfloat16 table needs ml_dtypes for a NumPy bfloat16 dtype: pip install ml_dtypes"
+        ) from None
     return np.dtype(ml_dtypes.bfloat16)
 
 

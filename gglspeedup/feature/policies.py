@@ -82,7 +82,10 @@ def presample_counts(
     counts : int64, shape (num_nodes,)
     """
     num_nodes = graph.num_nodes
-    seeds = np.arange(num_nodes, dtype=np.int64) if seeds is None else _as_node_ids("presample['seeds']", seeds, num_nodes)
+    if seeds is None:
+        seeds = np.arange(num_nodes, dtype=np.int64)
+    else:
+        seeds = _as_node_ids("presample['seeds']", seeds, num_nodes)
     batch_size = _positive_int("presample['batch_size']", batch_size)
     num_batches = _default_batches(len(seeds), batch_size) if num_batches is None else num_batches
     num_batches = _positive_int("presample['num_batches']", num_batches)
@@ -174,10 +177,12 @@ def presample_policy(graph, budget: int, halves) -> tuple[np.ndarray, dict]:
     degree = degree_order(graph)
     order_a = presample_order(graph, counts_a, batches_a)
     order_b = presample_order(graph, counts_b, batches_b)
-    scores = {
-        "presample": (expected_hit_rate(counts_b, order_a[:budget]) + expected_hit_rate(counts_a, order_b[:budget])) / 2,
-        "degree": (expected_hit_rate(counts_b, degree[:budget]) + expected_hit_rate(counts_a, degree[:budget])) / 2,
-    }
+    def cross_score(order_for_a, order_for_b):
+        """Mean hit rate of each half's order on the other half's counts."""
+        on_b = expected_hit_rate(counts_b, order_for_a[:budget])
+        return (on_b + expected_hit_rate(counts_a, order_for_b[:budget])) / 2
+
+    scores = {"presample": cross_score(order_a, order_b), "degree": cross_score(degree, degree)}
     counts = counts_a + counts_b
     use_presample = scores["presample"] >= scores["degree"]
     order = presample_order(graph, counts, batches_a + batches_b) if use_presample else degree
