@@ -13,7 +13,11 @@ import threading
 
 import numba
 import numpy as np
+from llvmlite import binding as _llvm
+from llvmlite import ir
 from numba import njit, prange
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from .rng import hop_state, row_state
 from .rows import row_count, row_fill, row_finish, row_weight_table
@@ -27,6 +31,29 @@ _ROWS_PER_BLOCK = 256
 # A hop drawing fewer edges than this runs on one thread: entering a parallel region costs
 # microseconds on an idle machine but a scheduler time slice per barrier on a busy one.
 PARALLEL_MIN_WORK = 1 << 16
+# Serial loops over random ids prefetch this many iterations ahead.
+_PREFETCH_DISTANCE = 16
+_PREFETCH_NAME = "llvm.prefetch.p0" if _llvm.llvm_version_info[0] >= 15 else "llvm.prefetch.p0i8"
+
+
+@intrinsic
+def _prefetch(typingctx, array, index):
+    """Hint the CPU to fetch ``array[index]`` for writing (LLVM ``prefetch``; no effect on results)."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1]], wraparound=False)
+        byte_pointer = ir.IntType(8).as_pointer()
+        int32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32]), _PREFETCH_NAME
+        )
+        # rw = 1 (write), locality = 3 (keep in all cache levels), cache type = 1 (data)
+        builder.call(function, [builder.bitcast(pointer, byte_pointer), int32(1), int32(3), int32(1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
 
 
 def sample_all(graph_arrays, seeds, fanouts, replace, weighted, seed, key, local_map):
@@ -84,7 +111,10 @@ def map_seeds(seeds, local_map):
 @njit(cache=True, nogil=True)
 def reset_map(n_id, local_map):
     """Clear the entries of ``local_map`` that ``n_id`` set (back to -1)."""
-    for i in range(n_id.shape[0]):
+    n = n_id.shape[0]
+    for i in range(n):
+        if i + _PREFETCH_DISTANCE < n:
+            _prefetch(local_map, n_id[i + _PREFETCH_DISTANCE])
         local_map[n_id[i]] = -1
 
 
@@ -130,6 +160,8 @@ def sample_hop(indptr, indices, edge_ids, has_edge_ids, weights, live, cum, weig
     n_id_next[:num_targets] = n_id
     size = num_targets
     for q in range(num_edges):
+        if q + _PREFETCH_DISTANCE < num_edges:  # the map reads are the serial loop's misses
+            _prefetch(local_map, col[q + _PREFETCH_DISTANCE])
         g = col[q]
         v = local_map[g]
         if v < 0:
