@@ -365,13 +365,16 @@ def test_bench_multi_reports_per_rank_throughput_and_defined_scaling(capsys):
                               "--duration", "0.2", "--repeats", "1"])
     result = multi.run(args)
     names = [row["config"] for row in result["configs"]]
-    assert names[0] == "1 proc x 1 thread" and names[1].startswith("2 procs x ") and len(names) == 3
-    assert [len(row["per_rank_medges_s"]) for row in result["configs"]] == [1, 2, 1]
+    assert names[0] == "1 proc x 1 thread" and names[1].startswith("2 procs x ") and len(names) == 5
+    assert names[3:] == ["control: 1 proc", "control: 2 procs"]
+    assert [len(row["per_rank_medges_s"]) for row in result["configs"]] == [1, 2, 1, 1, 2]
     for row in result["configs"]:
         assert row["total_medges_s"] > 0 and all(v > 0 for v in row["per_rank_medges_s"])
     baseline, both = result["configs"][0]["total_medges_s"], result["configs"][1]["total_medges_s"]
     assert result["speedup"] == pytest.approx(both / baseline)
     assert result["efficiency"] == pytest.approx(result["speedup"] / 2)
+    spin_one, spin_two = (row["total_medges_s"] for row in result["configs"][3:])
+    assert result["control_speedup"] == pytest.approx(spin_two / spin_one)
     assert "speedup = total sampled edges/s" in capsys.readouterr().out
     with pytest.raises(ValueError, match="--procs"):
         multi.run(parser.parse_args(["--procs", "0"]))

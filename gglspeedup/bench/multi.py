@@ -20,6 +20,11 @@ Sampled edges are counted over all hops of a batch. ``speedup`` is the N-process
 the 1-process-1-thread baseline (the issue's target: >= 1.7 for 2 processes on 2 cores);
 ``efficiency`` is ``speedup / N``; ``vs_threads`` compares the N-process total with one process
 using all cores. The median round is reported.
+
+A control runs in the same session: a pure-Python counting loop, first in 1 process, then in N at
+once. Its ratio (``control_speedup``) is how much parallel CPU the machine actually gave during
+the run (on a machine shared with other jobs it can be far below N), so a low ``speedup`` can be
+told apart from a busy machine.
 """
 
 from __future__ import annotations
@@ -67,15 +72,19 @@ def _worker(rank, sampler, batch, seed, commands, results):
             command = commands.get()
             if command is None:
                 return
-            threads, start_at, duration = command
+            kind, threads, start_at, duration = command
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # (no torch import here)
             while time.time() < start_at:
                 time.sleep(0.001)
             begin = time.perf_counter()
             edges = done = 0
             while True:
-                _, adjs = sampler.sample(batches[done % len(batches)], rank)
-                edges += sum(int(adj.e_id.shape[0]) for adj in adjs)
+                if kind == "spin":  # the control: pure interpreter work, no memory traffic
+                    for _ in range(10_000):
+                        edges += 1
+                else:
+                    _, adjs = sampler.sample(batches[done % len(batches)], rank)
+                    edges += sum(int(adj.e_id.shape[0]) for adj in adjs)
                 done += 1
                 elapsed = time.perf_counter() - begin
                 if elapsed >= duration:
@@ -86,10 +95,10 @@ def _worker(rank, sampler, batch, seed, commands, results):
         raise
 
 
-def _round(active, threads, duration, command_queues, results, procs):
+def _round(kind, active, threads, duration, command_queues, results, procs):
     start_at = time.time() + 0.3
     for rank in active:
-        command_queues[rank].put((threads, start_at, duration))
+        command_queues[rank].put((kind, threads, start_at, duration))
     per_rank = {}
     while len(per_rank) < len(active):
         kind, rank, payload = _get(results, procs, timeout=duration + 120)
@@ -141,11 +150,13 @@ def run(args) -> dict:
     for worker in workers:
         worker.start()
     configs = [
-        ("1 proc x 1 thread", [0], 1),
-        (f"{procs} procs x {per_proc} thread{'s' if per_proc > 1 else ''}", list(range(procs)), per_proc),
-        (f"1 proc x {cores} threads", [0], cores),
+        ("1 proc x 1 thread", "sample", [0], 1),
+        (f"{procs} procs x {per_proc} thread{'s' if per_proc > 1 else ''}", "sample", list(range(procs)), per_proc),
+        (f"1 proc x {cores} threads", "sample", [0], cores),
+        ("control: 1 proc", "spin", [0], 1),
+        (f"control: {procs} procs", "spin", list(range(procs)), 1),
     ]
-    rounds = {name: [] for name, _, _ in configs}
+    rounds = {name: [] for name, _, _, _ in configs}
     try:
         ready = 0
         while ready < procs:
@@ -153,11 +164,11 @@ def run(args) -> dict:
             if kind == "error":
                 raise RuntimeError(f"bench worker rank {rank} failed: {payload}")
             ready += kind == "ready"
-        for _name, active, threads in configs:  # untimed: thread pools start, caches fill
-            _round(active, threads, min(0.5, args.duration), command_queues, results, workers)
+        for _name, kind, active, threads in configs[:3]:  # untimed: thread pools start, caches fill
+            _round(kind, active, threads, min(0.5, args.duration), command_queues, results, workers)
         for _ in range(args.repeats):
-            for name, active, threads in configs:
-                rounds[name].append(_round(active, threads, args.duration, command_queues, results, workers))
+            for name, kind, active, threads in configs:
+                rounds[name].append(_round(kind, active, threads, args.duration, command_queues, results, workers))
     finally:
         for queue_ in command_queues:
             queue_.put(None)
@@ -166,24 +177,28 @@ def run(args) -> dict:
             if worker.is_alive():
                 worker.terminate()
     rows = []
-    for name, active, threads in configs:
+    for name, _kind, active, threads in configs:
         totals = [sum(r["edges_per_s"] for r in one.values()) for one in rounds[name]]
         median = sorted(range(len(totals)), key=totals.__getitem__)[len(totals) // 2]
         chosen = rounds[name][median]
         rows.append({
             "config": name, "procs": len(active), "threads_per_proc": threads,
+            "unit": "M loop iterations/s" if _kind == "spin" else "M sampled edges/s",
             "total_medges_s": totals[median] / 1e6,
             "per_rank_medges_s": [round(chosen[r]["edges_per_s"] / 1e6, 3) for r in active],
             "rounds_total_medges_s": [round(t / 1e6, 3) for t in totals],
         })
-    baseline, multi, threaded = (row["total_medges_s"] for row in rows)
+    baseline, multi, threaded, spin_one, spin_many = (row["total_medges_s"] for row in rows)
     summary = {
         "speedup": multi / baseline,
         "efficiency": multi / baseline / procs,
         "vs_threads": multi / threaded,
+        "control_speedup": spin_many / spin_one,
         "definition": (f"speedup = total sampled edges/s of {procs} processes x {per_proc} thread(s) (each sampling "
                        "its own batches, all at once) / 1 process x 1 thread; efficiency = speedup / procs; "
-                       f"vs_threads = {procs}-process total / 1 process x {cores} threads"),
+                       f"vs_threads = {procs}-process total / 1 process x {cores} threads; control_speedup = the "
+                       f"same ratio for a pure-Python counting loop ({procs} processes / 1), i.e. how much parallel "
+                       "CPU this machine gave us during the run"),
     }
     _print(rows, summary, description, fanouts, args, cores, format_table)
     return {"command": "multi", "graph": description, "fanouts": fanouts, "batch": args.batch,
@@ -195,9 +210,10 @@ def _print(rows, summary, description, fanouts, args, cores, format_table) -> No
     print(f"graph {description['spec']}: {description['num_nodes']} nodes, {description['num_edges']} edges; "
           f"fanouts {fanouts}, batch {args.batch}, {args.duration:g} s rounds x {args.repeats} (median); "
           f"{cores} usable cores")
-    table_rows = [dict(row, per_rank=", ".join(f"{v:.2f}" for v in row["per_rank_medges_s"])) for row in rows]
+    table_rows = [dict(row, per_rank=", ".join(f"{v:.2f}" for v in row["per_rank_medges_s"])) for row in rows[:3]]
     print(format_table(table_rows, [("config", "configuration", ""), ("total_medges_s", "total M edges/s", ".2f"),
                                     ("per_rank", "per rank M edges/s", "")]))
     print(f"speedup {summary['speedup']:.2f}x, efficiency {summary['efficiency']:.0%}, "
-          f"vs one process with threads {summary['vs_threads']:.2f}x")
+          f"vs one process with threads {summary['vs_threads']:.2f}x; control (pure-Python loop, "
+          f"{len(rows[4]['per_rank_medges_s'])} procs vs 1) {summary['control_speedup']:.2f}x")
     print(summary["definition"])
