@@ -109,6 +109,7 @@ def _policy_hit_rates(graph, fanouts, batch, num_batches, ratios, seed):
 
 
 def _cpu_contenders(x, ids, store):
+    import numba
     import numpy as np
 
     from ..device import aligned_empty
@@ -119,8 +120,20 @@ def _cpu_contenders(x, ids, store):
     word = word_dtype(row_bytes)
     source = x[:count].view(word)  # the same number of bytes, contiguous (rows of the same table)
     copy_out = aligned_empty((count, row_bytes // word.itemsize), word)
+    def one_thread(call):
+        # per-core efficiency: on a shared machine the second thread may find no free core
+        def timed():
+            threads = numba.get_num_threads()
+            numba.set_num_threads(1)
+            try:
+                call()
+            finally:
+                numba.set_num_threads(threads)
+        return timed
+
     contenders = {
         f"{OURS} (warm out)": lambda: store.gather(ids, out=ours_out),
+        f"{OURS} (warm out, 1 thread)": one_thread(lambda: store.gather(ids, out=ours_out)),
         f"{OURS} (fresh out)": lambda: store[ids],
         "numpy.take clip (warm out)": lambda: np.take(x, ids, axis=0, mode="clip", out=take_out),
         "numpy x[ids] (fresh out)": lambda: x[ids],
