@@ -151,7 +151,9 @@ class NeighborSampler:
 
         with self.device:
             free = cupy.cuda.runtime.memGetInfo()[0]
-        return "device" if graph.nbytes < _DEVICE_FIT_FRACTION * free else "pinned"
+        # weighted samplers add two tables: 8 bytes per node and per edge
+        needed = graph.nbytes + (8 * (graph.num_nodes + graph.num_edges) if self.weighted else 0)
+        return "device" if needed < _DEVICE_FIT_FRACTION * free else "pinned"
 
     def __repr__(self) -> str:
         return (
