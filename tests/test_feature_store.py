@@ -112,7 +112,7 @@ def test_stats_add_up_and_reset(device):
     ids = np.concatenate(batches)
     hits = int(np.isin(ids, cached).sum()) if store.device.is_cuda else 0
     assert stats["lookups"] == len(ids) and stats["calls"] == 2
-    assert stats["rows_device"] == hits and stats["rows_host"] == len(ids) - hits
+    assert stats["rows_device"] == stats["hits"] == hits and stats["rows_host"] == len(ids) - hits
     assert stats["bytes_device"] == hits * 16 and stats["bytes_host"] == (len(ids) - hits) * 16
     assert stats["hit_rate"] == pytest.approx(hits / len(ids))
     store.reset_stats()

@@ -240,7 +240,8 @@ class FeatureStore:
         Returns
         -------
         dict with ``lookups`` (ids gathered), ``calls`` (gathers), ``rows_device`` /
-        ``rows_host`` (rows served from each tier; they add up to ``lookups``), ``hit_rate``
+        ``rows_host`` (rows served from each tier; they add up to ``lookups``), ``hits`` (the same
+        as ``rows_device``, DESIGN.md's name), ``hit_rate``
         (``rows_device / lookups``, 0.0 before any lookup), ``bytes_device`` / ``bytes_host``
         (row bytes read from each tier) and ``num_cached``. On a GPU, reading ``rows_device``
         synchronises with the device.
@@ -252,6 +253,7 @@ class FeatureStore:
             "calls": self._calls,
             "rows_device": rows_device,
             "rows_host": rows_host,
+            "hits": rows_device,
             "hit_rate": rows_device / self._lookups if self._lookups else 0.0,
             "bytes_device": rows_device * self.row_bytes,
             "bytes_host": rows_host * self.row_bytes,
