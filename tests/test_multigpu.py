@@ -43,10 +43,13 @@ def _same(a, b):
     )
 
 
+def to_host(array):
+    """A NumPy copy of a NumPy or CuPy array (conftest's helper, without importing conftest in children)."""
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
 def _host(output):
     """A SampleOutput with NumPy arrays (CuPy arrays copied back) for comparisons and pickling."""
-    from conftest import to_host
-
     return gg.SampleOutput(to_host(output.n_id), [
         gg.Adj(to_host(a.edge_index), to_host(a.e_id), tuple(a.size)) for a in output.adjs])
 
@@ -209,8 +212,6 @@ def test_feature_serves_each_rank_and_resolves_the_current_rank(device, monkeypa
     graph = _graph()
     feature = MultiDeviceFeature(x, [device, device], cache_size=8 * 5 * 8, graph=graph)
     assert len(pickle.dumps(feature)) < 1500
-    from conftest import to_host
-
     for ids in ([3, 3, 0, 39], [], list(range(NUM_NODES))[::-3]):
         for rank in range(2):
             np.testing.assert_array_equal(to_host(feature.rank(rank)[ids]).reshape(-1, 5), x[ids])
@@ -259,8 +260,6 @@ def test_shard_mode_warns_and_replicates_on_cpu_devices():
 
 @pytest.mark.cuda
 def test_shard_mode_deals_hot_rows_round_robin_and_reads_peers():
-    from conftest import to_host
-
     x, graph = _table(), _graph()
     row_bytes = x.shape[1] * x.itemsize
     feature = MultiDeviceFeature(x, ["cuda:0", "cuda:0"], cache_size=6 * row_bytes, mode="shard", graph=graph)
@@ -334,8 +333,6 @@ def test_spawned_children_sample_like_the_parent_and_read_shared_memory(launcher
 
 
 def _gpu_child(rank, sampler, feature, expected):
-    from conftest import to_host
-
     output = sampler.sample(np.arange(rank, NUM_NODES, 5), rank, key=1)  # builds on cuda:0 lazily
     assert _same(_host(output), expected[rank]), f"rank {rank}: GPU sample differs from the CPU one"
     ids = np.array([rank, 3, rank, 0])
@@ -383,8 +380,6 @@ def test_bench_multi_reports_per_rank_throughput_and_defined_scaling(capsys):
 @pytest.mark.gpu_hardware
 def test_ids_on_a_gpu_select_the_rank_on_that_gpu():
     cupy = pytest.importorskip("cupy")
-    from conftest import to_host
-
     x = _table()
     feature = MultiDeviceFeature(x, ["cpu", "cuda:0"])
     with cupy.cuda.Device(0):
