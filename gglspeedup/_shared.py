@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SharedArray", "share", "is_shared"]
+__all__ = ["SharedArray", "FileArray", "share", "is_shared"]
 
 _PAGE = mmap.PAGESIZE
 _lock = threading.Lock()
@@ -166,14 +166,78 @@ class SharedArray:
         return f"SharedArray(name={self.name!r}, shape={self.shape}, dtype={self.dtype}, {role})"
 
 
-def share(array: Any) -> SharedArray:
-    """``array`` in shared memory: a :class:`SharedArray` (returned as is if it already is one)."""
-    if isinstance(array, SharedArray):
+class FileArray:
+    """A read-only view of a memory-mapped file; pickles as ``(path, offset, shape, dtype)``.
+
+    Arrays read with ``numpy.memmap`` (e.g. ``CSRGraph.load(path, mmap=True)``) are already shared
+    by the operating system's page cache: each process maps the same file pages, so nothing is
+    copied into ``/dev/shm`` and nothing needs unlinking.
+    """
+
+    owner = False
+
+    def __init__(self, path: str, offset: int, shape, dtype):
+        self.name = os.fspath(path)
+        self.offset = int(offset)
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self._array = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def array(self) -> np.ndarray:
+        """The mapped array (read-only), opened on first use in each process."""
+        if self._array is None:
+            if self.nbytes == 0:
+                self._array = np.empty(self.shape, self.dtype)
+            else:
+                mapped = np.memmap(self.name, dtype=self.dtype, mode="r", offset=self.offset, shape=self.shape)
+                self._array = np.asarray(mapped)
+        return self._array
+
+    def __reduce__(self):
+        return (FileArray, (self.name, self.offset, self.shape, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"FileArray(path={self.name!r}, offset={self.offset}, shape={self.shape}, dtype={self.dtype})"
+
+
+def _file_backed(array: np.ndarray) -> FileArray | None:
+    """A :class:`FileArray` for a C-contiguous view into a ``numpy.memmap`` of a file, else ``None``."""
+    # The root memmap (the one over the mmap object): slices of a memmap are memmaps too, but
+    # their ``offset`` still names the root's start.
+    base, node = None, array
+    while isinstance(node, np.ndarray):
+        if isinstance(node, np.memmap):
+            base = node
+        node = node.base
+    if base is None or not getattr(base, "filename", None) or not array.flags.c_contiguous:
+        return None
+    start = array.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    if start < 0 or array.dtype.hasobject:
+        return None
+    return FileArray(base.filename, base.offset + start, array.shape, array.dtype)
+
+
+def share(array: Any):
+    """``array`` visible to other processes without a copy per process; pickles by name.
+
+    Returns ``array`` itself if it is a handle already; a :class:`FileArray` for a contiguous view
+    of a memory-mapped file (the page cache is shared); otherwise a new :class:`SharedArray`.
+    """
+    if isinstance(array, (SharedArray, FileArray)):
         return array
+    if isinstance(array, np.ndarray):
+        mapped = _file_backed(array)
+        if mapped is not None:
+            return mapped
     return SharedArray.create(array)
 
 
-def is_shared(array: np.ndarray, handle: SharedArray) -> bool:
+def is_shared(array: np.ndarray, handle) -> bool:
     """Whether ``array``'s data lies inside ``handle``'s mapping in this process (test helper)."""
     view = handle.array
     start = view.__array_interface__["data"][0]

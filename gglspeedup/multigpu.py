@@ -2,7 +2,9 @@
 
 :class:`MultiDeviceSampler` and :class:`MultiDeviceFeature` keep their host arrays (graph, feature
 table, cache order) in shared memory (:mod:`gglspeedup._shared`), so pickling one sends a few
-hundred bytes of names and options, never the data: pass them straight to
+hundred bytes of names and options, never the data (inputs memory-mapped from files, e.g.
+``CSRGraph.load(path, mmap=True)`` or ``np.load(path, mmap_mode="r")``, travel as the file's path
+and are not copied at all: the page cache is shared): pass them straight to
 ``torch.multiprocessing.spawn(fn, args=(sampler, feature))`` or ``paddle.distributed.spawn``.
 Device state (a :class:`~gglspeedup.NeighborSampler` / :class:`~gglspeedup.FeatureStore` per
 rank) is built lazily, in the process that first uses rank ``r``, on ``devices[r]``.

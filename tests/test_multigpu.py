@@ -16,7 +16,7 @@ import pytest
 
 import gglspeedup as gg
 from gglspeedup import _config
-from gglspeedup._shared import is_shared, share
+from gglspeedup._shared import FileArray, SharedArray, is_shared, share
 from gglspeedup.multigpu import MultiDeviceFeature, MultiDeviceSampler, rank_seed
 
 NUM_NODES = 40
@@ -87,6 +87,19 @@ def test_shared_array_unlink_is_owner_only_and_late_attach_is_explained():
         late.array
     with pytest.raises(TypeError, match="objects"):
         share(np.array([object()]))
+
+
+def test_memory_mapped_arrays_are_shared_by_path_not_copied(tmp_path):
+    data = np.arange(60, dtype=np.float32).reshape(12, 5)
+    np.save(tmp_path / "x.npy", data)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    handle = share(mapped[2:7])  # a contiguous slice of the file
+    assert isinstance(handle, FileArray) and handle.name == str(tmp_path / "x.npy")
+    clone = pickle.loads(pickle.dumps(handle))
+    np.testing.assert_array_equal(clone.array, data[2:7])
+    assert not clone.array.flags.writeable
+    assert isinstance(share(mapped[:, 1:3]), SharedArray)  # not contiguous in the file: copied
+    assert isinstance(share(np.asarray(mapped) + 1), SharedArray)  # a computed array: copied
 
 
 def test_sharing_more_than_dev_shm_holds_raises_before_writing(monkeypatch):
@@ -285,7 +298,7 @@ def _maps_segment(array, name) -> bool:
     with open("/proc/self/maps") as maps:
         for line in maps:
             fields = line.split()
-            if len(fields) >= 6 and fields[5].endswith("/" + name):
+            if len(fields) >= 6 and (fields[5] == name or fields[5].endswith("/" + name)):
                 lo, hi = (int(v, 16) for v in fields[0].split("-"))
                 if lo <= address < hi:
                     return True
@@ -305,11 +318,18 @@ def _child(rank, sampler, feature, expected, scratch):
     scratch.array[rank] = os.getpid()  # visible to the parent only through shared pages
 
 
-@pytest.mark.parametrize("launcher, nprocs", [("torch", 3), ("multiprocessing", 2)])
-def test_spawned_children_sample_like_the_parent_and_read_shared_memory(launcher, nprocs):
-    graph = _graph()
+@pytest.mark.parametrize("launcher, nprocs, source", [("torch", 3, "memory"), ("multiprocessing", 2, "files")])
+def test_spawned_children_sample_like_the_parent_and_read_shared_memory(launcher, nprocs, source, tmp_path):
+    graph, table = _graph(), _table()
+    if source == "files":  # memory-mapped inputs: children map the same file pages
+        graph.save(tmp_path / "graph.npz")
+        graph = gg.CSRGraph.load(tmp_path / "graph.npz", mmap=True)
+        np.save(tmp_path / "x.npy", table)
+        table = np.load(tmp_path / "x.npy", mmap_mode="r")
     sampler = MultiDeviceSampler(graph, ["cpu"] * nprocs, [3, 2], seed=21)
-    feature = MultiDeviceFeature(_table(), ["cpu"] * nprocs)
+    feature = MultiDeviceFeature(table, ["cpu"] * nprocs)
+    kind = FileArray if source == "files" else SharedArray
+    assert isinstance(sampler._arrays["indices"], kind) and isinstance(feature._table, kind)
     expected = [sampler.sample(np.arange(r, NUM_NODES, 7), r, key=5) for r in range(nprocs)]
     scratch = share(np.zeros(nprocs, dtype=np.int64))
     args = (sampler, feature, expected, scratch)
