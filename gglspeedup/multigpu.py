@@ -165,7 +165,8 @@ class MultiDeviceSampler:
         """Use ``fanouts`` from now on in this process (the seed API's ``set_size``); returns self.
 
         Checked like the constructor's; the shared graph is kept (no copy) and every rank's
-        sampler is rebuilt on its next use. Not pickled back: call it in each process that needs it.
+        sampler is rebuilt on its next use. Fanouts set before pickling travel with the object;
+        a call in a spawned child changes that child's copy only.
         """
         from .sampling import NeighborSampler
 
