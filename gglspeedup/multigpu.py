@@ -330,6 +330,7 @@ class MultiDeviceFeature:
         self._stores = {}
         self._rank = None
         self._owners = {}  # shard mode: rank -> device array, which device caches each row
+        self._warned = False
 
     def __getstate__(self):
         return {"devices": self.devices, "mode": self.mode, "cache_size": self.cache_size,
@@ -446,9 +447,17 @@ class MultiDeviceFeature:
 
     def __getitem__(self, ids):
         """Rows ``x[ids]`` on the current rank's device (see :meth:`current_rank`)."""
-        return self.store(self.current_rank(ids))[ids]
+        return self.gather(ids)
 
     def gather(self, ids, out=None):
+        if self.mode == "shard" and not self._warned:
+            self._warned = True
+            warnings.warn(
+                "mode='shard' reads peers' hot rows from their GPUs only through feature.rank(r)[ids] in "
+                "one process driving every device; feature[ids] (one process per device) reads them from "
+                "host memory, so each device caches only its share: use mode='replicate' there",
+                RuntimeWarning, stacklevel=2,
+            )
         return self.store(self.current_rank(ids)).gather(ids, out=out)
 
     def __repr__(self) -> str:

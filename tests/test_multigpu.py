@@ -289,6 +289,9 @@ def test_shard_mode_deals_hot_rows_round_robin_and_reads_peers():
     assert feature.rank(1).gather(ids[::-1], out=out) is out
     np.testing.assert_array_equal(to_host(out), x[ids[::-1]])
     np.testing.assert_array_equal(to_host(feature.rank(1)[hot[1::2]]), x[hot[1::2]])  # all own: one gather
+    feature.set_rank(0)
+    with pytest.warns(RuntimeWarning, match="one process driving every device"):
+        np.testing.assert_array_equal(to_host(feature[ids]), x[ids])  # own store + host tier: still exact
 
 
 # ---------------------------------------------------------------------- spawned processes
