@@ -253,9 +253,11 @@ class NeighborSampler:
 
     def _device_seeds(self, seeds):
         xp = self.device.xp
-        if type(seeds).__module__.startswith("cupy") or xp is np:
-            return seeds if xp is not np else to_numpy(seeds)
-        return xp.from_dlpack(seeds)
+        if xp is np:  # the simulator's "device" arrays are host arrays
+            return np.asarray(to_numpy(seeds))
+        if type(seeds).__module__.startswith("cupy") or hasattr(seeds, "__cuda_array_interface__"):
+            return xp.asarray(seeds)  # CuPy, numba device arrays: zero-copy
+        return xp.from_dlpack(seeds)  # torch / JAX / ... GPU tensors: zero-copy
 
     # ------------------------------------------------------------------ CPU path
     def _acquire_map(self) -> np.ndarray:
