@@ -321,7 +321,7 @@ def _child(rank, sampler, feature, expected, scratch):
     scratch.array[rank] = os.getpid()  # visible to the parent only through shared pages
 
 
-@pytest.mark.parametrize("launcher, nprocs, source", [("torch", 3, "memory"), ("multiprocessing", 2, "files")])
+@pytest.mark.parametrize("launcher, nprocs, source", [("torch", 2, "memory"), ("multiprocessing", 3, "files")])
 def test_spawned_children_sample_like_the_parent_and_read_shared_memory(launcher, nprocs, source, tmp_path):
     graph, table = _graph(), _table()
     if source == "files":  # memory-mapped inputs: children map the same file pages
