@@ -49,7 +49,7 @@ def run(argv=None) -> dict:
     print(f"gglspeedup demo: GraphSAGE on {info['dataset']} ({info['nodes']} nodes, {info['edges']} edges, "
           f"{info['features']} features, {info['classes']} classes, train/val/test {info['train/val/test']}), "
           f"device {setup.device}, fanouts {args.fanouts}, batch size {args.batch_size}, "
-          f"layers: {conv_source}, torch {torch.__version__} on {torch.get_num_threads()} threads")
+          f"layers: {conv_source}, torch {torch.__version__} with {torch.get_num_threads()} CPU thread(s)")
     model = SAGE(info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout, conv=conv)
     history, result = train_model(model, setup, args)
     result = _train.report(result, history, args, name="gglspeedup-demo.png",
