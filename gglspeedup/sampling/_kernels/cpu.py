@@ -54,7 +54,11 @@ PARALLEL_MIN_WORK = 1 << 16
 # Serial loops over random ids prefetch this many iterations ahead.
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 4  # rows ahead in the fill loop (measured best of 4 / 8 / none)
-_PREFETCH_NAME = "llvm.prefetch.p0" if _llvm.llvm_version_info[0] >= 15 else "llvm.prefetch.p0i8"
+# The intrinsic's mangled name follows the pointer mode: opaque from LLVM 16 on (llvmlite
+# >= 0.45), typed up to LLVM 14; LLVM 15 builds could be either, so they skip the hint.
+_PREFETCH_NAME = {True: "llvm.prefetch.p0", False: "llvm.prefetch.p0i8"}.get(
+    _llvm.llvm_version_info[0] >= 16 if _llvm.llvm_version_info[0] != 15 else None
+)
 
 
 @intrinsic
@@ -62,6 +66,8 @@ def _prefetch(typingctx, array, index):
     """Hint the CPU to fetch ``array[index]`` into cache (LLVM ``prefetch``; no effect on results)."""
 
     def codegen(context, builder, signature, args):
+        if _PREFETCH_NAME is None:
+            return context.get_dummy_value()
         array_type = signature.args[0]
         view = context.make_array(array_type)(context, builder, args[0])
         pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1]], wraparound=False)
