@@ -112,6 +112,28 @@ def test_torch_backend_batches(data):
     assert all(type(s) is int for s in size)
 
 
+@pytest.mark.parametrize("backend, module", [("numpy", "numpy"), ("torch", "torch"), ("tensorflow", "tensorflow"),
+                                             ("paddle", "paddle"), ("jax", "jax")])
+def test_every_backend_gets_int64_ids_without_copy_warnings(data, backend, module, recwarn):
+    pytest.importorskip(module)
+    if module == "jax":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+    graph, x, y = data
+    loader = make_loader(data, backend=backend)
+    for batch in loader:
+        assert type(batch.x).__module__.split(".")[0] in (module, "jaxlib")
+        for tensor in (batch.n_id, batch.y, *[t for adj in batch.adjs for t in adj[:2]]):
+            name = getattr(tensor.dtype, "name", None)
+            assert (name if isinstance(name, str) else str(tensor.dtype)).rsplit(".", 1)[-1].lower() == "int64"
+        n_id = np.asarray(batch.n_id)
+        np.testing.assert_array_equal(np.asarray(batch.x), x[n_id])
+        np.testing.assert_array_equal(np.asarray(batch.y), y[n_id[: batch.batch_size]])
+    # the loader re-aligns the sampler's arrays itself, so the TF/JAX adapters never have to copy
+    assert not [w for w in recwarn if "aligned" in str(w.message)]
+
+
 class FailingSampler:
     def __init__(self, sampler, fail_at):
         self.sampler, self.fail_at, self.calls = sampler, fail_at, 0
