@@ -75,8 +75,8 @@ class NodeLoader:
         The nodes to iterate over (e.g. ``split["train"]``).
     batch_size : int
         Seeds per batch (the last batch may be smaller unless ``drop_last``).
-    labels : array, shape (num_nodes,), optional
-        Batches carry ``y = labels[batch_seeds]``.
+    labels : array, shape (num_nodes, ...), optional
+        Batches carry ``y = labels[batch_seeds]``, on the sampler's device.
     shuffle : bool
         Permute the seeds every epoch, keyed by ``(seed, epoch)``.
     drop_last : bool
@@ -181,6 +181,9 @@ class NodeLoader:
                     (len(batch_seeds),) + self.labels.shape[1:], self.labels.dtype))
             else:
                 y = self.labels[xp.asarray(batch_seeds)]
+            ids_module = array_module(n_id)
+            if ids_module is not xp:  # host labels, GPU sampler: y joins x and n_id on the device
+                y = ids_module.asarray(y)
         gathered = time.perf_counter()
         batch = Batch(x, y, list(adjs), n_id, len(batch_seeds))
         if self.backend is not None:
