@@ -131,6 +131,10 @@ def test_unknown_backend_and_bad_leaf_raise():
     with pytest.raises(TypeError, match="expected a NumPy/CuPy array"):
         backends.to("numpy", object())
     assert backends.adapter("tf") is backends.adapter("tensorflow")
+    assert backends.names() == ["numpy", "cupy", "torch", "tensorflow", "paddle", "jax", "tlx"]
+    installed = [name for name, module in FRAMEWORKS.items() if importlib.util.find_spec(module)]
+    assert set(backends.available()) == {"numpy", *installed} | (
+        {"cupy"} if importlib.util.find_spec("cupy") else set())
 
 
 def test_missing_framework_names_the_extra(monkeypatch):
