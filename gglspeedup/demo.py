@@ -43,7 +43,10 @@ def run(argv=None) -> dict:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(_train.cpu_threads(args))
-    setup = _train.setup_training(args, "torch")
+    try:
+        setup = _train.setup_training(args, "torch")
+    except (RuntimeError, FileNotFoundError) as error:  # no usable GPU for --device cuda, a missing dataset path
+        sys.exit(f"gglspeedup demo: {error}")
     conv, _, conv_source = conv_classes()
     info = setup.info
     print(f"gglspeedup demo: GraphSAGE on {info['dataset']} ({info['nodes']} nodes, {info['edges']} edges, "

@@ -64,6 +64,16 @@ def test_main_job_help_and_console_entry_point():
     assert callable(demo.main) and callable(demo.run)
 
 
+def test_main_job_explains_an_unusable_device():
+    from gglspeedup import _config, demo
+
+    if _config.HAS_CUDA:
+        pytest.skip("a CUDA device (or the simulator) is usable here")
+    with pytest.raises(SystemExit) as done:
+        demo.run(["--device", "cuda:0", "--epochs", "1", "--no-progress"])
+    assert "no usable CUDA GPU" in str(done.value.code)
+
+
 def test_gammagl_demo_exits_with_a_clear_message_without_gammagl(monkeypatch):
     if importlib.util.find_spec("gammagl") is not None:
         pytest.skip("gammagl is installed here: the tiny run covers it")
