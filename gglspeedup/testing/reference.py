@@ -54,10 +54,6 @@ def _u01(bits: int) -> float:
     return float(bits >> 11) * 2.0**-53
 
 
-def _u_open01(bits: int) -> float:
-    return (float(bits >> 11) + 1.0) * 2.0**-53
-
-
 def _sample_row(start, deg, weights, k, replace, weighted, state):
     """CSR positions drawn for one row (same conventions as ``_kernels/rows.py``)."""
     row = range(start, start + deg)

@@ -23,7 +23,6 @@ __all__ = [
     "row_state",
     "draw",
     "uniform_below",
-    "uniform_open01",
     "uniform_01",
 ]
 
@@ -95,11 +94,5 @@ def uniform_below(bits, n):
 
 @register_jitable
 def uniform_01(bits):
-    """A float64 in ``[0, 1)`` on the 2**-53 grid (exact, so ``u * total < total``)."""
+    """A float64 in ``[0, 1)`` on the 2**-53 grid (``u * total`` can still round up to ``total``)."""
     return np.float64(bits >> _S11) * _TWO_POW_M53
-
-
-@register_jitable
-def uniform_open01(bits):
-    """A float64 in ``(0, 1]`` on the 2**-53 grid (safe for ``log``)."""
-    return (np.float64(bits >> _S11) + 1.0) * _TWO_POW_M53

@@ -11,17 +11,19 @@ lives in :class:`gglspeedup.NeighborSampler`):
 - ``k == -1``: every neighbour in row order (weighted: every neighbour with weight > 0);
   ``k == 0``: none.
 - without replacement, ``k`` below the available count: unweighted rows use Floyd's algorithm
-  (``k`` draws, membership checked against the row's own output slice); weighted rows keep the
-  draw successively, each draw proportional to the weights of the edges not yet drawn (the
+  (``k`` draws, membership checked against the row's own output slice); weighted rows draw
+  successively, each draw proportional to the weights of the edges not drawn yet (the
   distribution of A-ES), in draw order.
 - with replacement: exactly ``k`` draws when the row has an edge (weighted: an edge with
   weight > 0); weighted draws binary-search the row's running weight sum.
-
-Weighted rows read two tables built once per graph (:func:`weight_tables`): ``live[v]``, the
-number of edges of row ``v`` with weight > 0, and ``cum[p]``, the running weight sum of ``p``'s
-row up to and including ``p``. Searches over ``cum`` make a weighted row cost
-O(k log(deg)) (O(k^2 log(deg)) without replacement, worst case) instead of O(deg).
 - zero-weight edges are never drawn; a row whose weights are all zero yields nothing.
+
+Weighted rows read two tables built once per graph (:func:`row_weight_table`): ``live[v]``, the
+number of edges of row ``v`` with weight > 0, and ``cum[p]``, the running weight sum of ``p``'s
+row up to and including ``p``. Searches over ``cum`` make a weighted row cost O(k log(deg))
+(O(k^2 log(deg)) without replacement, worst case) instead of O(deg). No transcendental
+functions and no multiply-add pairs appear in any body, so compiled CPU code, the simulator and
+a real GPU compute the same bits.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
-from .rng import draw, uniform_01, uniform_below, uniform_open01
+from .rng import draw, uniform_01, uniform_below
 
 __all__ = ["row_weight_table", "row_count", "row_fill", "row_finish"]
 
