@@ -8,8 +8,8 @@ by name, so nothing is copied per child.
 Lifetime
 --------
 The process that *creates* a segment owns it: the segment is unlinked when the creating handle is
-garbage-collected or the creating process exits (``weakref.finalize``, which also runs at exit),
-and, should the creator be killed, by multiprocessing's resource tracker. Processes that *attach*
+garbage-collected or the creating process exits (a parent, or a child that created one, spawned
+or forked), and, should the creator be killed, by multiprocessing's resource tracker. Processes that *attach*
 never unlink and never register the segment with a resource tracker: on Python < 3.13 attaching
 through ``SharedMemory(name)`` registers the name, and a spawned child shares its parent's tracker,
 so the child's exit (or an ``unregister``) would either unlink the parent's segment or make the
@@ -25,7 +25,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-import weakref
+from multiprocessing.util import Finalize
 from typing import Any
 
 import numpy as np
@@ -112,7 +112,10 @@ class SharedArray:
         self._array = None
         self._finalizer = None
         if _shm is not None:
-            self._finalizer = weakref.finalize(self, _unlink, _shm, os.getpid())
+            # multiprocessing's Finalize runs when the handle is collected, at interpreter exit, and
+            # also when a forked multiprocessing child (which leaves through os._exit) finishes;
+            # only ever in the creating process.
+            self._finalizer = Finalize(self, _unlink, args=(_shm, os.getpid()), exitpriority=0)
 
     @property
     def nbytes(self) -> int:

@@ -114,6 +114,23 @@ def test_sharing_more_than_dev_shm_holds_raises_before_writing(monkeypatch):
     assert share(np.zeros(100, np.int64)).array.sum() == 0
 
 
+def _share_in_child(queue):
+    _share_in_child.keep = share(np.ones(8))  # alive until the child exits (through os._exit)
+    queue.put(_share_in_child.keep.name)
+
+
+def test_a_forked_child_unlinks_the_segments_it_created_when_it_exits():
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    process = ctx.Process(target=_share_in_child, args=(queue,))
+    process.start()
+    name = queue.get(timeout=60)
+    process.join(timeout=60)
+    assert process.exitcode == 0 and not os.path.exists(f"/dev/shm/{name}")
+
+
 def test_shared_segments_are_released_when_the_parent_exits_without_tracker_noise(tmp_path):
     script = textwrap.dedent(
         """
@@ -123,7 +140,9 @@ def test_shared_segments_are_released_when_the_parent_exits_without_tracker_nois
         from gglspeedup.multigpu import MultiDeviceSampler, MultiDeviceFeature
 
         def child(sampler, feature, queue):
-            queue.put((int(sampler.graph.indices.sum()), float(feature.rank(1)[[2, 2]].sum())))
+            from gglspeedup._shared import share
+            own = child.keep = share(np.ones(8))  # owned by this child, alive until it exits
+            queue.put((int(sampler.graph.indices.sum()), float(feature.rank(1)[[2, 2]].sum()), own.name))
 
         if __name__ == "__main__":
             g = gg.CSRGraph.from_edge_index(np.random.default_rng(0).integers(0, 30, (2, 90)), num_nodes=30)
@@ -135,7 +154,9 @@ def test_shared_segments_are_released_when_the_parent_exits_without_tracker_nois
             p.start()
             got = queue.get(timeout=120)
             p.join()
-            assert got == (int(g.indices.sum()), 6.0), got
+            assert got[:2] == (int(g.indices.sum()), 6.0), got
+            import os
+            assert not os.path.exists("/dev/shm/" + got[2]), "the child's own segment outlived it"
             names = [h.name for h in s._arrays.values()] + [f._table.name, f._order.name]
             print(" ".join(names))
         """
