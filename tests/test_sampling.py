@@ -284,3 +284,12 @@ def test_pip_tbb_library_is_preloaded_when_present(tmp_path, monkeypatch):
     (tmp_path / "lib" / "libtbb.so.12").write_bytes(b"")
     cpu._make_pip_tbb_loadable()
     assert loaded == ([str(tmp_path / "lib" / "libtbb.so.12")] if sys.platform.startswith("linux") else [])
+
+
+def test_memory_mapped_graph(tmp_path):
+    # CSRGraph.load memory-maps read-only arrays by default; the kernels must accept them.
+    graph = random_graph(np.random.default_rng(11), 50, 400, zero_weight_share=0)
+    graph.save(tmp_path / "graph.npz")
+    mapped = gg.CSRGraph.load(tmp_path / "graph.npz", mmap=True)
+    out = gg.NeighborSampler(mapped, [3, 2], seed=4).sample([1, 2, 3], key=1)
+    assert_same_sample(out, reference_sample(graph, [1, 2, 3], [3, 2], seed=4, key=1))
