@@ -96,3 +96,18 @@ def test_gpu_seed_out_of_range_fails_before_kernels():
     sampler = gg.NeighborSampler(_graph("plain-csr"), [2], device="cuda:0")
     with pytest.raises(IndexError, match="seeds"):
         sampler.sample(gg.Device("cuda", 0).xp.asarray(np.array([3, 12])))
+
+
+@pytest.mark.parametrize("replace, weighted", [(False, False), (True, False), (False, True), (True, True)])
+def test_gpu_matches_cpu_on_random_multigraphs(replace, weighted):
+    rng = np.random.default_rng(31 + 2 * replace + weighted)
+    for trial in range(3):
+        num_nodes = int(rng.integers(2, 16))
+        edge_index = rng.integers(0, num_nodes, size=(2, int(rng.integers(0, 48))))
+        weights = rng.choice([0.0, 0.5, 1.0, 4.0], size=edge_index.shape[1])
+        graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes, weights=weights)
+        fanouts = [int(k) for k in rng.integers(-1, 4, size=2)]
+        seeds = rng.integers(0, num_nodes, size=int(rng.integers(1, 5)))
+        options = dict(replace=replace, weighted=weighted, seed=trial)
+        gpu = gg.NeighborSampler(graph, fanouts, device="cuda:0", **options).sample(seeds, key=trial)
+        assert_same_sample(gpu, gg.NeighborSampler(graph, fanouts, **options).sample(seeds, key=trial))
