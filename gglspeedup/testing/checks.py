@@ -26,6 +26,8 @@ def check_sample(graph, seeds, fanouts, out, *, replace=False, weighted=False) -
     grouped by target in target order; sources relabelled in order of first appearance;
     per-target counts ``min(k, avail)`` without replacement (no repeated edge) and ``k`` with
     replacement; zero-weight edges never drawn; duplicated targets get identical neighbours.
+    Host or device arrays are accepted; ``graph.edge_ids``, when set, must be unique. Python
+    loops per target: meant for graphs and batches of test size.
     """
     indptr, indices = _host(graph.indptr), _host(graph.indices)
     weights = None if graph.weights is None else _host(graph.weights)
