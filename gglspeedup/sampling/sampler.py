@@ -276,6 +276,8 @@ class NeighborSampler:
             from ._kernels import cpu
 
             with self._lock:
+                if self._tables is not None:  # another thread built them meanwhile
+                    return self._tables
                 tables = cpu.weight_tables(to_numpy(self.graph.indptr), to_numpy(self.graph.weights))
                 if self.placement == "pinned":
                     pinned = tuple(pinned_empty(t.shape, t.dtype) for t in tables)
@@ -300,8 +302,8 @@ class NeighborSampler:
     def _sample_cpu(self, seeds: np.ndarray, key: int):
         from ._kernels import cpu
 
-        if len(seeds) >= 2**31 - self.num_nodes:
-            raise ValueError(f"too many seeds for one batch: {len(seeds)}")
+        if self.num_nodes < 2**30 and len(seeds) >= 2**31 - self.num_nodes:  # int32 map: local ids fit
+            raise ValueError(f"seeds must hold fewer than 2**31 - num_nodes ids per batch, got {len(seeds)}")
         local_map = self._acquire_map()
         out = cpu.sample_all(self._host_arrays(), seeds, self.fanouts, self.replace, self.weighted,
                              self.seed, key, local_map)
