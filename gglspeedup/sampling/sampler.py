@@ -95,6 +95,12 @@ class NeighborSampler:
 
     Notes
     -----
+    CPU sampling uses Numba's threads (``numba.set_num_threads`` in the calling thread); a hop
+    drawing fewer than about 65k edges runs on one thread. On machines whose cores are shared
+    with other work, install ``tbb`` (``pip install tbb``): Numba then uses its work-stealing
+    pool instead of OpenMP, whose barriers stall while another process holds a core. The first
+    call compiles the kernels (a few seconds, cached on disk for later processes).
+
     Weighted samplers build two tables on first use (a live-edge count per node and a running
     weight sum per edge: 8 bytes per node and per edge) so a row costs O(k log(deg)).
 
