@@ -12,7 +12,8 @@
 #     setuptools<70 is NOT needed when `packaging` is installed (dgl.utils falls back to
 #     setuptools' vendored copy only without it), so the venv's setuptools stays as it is.
 #   * torch_geometric is pure Python. Its neighbour sampler needs pyg-lib (not on PyPI) or
-#     torch-sparse (source only: about 14 minutes to compile on 2 cores). Set
+#     torch-sparse + torch-scatter (source only: about 25 minutes to compile on 2 idle cores,
+#     an hour under nice on a busy one; verified here: torch-scatter 2.1.2, torch-sparse 0.6.18). Set
 #     WITH_TORCH_SPARSE=1 to compile it; without either, the pyg peer reports itself unavailable.
 # Every install runs under constraints.txt, and the script fails if torch's version moved.
 set -euo pipefail
