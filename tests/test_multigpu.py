@@ -114,21 +114,32 @@ def test_sharing_more_than_dev_shm_holds_raises_before_writing(monkeypatch):
     assert share(np.zeros(100, np.int64)).array.sum() == 0
 
 
-def _share_in_child(queue):
-    _share_in_child.keep = share(np.ones(8))  # alive until the child exits (through os._exit)
-    queue.put(_share_in_child.keep.name)
-
-
 def test_a_forked_child_unlinks_the_segments_it_created_when_it_exits():
-    import multiprocessing
+    # Forked from a fresh interpreter: forking this test process, where JAX / torch threads may
+    # already run, can deadlock the child.
+    script = textwrap.dedent(
+        """
+        import multiprocessing, os
+        import numpy as np
+        from gglspeedup._shared import share
 
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    process = ctx.Process(target=_share_in_child, args=(queue,))
-    process.start()
-    name = queue.get(timeout=60)
-    process.join(timeout=60)
-    assert process.exitcode == 0 and not os.path.exists(f"/dev/shm/{name}")
+        def child(queue):
+            child.keep = share(np.ones(8))  # alive until the child exits (through os._exit)
+            queue.put(child.keep.name)
+
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        process = ctx.Process(target=child, args=(queue,))
+        process.start()
+        name = queue.get(timeout=60)
+        process.join(timeout=60)
+        assert process.exitcode == 0, process.exitcode
+        assert not os.path.exists(f"/dev/shm/{name}"), name
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
 
 
 def test_shared_segments_are_released_when_the_parent_exits_without_tracker_noise(tmp_path):
