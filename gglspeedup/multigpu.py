@@ -19,7 +19,6 @@ rank) is built lazily, in the process that first uses rank ``r``, on ``devices[r
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 import threading
@@ -317,9 +316,7 @@ class MultiDeviceFeature:
         copies = self.num_devices if mode == "shard" else 1
         budget_rows = min(table.shape[0], (self.cache_size // row_bytes) * copies)
         if budget_rows and any(d.is_cuda for d in self.devices):
-            # compute(budget) in the current policies API; compute() in its first version.
-            wants_budget = len(inspect.signature(compute_order).parameters) > 0
-            ranked = compute_order(budget_rows)[0] if wants_budget else compute_order()[0]
+            ranked = compute_order(budget_rows)[0]
             order = np.ascontiguousarray(ranked[:budget_rows], dtype=np.int64)
         self._table = share(table)
         self._order = share(order)
