@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._threading import prefer_tbb
 from ..graph import CSRGraph
+
+prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
 __all__ = ["synthetic_powerlaw", "synthetic_features", "synthetic_labels", "random_split"]
 

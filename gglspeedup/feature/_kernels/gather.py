@@ -20,6 +20,10 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from ..._threading import prefer_tbb
+
+prefer_tbb()  # before any parallel launch: see gglspeedup._threading
+
 __all__ = [
     "copy_row",
     "gather_cpu",

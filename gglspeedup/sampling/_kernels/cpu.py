@@ -9,9 +9,6 @@ entries a batch touched, so a batch costs O(sampled edges), not O(num_nodes).
 
 from __future__ import annotations
 
-import ctypes
-import os
-import sys
 import threading
 
 import numba
@@ -22,6 +19,7 @@ from numba import njit, prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from ..._threading import prefer_tbb
 from .rng import hop_state, row_state
 from .rows import row_count, row_fill, row_finish, row_weight_table
 
@@ -29,20 +27,7 @@ __all__ = ["sample_all", "sample_hop", "weight_tables", "map_seeds", "reset_map"
 
 
 
-def _make_pip_tbb_loadable() -> None:
-    """Let Numba find a pip-installed TBB (``pip install tbb`` puts ``libtbb.so.12`` in
-    ``<prefix>/lib``, outside the loader's search path). Numba prefers TBB when it can load it:
-    its work-stealing pool degrades gracefully on a busy machine, where OpenMP barriers stall.
-    Loading the library changes nothing else; without the package this does nothing."""
-    path = os.path.join(sys.prefix, "lib", "libtbb.so.12")
-    if sys.platform.startswith("linux") and os.path.exists(path):
-        try:
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-        except OSError:
-            pass
-
-
-_make_pip_tbb_loadable()
+prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
 # Numba's parallel regions are not meant to be entered from several Python threads at once;
 # kernels release the GIL (nogil) so a prefetching thread still overlaps with training.
