@@ -269,23 +269,6 @@ def test_neighbours_do_not_depend_on_seed_order():
     assert set(a.n_id.tolist()) == set(b.n_id.tolist())
 
 
-def test_pip_tbb_library_is_preloaded_when_present(tmp_path, monkeypatch):
-    import ctypes
-    import sys
-
-    from gglspeedup.sampling._kernels import cpu
-
-    loaded = []
-    monkeypatch.setattr(ctypes, "CDLL", lambda path, mode=0: loaded.append(path))
-    monkeypatch.setattr(sys, "prefix", str(tmp_path))
-    cpu._make_pip_tbb_loadable()
-    assert loaded == []  # no tbb package: nothing to load
-    (tmp_path / "lib").mkdir()
-    (tmp_path / "lib" / "libtbb.so.12").write_bytes(b"")
-    cpu._make_pip_tbb_loadable()
-    assert loaded == ([str(tmp_path / "lib" / "libtbb.so.12")] if sys.platform.startswith("linux") else [])
-
-
 def test_memory_mapped_graph(tmp_path):
     # CSRGraph.load memory-maps read-only arrays by default; the kernels must accept them.
     graph = random_graph(np.random.default_rng(11), 50, 400, zero_weight_share=0)
