@@ -150,6 +150,7 @@ def test_contenders_are_timed_interleaved_after_their_warmup():
     assert (timings["a"].edges, timings["b"].edges, timings["a"].batches) == (10, 14, 2)
     assert len(timings["a"].round_seconds) == 2 and timings["a"].seconds in timings["a"].round_seconds
     assert timings["a"].edges_per_s == pytest.approx(10 / timings["a"].seconds)
+    assert timings["a"].best_edges_per_s == pytest.approx(10 / min(timings["a"].round_seconds))
 
 
 def test_sample_command_runs_end_to_end_and_writes_json(tmp_path, capsys):
@@ -170,6 +171,7 @@ def test_sample_command_runs_end_to_end_and_writes_json(tmp_path, capsys):
         assert row["status"] == "ok", row
         assert row["edges_per_s"] > 0 and row["ms_per_batch"] > 0 and len(row["round_s"]) == 2
         assert row["ratio"] == pytest.approx(rows["gglspeedup"]["edges_per_s"] / row["edges_per_s"])
+        assert row["best_edges_per_s"] >= row["edges_per_s"] and row["best_ratio"] > 0
     # both draw min(k, deg) per target, so hop 0 alone gives the same count; the totals stay close
     assert rows["numpy"]["edges_per_batch"] == pytest.approx(rows["gglspeedup"]["edges_per_batch"], rel=0.5)
     if rows["pyg"]["status"] != "ok":
