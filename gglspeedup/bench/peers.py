@@ -77,6 +77,14 @@ def _ranks(counts, xp):
     return owner, xp.arange(len(owner), dtype=np.int64) - starts[owner]
 
 
+def _sorted_unique(values, xp):
+    """Sorted distinct values (NumPy 2's hash-based ``unique`` is far slower on these keys)."""
+    values = xp.sort(values)
+    keep = xp.ones(len(values), dtype=bool)
+    keep[1:] = values[1:] != values[:-1]
+    return values[keep]
+
+
 def _sample_hop(indptr, targets, fanout, rng, xp):
     """Edge positions drawn for ``targets`` (grouped by target, in target order) and counts."""
     starts = indptr[targets]
@@ -112,7 +120,7 @@ def _sample_hop(indptr, targets, fanout, rng, xp):
         while True:
             owner = _owner(need, xp)
             draws = (rng.random(len(owner)) * row_degree[owner]).astype(np.int64)
-            kept = xp.unique(xp.concatenate([kept, owner * scale + draws]))
+            kept = _sorted_unique(xp.concatenate([kept, owner * scale + draws]), xp)
             need = fanout - xp.bincount(kept // scale, minlength=len(rows))
             if not bool((need > 0).any()):  # sync
                 break
