@@ -47,36 +47,6 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def make_model(in_channels, hidden, out_channels):
-    import torch
-    from torch import nn
-
-    class SAGEConv(nn.Module):
-        def __init__(self, fan_in, fan_out):
-            super().__init__()
-            self.neighbours, self.root = nn.Linear(fan_in, fan_out), nn.Linear(fan_in, fan_out, bias=False)
-
-        def forward(self, x, edge_index, num_targets):
-            source, target = edge_index
-            total = x.new_zeros((num_targets, x.shape[1])).index_add_(0, target, x[source])
-            count = torch.bincount(target, minlength=num_targets).clamp_(min=1).unsqueeze(1).to(x.dtype)
-            return self.neighbours(total / count) + self.root(x[:num_targets])
-
-    class SAGE(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.convs = nn.ModuleList([SAGEConv(in_channels, hidden), SAGEConv(hidden, out_channels)])
-
-        def forward(self, x, adjs):  # adjs: outermost hop first
-            for i, (edge_index, _, size) in enumerate(adjs):
-                x = self.convs[i](x, edge_index, size[1])
-                if i == 0:
-                    x = torch.nn.functional.dropout(torch.relu(x), p=0.5, training=self.training)
-            return x
-
-    return SAGE()
-
-
 def main(argv=None):
     import torch
     import torch.distributed as dist
@@ -84,6 +54,7 @@ def main(argv=None):
 
     import gglspeedup as gg
     from gglspeedup import backends, datasets
+    from gglspeedup._torch_train import SAGE
     from gglspeedup.distributed import DistFeature, hash_partition, range_partition
 
     args = parse_args(argv)
@@ -116,7 +87,7 @@ def main(argv=None):
     sampler = gg.NeighborSampler(graph, [int(k) for k in args.fanouts.split(",")], seed=args.seed,
                                  device=f"cuda:{local_rank}" if use_cuda else "cpu")
     torch.manual_seed(args.seed)
-    model = make_model(x.shape[1] + args.embedding_dim, args.hidden, int(y.max()) + 1).to(device)
+    model = SAGE(x.shape[1] + args.embedding_dim, args.hidden, int(y.max()) + 1).to(device)
     model = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
     parameters = list(model.parameters()) + ([embedding.local_rows] if embedding is not None else [])
     optimizer = torch.optim.Adam(parameters, lr=args.lr)

@@ -51,44 +51,13 @@ def default_devices() -> list[str]:
     return ["cpu", "cpu"]
 
 
-def make_model(in_channels, hidden, out_channels):
-    import torch
-    from torch import nn
-
-    class SAGEConv(nn.Module):
-        """Mean-aggregating GraphSAGE layer on one sampled hop (targets first in ``x``)."""
-
-        def __init__(self, fan_in, fan_out):
-            super().__init__()
-            self.neighbours, self.root = nn.Linear(fan_in, fan_out), nn.Linear(fan_in, fan_out, bias=False)
-
-        def forward(self, x, edge_index, num_targets):
-            source, target = edge_index
-            total = x.new_zeros((num_targets, x.shape[1])).index_add_(0, target, x[source])
-            count = torch.bincount(target, minlength=num_targets).clamp_(min=1).unsqueeze(1).to(x.dtype)
-            return self.neighbours(total / count) + self.root(x[:num_targets])
-
-    class SAGE(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.convs = nn.ModuleList([SAGEConv(in_channels, hidden), SAGEConv(hidden, out_channels)])
-
-        def forward(self, x, adjs):  # adjs: outermost hop first, as the sampler returns them
-            for i, (edge_index, _, size) in enumerate(adjs):
-                x = self.convs[i](x, edge_index, size[1])
-                if i == 0:
-                    x = torch.nn.functional.dropout(torch.relu(x), p=0.5, training=self.training)
-            return x
-
-    return SAGE()
-
-
 def run(rank, world_size, port, sampler, feature, y, split, args):
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from gglspeedup import backends
+    from gglspeedup._torch_train import SAGE
 
     device = sampler.devices[rank]
     on_gpu = device.is_cuda and not device.simulated
@@ -99,7 +68,7 @@ def run(rank, world_size, port, sampler, feature, y, split, args):
                             init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=args.timeout))
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = make_model(feature.shape[1], args.hidden, int(y.max()) + 1).to(torch_device)
+    model = SAGE(feature.shape[1], args.hidden, int(y.max()) + 1).to(torch_device)
     model = DistributedDataParallel(model, device_ids=[torch_device.index] if torch_device.type == "cuda" else None)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=5e-4)
     labels = torch.from_numpy(y).to(torch_device)
