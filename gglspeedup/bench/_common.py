@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from ..datasets.spec import parse_count
 
 __all__ = [
     "GRAPH_SPEC_HELP",
@@ -37,17 +38,6 @@ GRAPH_SPEC_HELP = (
     "(bundled), 'ogb:PATH', 'reddit:PATH' (datasets on disk), or 'file:PATH' (a CSRGraph saved "
     "with CSRGraph.save)"
 )
-
-
-_SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
-
-
-def _parse_count(text: str, what: str, spec: str) -> int:
-    """``"2000000"``, ``"2M"``, ``"500k"`` -> int (decimal scales, as the datasets specs read)."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmb]?)", text.strip().lower().replace("_", ""))
-    if match is None:
-        raise ValueError(f"--graph {spec!r}: {what} must be a number like 2000000 or 2M, got {text!r}")
-    return int(round(float(match.group(1)) * _SCALE[match.group(2)]))
 
 
 def load_graph(spec: str):
@@ -73,14 +63,14 @@ def load_graph(spec: str):
         parts = rest.split(":") if rest else []
         if len(parts) not in (2, 3):
             raise ValueError(f"--graph {spec!r}: expected 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]'")
-        num_nodes = _parse_count(parts[0], "NUM_NODES", spec)
+        num_nodes = parse_count(parts[0], f"--graph {spec!r}: NUM_NODES")
         try:
             avg_degree = float(parts[1])
         except ValueError:
             raise ValueError(f"--graph {spec!r}: AVG_DEGREE must be a number, got {parts[1]!r}") from None
         if num_nodes < 1 or not avg_degree > 0:
             raise ValueError(f"--graph {spec!r}: NUM_NODES must be >= 1 and AVG_DEGREE > 0")
-        seed = _parse_count(parts[2], "SEED", spec) if len(parts) == 3 else 0
+        seed = parse_count(parts[2], f"--graph {spec!r}: SEED") if len(parts) == 3 else 0
         from .. import datasets
 
         avg = int(avg_degree) if avg_degree == int(avg_degree) else avg_degree

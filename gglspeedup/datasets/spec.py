@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_dataset_spec"]
+__all__ = ["parse_dataset_spec", "parse_count"]
 
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
 
 
-def _parse_count(text: str, what: str, spec: str) -> int:
+def parse_count(text: str, label: str) -> int:
+    """``"2000000"``, ``"2M"``, ``"500k"`` -> int (decimal scales); ``label`` names the field in errors."""
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmb]?)", text.strip().lower().replace("_", ""))
     if match is None:
-        raise ValueError(f"{what} in dataset spec {spec!r} must be a number like 2000000 or 2M, got {text!r}")
+        raise ValueError(f"{label} must be a number like 2000000 or 2M, got {text!r}")
     return int(round(float(match.group(1)) * _SCALE[match.group(2)]))
 
 
@@ -45,7 +46,7 @@ def parse_dataset_spec(spec: str, *, feature_dim: int = 128, num_classes: int = 
         parts = rest.split(":")
         if len(parts) != 2:
             raise ValueError(f"dataset spec must be 'powerlaw:NUM_NODES:AVG_DEGREE', got {spec!r}")
-        num_nodes = _parse_count(parts[0], "NUM_NODES", spec)
+        num_nodes = parse_count(parts[0], f"NUM_NODES in dataset spec {spec!r}")
         try:
             avg_degree = float(parts[1])
         except ValueError:
