@@ -16,13 +16,12 @@ Differences from the original, all deliberate: a scipy matrix keeps the original
 (``CSRGraph.from_scipy``: row ``u`` of the matrix is the neighbour list sampled for ``u``);
 sampling is seeded (``seed=0`` unless given) instead of drawing a fresh random state; sizes default
 to ``[25, 10]`` (every example in that README), so ``sample`` works before ``set_size``; calling
-``set_size`` again (the multi-GPU example does, every epoch) keeps advancing the batch key, so
-epochs still differ; an int device means a CUDA device, and ``"cpu"`` runs the same code on the CPU.
+``set_size`` again (the multi-GPU example does, every epoch) keeps advancing the batch key
+(:meth:`NeighborSampler.with_fanouts`), so epochs still differ; an int device means a CUDA device, and ``"cpu"`` runs the same code on the CPU.
 """
 
 from __future__ import annotations
 
-import numpy as np
 
 from .device import as_device
 from .graph import as_csr_graph
@@ -49,26 +48,23 @@ class GPUSampler:
 
         self.csr = csr
         self.device = as_device(device)
-        self._options = dict(sampler_options, seed=seed, device=self.device)
-        self._sampler = NeighborSampler(as_csr_graph(csr), list(DEFAULT_SIZES), **self._options)
-        self._key = 0
+        self._sampler = NeighborSampler(as_csr_graph(csr), list(DEFAULT_SIZES), seed=seed, device=self.device,
+                                        **sampler_options)
 
     @property
     def sizes(self) -> list:
         return list(self._sampler.fanouts)
 
     def set_size(self, sizes) -> None:
-        """Fanouts per hop, seed hop first (``[25, 10]``); checked now, used by the next ``sample``."""
-        from .sampling import NeighborSampler
+        """Fanouts per hop, seed hop first (``[25, 10]``); checked now, used by the next ``sample``.
 
-        options = dict(self._options, placement=self._sampler.placement)
-        # The placed graph is reused as-is (no copy); only the fanouts change.
-        self._sampler = NeighborSampler(self._sampler.graph, list(sizes), **options)
+        The placed graph is kept and the batch counter continues (no replayed epochs).
+        """
+        self._sampler = self._sampler.with_fanouts(list(sizes))
 
     def sample(self, seeds):
         """``(all_node, adjs)``: all touched nodes (seeds first) and one ``Adj`` per hop, outermost first."""
-        key, self._key = self._key, self._key + 1
-        return self._sampler.sample(seeds, key=key)
+        return self._sampler.sample(seeds)
 
 
 class CGPUFeature:
@@ -138,7 +134,6 @@ class MultiGPUSampler:
         self._multi = MultiDeviceSampler(
             as_csr_graph(csr), _visible_devices(device, num_ranks), list(DEFAULT_SIZES), seed=seed, **sampler_options
         )
-        self._keys: dict[int, int] = {}
 
     @property
     def sizes(self) -> list:
@@ -149,15 +144,7 @@ class MultiGPUSampler:
 
     def sample(self, seeds, rank: int):
         """``(all_node, adjs)`` for ``seeds`` on rank ``rank``'s device."""
-        key = self._keys.get(int(rank), 0) if isinstance(rank, (int, np.integer)) else 0
-        out = self._multi.sample(seeds, rank, key=key)
-        self._keys[int(rank)] = key + 1
-        return out
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_keys"] = {}
-        return state
+        return self._multi.sample(seeds, rank)
 
 
 class Multi_CGPUFeature:  # noqa: N801 - the original name

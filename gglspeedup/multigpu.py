@@ -163,17 +163,17 @@ class MultiDeviceSampler:
     def set_fanouts(self, fanouts) -> "MultiDeviceSampler":
         """Use ``fanouts`` from now on in this process (the seed API's ``set_size``); returns self.
 
-        Checked like the constructor's; the shared graph is kept (no copy) and every rank's
-        sampler is rebuilt on its next use. Fanouts set before pickling travel with the object;
-        a call in a spawned child changes that child's copy only.
+        Checked like the constructor's. Ranks already built here keep their device state and
+        their batch counters (:meth:`NeighborSampler.with_fanouts`), so calling this every epoch
+        does not replay earlier batches. Fanouts set before pickling travel with the object; a
+        call in a spawned child changes that child's copy only.
         """
-        from .sampling import NeighborSampler
+        from .sampling.sampler import _check_fanouts
 
-        cpu_options = {k: v for k, v in self.options.items() if k != "placement"}
-        checked = NeighborSampler(self.graph, fanouts, seed=self.seed, **cpu_options).fanouts
+        checked = _check_fanouts(fanouts)
         with self._lock:
             self.fanouts = checked
-            self._samplers = {}
+            self._samplers = {rank: s.with_fanouts(checked) for rank, s in self._samplers.items()}
         return self
 
     def sample(self, seeds, rank: int, key=None) -> SampleOutput:

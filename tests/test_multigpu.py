@@ -285,6 +285,20 @@ def test_set_fanouts_keeps_the_shared_graph_and_rebuilds_samplers():
         sampler.set_fanouts(["a"])
 
 
+def test_set_fanouts_every_epoch_does_not_replay_batches():
+    # The original README calls set_size() at the top of every epoch: each rank's batch counter
+    # must carry on across it, or every epoch would redraw epoch 0's neighbourhoods.
+    graph = _graph()
+    sampler = MultiDeviceSampler(graph, ["cpu", "cpu"], [2], seed=4)
+    outputs = []
+    for _epoch in range(3):
+        sampler.set_fanouts([2, 2])
+        outputs.append(sampler.sample([3, 5], 1))
+    for key, out in enumerate(outputs):
+        expected = gg.NeighborSampler(graph, [2, 2], seed=rank_seed(4, 1)).sample([3, 5], key=key)
+        assert _same(out, expected)
+
+
 def test_current_rank_follows_paddle_launch_variables(monkeypatch):
     feature = MultiDeviceFeature(_table(), ["cpu", "cpu", "cpu"])
     for variable in ("LOCAL_RANK", "PADDLE_RANK_IN_NODE", "PADDLE_TRAINER_ID"):

@@ -276,3 +276,18 @@ def test_memory_mapped_graph(tmp_path):
     mapped = gg.CSRGraph.load(tmp_path / "graph.npz", mmap=True)
     out = gg.NeighborSampler(mapped, [3, 2], seed=4).sample([1, 2, 3], key=1)
     assert_same_sample(out, reference_sample(graph, [1, 2, 3], [3, 2], seed=4, key=1))
+
+
+def test_with_fanouts_shares_the_graph_and_continues_the_batch_counter():
+    graph = random_graph(np.random.default_rng(5), 40, 300, zero_weight_share=0)
+    sampler = gg.NeighborSampler(graph, [3, 2], seed=9)
+    seeds = [0, 7, 7, 13]
+    sampler.sample(seeds)                                   # key 0
+    sampler.sample(seeds)                                   # key 1
+    other = sampler.with_fanouts([4, 1, 2])
+    assert other.fanouts == [4, 1, 2] and sampler.fanouts == [3, 2]
+    assert other.graph is sampler.graph                     # no copy of the placed graph
+    assert_same_sample(other.sample(seeds), reference_sample(graph, seeds, [4, 1, 2], seed=9, key=2))
+    assert_same_sample(sampler.sample(seeds), reference_sample(graph, seeds, [3, 2], seed=9, key=2))
+    with pytest.raises(ValueError, match="fanouts"):
+        sampler.with_fanouts([])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import numpy as np
 
@@ -180,6 +179,22 @@ class NeighborSampler:
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ public
+    def with_fanouts(self, fanouts) -> "NeighborSampler":
+        """A sampler like this one drawing ``fanouts`` instead (checked like the constructor's).
+
+        It shares the placed graph and any weighted-sampling tables (no copy, no rebuild), and its
+        batch counter continues from this sampler's, so changing fanouts between epochs (the
+        original API's ``set_size``) does not replay earlier batches.
+        """
+        clone = NeighborSampler.__new__(NeighborSampler)
+        clone.__dict__.update(self.__dict__)
+        clone.fanouts = _check_fanouts(fanouts)
+        clone._lock = threading.Lock()
+        clone._free_maps = []  # scratch maps are per sampler: two samplers may run at once
+        with self._lock:
+            clone._key = self._key
+        return clone
+
     def sample(self, seeds, key=None) -> SampleOutput:
         """Sample the multi-hop neighbourhood of ``seeds``.
 
