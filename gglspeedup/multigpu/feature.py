@@ -1,21 +1,4 @@
-"""Samplers and feature stores for several devices, built once and shared with spawned processes.
-
-:class:`MultiDeviceSampler` and :class:`MultiDeviceFeature` keep their host arrays (graph, feature
-table, cache order) in shared memory (:mod:`gglspeedup._shared`), so pickling one sends a few
-hundred bytes of names and options, never the data (inputs memory-mapped from files, e.g.
-``CSRGraph.load(path, mmap=True)`` or ``np.load(path, mmap_mode="r")``, travel as the file's path
-and are not copied at all: the page cache is shared): pass them straight to
-``torch.multiprocessing.spawn(fn, args=(sampler, feature))`` or ``paddle.distributed.spawn``.
-Device state (a :class:`~gglspeedup.NeighborSampler` / :class:`~gglspeedup.FeatureStore` per
-rank) is built lazily, in the process that first uses rank ``r``, on ``devices[r]``.
-
->>> sampler = MultiDeviceSampler(graph, ["cuda:0", "cuda:1"], [25, 10])    # doctest: +SKIP
->>> feature = MultiDeviceFeature(x, ["cuda:0", "cuda:1"], cache_size="1G", graph=graph)  # doctest: +SKIP
->>> def run(rank, sampler, feature):                                     # doctest: +SKIP
-...     n_id, adjs = sampler.sample(seeds_of(rank), rank)
-...     rows = feature.rank(rank)[n_id]
->>> torch.multiprocessing.spawn(run, args=(sampler, feature), nprocs=2)  # doctest: +SKIP
-"""
+"""MultiDeviceFeature: one FeatureStore per device over one feature table in shared memory."""
 
 from __future__ import annotations
 
@@ -26,179 +9,13 @@ import warnings
 
 import numpy as np
 
-from ._shared import share
-from .device import as_device, parse_size, to_numpy
-from .graph import CSRGraph, as_csr_graph
-from .sampling.types import SampleOutput
+from .._shared import share
+from ..device import parse_size
+from ._common import _build_on, _check_devices, _check_rank
 
-__all__ = ["MultiDeviceSampler", "MultiDeviceFeature", "rank_seed"]
+__all__ = ["MultiDeviceFeature"]
 
-_GAMMA = 0x9E3779B97F4A7C15
 _MODES = ("replicate", "shard")
-
-
-def rank_seed(seed: int, rank: int) -> int:
-    """The :class:`~gglspeedup.NeighborSampler` seed of ``rank``: ``(seed + rank * 0x9E3779B97F4A7C15) mod 2**64``.
-
-    Rank 0 therefore samples exactly like ``NeighborSampler(graph, fanouts, seed=seed)``; other
-    ranks get independent streams (the sampler hashes its seed with splitmix64, whose stream
-    advances by this same golden-ratio step).
-    """
-    return (int(seed) + int(rank) * _GAMMA) % (1 << 64)
-
-
-def _check_devices(devices) -> list:
-    if isinstance(devices, (str, int)) or not hasattr(devices, "__len__"):
-        raise TypeError(
-            f"devices must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu', 'cpu']), got {devices!r}"
-        )
-    if len(devices) == 0:
-        raise ValueError("devices must name at least one device, got an empty list")
-    return [as_device(d) for d in devices]
-
-
-def _check_rank(rank, num_devices: int) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-        raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
-    if not 0 <= rank < num_devices:
-        raise IndexError(f"rank must be in [0, {num_devices}) (one rank per device), got {int(rank)}")
-    return int(rank)
-
-
-def _build_on(rank: int, device, build):
-    """Run ``build()`` for ``rank``; a device this process cannot use raises naming both."""
-    try:
-        device.check_available()
-    except RuntimeError as error:
-        raise RuntimeError(f"rank {rank} (pid {os.getpid()}): {error}") from None
-    return build()
-
-
-class MultiDeviceSampler:
-    """One :class:`~gglspeedup.NeighborSampler` per device over one shared graph.
-
-    Parameters
-    ----------
-    graph : CSRGraph or scipy sparse matrix
-        Copied once into shared memory (host arrays), then read by every rank without copies
-        on the CPU; a CUDA rank moves it to its device (``placement`` option) when first used.
-    devices : list of devices
-        ``devices[r]`` is rank ``r``'s device: ``["cuda:0", "cuda:1"]``, or ``["cpu", "cpu"]``
-        (one CPU process per rank).
-    fanouts : list of int
-        Neighbours per hop, seed hop first (see :class:`~gglspeedup.NeighborSampler`).
-    seed : int
-        Rank ``r`` samples with seed :func:`rank_seed(seed, r) <rank_seed>`.
-    **sampler_options
-        ``replace``, ``weighted``, ``placement``: passed to every rank's sampler.
-
-    Notes
-    -----
-    Output is a pure function of ``(seed, rank, key, seeds)``: the parent and a spawned child
-    calling ``sample(seeds, rank, key)`` get identical arrays. Without ``key`` each rank's sampler
-    uses and advances its own counter in the calling process.
-    """
-
-    def __init__(self, graph, devices, fanouts, *, seed=0, **sampler_options):
-        from .sampling import NeighborSampler
-
-        graph = as_csr_graph(graph).to("cpu")
-        self.devices = _check_devices(devices)
-        unknown = set(sampler_options) - {"replace", "weighted", "placement"}
-        if unknown:
-            raise TypeError(f"unknown sampler option(s) {sorted(unknown)}; known: replace, weighted, placement")
-        placement = sampler_options.get("placement", "auto")
-        if placement not in ("auto", "host") and not all(d.is_cuda for d in self.devices):
-            raise ValueError(f"placement {placement!r} needs CUDA devices; CPU ranks read the graph from shared memory")
-        # Arguments are checked once here by a CPU sampler (the same checks every rank would run).
-        cpu_options = {k: v for k, v in sampler_options.items() if k != "placement"}
-        probe = NeighborSampler(graph, fanouts, seed=seed, **cpu_options)
-        self.fanouts, self.seed, self.options = probe.fanouts, probe.seed, dict(sampler_options)
-        self._arrays = {
-            name: share(getattr(graph, name))
-            for name in ("indptr", "indices", "edge_ids", "weights")
-            if getattr(graph, name) is not None
-        }
-        self._local_state()
-
-    def _local_state(self) -> None:
-        self._lock = threading.Lock()
-        self._graph = None
-        self._samplers = {}
-
-    def __getstate__(self):
-        return {"devices": self.devices, "fanouts": self.fanouts, "seed": self.seed,
-                "options": self.options, "_arrays": self._arrays}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._local_state()
-
-    @property
-    def num_devices(self) -> int:
-        return len(self.devices)
-
-    @property
-    def graph(self) -> CSRGraph:
-        """The shared graph (host arrays viewing shared memory; no copy)."""
-        if self._graph is None:
-            arrays = {name: handle.array for name, handle in self._arrays.items()}
-            self._graph = CSRGraph(arrays.pop("indptr"), arrays.pop("indices"), _checked=True, **arrays)
-        return self._graph
-
-    def sampler(self, rank: int):
-        """Rank ``rank``'s :class:`~gglspeedup.NeighborSampler`, built on first use in this process."""
-        from .sampling import NeighborSampler
-
-        rank = _check_rank(rank, self.num_devices)
-        with self._lock:
-            sampler = self._samplers.get(rank)
-            if sampler is None:
-                device = self.devices[rank]
-                sampler = _build_on(rank, device, lambda: NeighborSampler(
-                    self.graph, self.fanouts, seed=rank_seed(self.seed, rank), device=device, **self.options))
-                self._samplers[rank] = sampler
-        return sampler
-
-    def set_fanouts(self, fanouts) -> "MultiDeviceSampler":
-        """Use ``fanouts`` from now on in this process (the seed API's ``set_size``); returns self.
-
-        Checked like the constructor's. Ranks already built here keep their device state and
-        their batch counters (:meth:`NeighborSampler.with_fanouts`), so calling this every epoch
-        does not replay earlier batches. Fanouts set before pickling travel with the object; a
-        call in a spawned child changes that child's copy only.
-        """
-        from .sampling.sampler import _check_fanouts
-
-        checked = _check_fanouts(fanouts)
-        with self._lock:
-            self.fanouts = checked
-            self._samplers = {rank: s.with_fanouts(checked) for rank, s in self._samplers.items()}
-        return self
-
-    def sample(self, seeds, rank: int, key=None) -> SampleOutput:
-        """Sample ``seeds`` on ``devices[rank]``; see :meth:`gglspeedup.NeighborSampler.sample`."""
-        return self.sampler(rank).sample(seeds, key=key)
-
-    def sample_scattered(self, seeds, key=None) -> list:
-        """Split one batch across all devices (one process): ``outputs[r]`` sampled on ``devices[r]``.
-
-        ``seeds`` (1-D, host or device) is cut into ``num_devices`` contiguous chunks whose sizes
-        differ by at most one (``numpy.array_split``); chunk ``r`` is sampled by rank ``r`` with
-        ``key``, so ``outputs[r]`` equals ``sample(chunk_r, r, key)`` and its arrays already live on
-        ``devices[r]``, where a replica of the model can consume them without a round trip through
-        device 0. Returns a list of :class:`~gglspeedup.SampleOutput`, in rank order.
-        """
-        host = to_numpy(seeds)
-        if host.ndim != 1:
-            raise ValueError(f"seeds must be 1-D, got shape {host.shape}")
-        chunks = np.array_split(host, self.num_devices)
-        return [self.sample(chunk, rank, key=key) for rank, chunk in enumerate(chunks)]
-
-    def __repr__(self) -> str:
-        devices = [str(d) for d in self.devices]
-        return (f"MultiDeviceSampler(devices={devices}, fanouts={self.fanouts}, seed={self.seed}, "
-                f"num_nodes={len(self._arrays['indptr'].array) - 1}, built_ranks={sorted(self._samplers)})")
 
 
 def _gpu_index(ids):
@@ -296,8 +113,8 @@ class MultiDeviceFeature:
     """
 
     def __init__(self, x, devices, cache_size=0, policy=None, mode="replicate", graph=None):
-        from .feature._inputs import as_table
-        from .feature.policies import resolve_policy
+        from ..feature._inputs import as_table
+        from ..feature.policies import resolve_policy
 
         self.devices = _check_devices(devices)
         if mode not in _MODES:
@@ -352,7 +169,7 @@ class MultiDeviceFeature:
 
     def store(self, rank: int):
         """Rank ``rank``'s :class:`~gglspeedup.FeatureStore`, built on first use in this process."""
-        from .feature import FeatureStore
+        from ..feature import FeatureStore
 
         rank = _check_rank(rank, self.num_devices)
         with self._lock:
@@ -370,7 +187,7 @@ class MultiDeviceFeature:
 
     def _gather_shard(self, rank: int, ids):
         """Rows for ``rank``: its own cache and host tier, plus rows cached on its peers."""
-        from .feature._inputs import as_ids
+        from ..feature._inputs import as_ids
 
         device, store = self.devices[rank], self.store(rank)
         ids = as_ids(ids, len(store), device)

@@ -1,0 +1,50 @@
+"""Rank seeds and the device / rank checks shared by the multi-device sampler and feature."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..device import as_device
+
+__all__ = ["rank_seed"]
+
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def rank_seed(seed: int, rank: int) -> int:
+    """The :class:`~gglspeedup.NeighborSampler` seed of ``rank``: ``(seed + rank * 0x9E3779B97F4A7C15) mod 2**64``.
+
+    Rank 0 therefore samples exactly like ``NeighborSampler(graph, fanouts, seed=seed)``; other
+    ranks get independent streams (the sampler hashes its seed with splitmix64, whose stream
+    advances by this same golden-ratio step).
+    """
+    return (int(seed) + int(rank) * _GAMMA) % (1 << 64)
+
+
+def _check_devices(devices) -> list:
+    if isinstance(devices, (str, int)) or not hasattr(devices, "__len__"):
+        raise TypeError(
+            f"devices must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu', 'cpu']), got {devices!r}"
+        )
+    if len(devices) == 0:
+        raise ValueError("devices must name at least one device, got an empty list")
+    return [as_device(d) for d in devices]
+
+
+def _check_rank(rank, num_devices: int) -> int:
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+        raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
+    if not 0 <= rank < num_devices:
+        raise IndexError(f"rank must be in [0, {num_devices}) (one rank per device), got {int(rank)}")
+    return int(rank)
+
+
+def _build_on(rank: int, device, build):
+    """Run ``build()`` for ``rank``; a device this process cannot use raises naming both."""
+    try:
+        device.check_available()
+    except RuntimeError as error:
+        raise RuntimeError(f"rank {rank} (pid {os.getpid()}): {error}") from None
+    return build()

@@ -1,0 +1,142 @@
+"""MultiDeviceSampler: one NeighborSampler per device over one graph in shared memory."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .._shared import share
+from ..device import to_numpy
+from ..graph import CSRGraph, as_csr_graph
+from ..sampling.types import SampleOutput
+from ._common import _build_on, _check_devices, _check_rank, rank_seed
+
+__all__ = ["MultiDeviceSampler"]
+
+
+class MultiDeviceSampler:
+    """One :class:`~gglspeedup.NeighborSampler` per device over one shared graph.
+
+    Parameters
+    ----------
+    graph : CSRGraph or scipy sparse matrix
+        Copied once into shared memory (host arrays), then read by every rank without copies
+        on the CPU; a CUDA rank moves it to its device (``placement`` option) when first used.
+    devices : list of devices
+        ``devices[r]`` is rank ``r``'s device: ``["cuda:0", "cuda:1"]``, or ``["cpu", "cpu"]``
+        (one CPU process per rank).
+    fanouts : list of int
+        Neighbours per hop, seed hop first (see :class:`~gglspeedup.NeighborSampler`).
+    seed : int
+        Rank ``r`` samples with seed :func:`rank_seed(seed, r) <rank_seed>`.
+    **sampler_options
+        ``replace``, ``weighted``, ``placement``: passed to every rank's sampler.
+
+    Notes
+    -----
+    Output is a pure function of ``(seed, rank, key, seeds)``: the parent and a spawned child
+    calling ``sample(seeds, rank, key)`` get identical arrays. Without ``key`` each rank's sampler
+    uses and advances its own counter in the calling process.
+    """
+
+    def __init__(self, graph, devices, fanouts, *, seed=0, **sampler_options):
+        from ..sampling import NeighborSampler
+
+        graph = as_csr_graph(graph).to("cpu")
+        self.devices = _check_devices(devices)
+        unknown = set(sampler_options) - {"replace", "weighted", "placement"}
+        if unknown:
+            raise TypeError(f"unknown sampler option(s) {sorted(unknown)}; known: replace, weighted, placement")
+        placement = sampler_options.get("placement", "auto")
+        if placement not in ("auto", "host") and not all(d.is_cuda for d in self.devices):
+            raise ValueError(f"placement {placement!r} needs CUDA devices; CPU ranks read the graph from shared memory")
+        # Arguments are checked once here by a CPU sampler (the same checks every rank would run).
+        cpu_options = {k: v for k, v in sampler_options.items() if k != "placement"}
+        probe = NeighborSampler(graph, fanouts, seed=seed, **cpu_options)
+        self.fanouts, self.seed, self.options = probe.fanouts, probe.seed, dict(sampler_options)
+        self._arrays = {
+            name: share(getattr(graph, name))
+            for name in ("indptr", "indices", "edge_ids", "weights")
+            if getattr(graph, name) is not None
+        }
+        self._local_state()
+
+    def _local_state(self) -> None:
+        self._lock = threading.Lock()
+        self._graph = None
+        self._samplers = {}
+
+    def __getstate__(self):
+        return {"devices": self.devices, "fanouts": self.fanouts, "seed": self.seed,
+                "options": self.options, "_arrays": self._arrays}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local_state()
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)
+
+    @property
+    def graph(self) -> CSRGraph:
+        """The shared graph (host arrays viewing shared memory; no copy)."""
+        if self._graph is None:
+            arrays = {name: handle.array for name, handle in self._arrays.items()}
+            self._graph = CSRGraph(arrays.pop("indptr"), arrays.pop("indices"), _checked=True, **arrays)
+        return self._graph
+
+    def sampler(self, rank: int):
+        """Rank ``rank``'s :class:`~gglspeedup.NeighborSampler`, built on first use in this process."""
+        from ..sampling import NeighborSampler
+
+        rank = _check_rank(rank, self.num_devices)
+        with self._lock:
+            sampler = self._samplers.get(rank)
+            if sampler is None:
+                device = self.devices[rank]
+                sampler = _build_on(rank, device, lambda: NeighborSampler(
+                    self.graph, self.fanouts, seed=rank_seed(self.seed, rank), device=device, **self.options))
+                self._samplers[rank] = sampler
+        return sampler
+
+    def set_fanouts(self, fanouts) -> "MultiDeviceSampler":
+        """Use ``fanouts`` from now on in this process (the seed API's ``set_size``); returns self.
+
+        Checked like the constructor's. Ranks already built here keep their device state and
+        their batch counters (:meth:`NeighborSampler.with_fanouts`), so calling this every epoch
+        does not replay earlier batches. Fanouts set before pickling travel with the object; a
+        call in a spawned child changes that child's copy only.
+        """
+        from ..sampling.sampler import _check_fanouts
+
+        checked = _check_fanouts(fanouts)
+        with self._lock:
+            self.fanouts = checked
+            self._samplers = {rank: s.with_fanouts(checked) for rank, s in self._samplers.items()}
+        return self
+
+    def sample(self, seeds, rank: int, key=None) -> SampleOutput:
+        """Sample ``seeds`` on ``devices[rank]``; see :meth:`gglspeedup.NeighborSampler.sample`."""
+        return self.sampler(rank).sample(seeds, key=key)
+
+    def sample_scattered(self, seeds, key=None) -> list:
+        """Split one batch across all devices (one process): ``outputs[r]`` sampled on ``devices[r]``.
+
+        ``seeds`` (1-D, host or device) is cut into ``num_devices`` contiguous chunks whose sizes
+        differ by at most one (``numpy.array_split``); chunk ``r`` is sampled by rank ``r`` with
+        ``key``, so ``outputs[r]`` equals ``sample(chunk_r, r, key)`` and its arrays already live on
+        ``devices[r]``, where a replica of the model can consume them without a round trip through
+        device 0. Returns a list of :class:`~gglspeedup.SampleOutput`, in rank order.
+        """
+        host = to_numpy(seeds)
+        if host.ndim != 1:
+            raise ValueError(f"seeds must be 1-D, got shape {host.shape}")
+        chunks = np.array_split(host, self.num_devices)
+        return [self.sample(chunk, rank, key=key) for rank, chunk in enumerate(chunks)]
+
+    def __repr__(self) -> str:
+        devices = [str(d) for d in self.devices]
+        return (f"MultiDeviceSampler(devices={devices}, fanouts={self.fanouts}, seed={self.seed}, "
+                f"num_nodes={len(self._arrays['indptr'].array) - 1}, built_ranks={sorted(self._samplers)})")
