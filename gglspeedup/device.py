@@ -25,6 +25,8 @@ __all__ = [
     "pinned_empty",
     "aligned_empty",
     "to_numpy",
+    "on_gpu",
+    "as_device_array",
 ]
 
 
@@ -267,3 +269,37 @@ def to_numpy(array: Any) -> np.ndarray:
             except (TypeError, BufferError, RuntimeError):
                 pass
     return np.asarray(array)
+
+
+def on_gpu(array: Any) -> bool:
+    """Whether ``array`` lives in GPU memory: CuPy, numba device arrays (anything with
+    ``__cuda_array_interface__``), torch CUDA tensors, or any DLPack tensor on a CUDA device.
+    NumPy arrays, numba's mapped (pinned host) arrays and lists are host data."""
+    if isinstance(array, np.ndarray):  # includes numba's mapped (pinned host) arrays
+        return False
+    module = type(array).__module__
+    if module.startswith("cupy") or hasattr(array, "__cuda_array_interface__"):
+        return True
+    device = getattr(array, "device", None)
+    if module.startswith("torch") and device is not None:
+        return device.type != "cpu"
+    if hasattr(array, "__dlpack_device__"):
+        try:
+            kind = int(array.__dlpack_device__()[0])
+        except Exception:  # objects that cannot tell: treat as host
+            return False
+        return kind in (2, 13)  # kDLCUDA, kDLCUDAManaged
+    return False
+
+
+def as_device_array(array: Any, device: Device):
+    """GPU-resident ``array`` (see :func:`on_gpu`) as an array of ``device.xp``, zero-copy.
+
+    Under the simulator ``device.xp`` is NumPy and the data come to the host.
+    """
+    xp = device.xp
+    if xp is np:  # the simulator's "device" arrays are host arrays
+        return np.asarray(to_numpy(array))
+    if type(array).__module__.startswith("cupy") or hasattr(array, "__cuda_array_interface__"):
+        return xp.asarray(array)  # CuPy, numba device arrays
+    return xp.from_dlpack(array)  # torch / JAX / ... GPU tensors

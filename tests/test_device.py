@@ -291,3 +291,24 @@ def test_to_numpy_reads_paddle_tensors():
 
     values = to_numpy(paddle.to_tensor(np.arange(4, dtype=np.int64)))
     assert isinstance(values, np.ndarray) and values.dtype == np.int64 and values.tolist() == [0, 1, 2, 3]
+
+
+def test_on_gpu_tells_device_memory_from_host_data():
+    import torch
+
+    from gglspeedup.device import on_gpu
+
+    class CudaInterface:  # what numba device arrays expose
+        __cuda_array_interface__ = {"shape": (1,), "typestr": "<i8", "data": (0, False), "version": 3}
+
+    class DLPackOn:
+        def __init__(self, kind):
+            self.kind = kind
+
+        def __dlpack_device__(self):
+            return (self.kind, 0)
+
+    assert not on_gpu(np.arange(3)) and not on_gpu([1, 2]) and not on_gpu(torch.arange(3))
+    assert on_gpu(CudaInterface())
+    assert on_gpu(DLPackOn(2)) and on_gpu(DLPackOn(13))      # kDLCUDA, kDLCUDAManaged
+    assert not on_gpu(DLPackOn(1)) and not on_gpu(DLPackOn(3))  # kDLCPU, kDLCUDAHost (pinned host)

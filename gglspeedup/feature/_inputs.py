@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import to_numpy
+from ..device import as_device_array, on_gpu, to_numpy
 from ._kernels.gather import first_out_of_range
 
 __all__ = ["as_table", "as_ids", "check_out"]
@@ -88,14 +88,8 @@ def _ids_module(ids) -> str:
 def _device_ids(ids, device):
     """ids as CuPy when they already live on ``device``'s GPU, else as NumPy (checked on the host,
     then uploaded by :func:`as_ids`)."""
-    xp = device.xp
-    if xp is np:
-        return to_numpy(ids)
-    kind = _ids_module(ids)
-    if kind == "cupy":
-        return ids
-    if hasattr(ids, "__dlpack_device__") and int(ids.__dlpack_device__()[0]) == 2:  # kDLCUDA
-        return xp.from_dlpack(ids)
+    if device.xp is not np and on_gpu(ids):
+        return as_device_array(ids, device)
     return to_numpy(ids)
 
 

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from ..device import as_device, to_numpy
+from ..device import as_device, as_device_array, on_gpu, to_numpy
 from ..graph import as_csr_graph
 from .types import Adj, SampleOutput
 
@@ -41,25 +41,6 @@ def _check_fanouts(fanouts) -> list[int]:
             raise ValueError(f"fanouts[{hop}] must be an int >= 0 or -1 (all neighbours), got {int(k)}")
         checked.append(int(k))
     return checked
-
-
-def _array_device_type(array) -> str:
-    """``"cuda"`` for arrays living on a GPU (CuPy, torch/JAX/... via DLPack), else ``"cpu"``."""
-    if isinstance(array, np.ndarray):  # includes numba's mapped (pinned host) arrays
-        return "cpu"
-    module = type(array).__module__
-    if module.startswith("cupy") or hasattr(array, "__cuda_array_interface__"):
-        return "cuda"
-    device = getattr(array, "device", None)
-    if module.startswith("torch") and device is not None:
-        return "cuda" if device.type != "cpu" else "cpu"
-    if hasattr(array, "__dlpack_device__"):
-        try:
-            kind = int(array.__dlpack_device__()[0])
-        except Exception:  # objects that cannot tell: treat as host
-            return "cpu"
-        return "cuda" if kind in (2, 13) else "cpu"  # kDLCUDA, kDLCUDAManaged
-    return "cpu"
 
 
 class NeighborSampler:
@@ -242,14 +223,14 @@ class NeighborSampler:
     def _check_seeds(self, seeds):
         if seeds is None:
             raise TypeError("seeds must be a 1-D integer array, got None")
-        on_gpu = _array_device_type(seeds) == "cuda"
-        if on_gpu and not self.device.is_cuda:
+        seeds_on_gpu = on_gpu(seeds)
+        if seeds_on_gpu and not self.device.is_cuda:
             raise ValueError(
                 f"seeds live on a GPU but this sampler runs on {self.device}; pass host seeds "
                 "(e.g. seeds.cpu() / cupy.asnumpy(seeds)) or build the sampler with device='cuda'"
             )
-        if on_gpu:
-            seeds = self._device_seeds(seeds)
+        if seeds_on_gpu:
+            seeds = as_device_array(seeds, self.device)
         else:
             if isinstance(seeds, (list, tuple)) and len(seeds) == 0:
                 seeds = np.empty(0, np.int64)
@@ -271,14 +252,6 @@ class NeighborSampler:
                 )
         xp = np if isinstance(seeds, np.ndarray) else self.device.xp
         return xp.ascontiguousarray(seeds, dtype=np.int64)
-
-    def _device_seeds(self, seeds):
-        xp = self.device.xp
-        if xp is np:  # the simulator's "device" arrays are host arrays
-            return np.asarray(to_numpy(seeds))
-        if type(seeds).__module__.startswith("cupy") or hasattr(seeds, "__cuda_array_interface__"):
-            return xp.asarray(seeds)  # CuPy, numba device arrays: zero-copy
-        return xp.from_dlpack(seeds)  # torch / JAX / ... GPU tensors: zero-copy
 
     # ------------------------------------------------------------------ CPU path
     def _acquire_map(self) -> np.ndarray:
