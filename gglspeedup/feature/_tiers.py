@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import aligned_empty, pinned_empty
-from ._kernels.gather import gather_cpu, word_dtype
+from ._kernels.gather import gather_host, word_dtype
 
 __all__ = ["CUDATiers", "device_free_bytes"]
 
@@ -74,13 +74,13 @@ class CUDATiers:
         # table no id maps to is never read.
         self.host_table = pinned_empty((max(1, len(host_ids)), self.words), self.word)
         if len(host_ids):
-            gather_cpu(source, host_ids, np.asarray(self.host_table).view(source_word))
+            gather_host(source, host_ids, np.asarray(self.host_table).view(source_word))
         xp = device.xp
         with device:
             if xp is np:  # simulator: the "device" table is a private host array
                 self.device_table = aligned_empty((max(1, num_cached), self.words), self.word)
                 if num_cached:
-                    gather_cpu(source, cached_ids, self.device_table.view(source_word))
+                    gather_host(source, cached_ids, self.device_table.view(source_word))
             else:
                 self.device_table = xp.empty((max(1, num_cached), self.words), dtype=self.word)
                 if num_cached:
@@ -97,7 +97,7 @@ class CUDATiers:
         staging_view = np.asarray(staging).view(source.dtype)
         for start in range(0, len(cached_ids), chunk):
             stop = min(len(cached_ids), start + chunk)
-            gather_cpu(source, cached_ids[start:stop], staging_view[: stop - start])
+            gather_host(source, cached_ids[start:stop], staging_view[: stop - start])
             self.device_table[start:stop].set(np.asarray(staging)[: stop - start])
         self.device.xp.cuda.get_current_stream().synchronize()  # sync: staging is reused below
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..device import aligned_empty, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out
-from ._kernels.gather import SERIAL_BYTES, gather_cpu, gather_serial, word_dtype
+from ._kernels.gather import gather_host, word_dtype
 from ._tiers import CUDATiers, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
 
@@ -230,8 +230,7 @@ class FeatureStore:
         table = self._views.get(word)
         if table is None:
             table = self._views[word] = self._host_table.view(word)
-        driver = gather_serial if out.nbytes < SERIAL_BYTES else gather_cpu
-        driver(table, ids, out.view(word))
+        gather_host(table, ids, out.view(word))
 
     # ------------------------------------------------------------------ statistics
     def stats(self) -> dict:

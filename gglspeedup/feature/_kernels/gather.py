@@ -6,12 +6,19 @@ ids, shapes and dtypes before calling them. Every table is viewed as rows of uns
 alignment), so float32, float16, bfloat16, float64, int64 and uint8 rows all go through the same
 compiled code, and a 512-byte float32 row moves as 64 uint64 words.
 
-- :func:`copy_row` is the only row-copy body: inlined into the CPU drivers here and compiled as a
-  CUDA device function by :mod:`.gather_cuda` (the two-tier CUDA driver, in its own module so
-  that a CPU-only store never imports ``numba.cuda``).
-- :func:`gather_cpu` is the CPU driver, ``out[i] = table[ids[i]]`` with ``prange`` over blocks of
-  output rows; :func:`gather_serial` its serial twin for small batches.
+- :func:`copy_row` is the row-copy body compiled as a CUDA device function by :mod:`.gather_cuda`
+  (the two-tier CUDA driver, in its own module so that a CPU-only store never imports
+  ``numba.cuda``), and the CPU's plain (cached-store) row copy.
+- :func:`gather_host` picks the CPU driver: :func:`gather_cpu` (``prange`` over blocks of output
+  rows) or its serial twin :func:`gather_serial` for small batches, with streamed stores for
+  large outputs. Both prefetch the row :data:`PREFETCH_BYTES` of output ahead
+  (:mod:`.memory`).
 - :func:`copy_contiguous` is the benchmark's ceiling: the same loop without the indirection.
+
+Why the CPU gather prefetches and streams (2M x 128 float32 table, 200k random rows, 2 cores):
+the plain row loop ran at 10-12 GB/s, about numpy.take's rate; announcing each row 4 KiB of
+output ahead raised it to 14-16 GB/s, and non-temporal stores on top (no read-for-ownership of
+the output lines) to 16-20 GB/s; see BENCHMARKS.md for the side-by-side runs.
 """
 
 from __future__ import annotations
@@ -21,16 +28,20 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..._threading import prefer_tbb
+from .memory import prefetch_row, store_fence, stream_line
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
 __all__ = [
     "copy_row",
+    "gather_host",
     "gather_cpu",
     "gather_serial",
     "first_out_of_range",
     "word_dtype",
     "SERIAL_BYTES",
+    "STREAM_BYTES",
+    "PREFETCH_BYTES",
     "copy_contiguous",
 ]
 
@@ -38,6 +49,16 @@ __all__ = [
 # at most that on an idle machine, but on an oversubscribed one GNU OpenMP's default waiting made
 # each launch cost ~20 ms (5000 rows: 16 ms parallel against 0.06 ms serial at load average 6).
 SERIAL_BYTES = 1 << 20
+
+# From this many output bytes on, rows are written with streamed (non-temporal) stores. An output
+# this large would not stay in the caches for the model to read anyway; a smaller one is written
+# through the cache, where the next layer finds it.
+STREAM_BYTES = 16 << 20
+
+# Each row is prefetched when the loop is this many output bytes before it (4 KiB measured best
+# among 1, 2, 4, 8 and 16 KiB for 64-, 400-, 512- and 2408-byte rows), and at most this many
+# bytes of it (a wider row's tail is a sequential stream the hardware prefetcher follows).
+PREFETCH_BYTES = 4096
 
 # Output rows per prange iteration (256 KiB of 128-wide float32 rows): the loop body is a whole
 # block, so the per-iteration overhead of the parallel loop vanishes next to the copies.
@@ -62,25 +83,69 @@ def copy_row(table, row, out, out_row, start, step):
             out[out_row, j] = table[row, j]
 
 
+@register_jitable(inline="always")
+def _stream_row(table, row, out, out_row, out_address):
+    """``out[out_row] = table[row]``: the 64-byte-aligned lines of the output row with streamed
+    stores, the unaligned head and tail (rows that straddle lines) with plain ones."""
+    words, size = table.shape[1], table.itemsize
+    per_line = 64 // size
+    head = min(words, ((-(out_address + out_row * words * size)) & 63) // size)
+    for j in range(head):
+        out[out_row, j] = table[row, j]
+    j = head
+    while j + per_line <= words:
+        stream_line(table, row, out, out_row, j)
+        j += per_line
+    for k in range(j, words):
+        out[out_row, k] = table[row, k]
+
+
+@register_jitable(inline="always")
+def _gather_rows(table, ids, out, start, stop, stream, out_address):
+    """Rows ``start..stop`` of the gather, each prefetched PREFETCH_BYTES of output ahead."""
+    row_bytes = table.shape[1] * table.itemsize
+    ahead = max(1, PREFETCH_BYTES // row_bytes)
+    lines = min((row_bytes + 63) // 64 + 1, PREFETCH_BYTES // 64)  # +1: rows straddle lines
+    count = ids.shape[0]
+    for i in range(start, stop):
+        if i + ahead < count:
+            prefetch_row(table, ids[i + ahead], lines)
+        if stream:
+            _stream_row(table, ids[i], out, i, out_address)
+        else:
+            copy_row(table, ids[i], out, i, 0, 1)
+    if stream:
+        store_fence()
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def gather_cpu(table, ids, out):
+def gather_cpu(table, ids, out, stream):
     """``out[i] = table[ids[i]]`` for every ``i``, in parallel over blocks of output rows.
 
     table : (num_rows, words) unsigned words; ids : (m,) int32/int64, all in range;
-    out : (m, words), same word dtype.
+    out : (m, words), same word dtype; stream : write with non-temporal stores (whole 64-byte
+    output lines only; see :mod:`.memory`).
     """
     m = ids.shape[0]
+    address = out.ctypes.data
     num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
     for block in prange(num_blocks):
-        for i in range(block * _BLOCK_ROWS, min(m, (block + 1) * _BLOCK_ROWS)):
-            copy_row(table, ids[i], out, i, 0, 1)
+        _gather_rows(table, ids, out, block * _BLOCK_ROWS, min(m, (block + 1) * _BLOCK_ROWS), stream, address)
 
 
 @njit(cache=True, nogil=True)
-def gather_serial(table, ids, out):
+def gather_serial(table, ids, out, stream):
     """Serial twin of :func:`gather_cpu` for small batches (a distinct function: its own cache slot)."""
-    for i in range(ids.shape[0]):
-        copy_row(table, ids[i], out, i, 0, 1)
+    _gather_rows(table, ids, out, 0, ids.shape[0], stream, out.ctypes.data)
+
+
+def gather_host(table, ids, out) -> None:
+    """``out[i] = table[ids[i]]`` on the CPU with the driver the output size calls for.
+
+    ``table`` and ``out`` are word views as the kernels take them; ``ids`` are in range.
+    """
+    driver = gather_serial if out.nbytes < SERIAL_BYTES else gather_cpu
+    driver(table, ids, out, out.nbytes >= STREAM_BYTES)
 
 
 @njit(cache=True, nogil=True)
@@ -106,11 +171,18 @@ def word_dtype(row_bytes: int, *addresses: int) -> np.dtype:
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def copy_contiguous(source, out):
+def copy_contiguous(source, out, stream):
     """``out[:] = source[:]`` in parallel blocks of rows: the ceiling a gather of the same bytes is
-    measured against (same blocking and threads as :func:`gather_cpu`, no indirection)."""
+    measured against (same blocking, threads and store kind as :func:`gather_cpu`, no
+    indirection, no prefetch: the hardware prefetcher follows a contiguous read by itself)."""
     m = source.shape[0]
+    address = out.ctypes.data
     num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
     for block in prange(num_blocks):
         for i in range(block * _BLOCK_ROWS, min(m, (block + 1) * _BLOCK_ROWS)):
-            copy_row(source, i, out, i, 0, 1)
+            if stream:
+                _stream_row(source, i, out, i, address)
+            else:
+                copy_row(source, i, out, i, 0, 1)
+        if stream:
+            store_fence()
