@@ -203,7 +203,25 @@ def _gpu_contenders(x, ids, device, ratios, graph):
         if len(x) * dim * x.dtype.itemsize < 0.5 * cupy.cuda.runtime.memGetInfo()[0]:
             table = cupy.asarray(x)
             contenders["cupy.take (table on GPU)"] = lambda: cupy.take(table, device_ids, axis=0, out=out)
+            contenders.update(_torch_gpu_peer(table, device_ids, out))
     return contenders, stores
+
+
+def _torch_gpu_peer(table, device_ids, out) -> dict:
+    """``torch.index_select`` on the same GPU arrays (zero-copy through DLPack), when torch has CUDA."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    try:  # a dtype torch cannot index on the GPU (e.g. bfloat16 moved as uint16) leaves the peer out
+        torch_table, torch_ids, torch_out = (torch.from_dlpack(a) for a in (table, device_ids, out))
+        torch.index_select(torch_table, 0, torch_ids[:1], out=torch_out[:1])
+    except (RuntimeError, TypeError, BufferError):
+        return {}
+    return {"torch.index_select (table on GPU)":
+            lambda: torch.index_select(torch_table, 0, torch_ids, out=torch_out)}
 
 
 def _note_environment(results) -> None:
