@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..datasets.spec import parse_count
+from ..datasets.spec import parse_powerlaw
 
 __all__ = [
     "GRAPH_SPEC_HELP",
@@ -60,21 +60,10 @@ def load_graph(spec: str):
     kind, _, rest = spec.strip().partition(":")
     kind = kind.lower()
     if kind == "powerlaw":
-        parts = rest.split(":") if rest else []
-        if len(parts) not in (2, 3):
-            raise ValueError(f"--graph {spec!r}: expected 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]'")
-        num_nodes = parse_count(parts[0], f"--graph {spec!r}: NUM_NODES")
-        try:
-            avg_degree = float(parts[1])
-        except ValueError:
-            raise ValueError(f"--graph {spec!r}: AVG_DEGREE must be a number, got {parts[1]!r}") from None
-        if num_nodes < 1 or not avg_degree > 0:
-            raise ValueError(f"--graph {spec!r}: NUM_NODES must be >= 1 and AVG_DEGREE > 0")
-        seed = parse_count(parts[2], f"--graph {spec!r}: SEED") if len(parts) == 3 else 0
         from .. import datasets
 
-        avg = int(avg_degree) if avg_degree == int(avg_degree) else avg_degree
-        graph = datasets.synthetic_powerlaw(num_nodes, avg, seed=seed)
+        num_nodes, avg, seed = parse_powerlaw(rest, f"--graph {spec!r}", with_seed=True)
+        graph = datasets.synthetic_powerlaw(num_nodes, avg, seed=seed or 0)
     elif kind in ("cora", "citeseer"):
         if rest:
             raise ValueError(f"--graph {spec!r}: {kind!r} takes no arguments")

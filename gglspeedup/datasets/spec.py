@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_dataset_spec", "parse_count"]
+__all__ = ["parse_dataset_spec", "parse_count", "parse_powerlaw"]
 
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
 
@@ -15,6 +15,27 @@ def parse_count(text: str, label: str) -> int:
     if match is None:
         raise ValueError(f"{label} must be a number like 2000000 or 2M, got {text!r}")
     return int(round(float(match.group(1)) * _SCALE[match.group(2)]))
+
+
+def parse_powerlaw(rest: str, label: str, *, with_seed: bool = False) -> tuple:
+    """``"N:D"`` (or ``"N:D:SEED"`` when ``with_seed``) of a ``powerlaw:`` spec -> ``(N, D, seed)``.
+
+    ``N`` may be written ``2M`` or ``500k``; ``D`` is a positive number, returned as an int when it
+    is whole; ``seed`` is ``None`` when not given. ``label`` names the spec in errors.
+    """
+    form = "powerlaw:NUM_NODES:AVG_DEGREE" + ("[:SEED]" if with_seed else "")
+    parts = rest.split(":") if rest else []
+    if len(parts) not in ((2, 3) if with_seed else (2,)):
+        raise ValueError(f"{label}: expected {form!r}")
+    num_nodes = parse_count(parts[0], f"{label}: NUM_NODES")
+    try:
+        avg_degree = float(parts[1])
+    except ValueError:
+        raise ValueError(f"{label}: AVG_DEGREE must be a number, got {parts[1]!r}") from None
+    if num_nodes < 1 or not avg_degree > 0:
+        raise ValueError(f"{label}: NUM_NODES must be >= 1 and AVG_DEGREE > 0")
+    seed = parse_count(parts[2], f"{label}: SEED") if len(parts) == 3 else None
+    return num_nodes, int(avg_degree) if avg_degree == int(avg_degree) else avg_degree, seed
 
 
 def parse_dataset_spec(spec: str, *, feature_dim: int = 128, num_classes: int = 16, seed: int = 0):
@@ -43,14 +64,7 @@ def parse_dataset_spec(spec: str, *, feature_dim: int = 128, num_classes: int = 
 
         return load(kind)
     if kind == "powerlaw":
-        parts = rest.split(":")
-        if len(parts) != 2:
-            raise ValueError(f"dataset spec must be 'powerlaw:NUM_NODES:AVG_DEGREE', got {spec!r}")
-        num_nodes = parse_count(parts[0], f"NUM_NODES in dataset spec {spec!r}")
-        try:
-            avg_degree = float(parts[1])
-        except ValueError:
-            raise ValueError(f"AVG_DEGREE in dataset spec {spec!r} must be a number, got {parts[1]!r}") from None
+        num_nodes, avg_degree, _ = parse_powerlaw(rest, f"dataset spec {spec!r}")
         from .synthetic import random_split, synthetic_features, synthetic_labels, synthetic_powerlaw
 
         graph = synthetic_powerlaw(num_nodes, avg_degree, seed=seed)
