@@ -1,4 +1,4 @@
-"""Rank seeds and the device / rank checks shared by the multi-device sampler and feature."""
+"""Rank seeds, the device / rank checks and the pickling rule shared by the multi-device sampler and feature."""
 
 from __future__ import annotations
 
@@ -48,3 +48,25 @@ def _build_on(rank: int, device, build):
     except RuntimeError as error:
         raise RuntimeError(f"rank {rank} (pid {os.getpid()}): {error}") from None
     return build()
+
+
+class _PerProcessState:
+    """Pickling for objects handed to worker processes: the attributes named in ``_PICKLED`` travel
+    (shared-memory handles, options); everything :meth:`_local_state` sets (locks, per-rank
+    samplers or stores built lazily in the worker) is rebuilt on arrival, never sent."""
+
+    _PICKLED: tuple = ()
+
+    def _local_state(self) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self):
+        return {name: getattr(self, name) for name in self._PICKLED}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._local_state()
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.devices)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .._shared import share
 from ..device import parse_size
-from ._common import _build_on, _check_devices, _check_rank
+from ._common import _build_on, _check_devices, _check_rank, _PerProcessState
 
 __all__ = ["MultiDeviceFeature"]
 
@@ -77,7 +77,7 @@ class _RankFeature:
         return self._owner.store(self.rank).stats()
 
 
-class MultiDeviceFeature:
+class MultiDeviceFeature(_PerProcessState):
     """One :class:`~gglspeedup.FeatureStore` per device over one shared host table.
 
     Parameters
@@ -139,24 +139,14 @@ class MultiDeviceFeature:
         self._order = share(order)
         self._local_state()
 
+    _PICKLED = ("devices", "mode", "cache_size", "_table", "_order")
+
     def _local_state(self) -> None:
         self._lock = threading.Lock()
         self._stores = {}
         self._rank = None
         self._owners = {}  # shard mode: rank -> device array, which device caches each row
         self._warned = False
-
-    def __getstate__(self):
-        return {"devices": self.devices, "mode": self.mode, "cache_size": self.cache_size,
-                "_table": self._table, "_order": self._order}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._local_state()
-
-    @property
-    def num_devices(self) -> int:
-        return len(self.devices)
 
     @property
     def shape(self) -> tuple:

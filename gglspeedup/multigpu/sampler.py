@@ -10,12 +10,12 @@ from .._shared import share
 from ..device import to_numpy
 from ..graph import CSRGraph, as_csr_graph
 from ..sampling.types import SampleOutput
-from ._common import _build_on, _check_devices, _check_rank, rank_seed
+from ._common import _build_on, _check_devices, _check_rank, _PerProcessState, rank_seed
 
 __all__ = ["MultiDeviceSampler"]
 
 
-class MultiDeviceSampler:
+class MultiDeviceSampler(_PerProcessState):
     """One :class:`~gglspeedup.NeighborSampler` per device over one shared graph.
 
     Parameters
@@ -62,22 +62,12 @@ class MultiDeviceSampler:
         }
         self._local_state()
 
+    _PICKLED = ("devices", "fanouts", "seed", "options", "_arrays")
+
     def _local_state(self) -> None:
         self._lock = threading.Lock()
         self._graph = None
         self._samplers = {}
-
-    def __getstate__(self):
-        return {"devices": self.devices, "fanouts": self.fanouts, "seed": self.seed,
-                "options": self.options, "_arrays": self._arrays}
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._local_state()
-
-    @property
-    def num_devices(self) -> int:
-        return len(self.devices)
 
     @property
     def graph(self) -> CSRGraph:
