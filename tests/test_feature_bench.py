@@ -47,10 +47,24 @@ def test_gather_bench_reports_ours_peers_ceiling_and_policies(batch_from, capsys
     assert "numpy.take" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("cache, message", [("a,b", "--cache"), ("-0.1", "--cache")])
-def test_gather_bench_rejects_bad_cache_lists(cache, message):
+def test_gather_bench_draws_seeds_from_a_training_fraction():
+    results = gather.run(_args(batch_from="sampler", train_fraction=0.1))
+    assert results["train_nodes"] == 300
+    rates = results["policies"]
+    assert rates[0]["presample"] == 0.0 and rates[-1]["presample"] == pytest.approx(1.0)
+    assert all(0.0 <= row["degree"] <= 1.0 and 0.0 <= row["presample"] <= 1.0 for row in rates)
+    train = gather._training_nodes(3000, 0.1, 0)
+    assert len(train) == 300 and len(np.unique(train)) == 300
+    assert gather._training_nodes(3000, 1.0, 0) is None
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"cache": "a,b"}, "--cache"), ({"cache": "-0.1"}, "--cache"),
+    ({"train_fraction": 0.0}, "--train-fraction"), ({"train_fraction": 1.5}, "--train-fraction"),
+])
+def test_gather_bench_rejects_bad_options(overrides, message):
     with pytest.raises(ValueError, match=message):
-        gather.run(_args(cache=cache))
+        gather.run(_args(**overrides))
 
 
 class _HostArray(np.ndarray):

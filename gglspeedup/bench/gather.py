@@ -15,8 +15,9 @@ each ratio twice: best against best, and the median over rounds of the ratio wit
 contiguous copies, one with streamed (non-temporal) stores as our gather uses for large outputs
 and one through the cache.
 With ``--batch-from sampler`` the ids are the ``n_id`` of sampled mini-batches of a synthetic
-power-law graph with ``--rows`` nodes, and the hit rates of the ``degree`` and ``presample`` cache
-policies at each budget are measured on held-out sampled batches.
+power-law graph with ``--rows`` nodes, seeded from a random ``--train-fraction`` of them (the
+training set), and the hit rates of the ``degree`` and ``presample`` cache policies at each budget
+are measured on held-out sampled batches from the same training set.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--avg-degree", type=float, default=16, help="power-law graph's mean degree (default 16)")
     parser.add_argument("--fanouts", default="15,10,5", help="sampler fanouts, seeds' hop first")
     parser.add_argument("--batch", type=int, default=1024, help="seeds per sampled batch (default 1024)")
+    parser.add_argument("--train-fraction", type=float, default=1.0,
+                        help="with --batch-from sampler: seeds come from this random fraction of the nodes "
+                             "(the training set; ogbn-products ~0.08, papers100M ~0.011; default 1.0)")
     parser.add_argument("--presample-batches", type=int, default=32,
                         help="batches the presample policy counts, and again held out to score it")
     parser.add_argument("--repeats", type=int, default=9, help="timed rounds (default 9)")
@@ -91,16 +95,29 @@ def _paired_ratio(rounds, reference_rounds) -> float:
     return float(np.median(np.asarray(reference_rounds) / np.asarray(rounds)))
 
 
-def _sampled_ids(graph, fanouts, batch, count, seed):
-    """The n_id of consecutive sampled batches, concatenated and cut to ``count`` ids."""
+def _training_nodes(num_nodes: int, fraction: float, seed: int):
+    """A seeded random ``fraction`` of the nodes (at least one), sorted; ``None`` for all nodes."""
+    import numpy as np
+
+    if fraction >= 1:
+        return None
+    count = max(1, int(round(fraction * num_nodes)))
+    return np.sort(np.random.default_rng(seed + 7).choice(num_nodes, count, replace=False))
+
+
+def _sampled_ids(graph, fanouts, batch, count, seed, train=None):
+    """The n_id of consecutive sampled batches (seeds from ``train``, default every node),
+    concatenated and cut to ``count`` ids."""
     import numpy as np
 
     from ..sampling import NeighborSampler
     from ._common import seed_batches
 
     sampler = NeighborSampler(graph, fanouts, seed=seed)
+    pool = graph.num_nodes if train is None else len(train)
     parts, total = [], 0
-    for seeds in seed_batches(graph.num_nodes, batch, 10_000, seed=seed):
+    for positions in seed_batches(pool, batch, 10_000, seed=seed):
+        seeds = positions if train is None else train[positions]
         n_id = np.asarray(sampler.sample(seeds)[0])
         parts.append(n_id)
         total += len(n_id)
@@ -109,14 +126,14 @@ def _sampled_ids(graph, fanouts, batch, count, seed):
     return np.ascontiguousarray(np.concatenate(parts)[:count], dtype=np.int64)
 
 
-def _policy_hit_rates(graph, fanouts, batch, num_batches, ratios, seed):
-    """Held-out hit rates of the degree and presample orders at each budget."""
+def _policy_hit_rates(graph, fanouts, batch, num_batches, ratios, seed, train=None):
+    """Held-out hit rates of the degree and presample orders at each budget (seeds from ``train``)."""
     from ..feature import policies
 
     start = time.perf_counter()
-    halves = policies.presample_halves(graph, fanouts, batch, num_batches, seed=seed)
+    halves = policies.presample_halves(graph, fanouts, batch, num_batches, seeds=train, seed=seed)
     presample_s = time.perf_counter() - start
-    held_out = policies.presample_counts(graph, fanouts, batch, num_batches, seed=seed + 2)
+    held_out = policies.presample_counts(graph, fanouts, batch, num_batches, seeds=train, seed=seed + 2)
     degree = policies.degree_order(graph)
     rows = []
     for ratio in ratios:
@@ -266,6 +283,8 @@ def run(args) -> dict:
     fanouts = parse_fanouts(args.fanouts)
     if args.rows < 1 or args.dim < 1 or args.ids < 1:
         raise ValueError("--rows, --dim and --ids must be >= 1")
+    if not 0 < args.train_fraction <= 1:
+        raise ValueError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     rng = np.random.default_rng(args.seed)
     x = rng.random((args.rows, args.dim), dtype=np.float32).astype(args.dtype, copy=False)
     row_bytes = args.dim * x.dtype.itemsize
@@ -279,7 +298,9 @@ def run(args) -> dict:
         graph = datasets.synthetic_powerlaw(args.rows, avg, seed=args.seed)
         results["graph"] = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                             "build_s": round(time.perf_counter() - start, 2)}
-        ids = _sampled_ids(graph, fanouts, args.batch, args.ids, args.seed)
+        train = _training_nodes(graph.num_nodes, args.train_fraction, args.seed)
+        results["train_nodes"] = graph.num_nodes if train is None else len(train)
+        ids = _sampled_ids(graph, fanouts, args.batch, args.ids, args.seed, train)
     else:
         ids = rng.integers(0, args.rows, args.ids, dtype=np.int64)
     useful = len(ids) * row_bytes
@@ -336,8 +357,9 @@ def run(args) -> dict:
     results["gather"] = rows
     if graph is not None:
         policy_rows, presample_s = _policy_hit_rates(graph, fanouts, args.batch, args.presample_batches,
-                                                     ratios, args.seed)
-        print(f"\ncache policy hit rates on {args.presample_batches} held-out sampled batches "
+                                                     ratios, args.seed, train)
+        print(f"\ncache policy hit rates on {args.presample_batches} held-out sampled batches, seeds from "
+              f"{results['train_nodes']} training nodes "
               f"(presample counted {args.presample_batches} batches in {presample_s:.1f} s; it falls back "
               "to the degree order where its two halves predict each other worse):")
         print(format_table(policy_rows, [("cache", "cache ratio", "g"), ("degree", "degree", ".4f"),
