@@ -127,7 +127,7 @@ def gather_cpu(table, ids, out, stream):
     output lines only; see :mod:`.memory`).
     """
     m = ids.shape[0]
-    address = out.ctypes.data
+    address = np.int64(out.ctypes.data)  # int64 arithmetic below, whatever Numba makes of uint64 mixes
     num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
     for block in prange(num_blocks):
         _gather_rows(table, ids, out, block * _BLOCK_ROWS, min(m, (block + 1) * _BLOCK_ROWS), stream, address)
@@ -136,7 +136,7 @@ def gather_cpu(table, ids, out, stream):
 @njit(cache=True, nogil=True)
 def gather_serial(table, ids, out, stream):
     """Serial twin of :func:`gather_cpu` for small batches (a distinct function: its own cache slot)."""
-    _gather_rows(table, ids, out, 0, ids.shape[0], stream, out.ctypes.data)
+    _gather_rows(table, ids, out, 0, ids.shape[0], stream, np.int64(out.ctypes.data))
 
 
 def gather_host(table, ids, out) -> None:
@@ -176,7 +176,7 @@ def copy_contiguous(source, out, stream):
     measured against (same blocking, threads and store kind as :func:`gather_cpu`, no
     indirection, no prefetch: the hardware prefetcher follows a contiguous read by itself)."""
     m = source.shape[0]
-    address = out.ctypes.data
+    address = np.int64(out.ctypes.data)  # int64 arithmetic below, whatever Numba makes of uint64 mixes
     num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
     for block in prange(num_blocks):
         for i in range(block * _BLOCK_ROWS, min(m, (block + 1) * _BLOCK_ROWS)):
