@@ -101,6 +101,15 @@ def _stream_row(table, row, out, out_row, out_address):
 
 
 @register_jitable(inline="always")
+def _copy_row_to(table, row, out, out_row, stream, out_address):
+    """``out[out_row] = table[row]`` with streamed stores (:func:`_stream_row`) or through the cache."""
+    if stream:
+        _stream_row(table, row, out, out_row, out_address)
+    else:
+        copy_row(table, row, out, out_row, 0, 1)
+
+
+@register_jitable(inline="always")
 def _gather_rows(table, ids, out, start, stop, stream, out_address):
     """Rows ``start..stop`` of the gather, each prefetched PREFETCH_BYTES of output ahead."""
     row_bytes = table.shape[1] * table.itemsize
@@ -110,10 +119,7 @@ def _gather_rows(table, ids, out, start, stop, stream, out_address):
     for i in range(start, stop):
         if i + ahead < count:
             prefetch_row(table, ids[i + ahead], lines)
-        if stream:
-            _stream_row(table, ids[i], out, i, out_address)
-        else:
-            copy_row(table, ids[i], out, i, 0, 1)
+        _copy_row_to(table, ids[i], out, i, stream, out_address)
     if stream:
         store_fence()
 
@@ -180,9 +186,6 @@ def copy_contiguous(source, out, stream):
     num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
     for block in prange(num_blocks):
         for i in range(block * _BLOCK_ROWS, min(m, (block + 1) * _BLOCK_ROWS)):
-            if stream:
-                _stream_row(source, i, out, i, address)
-            else:
-                copy_row(source, i, out, i, 0, 1)
+            _copy_row_to(source, i, out, i, stream, address)
         if stream:
             store_fence()
