@@ -5,8 +5,8 @@ the device table, ``loc < 0`` is row ``-1 - loc`` of the pinned host table, read
 PCIe (UVA zero-copy, never a host-side gather and copy). A group of ``group`` consecutive threads
 (a warp, or a power-of-two part of one for rows narrower than 32 words) strides over the row's
 words, so each group's loads are coalesced. The row copy is :func:`.gather.copy_row`, the same
-body the CPU driver runs for outputs it writes through the cache. Importing this module imports ``numba.cuda`` (under
-``NUMBA_ENABLE_CUDASIM=1``, its simulator).
+body the CPU driver runs for outputs it writes through the cache. Importing this module imports
+``numba.cuda`` (under ``NUMBA_ENABLE_CUDASIM=1``, its simulator).
 """
 
 from __future__ import annotations
