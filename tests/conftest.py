@@ -15,6 +15,9 @@ import pytest
 # Importing TensorFlow and then Paddle in one process segfaults (paddle's C extension); Paddle
 # first is safe, so any test session that may touch both imports Paddle up front.
 if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and importlib.util.find_spec("paddle"):
+    from gglspeedup._threading import prefer_tbb
+
+    prefer_tbb()  # Paddle 3.3's libpaddle.so needs libtbb.so.12, which pip puts outside the loader's path
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import paddle  # noqa: F401

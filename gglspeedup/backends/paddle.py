@@ -27,6 +27,10 @@ def framework():
             "paddle cannot be imported after tensorflow in the same process (it crashes the "
             "interpreter); import paddle before tensorflow at the top of your script"
         )
+    if "paddle" not in sys.modules:
+        from .._threading import prefer_tbb
+
+        prefer_tbb()  # libpaddle.so links libtbb.so.12, which pip's tbb puts outside the loader's path
     return import_framework("paddle", EXTRA)
 
 
