@@ -4,6 +4,10 @@ A :class:`Device` is ``cpu`` or ``cuda:<index>``. GPU work runs either on a real
 numba-cuda kernels) or, when ``NUMBA_ENABLE_CUDASIM=1``, on numba's CUDA simulator, where
 "device arrays" are NumPy arrays. Placement decisions read :attr:`Device.xp` and
 :attr:`Device.is_cuda`; nothing else in the package parses device strings.
+
+Which library an array belongs to is decided here too, once: :func:`array_library` (``"numpy"``,
+``"cupy"``, ``"torch"``, ...) and :func:`array_module` (``numpy`` or ``cupy``); the DLPack device
+codes the package reads are named once below (``DLPACK_CPU``, ...).
 """
 
 from __future__ import annotations
@@ -19,15 +23,44 @@ from . import _config
 
 __all__ = [
     "Device",
+    "DeviceUnavailableError",
     "as_device",
     "parse_size",
     "array_module",
+    "array_library",
+    "DLPACK_CPU",
+    "DLPACK_CUDA",
+    "DLPACK_CUDA_HOST",
+    "DLPACK_CUDA_MANAGED",
     "pinned_empty",
     "aligned_empty",
     "to_numpy",
     "on_gpu",
     "as_device_array",
 ]
+
+
+# DLPack device types (dlpack.h, ``DLDeviceType``): the codes ``__dlpack_device__()[0]`` reports.
+DLPACK_CPU = 1
+DLPACK_CUDA = 2
+DLPACK_CUDA_HOST = 3  # page-locked host memory: readable by the CPU like kDLCPU
+DLPACK_CUDA_MANAGED = 13
+_HOST_DLPACK = (DLPACK_CPU, DLPACK_CUDA_HOST)
+_GPU_DLPACK = (DLPACK_CUDA, DLPACK_CUDA_MANAGED)
+
+
+class DeviceUnavailableError(RuntimeError):
+    """A CUDA device was asked for but cannot run work in this process (no GPU, no CuPy /
+    numba-cuda GPU support, or an index past the visible devices).
+
+    A subclass of ``RuntimeError``, so ``except RuntimeError`` still catches it; catch this class
+    to fall back to the CPU only when the GPU is missing::
+
+        try:
+            sampler = gg.NeighborSampler(graph, [25, 10], device="cuda:0")
+        except gg.DeviceUnavailableError:
+            sampler = gg.NeighborSampler(graph, [25, 10], device="cpu")
+    """
 
 
 @dataclass(frozen=True)
@@ -62,11 +95,12 @@ class Device:
         return cupy
 
     def check_available(self) -> "Device":
-        """Raise ``RuntimeError`` when this device cannot run work here; return self otherwise."""
+        """Raise :class:`DeviceUnavailableError` (a ``RuntimeError``) when this device cannot run
+        work here; return self otherwise. The CPU and simulated CUDA devices are always available."""
         if not self.is_cuda or self.simulated:
             return self
         if not _config.HAS_CUPY_GPU or not _config.HAS_NUMBA_CUDA:
-            raise RuntimeError(
+            raise DeviceUnavailableError(
                 f"device {self} requested but no usable CUDA GPU was found "
                 f"(cupy GPU: {_config.HAS_CUPY_GPU}, numba-cuda GPU: {_config.HAS_NUMBA_CUDA}); "
                 "install the 'gpu' extra on a GPU machine, use device='cpu', or set "
@@ -76,7 +110,7 @@ class Device:
 
         count = cupy.cuda.runtime.getDeviceCount()
         if self.index >= count:
-            raise RuntimeError(f"device {self} requested but only {count} CUDA device(s) are visible")
+            raise DeviceUnavailableError(f"device {self} requested but only {count} CUDA device(s) are visible")
         return self
 
     def __enter__(self):
@@ -104,12 +138,17 @@ _DEVICE_RE = re.compile(r"^\s*(cpu|cuda|gpu)(?::(\d+))?\s*$", re.IGNORECASE)
 def as_device(device: Any = "cpu") -> Device:
     """Parse ``device`` into a :class:`Device`.
 
-    Accepts ``"cpu"``, ``"cuda"`` (index 0), ``"cuda:1"``, ``"gpu:1"`` (Paddle spelling), a
-    non-negative int (a CUDA index, as torch reads it), a :class:`Device`, or a framework device
-    object (``torch.device``, a Paddle place, a JAX device, a CuPy device).
+    Accepts ``"cpu"``, ``"cuda"`` (index 0), ``"cuda:1"``, ``"gpu"`` / ``"gpu:1"`` (Paddle's
+    spelling of the same CUDA devices: ``"gpu"`` is ``"cuda:0"``), a non-negative int (a CUDA
+    index, as torch reads it), ``None`` (the CPU), a :class:`Device`, or a framework device object
+    (``torch.device``, a Paddle place, a JAX device, a CuPy device). Case and surrounding spaces
+    are ignored.
 
-    >>> as_device("cuda:1")
-    Device(type='cuda', index=1)
+    Parsing never checks that the device exists: classes that run work on it call
+    :meth:`Device.check_available`, which raises :class:`DeviceUnavailableError` when it does not.
+
+    >>> as_device("cuda:1"), as_device("gpu")
+    (Device(type='cuda', index=1), Device(type='cuda', index=0))
     """
     if isinstance(device, Device):
         return device
@@ -147,7 +186,7 @@ def _from_framework_device(device: Any) -> Device:
                 index = getattr(device, "id", 0)
             return Device("cuda", int(index or 0))
     text = str(device)
-    if type(device).__module__.startswith("cupy"):
+    if array_library(device) == "cupy":  # cupy.cuda.Device
         return Device("cuda", int(device.id))
     paddle_match = re.match(r"^\s*Place\((cpu|gpu):?(\d*)\)\s*$", text, re.IGNORECASE)
     if paddle_match:
@@ -163,9 +202,28 @@ def _from_framework_device(device: Any) -> Device:
     )
 
 
+def array_library(obj: Any) -> str:
+    """The library an array, tensor or device object comes from, by its type's top-level module:
+    ``"numpy"`` (NumPy arrays and subclasses, numba's mapped arrays included), ``"cupy"``,
+    ``"torch"``, ``"jax"`` (``jaxlib`` objects too), ``"tensorflow"``, ``"paddle"``, ``"numba"``
+    (numba device arrays), or another top-level module name (``"builtins"`` for lists).
+
+    The package's one answer to "is this a CuPy array / a torch tensor": nothing imports a
+    framework to ask.
+
+    >>> array_library(np.zeros(2)), array_library([1, 2])
+    ('numpy', 'builtins')
+    """
+    if isinstance(obj, np.ndarray):
+        return "numpy"
+    root = type(obj).__module__.partition(".")[0]
+    return "jax" if root == "jaxlib" else root
+
+
 def array_module(array: Any):
-    """The array module (``numpy`` or ``cupy``) that owns ``array``."""
-    if type(array).__module__.startswith("cupy"):
+    """The array module (``numpy`` or ``cupy``) that owns ``array``: ``cupy`` for CuPy arrays,
+    ``numpy`` for anything else."""
+    if array_library(array) == "cupy":
         import cupy
 
         return cupy
@@ -253,17 +311,17 @@ def to_numpy(array: Any) -> np.ndarray:
     """
     if isinstance(array, np.ndarray):
         return array
-    module = type(array).__module__
-    if module.startswith("cupy"):
+    library = array_library(array)
+    if library == "cupy":
         return array.get()
-    if module.startswith("torch") and hasattr(array, "detach"):
+    if library == "torch" and hasattr(array, "detach"):
         array = array.detach()
         if array.device.type != "cpu":
             array = array.cpu()
         return array.numpy()
     if hasattr(array, "__dlpack__") and hasattr(array, "__dlpack_device__"):
         device_type = array.__dlpack_device__()[0]
-        if int(device_type) in (1, 3):  # kDLCPU, kDLCUDAHost
+        if int(device_type) in _HOST_DLPACK:
             try:
                 return np.from_dlpack(array)
             except (TypeError, BufferError, RuntimeError):
@@ -277,18 +335,18 @@ def on_gpu(array: Any) -> bool:
     NumPy arrays, numba's mapped (pinned host) arrays and lists are host data."""
     if isinstance(array, np.ndarray):  # includes numba's mapped (pinned host) arrays
         return False
-    module = type(array).__module__
-    if module.startswith("cupy") or hasattr(array, "__cuda_array_interface__"):
+    library = array_library(array)
+    if library == "cupy" or hasattr(array, "__cuda_array_interface__"):
         return True
     device = getattr(array, "device", None)
-    if module.startswith("torch") and device is not None:
+    if library == "torch" and device is not None:
         return device.type != "cpu"
     if hasattr(array, "__dlpack_device__"):
         try:
             kind = int(array.__dlpack_device__()[0])
         except Exception:  # objects that cannot tell: treat as host
             return False
-        return kind in (2, 13)  # kDLCUDA, kDLCUDAManaged
+        return kind in _GPU_DLPACK
     return False
 
 
@@ -300,6 +358,6 @@ def as_device_array(array: Any, device: Device):
     xp = device.xp
     if xp is np:  # the simulator's "device" arrays are host arrays
         return np.asarray(to_numpy(array))
-    if type(array).__module__.startswith("cupy") or hasattr(array, "__cuda_array_interface__"):
+    if array_library(array) == "cupy" or hasattr(array, "__cuda_array_interface__"):
         return xp.asarray(array)  # CuPy, numba device arrays
     return xp.from_dlpack(array)  # torch / JAX / ... GPU tensors

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from ..sampling.types import Adj, SampleOutput
-from ._common import KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, import_framework, prepare
+from ..device import DLPACK_CPU, DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED, array_library
+from ._common import import_framework, prepare
 
-__all__ = ["to", "from_", "adapter", "names", "available", "needs_alignment"]
+__all__ = ["to", "from_", "map_arrays", "adapter", "names", "available", "needs_alignment"]
 
 # backend name -> adapter module (relative to this package)
 _ADAPTERS = {
@@ -43,7 +43,7 @@ _ADAPTERS = {
     "tlx": ".tlx",
 }
 _ALIASES = {"np": "numpy", "cp": "cupy", "pytorch": "torch", "tf": "tensorflow", "tensorlayerx": "tlx"}
-_SCALARS = (bool, int, float, complex, str, bytes, np.generic)
+_SCALARS = (bool, int, float, complex, str, bytes)
 
 
 def names() -> list[str]:
@@ -93,24 +93,63 @@ def adapter(name: str):
     return importlib.import_module(_ADAPTERS[_canonical(name)], __name__)
 
 
-def _map(obj: Any, leaf):
-    """Apply ``leaf`` to every array in ``obj``, keeping the container types."""
+def map_arrays(obj: Any, leaf) -> Any:
+    """``obj`` with ``leaf(array)`` in place of every array, keeping the containers.
+
+    Named tuples (:class:`~gglspeedup.Adj`, :class:`~gglspeedup.SampleOutput`, loader batches,
+    any user record) come back as the same named tuple, lists as lists, tuples as tuples, dicts
+    as dicts; ``None`` and Python scalars pass through untouched and NumPy scalars become Python
+    scalars (so an ``Adj``'s ``size`` is always a tuple of Python ints).
+    :func:`to` and :func:`from_` are this with a backend's converter as ``leaf``; loaders use it
+    to post-process whole batches.
+
+    >>> import numpy as np
+    >>> map_arrays({"a": np.zeros(2), "b": (None, [np.ones(1)])}, lambda a: a.shape)
+    {'a': (2,), 'b': (None, [(1,)])}
+    """
+    if isinstance(obj, np.generic):
+        return obj.item()
     if obj is None or isinstance(obj, _SCALARS):
         return obj
-    if isinstance(obj, Adj):
-        e_id = None if obj.e_id is None else leaf(obj.e_id)
-        return Adj(leaf(obj.edge_index), e_id, tuple(int(s) for s in obj.size))
     # Lists, not generators, so no stdlib frame calls back into this module (warnings raised by
     # an adapter then point at the caller of ``to``).
-    if isinstance(obj, SampleOutput):
-        return SampleOutput(leaf(obj.n_id), [_map(adj, leaf) for adj in obj.adjs])
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # other named tuples (loader batches)
-        return type(obj)._make([_map(item, leaf) for item in obj])
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # named tuples: Adj, SampleOutput, Batch
+        return type(obj)._make([map_arrays(item, leaf) for item in obj])
     if isinstance(obj, (list, tuple)):
-        return type(obj)([_map(item, leaf) for item in obj])
+        return type(obj)([map_arrays(item, leaf) for item in obj])
     if isinstance(obj, dict):
-        return {key: _map(value, leaf) for key, value in obj.items()}
+        return {key: map_arrays(value, leaf) for key, value in obj.items()}
     return leaf(obj)
+
+
+# dtype kinds DLPack carries: bool, signed / unsigned integers, floats, complex numbers
+_DLPACK_KINDS = "biufc"
+
+
+def _checked(convert, backend: str):
+    """``convert`` behind a dtype check: arrays DLPack cannot carry raise a ``TypeError`` naming
+    the dtype (instead of DLPack's ``BufferError``); NumPy bfloat16 arrays (``ml_dtypes``) travel
+    as their uint16 bits and are reinterpreted by adapters that can do so without a copy."""
+
+    def leaf(array):
+        dtype = getattr(array, "dtype", None)
+        if not isinstance(dtype, np.dtype) or dtype.kind in _DLPACK_KINDS:
+            return convert(array)
+        if dtype.name == "bfloat16" and isinstance(array, np.ndarray):
+            from_bits = getattr(adapter(backend), "from_bfloat16_bits", None)
+            if from_bits is not None:
+                return from_bits(array.view(np.uint16))
+            raise TypeError(
+                f"the {backend} backend cannot view a NumPy bfloat16 array without a copy; convert "
+                f"array.view(numpy.uint16) and reinterpret the bits in {backend}"
+            )
+        raise TypeError(
+            f"cannot convert a {type(array).__name__} of dtype {dtype} to {backend}: DLPack carries "
+            "bool, signed and unsigned integer, float (float16/32/64, bfloat16) and complex arrays "
+            "only; encode strings, objects, dates and records as numbers first"
+        )
+
+    return leaf
 
 
 def to(name: str, obj: Any) -> Any:
@@ -138,22 +177,23 @@ def to(name: str, obj: Any) -> Any:
     ImportError
         when the framework is not installed (the message names the pip extra).
     TypeError
-        for leaves that are not arrays or tensors.
+        for leaves that are not arrays or tensors, and for arrays of a dtype DLPack cannot carry
+        (strings, objects, datetimes, records): the message names the dtype.
     """
     module = adapter(name)
-    return _map(obj, module.from_array)
+    return map_arrays(obj, _checked(module.from_array, _canonical(name)))
 
 
 def _leaf_from(obj: Any):
-    if isinstance(obj, np.ndarray) or type(obj).__module__.startswith("cupy"):
+    if isinstance(obj, np.ndarray) or array_library(obj) == "cupy":
         return obj
     source = prepare(obj)
-    if isinstance(source, np.ndarray) or type(source).__module__.startswith("cupy"):
+    if isinstance(source, np.ndarray) or array_library(source) == "cupy":
         return source
     device_type = int(source.__dlpack_device__()[0])
-    if device_type in (KDL_CPU, KDL_CUDA_HOST):
+    if device_type in (DLPACK_CPU, DLPACK_CUDA_HOST):
         return np.from_dlpack(source)
-    if device_type in (KDL_CUDA, KDL_CUDA_MANAGED):
+    if device_type in (DLPACK_CUDA, DLPACK_CUDA_MANAGED):
         return import_framework("cupy", "gpu").from_dlpack(source)
     raise ValueError(f"cannot bring a tensor on DLPack device type {device_type} back to NumPy/CuPy")
 
@@ -164,4 +204,4 @@ def from_(obj: Any) -> Any:
     Accepts the same structures as :func:`to` (an ``Adj`` of torch tensors comes back as an
     ``Adj`` of arrays). Tensors that require grad are detached first.
     """
-    return _map(obj, _leaf_from)
+    return map_arrays(obj, _leaf_from)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..device import DLPACK_CPU, DLPACK_CUDA_HOST, array_library
+
 __all__ = [
     "import_framework",
     "DLPackView",
@@ -22,17 +24,7 @@ __all__ = [
     "dtype_name",
     "user_stacklevel",
     "ensure_aligned",
-    "KDL_CPU",
-    "KDL_CUDA",
-    "KDL_CUDA_HOST",
-    "KDL_CUDA_MANAGED",
 ]
-
-# DLPack device types (dlpack.h)
-KDL_CPU = 1
-KDL_CUDA = 2
-KDL_CUDA_HOST = 3
-KDL_CUDA_MANAGED = 13
 
 
 def import_framework(module: str, extra: str):
@@ -130,7 +122,7 @@ def compact(obj: Any) -> Any:
         out = aligned_empty(obj.shape, obj.dtype)  # aligned too, so TensorFlow/JAX need no 2nd copy
         out[...] = obj
         return out
-    if type(obj).__module__.startswith("cupy"):
+    if array_library(obj) == "cupy":
         return import_framework("cupy", "gpu").ascontiguousarray(obj)
     contiguous = getattr(obj, "contiguous", None)
     if callable(contiguous):
@@ -171,7 +163,7 @@ def ensure_aligned(source: Any, alignment: int, framework: str) -> Any:
     if isinstance(source, np.ndarray):
         view = source
     else:
-        if int(source.__dlpack_device__()[0]) not in (KDL_CPU, KDL_CUDA_HOST):
+        if int(source.__dlpack_device__()[0]) not in (DLPACK_CPU, DLPACK_CUDA_HOST):
             return source
         view = np.from_dlpack(source)
     if view.size == 0 or view.ctypes.data % alignment == 0:

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ._common import KDL_CPU, KDL_CUDA_HOST, prepare
+from ..device import DLPACK_CPU, DLPACK_CUDA_HOST
+from ._common import prepare
 
 __all__ = ["NAME", "EXTRA", "from_array"]
 
@@ -29,7 +30,7 @@ def from_array(array: Any) -> np.ndarray:
     if isinstance(source, np.ndarray):
         return source
     device_type = int(source.__dlpack_device__()[0])
-    if device_type not in (KDL_CPU, KDL_CUDA_HOST):
+    if device_type not in (DLPACK_CPU, DLPACK_CUDA_HOST):
         raise ValueError(
             f"the numpy backend views host memory only; got a {type(array).__name__} on DLPack "
             f"device type {device_type} (use backends.to('cupy', ...) or backends.from_(...))"

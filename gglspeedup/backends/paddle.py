@@ -13,7 +13,7 @@ from typing import Any
 
 from ._common import import_framework, prepare
 
-__all__ = ["NAME", "EXTRA", "framework", "from_array"]
+__all__ = ["NAME", "EXTRA", "framework", "from_array", "from_bfloat16_bits"]
 
 NAME = "paddle"
 EXTRA = "paddle"
@@ -40,3 +40,9 @@ def from_array(array: Any):
     if isinstance(array, paddle.Tensor):
         return array
     return paddle.utils.dlpack.from_dlpack(prepare(array))
+
+
+def from_bfloat16_bits(bits: Any):
+    """A ``paddle.bfloat16`` tensor viewing ``bits`` (uint16 bfloat16 bit patterns), zero-copy."""
+    paddle = framework()
+    return from_array(bits.view("int16")).view(paddle.bfloat16)  # Paddle's view_dtype has no uint16 kernel

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._common import compact, ensure_aligned, import_framework, prepare
 
-__all__ = ["NAME", "EXTRA", "ALIGNMENT", "framework", "from_array"]
+__all__ = ["NAME", "EXTRA", "ALIGNMENT", "framework", "from_array", "from_bfloat16_bits"]
 
 NAME = "tensorflow"
 EXTRA = "tensorflow"
@@ -32,3 +32,10 @@ def from_array(array: Any):
         return array
     source = ensure_aligned(compact(prepare(array)), ALIGNMENT, "TensorFlow")
     return tf.experimental.dlpack.from_dlpack(source.__dlpack__())
+
+
+def from_bfloat16_bits(bits: Any):
+    """A ``tf.bfloat16`` tensor over ``bits`` (uint16 bfloat16 bit patterns; ``tf.bitcast`` does
+    not copy)."""
+    tf = framework()
+    return tf.bitcast(from_array(bits), tf.bfloat16)

@@ -6,7 +6,7 @@ from typing import Any
 
 from ._common import import_framework, prepare
 
-__all__ = ["NAME", "EXTRA", "framework", "from_array"]
+__all__ = ["NAME", "EXTRA", "framework", "from_array", "from_bfloat16_bits"]
 
 NAME = "torch"
 EXTRA = "torch"
@@ -27,3 +27,9 @@ def from_array(array: Any):
     if isinstance(array, torch.Tensor):
         return array
     return torch.from_dlpack(prepare(array))
+
+
+def from_bfloat16_bits(bits: Any):
+    """A ``torch.bfloat16`` tensor viewing ``bits`` (uint16 bfloat16 bit patterns), zero-copy."""
+    torch = framework()
+    return torch.from_dlpack(prepare(bits)).view(torch.bfloat16)
