@@ -23,8 +23,9 @@ to ``[25, 10]`` (every example in that README), so ``sample`` works before ``set
 from __future__ import annotations
 
 
-from .device import as_device
+from .device import as_device, parse_size
 from .graph import as_csr_graph
+from .validation import check_int
 
 __all__ = ["GPUSampler", "CGPUFeature", "MultiGPUSampler", "Multi_CGPUFeature", "DEFAULT_SIZES"]
 
@@ -78,6 +79,7 @@ class CGPUFeature:
     def __init__(self, csr, device, cache_size="0.1G"):
         self.csr = csr
         self.device = as_device(device)
+        parse_size(cache_size)  # a bad budget fails here, not at from_cpu_tensor
         self.cache_size = cache_size
         self.store = None
 
@@ -157,8 +159,9 @@ class Multi_CGPUFeature:  # noqa: N801 - the original name
     """
 
     def __init__(self, rank, device_list, cache_size="0.1G", csr=None):
-        self.rank = int(rank)
+        self.rank = check_int("rank", rank, minimum=0)
         self.device_list = list(device_list)
+        parse_size(cache_size)  # a bad budget fails here, not at from_cpu_tensor
         self.cache_size = cache_size
         self.csr = csr
         self.feature = None

@@ -25,18 +25,15 @@ import functools
 
 import numpy as np
 
+from ._splitmix import GAMMA, mix64
 from .device import parse_size, to_numpy
+from .validation import check_int, int_array
 
 __all__ = ["DistFeature", "range_partition", "hash_partition"]
 
 
 def _check_partition_args(num_nodes, world_size) -> tuple[int, int]:
-    for name, value, low in (("num_nodes", num_nodes, 0), ("world_size", world_size, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(num_nodes), int(world_size)
+    return check_int("num_nodes", num_nodes, minimum=0), check_int("world_size", world_size, minimum=1)
 
 
 def range_partition(num_nodes: int, world_size: int) -> np.ndarray:
@@ -65,13 +62,9 @@ def hash_partition(num_nodes: int, world_size: int, seed: int = 0) -> np.ndarray
         ``partition[v] = splitmix64(v + seed * 0x9E3779B97F4A7C15) % world_size``.
     """
     num_nodes, world_size = _check_partition_args(num_nodes, world_size)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    seed = check_int("seed", seed)
     with np.errstate(over="ignore"):
-        z = np.arange(num_nodes, dtype=np.uint64) + np.uint64(int(seed) % 2**64) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
+        z = mix64(np.arange(num_nodes, dtype=np.uint64) + np.uint64(seed % 2**64) * GAMMA)
     return (z % np.uint64(world_size)).astype(np.int64)
 
 
@@ -184,12 +177,7 @@ class DistFeature:
 
     # ------------------------------------------------------------------ construction helpers
     def _check_partition(self, partition) -> np.ndarray:
-        partition = to_numpy(partition)
-        if partition.dtype.kind not in "iu" or partition.dtype == bool:
-            raise TypeError(f"partition must be an integer array (rank per node), got dtype {partition.dtype}")
-        if partition.ndim != 1:
-            raise ValueError(f"partition must be 1-D (one rank per node), got shape {partition.shape}")
-        partition = np.ascontiguousarray(partition, dtype=np.int64)
+        partition = int_array("partition", partition, expected="must be an integer array (rank per node)")
         bad = (partition < 0) | (partition >= self.world_size)
         if bad.any():
             position = int(np.argmax(bad))
@@ -284,16 +272,23 @@ class DistFeature:
         """Rows equal to the global ``x[ids]``: a tensor of shape ``(len(ids), *row_shape)``."""
         return self._gather(self._check_ids(ids), use_cache=True)
 
+    def gather(self, ids, out=None):
+        """``self[ids]``, copied into the tensor ``out`` (shape ``(len(ids), *row_shape)``) when
+        given (the :class:`gglspeedup.protocols.FeatureSource` interface). A collective, like
+        every lookup. With ``out``, gradients do not flow back to learnable rows."""
+        rows = self[ids]
+        if out is None:
+            return rows
+        if tuple(out.shape) != tuple(rows.shape):
+            raise ValueError(f"out must have shape {tuple(rows.shape)}, got {tuple(out.shape)}")
+        out.copy_(rows.detach())
+        return out
+
     def _check_ids(self, ids):
         import torch
 
         if not isinstance(ids, torch.Tensor):
-            array = to_numpy(ids) if not isinstance(ids, (list, tuple)) else np.asarray(ids)
-            if array.size == 0 and array.dtype.kind == "f":
-                array = array.astype(np.int64)
-            if array.dtype.kind not in "iu" or array.dtype == bool:
-                raise TypeError(f"ids must be integers, got dtype {array.dtype}")
-            ids = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+            ids = torch.from_numpy(int_array("ids", ids))
         elif ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
             raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
         if ids.ndim != 1:

@@ -22,22 +22,9 @@ _PLACEMENTS = ("host", "pinned", "device")
 
 def _as_index_array(name: str, array: Any, *, ndim: int = 1) -> np.ndarray:
     """``array`` as int64 (copied only when it is not int64 already), or a clear error."""
-    if array is None:
-        raise TypeError(f"{name} must be an integer array, got None")
-    array = to_numpy(array)
-    if array.dtype == object or array.dtype.kind not in "iu":
-        if array.dtype.kind == "b":
-            raise TypeError(f"{name} must hold integers, got dtype bool")
-        if array.size == 0 and array.dtype.kind == "f":
-            array = array.astype(np.int64)  # np.asarray([]) is float64: an empty list is fine
-        else:
-            raise TypeError(f"{name} must hold integers (int32 or int64), got dtype {array.dtype}")
-    if array.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
-    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
-        position = int(np.argmax(array > np.iinfo(np.int64).max))
-        raise ValueError(f"{name}[{position}] = {array.flat[position]} does not fit in int64")
-    return np.ascontiguousarray(array, dtype=np.int64)
+    from .validation import int_array  # on first use: ``import gglspeedup`` stays config, device, graph
+
+    return int_array(name, array, ndim=ndim)
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -321,8 +308,26 @@ class CSRGraph:
         With ``mmap=True`` the arrays are memory-mapped from the file (no parse, no copy: pages
         load on first touch), which is what graphs too big to read twice need. The content checks
         run once here, as for any construction.
+
+        Raises
+        ------
+        FileNotFoundError
+            when ``path`` does not exist.
+        ValueError
+            naming ``path`` when it is not a file :meth:`save` wrote: not an ``.npz`` archive,
+            truncated (an array's header claims more bytes than the file holds), arrays missing,
+            holding objects, or failing the construction checks.
         """
-        arrays = _load_npz(path, mmap)
+        import zipfile
+
+        try:
+            arrays = _load_npz(path, mmap)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+            raise ValueError(
+                f"{os.fspath(path)!r} is not a readable CSRGraph file (one written by CSRGraph.save): {error}"
+            ) from None
         missing = {"indptr", "indices"} - set(arrays)
         if missing:
             raise ValueError(f"{os.fspath(path)!r} is not a saved CSRGraph: missing {sorted(missing)}")
@@ -351,6 +356,12 @@ def _load_npz(path, mmap: bool) -> dict[str, np.ndarray]:
                 header_end = member.tell()
             if dtype.hasobject:
                 raise ValueError(f"{os.fspath(path)!r}: array {name!r} holds objects; refusing to unpickle")
+            claimed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if claimed > info.file_size - header_end:
+                raise ValueError(
+                    f"array {name!r} claims shape {shape} ({claimed} bytes) but the file holds "
+                    f"{info.file_size - header_end} bytes of it: the file is truncated or corrupt"
+                )
             # Local file header: 30 bytes + name + extra field, then the .npy payload.
             with open(path, "rb") as raw:
                 raw.seek(info.header_offset + 26)
@@ -363,11 +374,9 @@ def _load_npz(path, mmap: bool) -> dict[str, np.ndarray]:
 
 
 def _as_count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return int(value)
+    from .validation import check_int
+
+    return check_int(name, value, minimum=0)
 
 
 def as_csr_graph(graph) -> CSRGraph:

@@ -10,6 +10,7 @@ import numpy as np
 from numba import njit, prange
 
 from .._threading import prefer_tbb
+from ..validation import check_int
 from ..graph import CSRGraph
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
@@ -20,19 +21,11 @@ _CHUNK = 1 << 22  # endpoints drawn per step: bounds the float64 temporaries to 
 
 
 def _check_count(name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    return check_int(name, value, minimum=minimum)
 
 
 def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be a non-negative int, got {seed!r}")
-    if seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    return int(seed)
+    return check_int("seed", seed, minimum=0, expected="a non-negative int")
 
 
 def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponent: float = 2.5) -> CSRGraph:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
-
+from .._splitmix import GAMMA, MASK
 from ..device import as_device
+from ..validation import check_int
 
 __all__ = ["rank_seed"]
-
-_GAMMA = 0x9E3779B97F4A7C15
 
 
 def rank_seed(seed: int, rank: int) -> int:
@@ -20,7 +18,7 @@ def rank_seed(seed: int, rank: int) -> int:
     ranks get independent streams (the sampler hashes its seed with splitmix64, whose stream
     advances by this same golden-ratio step).
     """
-    return (int(seed) + int(rank) * _GAMMA) % (1 << 64)
+    return (int(seed) + int(rank) * int(GAMMA)) & MASK
 
 
 def _check_devices(devices) -> list:
@@ -34,11 +32,10 @@ def _check_devices(devices) -> list:
 
 
 def _check_rank(rank, num_devices: int) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-        raise TypeError(f"rank must be an int, got {type(rank).__name__} {rank!r}")
+    rank = check_int("rank", rank)
     if not 0 <= rank < num_devices:
-        raise IndexError(f"rank must be in [0, {num_devices}) (one rank per device), got {int(rank)}")
-    return int(rank)
+        raise IndexError(f"rank must be in [0, {num_devices}) (one rank per device), got {rank}")
+    return rank
 
 
 def _build_on(rank: int, device, build):

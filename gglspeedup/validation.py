@@ -1,0 +1,179 @@
+"""Argument checks shared by every public class: ints, bools, fanouts and node-id arrays.
+
+Each check raises NumPy's error types with a message that names the argument and what was
+expected (``TypeError`` for the wrong kind of value, ``ValueError`` for a wrong value,
+``IndexError`` where an id is out of range and the caller asks for it), before any kernel runs.
+Public classes validate with these and then call kernels; kernels never validate.
+
+>>> check_int("batch_size", 512, minimum=1)
+512
+>>> parse_fanouts("25, 10, -1")
+[25, 10, -1]
+>>> check_fanouts([25, 0.5])
+Traceback (most recent call last):
+    ...
+TypeError: fanouts[1] must be an int >= 0 or -1 (all neighbours), got 0.5
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "check_int",
+    "check_bool",
+    "check_fanouts",
+    "parse_fanouts",
+    "int_array",
+    "check_ids_in_range",
+]
+
+_FANOUT_LIMIT = 2**62  # fanouts travel as int64 through the kernels
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None, below: int | None = None,
+              error: type = ValueError, expected: str | None = None) -> int:
+    """``value`` as a Python int, or raise.
+
+    ``expected`` (e.g. ``"a non-negative int"``) replaces the description of what was wanted in
+    both messages.
+
+    Raises
+    ------
+    TypeError
+        unless ``value`` is a Python or NumPy integer (``bool`` is refused: ``True`` is not a count).
+    ValueError (or ``error``)
+        when ``value < minimum`` or ``value >= below``.
+    """
+    is_int = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if expected is not None:
+        in_range = is_int and (minimum is None or value >= minimum) and (below is None or value < below)
+        if not in_range:
+            raise (error if is_int else TypeError)(f"{name} must be {expected}, got {value!r}")
+        return int(value)
+    if not is_int:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if minimum is not None and below is not None and not minimum <= value < below:
+        raise error(f"{name} must be an int in [{minimum}, {_bound(below)}), got {value}")
+    if minimum is not None and value < minimum:
+        raise error(f"{name} must be >= {minimum}, got {value}")
+    if below is not None and value >= below:
+        raise error(f"{name} must be < {_bound(below)}, got {value}")
+    return value
+
+
+def _bound(value: int) -> str:
+    return "2**64" if value == 2**64 else str(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` as a Python bool; anything but ``True`` / ``False`` (NumPy bools included) raises
+    ``TypeError``, so a string such as ``"no"`` is never read as true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def check_fanouts(fanouts: Any, name: str = "fanouts") -> list[int]:
+    """Neighbours per hop, **seed hop first**, as a list of ints: each ``k >= 0`` (``0``: no
+    neighbours at that hop) or ``-1`` (every neighbour).
+
+    Accepts a list, a tuple or a 1-D integer array. The one rule for every fanout in the package:
+    samplers, loaders, cache policies, demos and benchmarks all use it (:func:`parse_fanouts` for
+    command lines).
+    """
+    if isinstance(fanouts, np.ndarray):
+        fanouts = fanouts.tolist() if fanouts.ndim == 1 else fanouts
+    if not isinstance(fanouts, (list, tuple)):
+        raise TypeError(f"{name} must be a list of ints (e.g. [25, 10]), got {type(fanouts).__name__}")
+    if len(fanouts) == 0:
+        raise ValueError(f"{name} must name at least one hop, got an empty list")
+    checked = []
+    for hop, k in enumerate(fanouts):
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"{name}[{hop}] must be an int >= 0 or -1 (all neighbours), got {k!r}")
+        if k < -1 or k >= _FANOUT_LIMIT:
+            raise ValueError(f"{name}[{hop}] must be an int >= 0 or -1 (all neighbours), got {int(k)}")
+        checked.append(int(k))
+    return checked
+
+
+def parse_fanouts(text: Any, name: str = "--fanouts") -> list[int]:
+    """A command line's fanouts: ``"25,10"`` -> ``[25, 10]`` (spaces ignored), checked by
+    :func:`check_fanouts`. A list or tuple is checked as it is.
+
+    Raises
+    ------
+    ValueError
+        for an empty string, a part that is not an integer, or a fanout below -1 (``name`` in
+        the message; an ``argparse`` ``type=`` function may let it through as a usage error).
+    """
+    if not isinstance(text, str):
+        try:
+            return check_fanouts(list(text) if isinstance(text, (list, tuple, np.ndarray)) else text, name)
+        except TypeError as error:
+            raise ValueError(str(error)) from None
+    parts = [part.strip() for part in text.split(",")]
+    if parts == [""]:
+        raise ValueError(f"{name} must list at least one hop, e.g. '25,10'")
+    values = []
+    for hop, part in enumerate(parts):
+        try:
+            values.append(int(part))
+        except ValueError:
+            raise ValueError(f"{name}[{hop}] must be an int >= 0 or -1 (all neighbours), got {part!r}") from None
+    try:
+        return check_fanouts(values, name)
+    except (TypeError, ValueError) as error:
+        raise ValueError(str(error)) from None
+
+
+def int_array(name: str, values: Any, *, ndim: int = 1, dtype=np.int64,
+              expected: str = "must hold integers (int32 or int64)") -> np.ndarray:
+    """``values`` (a NumPy array, a list, any host tensor) as a C-contiguous host array of ``dtype``.
+
+    An empty list (NumPy reads it as float64) is an empty array. Copies only when ``values`` is
+    not already C-contiguous ``dtype``. ``expected`` says what it must hold, in errors.
+
+    Raises
+    ------
+    TypeError
+        for ``None``, floats, bools, strings or objects.
+    ValueError
+        when the array is not ``ndim``-D, or an unsigned value does not fit in int64.
+    """
+    from .device import to_numpy
+
+    if values is None:
+        raise TypeError(f"{name} must be an integer array, got None")
+    array = to_numpy(values) if not isinstance(values, (list, tuple, range)) else np.asarray(values)
+    if array.dtype.kind not in "iu":
+        if array.dtype.kind == "b":
+            raise TypeError(f"{name} must hold integers, got dtype bool")
+        if array.size == 0 and array.dtype.kind == "f":
+            array = array.astype(np.int64)  # np.asarray([]) is float64: an empty list is fine
+        else:
+            raise TypeError(f"{name} {expected}, got dtype {array.dtype}")
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
+    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+        position = int(np.argmax(array > np.iinfo(np.int64).max))
+        raise ValueError(f"{name}[{position}] = {array.flat[position]} does not fit in int64")
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+def check_ids_in_range(name: str, ids: np.ndarray, upper: int, *, error: type = IndexError,
+                       what: str = "") -> np.ndarray:
+    """Raise ``error`` naming the first entry of the 1-D host array ``ids`` outside ``[0, upper)``
+    (negative ids included: nothing wraps around); return ``ids``.
+
+    ``what`` says what the bound is (``"num_nodes"``) in the message.
+    """
+    if ids.size and (ids.min() < 0 or ids.max() >= upper):
+        position = int(np.argmax((ids < 0) | (ids >= upper)))
+        bound = f"{what} = {upper}" if what else str(upper)
+        raise error(f"{name}[{position}] = {ids[position]} is out of range [0, {bound})")
+    return ids
