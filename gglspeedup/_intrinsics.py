@@ -1,8 +1,11 @@
-"""Three memory instructions the CPU gather needs and Numba does not expose, as LLVM intrinsics.
+"""Memory instructions the CPU kernels need and Numba does not expose, as LLVM intrinsics.
 
-- :func:`prefetch_row` asks for the cache lines of ``array[row]`` ahead of use (``llvm.prefetch``).
-  A random row is a fresh DRAM access that the hardware prefetchers cannot predict; announcing the
-  row a few KiB of output ahead keeps more misses in flight per core.
+Shared by the sampling and the gather kernels (one home, one rule for ``llvm.prefetch``'s name):
+
+- :func:`prefetch` asks for the cache line of ``array[index]`` (1-D) ahead of use, and
+  :func:`prefetch_row` for the lines of ``array[row]`` (2-D). A random row or map entry is a fresh
+  DRAM access that the hardware prefetchers cannot predict; announcing it a few iterations (or KiB
+  of output) ahead keeps more misses in flight per core. Both hint "read, keep in all levels".
 - :func:`stream_line` copies 64 bytes with a non-temporal store (``!nontemporal`` metadata: one
   64-byte store that skips the cache). A normal store first reads the output line into the cache
   (read-for-ownership), so a gather into a buffer larger than the cache moves three bytes over
@@ -21,7 +24,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["prefetch_row", "stream_line", "store_fence"]
+__all__ = ["prefetch", "prefetch_row", "stream_line", "store_fence"]
 
 _BYTE_PTR = ir.IntType(8).as_pointer()
 _I32 = ir.IntType(32)
@@ -36,11 +39,33 @@ def _element_pointer(context, builder, array_type, array, row, col):
     return builder.bitcast(pointer, _BYTE_PTR)
 
 
-def _prefetch_name() -> str:
-    # llvm.prefetch is overloaded on its pointer type, spelt "p0" since LLVM 15's opaque pointers.
-    from llvmlite import binding
+# llvm.prefetch is overloaded on its pointer argument, so its name carries the pointer's mangling:
+# "p0i8" where llvmlite writes typed pointers (``i8*``), "p0" where it writes opaque ones (``ptr``).
+# llvmlite's own ``intrinsic_name`` of the pointer type is that mangling, whatever the LLVM version.
+_PREFETCH = "llvm.prefetch." + _BYTE_PTR.intrinsic_name
 
-    return "llvm.prefetch.p0" if binding.llvm_version_info >= (15,) else "llvm.prefetch.p0i8"
+
+def _emit_prefetch(builder, pointer) -> None:
+    """``llvm.prefetch(pointer, read = 0, locality = 3: keep in all cache levels, data cache = 1)``."""
+    function = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.VoidType(), [_BYTE_PTR, _I32, _I32, _I32]), _PREFETCH
+    )
+    builder.call(function, [pointer, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+
+
+@intrinsic
+def prefetch(typingctx, array, index):
+    """Prefetch the cache line holding ``array[index]`` of a 1-D array (no effect on results)."""
+    signature = types.void(array, index)
+
+    def codegen(context, builder, sig, args):
+        view = context.make_array(sig.args[0])(context, builder, args[0])
+        position = context.cast(builder, args[1], sig.args[1], types.intp)
+        pointer = cgutils.get_item_pointer(context, builder, sig.args[0], view, [position], wraparound=False)
+        _emit_prefetch(builder, builder.bitcast(pointer, _BYTE_PTR))
+        return context.get_dummy_value()
+
+    return signature, codegen
 
 
 @intrinsic
@@ -49,15 +74,17 @@ def prefetch_row(typingctx, array, row, lines):
     signature = types.void(array, row, lines)
 
     def codegen(context, builder, sig, args):
-        start = _element_pointer(context, builder, sig.args[0], args[0], (args[1], sig.args[1]),
-                                 (context.get_constant(types.intp, 0), types.intp))
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [_BYTE_PTR, _I32, _I32, _I32]), _prefetch_name())
+        start = _element_pointer(
+            context,
+            builder,
+            sig.args[0],
+            args[0],
+            (args[1], sig.args[1]),
+            (context.get_constant(types.intp, 0), types.intp),
+        )
         count = context.cast(builder, args[2], sig.args[2], types.intp)
         with cgutils.for_range(builder, count) as loop:
-            line = builder.gep(start, [builder.mul(loop.index, ir.Constant(loop.index.type, 64))])
-            # (address, read = 0, locality = 3: keep in all cache levels, data cache = 1)
-            builder.call(function, [line, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+            _emit_prefetch(builder, builder.gep(start, [builder.mul(loop.index, ir.Constant(loop.index.type, 64))]))
         return context.get_dummy_value()
 
     return signature, codegen

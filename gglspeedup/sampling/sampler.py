@@ -8,6 +8,7 @@ import numpy as np
 
 from ..device import as_device, as_device_array, on_gpu, to_numpy
 from ..graph import as_csr_graph
+from ..validation import check_bool, check_fanouts, check_int
 from .types import Adj, SampleOutput
 
 __all__ = ["NeighborSampler"]
@@ -15,32 +16,6 @@ __all__ = ["NeighborSampler"]
 _PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
 _DEVICE_FIT_FRACTION = 0.5  # "auto" keeps the graph in GPU memory below this share of free memory
-
-
-def _check_int(name: str, value, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if value < minimum or value >= _UINT64_LIMIT:
-        raise ValueError(f"{name} must be an int in [{minimum}, 2**64), got {value}")
-    return value
-
-
-def _check_fanouts(fanouts) -> list[int]:
-    if isinstance(fanouts, np.ndarray):
-        fanouts = fanouts.tolist() if fanouts.ndim == 1 else fanouts
-    if not isinstance(fanouts, (list, tuple)):
-        raise TypeError(f"fanouts must be a list of ints (e.g. [25, 10]), got {type(fanouts).__name__}")
-    if len(fanouts) == 0:
-        raise ValueError("fanouts must name at least one hop, got an empty list")
-    checked = []
-    for hop, k in enumerate(fanouts):
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"fanouts[{hop}] must be an int >= 0 or -1 (all neighbours), got {k!r}")
-        if k < -1 or k >= 2**62:
-            raise ValueError(f"fanouts[{hop}] must be an int >= 0 or -1 (all neighbours), got {int(k)}")
-        checked.append(int(k))
-    return checked
 
 
 class NeighborSampler:
@@ -81,8 +56,13 @@ class NeighborSampler:
     pool instead of OpenMP, whose barriers stall while another process holds a core. The first
     call compiles the kernels (a few seconds, cached on disk for later processes).
 
-    Weighted samplers build two tables on first use (a live-edge count per node and a running
-    weight sum per edge: 8 bytes per node and per edge) so a row costs O(k log(deg)).
+    Weighted samplers build two tables at construction (a live-edge count per node and a running
+    weight sum per edge: 8 bytes per node and per edge, where the graph lives) so a row costs
+    O(k log(deg)).
+
+    Each sampler builds one driver at construction (:class:`~gglspeedup.sampling._kernels.cpu.CPUDriver`
+    or ``cuda.CUDADriver``) that owns the placed graph's arrays as the kernels read them;
+    :meth:`sample` checks its arguments and hands them to ``driver.sample_all(seeds, fanouts, key)``.
 
     Batch keys: each :meth:`sample` call without ``key`` uses an internal counter (0, 1, 2, ...)
     and advances it, so epochs differ; ``sample(seeds, key=k)`` replays batch ``k`` and leaves the
@@ -102,12 +82,9 @@ class NeighborSampler:
 
     def __init__(self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto"):
         graph = as_csr_graph(graph)
-        self.fanouts = _check_fanouts(fanouts)
-        for name, flag in (("replace", replace), ("weighted", weighted)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise TypeError(f"{name} must be a bool, got {type(flag).__name__} {flag!r}")
-        self.replace, self.weighted = bool(replace), bool(weighted)
-        self.seed = _check_int("seed", seed)
+        self.fanouts = check_fanouts(fanouts)
+        self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
+        self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
         self.device = as_device(device).check_available()
@@ -118,9 +95,18 @@ class NeighborSampler:
         self.num_nodes = graph.num_nodes
         self._key = 0
         self._lock = threading.Lock()
-        self._free_maps: list[np.ndarray] = []
-        self._dummies = None
-        self._tables = None
+        self._driver = self._make_driver()
+
+    def _make_driver(self):
+        """The CPU or CUDA driver of this sampler: the placed graph's records, built once."""
+        from ._kernels import SampleOptions, cpu
+
+        options = SampleOptions(self.replace, self.weighted, self.graph.edge_ids is not None)
+        if not self.device.is_cuda:
+            return cpu.CPUDriver(self.graph, options, self.seed)
+        from ._kernels import cuda
+
+        return cuda.CUDADriver(self.graph, options, self.seed, self.device, weight_tables=cpu.weight_tables)
 
     def _resolve_placement(self, graph, placement: str) -> str:
         if not self.device.is_cuda:
@@ -150,28 +136,27 @@ class NeighborSampler:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_lock"] = None
-        state["_free_maps"] = []
-        state["_dummies"] = None
-        state["_tables"] = None  # rebuilt on first use: cheaper than pickling num_edges floats
+        state["_driver"] = None  # rebuilt on arrival: cheaper than pickling weight tables and maps
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._driver = self._make_driver()
 
     # ------------------------------------------------------------------ public
     def with_fanouts(self, fanouts) -> "NeighborSampler":
         """A sampler like this one drawing ``fanouts`` instead (checked like the constructor's).
 
-        It shares the placed graph and any weighted-sampling tables (no copy, no rebuild), and its
-        batch counter continues from this sampler's, so changing fanouts between epochs (the
-        original API's ``set_size``) does not replay earlier batches.
+        It shares the placed graph and its driver, weighted-sampling tables included (no copy, no
+        rebuild; the driver is thread-safe), and its batch counter continues from this sampler's,
+        so changing fanouts between epochs (the original API's ``set_size``) does not replay
+        earlier batches.
         """
         clone = NeighborSampler.__new__(NeighborSampler)
         clone.__dict__.update(self.__dict__)
-        clone.fanouts = _check_fanouts(fanouts)
+        clone.fanouts = check_fanouts(fanouts)
         clone._lock = threading.Lock()
-        clone._free_maps = []  # scratch maps are per sampler: two samplers may run at once
         with self._lock:
             clone._key = self._key
         return clone
@@ -208,14 +193,8 @@ class NeighborSampler:
             with self._lock:
                 key, self._key = self._key, self._key + 1
         else:
-            key = _check_int("key", key)
-        if self.device.is_cuda:
-            from ._kernels import cuda as gpu
-
-            n_id, hops = gpu.sample_all(self.graph, self._weight_tables(), self.device, seeds, self.fanouts,
-                                        self.replace, self.weighted, self.seed, key)
-        else:
-            n_id, hops = self._sample_cpu(seeds, key)
+            key = check_int("key", key, minimum=0, below=_UINT64_LIMIT)
+        n_id, hops = self._driver.sample_all(seeds, self.fanouts, key)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
         return SampleOutput(n_id, adjs)
 
@@ -252,56 +231,3 @@ class NeighborSampler:
                 )
         xp = np if isinstance(seeds, np.ndarray) else self.device.xp
         return xp.ascontiguousarray(seeds, dtype=np.int64)
-
-    # ------------------------------------------------------------------ CPU path
-    def _acquire_map(self) -> np.ndarray:
-        with self._lock:
-            if self._free_maps:
-                return self._free_maps.pop()
-        dtype = np.int32 if self.num_nodes < 2**30 else np.int64
-        return np.full(self.num_nodes, -1, dtype=dtype)
-
-    def _weight_tables(self):
-        """``(live, cum)`` for weighted sampling, built on first use where the graph lives."""
-        if not self.weighted:
-            return None
-        if self._tables is None:
-            from ..device import pinned_empty
-            from ._kernels import cpu
-
-            with self._lock:
-                if self._tables is not None:  # another thread built them meanwhile
-                    return self._tables
-                tables = cpu.weight_tables(to_numpy(self.graph.indptr), to_numpy(self.graph.weights))
-                if self.placement == "pinned":
-                    pinned = tuple(pinned_empty(t.shape, t.dtype) for t in tables)
-                    for target, table in zip(pinned, tables):
-                        target[...] = table
-                    tables = pinned
-                elif self.device.is_cuda:
-                    with self.device:
-                        tables = tuple(self.device.xp.array(t) for t in tables)
-                self._tables = tables
-        return self._tables
-
-    def _host_arrays(self):
-        if self._dummies is None:
-            graph = self.graph
-            edge_ids = graph.edge_ids if graph.edge_ids is not None else np.empty(0, np.int64)
-            weights = graph.weights if graph.weights is not None else np.empty(0, np.float64)
-            live, cum = self._weight_tables() or (np.empty(0, np.int64), np.empty(0, np.float64))
-            self._dummies = (graph.indptr, graph.indices, edge_ids, graph.edge_ids is not None, weights, live, cum)
-        return self._dummies
-
-    def _sample_cpu(self, seeds: np.ndarray, key: int):
-        from ._kernels import cpu
-
-        if self.num_nodes < 2**30 and len(seeds) >= 2**31 - self.num_nodes:  # int32 map: local ids fit
-            raise ValueError(f"seeds must hold fewer than 2**31 - num_nodes ids per batch, got {len(seeds)}")
-        local_map = self._acquire_map()
-        out = cpu.sample_all(self._host_arrays(), seeds, self.fanouts, self.replace, self.weighted,
-                             self.seed, key, local_map)
-        # Only a clean map goes back to the pool (an exception above drops it).
-        with self._lock:
-            self._free_maps.append(local_map)
-        return out

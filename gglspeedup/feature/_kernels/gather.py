@@ -12,7 +12,7 @@ compiled code, and a 512-byte float32 row moves as 64 uint64 words.
 - :func:`gather_host` picks the CPU driver: :func:`gather_cpu` (``prange`` over blocks of output
   rows) or its serial twin :func:`gather_serial` for small batches, with streamed stores for
   large outputs. Both prefetch the row :data:`PREFETCH_BYTES` of output ahead
-  (:mod:`.memory`).
+  (:mod:`gglspeedup._intrinsics`).
 - :func:`copy_contiguous` is the benchmark's ceiling: the same loop without the indirection.
 
 Why the CPU gather prefetches and streams (2M x 128 float32 table, 200k random rows, 2 cores):
@@ -28,7 +28,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..._threading import prefer_tbb
-from .memory import prefetch_row, store_fence, stream_line
+from ..._intrinsics import prefetch_row, store_fence, stream_line
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
@@ -130,7 +130,7 @@ def gather_cpu(table, ids, out, stream):
 
     table : (num_rows, words) unsigned words; ids : (m,) int32/int64, all in range;
     out : (m, words), same word dtype; stream : write with non-temporal stores (whole 64-byte
-    output lines only; see :mod:`.memory`).
+    output lines only; see :mod:`gglspeedup._intrinsics`).
     """
     m = ids.shape[0]
     address = np.int64(out.ctypes.data)  # int64 arithmetic below, whatever Numba makes of uint64 mixes

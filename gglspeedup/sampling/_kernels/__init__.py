@@ -1,12 +1,20 @@
-"""Sampling kernels: see DESIGN.md, "Sampling".
+"""Sampling kernels and their drivers: see DESIGN.md, "Sampling".
 
+- :mod:`.records`: the two records every kernel takes, :class:`GraphArrays` (the placed graph)
+  and :class:`SampleOptions` (replace, weighted, has_edge_ids, ...).
 - :mod:`.rng`: the counter-based RNG (splitmix64 hash of seed, batch key, hop, node, draw).
 - :mod:`.rows`: one body per row (count, fill, finish), compiled for both targets.
-- :mod:`.cpu`: ``@njit(parallel=True, cache=True)`` hop driver and the dense relabel map.
-- :mod:`.cuda`: ``@cuda.jit`` drivers and launchers (imported only for a CUDA sampler).
+- :mod:`.cpu`: :class:`~.cpu.CPUDriver` and its ``@njit(parallel=True, cache=True)`` hop kernel.
+- :mod:`.cuda`: :class:`~.cuda.CUDADriver` and its ``@cuda.jit`` kernels (imported only for a
+  CUDA sampler).
 - :mod:`.reindex`: the GPU relabel (hash table, atomic first position, ordering pass).
 
-Kernels see only arrays and scalars: no validation, no framework imports.
+Both drivers have one interface: built once per sampler from the placed graph, the options and
+the seed, then ``driver.sample_all(seeds, fanouts, key) -> (n_id, hops)`` with ``hops`` seed hop
+first, each ``(edge_index, e_id, (num_sources, num_targets))``. Kernels see only arrays, records
+and scalars: no validation, no framework imports.
 """
 
-__all__: list[str] = []
+from .records import GraphArrays, SampleOptions
+
+__all__ = ["GraphArrays", "SampleOptions"]

@@ -16,6 +16,9 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
+from ..._splitmix import GAMMA, MASK, splitmix64
+from ..._splitmix import mix64 as _mix64
+
 __all__ = [
     "GAMMA",
     "mix64",
@@ -26,26 +29,16 @@ __all__ = [
     "uniform_01",
 ]
 
-GAMMA = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio increment of splitmix64
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
 _NODE_MUL = np.uint64(0xD6E8FEB86659FD93)
 _S11 = np.uint64(11)
-_S27 = np.uint64(27)
-_S30 = np.uint64(30)
-_S31 = np.uint64(31)
 _S32 = np.uint64(32)
 _ONE = np.uint64(1)
 _LOW32 = np.uint64(0xFFFFFFFF)
 _TWO_POW_M53 = 1.0 / 9007199254740992.0  # 2**-53, exact
 
-
-@register_jitable
-def mix64(z):
-    """splitmix64's finaliser: a bijective avalanche of a uint64."""
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
+# The package's one splitmix64 body (gglspeedup._splitmix), made callable from @njit and
+# @cuda.jit code as well as from Python.
+mix64 = register_jitable(_mix64)
 
 
 def hop_state(seed: int, key: int, hop: int) -> np.uint64:
@@ -54,18 +47,11 @@ def hop_state(seed: int, key: int, hop: int) -> np.uint64:
     Python integers (mod 2**64) keep this free of NumPy overflow warnings; kernels receive the
     result as a ``np.uint64`` scalar.
     """
-    mask = (1 << 64) - 1
-    state = _py_mix64((int(seed) + int(GAMMA)) & mask)
-    state = _py_mix64((state ^ (int(key) & mask)) + int(GAMMA) & mask)
-    state = _py_mix64((state ^ (int(hop) & mask)) + int(GAMMA) & mask)
+    gamma = int(GAMMA)
+    state = splitmix64(int(seed) + gamma)
+    state = splitmix64((state ^ (int(key) & MASK)) + gamma)
+    state = splitmix64((state ^ (int(hop) & MASK)) + gamma)
     return np.uint64(state)
-
-
-def _py_mix64(z: int) -> int:
-    mask = (1 << 64) - 1
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
-    return z ^ (z >> 31)
 
 
 @register_jitable

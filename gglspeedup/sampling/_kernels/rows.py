@@ -2,7 +2,9 @@
 
 Each function handles one target row in one thread. The CPU driver (:mod:`.cpu`) calls them from
 a ``prange`` loop, the GPU driver (:mod:`.cuda`) from one thread per row, so the draws and their
-order within a row are the same code on every device.
+order within a row are the same code on every device. The public bodies take the two records of
+:mod:`.records` (``graph``: the arrays, ``options``: the flags), so a new sampling option changes
+the records and these bodies, never a kernel's signature.
 
 A row's output is a list of absolute CSR positions ``p`` (``indptr[node] <= p < indptr[node+1]``);
 :func:`row_finish` turns them into neighbour ids and edge ids. Conventions (the public contract
@@ -51,28 +53,31 @@ def row_weight_table(indptr, weights, node, live, cum):
 
 
 @register_jitable
-def row_count(indptr, live, node, k, replace, weighted):
+def row_count(graph, options, node, k):
     """How many edges row ``node`` yields for fanout ``k`` (int64)."""
     if k == 0:
         return 0
-    avail = live[node] if weighted else indptr[node + 1] - indptr[node]
+    indptr = graph.indptr
+    avail = graph.live[node] if options.weighted else indptr[node + 1] - indptr[node]
     if k < 0 or avail == 0:
         return avail
-    if replace:
+    if options.replace:
         return k
     return min(k, avail)
 
 
 @register_jitable
-def row_fill(indptr, weights, cum, node, k, replace, weighted, state, count, pos, out):
+def row_fill(graph, options, node, k, state, count, pos, out):
     """Write ``count`` sampled CSR positions of row ``node`` into ``pos[out:out + count]``.
 
-    ``state`` is the row's RNG state (:func:`.rng.row_state`).
+    ``state`` is the row's RNG state (:func:`.rng.row_state`); ``count`` is :func:`row_count`'s.
     """
     if count == 0:
         return
-    start = indptr[node]
-    deg = indptr[node + 1] - start
+    replace, weighted = options.replace, options.weighted
+    weights, cum = graph.weights, graph.cum
+    start = graph.indptr[node]
+    deg = graph.indptr[node + 1] - start
     if k < 0 or (not replace and count < k) or (not replace and not weighted and deg <= k):
         _take_all(weights, start, deg, weighted, pos, out)
     elif replace and not weighted:
@@ -189,12 +194,13 @@ def _successive(weights, cum, start, deg, state, count, pos, out):
 
 
 @register_jitable
-def row_finish(indices, edge_ids, has_edge_ids, pos, col, start, stop):
+def row_finish(graph, options, pos, col, start, stop):
     """Turn positions ``pos[start:stop]`` into neighbours (``col``) and edge ids (in ``pos``).
 
     The GPU calls it per row; the CPU calls it per chunk of a row-independent pass, where the
     independent loads overlap better than inside the per-row loop.
     """
+    indices, edge_ids, has_edge_ids = graph.indices, graph.edge_ids, options.has_edge_ids
     for q in range(start, stop):
         p = pos[q]
         col[q] = indices[p]

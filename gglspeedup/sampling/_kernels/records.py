@@ -1,0 +1,73 @@
+"""The two records every sampling kernel takes: the graph's arrays and the sampling options.
+
+Kernels and row bodies receive a :class:`GraphArrays` and a :class:`SampleOptions` instead of
+loose arrays and flags, so a new sampling option is a new field here plus the row bodies that
+read it (:mod:`.rows`); no kernel or driver signature changes. Both are named tuples: Numba
+compiles them (``@njit`` and ``@cuda.jit``) as plain structs whose fields cost nothing to read.
+
+Absent arrays are one-element placeholders (kernels need an array of the right type, never read
+it), made once by the driver that owns the record (:mod:`.cpu`, :mod:`.cuda`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["GraphArrays", "SampleOptions", "graph_arrays"]
+
+
+class GraphArrays(NamedTuple):
+    """A placed graph as the kernels read it (every field a 1-D array where the driver runs).
+
+    indptr : int64 (num_nodes + 1,)
+    indices : int64 (num_edges,)
+    edge_ids : int64 (num_edges,), or a placeholder when the graph has none (``e_id`` is then the
+        CSR position; see ``SampleOptions.has_edge_ids``)
+    weights : float32/float64 (num_edges,), or a placeholder for an unweighted sampler
+    live : int64 (num_nodes,): edges of weight > 0 per row (weighted samplers), else a placeholder
+    cum : float64 (num_edges,): running weight sum within each row (weighted), else a placeholder
+    """
+
+    indptr: Any
+    indices: Any
+    edge_ids: Any
+    weights: Any
+    live: Any
+    cum: Any
+
+
+class SampleOptions(NamedTuple):
+    """What every row of every hop is drawn with (scalars; fixed for a sampler's lifetime).
+
+    replace : draw with replacement (exactly ``k`` draws for a row with an edge)
+    weighted : draw proportionally to ``GraphArrays.weights`` (``live`` / ``cum`` are real)
+    has_edge_ids : report ``GraphArrays.edge_ids[p]`` as ``e_id`` instead of the position ``p``
+    """
+
+    replace: bool
+    weighted: bool
+    has_edge_ids: bool
+
+
+def graph_arrays(graph, tables, placeholder) -> GraphArrays:
+    """The :class:`GraphArrays` of a placed ``graph`` (a :class:`~gglspeedup.CSRGraph`).
+
+    ``tables`` is ``(live, cum)`` for weighted sampling, else ``None``; ``placeholder(dtype)``
+    makes a one-element array where the kernels will run, standing in for every absent array
+    (and for an empty ``indices`` or ``cum``: kernels index arrays that must not be empty).
+    """
+
+    def present(array, dtype):
+        return placeholder(dtype) if array is None or array.shape[0] == 0 else array
+
+    live, cum = tables if tables is not None else (None, None)
+    return GraphArrays(
+        indptr=graph.indptr,
+        indices=present(graph.indices, np.int64),
+        edge_ids=present(graph.edge_ids, np.int64),
+        weights=present(graph.weights, np.float64),
+        live=present(live, np.int64),
+        cum=present(cum, np.float64),
+    )
