@@ -45,7 +45,7 @@ def test_store_caches_the_degree_policy_rows_and_maps_them(device):
     expected_map[[2, 0, 4]] = [0, 1, 2]
     np.testing.assert_array_equal(store.cache_map, expected_map)
     # the device table really holds those rows, slot by slot
-    device_rows = to_host(store._tiers.device_table).view(np.float32)
+    device_rows = to_host(store._tier.device_table).view(np.float32)
     np.testing.assert_array_equal(device_rows, x[[2, 0, 4]])
     ids = np.array([2, 5, 0, 1])
     np.testing.assert_array_equal(to_host(store[ids]), x[ids])

@@ -1,9 +1,11 @@
 """Feature rows by node id: a GPU cache of the hottest rows in front of pinned host memory.
 
 :class:`FeatureStore` is the public entry point; :mod:`gglspeedup.feature.policies` chooses which
-rows are cached. See DESIGN.md, "Features".
+rows are cached; :func:`as_table` is the conversion every store applies to its table (for layers
+that share one table between stores). See DESIGN.md, "Features".
 """
 
+from ._inputs import as_table
 from .store import FeatureStore
 
-__all__ = ["FeatureStore"]
+__all__ = ["FeatureStore", "as_table"]

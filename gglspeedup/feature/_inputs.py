@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import as_device_array, on_gpu, to_numpy
+from ..device import array_library, as_device_array, on_gpu, to_numpy
 from ._kernels.gather import first_out_of_range
 
 __all__ = ["as_table", "as_ids", "check_out"]
@@ -30,7 +30,7 @@ def _bfloat16():
 
 def _bfloat16_table(x) -> np.ndarray:
     """A framework bfloat16 tensor as an ``ml_dtypes.bfloat16`` array over the same bits."""
-    if type(x).__module__.startswith("torch"):
+    if array_library(x) == "torch":
         import torch
 
         bits = x.detach().cpu().contiguous().view(torch.int16).numpy()  # .numpy() refuses bfloat16
@@ -76,15 +76,6 @@ def as_table(x: Any) -> np.ndarray:
     return np.ascontiguousarray(table)
 
 
-def _ids_module(ids) -> str:
-    module = type(ids).__module__
-    if module.startswith("cupy"):
-        return "cupy"
-    if module.startswith("torch"):
-        return "torch"
-    return "other"
-
-
 def _device_ids(ids, device):
     """ids as CuPy when they already live on ``device``'s GPU, else as NumPy (checked on the host,
     then uploaded by :func:`as_ids`)."""
@@ -118,7 +109,7 @@ def as_ids(ids: Any, num_rows: int, device):
         ids = _device_ids(ids, device)
     except (TypeError, ValueError, BufferError) as error:
         raise TypeError(f"ids must be an integer array or tensor, got {type(ids).__name__}: {error}") from None
-    xp = device.xp if _ids_module(ids) == "cupy" else np
+    xp = device.xp if array_library(ids) == "cupy" else np
     dtype = ids.dtype
     if dtype.kind not in "iu":
         if ids.size == 0 and dtype.kind == "f":
@@ -158,7 +149,7 @@ def check_out(out, num_ids: int, dim: int, dtype: np.dtype, device) -> None:
     if xp is np:
         if not isinstance(out, np.ndarray):
             raise TypeError(f"out must be a NumPy array on device {device}, got {type(out).__name__}")
-    elif _ids_module(out) != "cupy":
+    elif array_library(out) != "cupy":
         raise TypeError(f"out must be a CuPy array on device {device}, got {type(out).__name__}")
     if tuple(out.shape) != (num_ids, dim):
         raise ValueError(f"out must have shape ({num_ids}, {dim}) (len(ids), dim), got {tuple(out.shape)}")

@@ -1,6 +1,13 @@
-"""The two tiers of a CUDA :class:`~gglspeedup.feature.FeatureStore`: building and reading them.
+"""Where a :class:`~gglspeedup.feature.FeatureStore` reads rows from: one tier object per store.
 
-A :class:`CUDATiers` holds
+Both classes have the same face: ``gather(ids, out)`` (``out[i] = x[ids[i]]``, ids checked and
+non-empty), ``hits`` (rows served from device memory so far), ``reset()``, ``cached_ids`` and
+``cache_map``, so the store holds one tier and never asks which kind it is.
+
+- :class:`HostTier` (``device="cpu"``): the caller's table itself, read by the parallel CPU
+  gather; nothing is cached, so ``hits`` stays 0.
+- :class:`CUDATiers` (a CUDA device, real or simulated): a device cache in front of pinned host
+  memory. It holds
 - ``device_table``: the cached rows, slot ``s`` = ``cached_ids[s]`` (CuPy on a GPU, NumPy under
   the simulator), as unsigned words;
 - ``host_table``: every other row, in ascending id order, in pinned host memory that the kernel
@@ -17,7 +24,7 @@ import numpy as np
 from ..device import aligned_empty, pinned_empty
 from ._kernels.gather import gather_host, word_dtype
 
-__all__ = ["CUDATiers", "device_free_bytes"]
+__all__ = ["HostTier", "CUDATiers", "device_free_bytes"]
 
 # Rows move to the GPU through a pinned staging buffer of at most this many bytes.
 _STAGING_BYTES = 64 << 20
@@ -40,6 +47,34 @@ def _address(array) -> int:
 
 def _next_power_of_two(value: int) -> int:
     return 1 << max(0, int(value) - 1).bit_length()
+
+
+class HostTier:
+    """The CPU store's single tier: ``table`` (C-contiguous, used in place) read by
+    :func:`~._kernels.gather.gather_host` at the widest word both buffers' alignment allows."""
+
+    hits = 0  # no device cache: every row is a host read
+
+    def __init__(self, table: np.ndarray):
+        self.table = table
+        self.row_bytes = table.shape[1] * table.dtype.itemsize
+        self.cached_ids = np.empty(0, dtype=np.int64)
+        self._views: dict = {}
+
+    @property
+    def cache_map(self) -> np.ndarray:
+        return np.full(self.table.shape[0], -1, dtype=np.int64)
+
+    def reset(self) -> None:
+        """Nothing to reset: there are no device hits to count."""
+
+    def gather(self, ids, out) -> None:
+        """``out[i] = table[ids[i]]``; ids : int32/int64 host array, in range; out : C-contiguous."""
+        word = word_dtype(self.row_bytes, self.table.ctypes.data, out.ctypes.data)
+        view = self._views.get(word)
+        if view is None:
+            view = self._views[word] = self.table.view(word)
+        gather_host(view, ids, out.view(word))
 
 
 class CUDATiers:
@@ -88,7 +123,13 @@ class CUDATiers:
             self.location = xp.asarray(location)
             self.counters = xp.zeros(1, dtype=np.int64)
         self.location_host = location
+        self.cached_ids = cached_ids
         self.group = min(32, _next_power_of_two(self.words))
+
+    @property
+    def cache_map(self) -> np.ndarray:
+        """Per row: its cache slot, or -1 when it is read from host memory (int64, host)."""
+        return np.maximum(self.location_host, -1)
 
     def _upload(self, source, cached_ids):
         """Copy the cached rows to the GPU through a bounded pinned staging buffer."""

@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from ..device import to_numpy
+from ..protocols import Sampler
+from ..validation import check_ids_in_range, check_int, int_array
+
 __all__ = [
     "POLICIES",
     "degree_order",
@@ -74,7 +78,8 @@ def presample_counts(
         permutation, as a shuffling loader draws them.
     seed : int
         Seeds the permutation and the sampler.
-    sampler : object with ``sample(seeds) -> (n_id, adjs)``, optional
+    sampler : Sampler, optional
+        Anything with ``sample(seeds, key=None) -> SampleOutput`` (:class:`gglspeedup.protocols.Sampler`).
         Default: ``gglspeedup.NeighborSampler(graph, fanouts, seed=seed)`` on the CPU.
 
     Returns
@@ -86,11 +91,16 @@ def presample_counts(
         seeds = np.arange(num_nodes, dtype=np.int64)
     else:
         seeds = _as_node_ids("presample['seeds']", seeds, num_nodes)
-    batch_size = _positive_int("presample['batch_size']", batch_size)
+    batch_size = check_int("presample['batch_size']", batch_size, minimum=1)
     num_batches = _default_batches(len(seeds), batch_size) if num_batches is None else num_batches
-    num_batches = _positive_int("presample['num_batches']", num_batches)
+    num_batches = check_int("presample['num_batches']", num_batches, minimum=1)
     if len(seeds) == 0:
         raise ValueError("presample['seeds'] must not be empty")
+    if sampler is not None and not isinstance(sampler, Sampler):
+        raise TypeError(
+            f"presample['sampler'] must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
+            f"got {type(sampler).__name__}"
+        )
     if sampler is None:
         from ..sampling import NeighborSampler
 
@@ -103,7 +113,7 @@ def presample_counts(
             permutation, position = rng.permutation(seeds), 0
         batch = permutation[position : position + batch_size]
         position += batch_size
-        n_id = np.asarray(_to_host(sampler.sample(batch)[0]), dtype=np.int64)
+        n_id = np.asarray(to_numpy(sampler.sample(batch)[0]), dtype=np.int64)
         counts += np.bincount(n_id, minlength=num_nodes)
     return counts
 
@@ -193,9 +203,9 @@ def presample_policy(graph, budget: int, halves) -> tuple[np.ndarray, dict]:
 def presample_halves(graph, fanouts=(15, 10, 5), batch_size=1024, num_batches=None, seeds=None, seed=0, sampler=None):
     """Two independent :func:`presample_counts` runs splitting ``num_batches`` (for :func:`presample_policy`)."""
     if num_batches is None:
-        num_seeds = graph.num_nodes if seeds is None else len(np.asarray(_to_host(seeds)).reshape(-1))
-        num_batches = _default_batches(num_seeds, _positive_int("presample['batch_size']", batch_size))
-    num_batches = max(2, _positive_int("presample['num_batches']", num_batches))
+        num_seeds = graph.num_nodes if seeds is None else len(np.asarray(to_numpy(seeds)).reshape(-1))
+        num_batches = _default_batches(num_seeds, check_int("presample['batch_size']", batch_size, minimum=1))
+    num_batches = max(2, check_int("presample['num_batches']", num_batches, minimum=1))
     halves = []
     for part, batches in enumerate((num_batches // 2, num_batches - num_batches // 2)):
         counts = presample_counts(graph, fanouts, batch_size, batches, seeds, seed + part, sampler)
@@ -253,26 +263,6 @@ def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
     return "presample", compute
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-    return int(value)
-
-
 def _as_node_ids(name: str, values, num_nodes: int) -> np.ndarray:
-    array = np.asarray(_to_host(values))
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integer node ids, got dtype {array.dtype}")
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
-    bad = (array < 0) | (array >= num_nodes)
-    if bad.any():
-        position = int(np.argmax(bad))
-        raise ValueError(f"{name}[{position}] = {array[position]} is out of range [0, {num_nodes})")
-    return array.astype(np.int64, copy=False)
-
-
-def _to_host(array):
-    from ..device import to_numpy
-
-    return to_numpy(array)
+    ids = int_array(name, values, expected="must hold integer node ids")
+    return check_ids_in_range(name, ids, num_nodes, error=ValueError)

@@ -12,8 +12,7 @@ import numpy as np
 
 from ..device import aligned_empty, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out
-from ._kernels.gather import gather_host, word_dtype
-from ._tiers import CUDATiers, device_free_bytes
+from ._tiers import CUDATiers, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
 
 __all__ = ["FeatureStore"]
@@ -59,8 +58,9 @@ class FeatureStore:
     ``store[ids]`` / ``store.gather(ids)`` return arrays of the device's array module: NumPy on
     the CPU and under the simulator, CuPy on a GPU. CuPy has no bfloat16 (nor other
     ``ml_dtypes`` types), so on a real GPU such rows come back as a ``uint16`` (same-size unsigned)
-    CuPy array holding the same bits: ``gglspeedup.backends`` or ``torch_tensor.view(torch.bfloat16)``
-    reinterpret it without a copy. Ids are checked against ``[0, num_rows)`` before every
+    CuPy array holding the same bits: ``torch_tensor.view(torch.bfloat16)`` reinterprets it without
+    a copy. On the CPU they are NumPy bfloat16 arrays, which ``gglspeedup.backends.to`` hands to
+    torch, TensorFlow and Paddle as bfloat16 tensors, zero-copy. Ids are checked against ``[0, num_rows)`` before every
     gather: host ids on the host (then uploaded once); ids already on the GPU by a reduction
     whose one bool is read back (a synchronisation per batch).
 
@@ -84,20 +84,16 @@ class FeatureStore:
         self.row_bytes = dim * table.dtype.itemsize
         policy_name, compute_order = resolve_policy(policy, graph, num_rows, presample)
         self.policy_info = {"policy": policy_name}
-        self._host_table = None
-        self._tiers = None
-        self._cached_ids = np.empty(0, dtype=np.int64)
         self._shape = table.shape
         if self.device.is_cuda:
             self.device.check_available()
-            self._build_tiers(table, compute_order)
+            self._tier = self._build_tiers(table, compute_order)
         else:
-            self._host_table = table
-            self._views = {}
+            self._tier = HostTier(table)
         self.reset_stats()
 
     # ------------------------------------------------------------------ construction
-    def _build_tiers(self, table, compute_order) -> None:
+    def _build_tiers(self, table, compute_order) -> CUDATiers:
         num_rows = table.shape[0]
         budget_rows = min(num_rows, self.cache_size // self.row_bytes)
         if self.policy_info["policy"] == "none":
@@ -115,9 +111,8 @@ class FeatureStore:
                     lookups_sampled=int(counts.sum()),
                 )
             self.policy_info.update(info)
-        self._tiers = CUDATiers(table, cached_ids, self.device)
-        self._cached_ids = cached_ids
         self.policy_info["num_cached"] = len(cached_ids)
+        return CUDATiers(table, cached_ids, self.device)
 
     def _check_free_memory(self, cached_rows: int, num_rows: int) -> None:
         needed = cached_rows * self.row_bytes + num_rows * 8  # cache + location map
@@ -152,19 +147,17 @@ class FeatureStore:
     @property
     def num_cached(self) -> int:
         """Rows held in the device cache (0 on the CPU)."""
-        return len(self._cached_ids)
+        return len(self._tier.cached_ids)
 
     @property
     def cached_ids(self) -> np.ndarray:
         """The cached row ids in cache-slot order: int64 host array, shape (num_cached,)."""
-        return self._cached_ids
+        return self._tier.cached_ids
 
     @property
     def cache_map(self) -> np.ndarray:
         """Per row: its cache slot, or -1 when it is read from host memory. int64, (num_rows,)."""
-        if self._tiers is None:
-            return np.full(len(self), -1, dtype=np.int64)
-        return np.maximum(self._tiers.location_host, -1)
+        return self._tier.cache_map
 
     def __repr__(self) -> str:
         return (
@@ -203,7 +196,7 @@ class FeatureStore:
         IndexError
             an id outside ``[0, num_rows)`` (negative ids included), naming the first one.
         """
-        ids = as_ids(ids, len(self), self.device)
+        ids = self.check_ids(ids)
         count = int(ids.shape[0])
         if out is None:
             out = self._empty(count)
@@ -213,24 +206,20 @@ class FeatureStore:
         self._calls += 1
         if count == 0:
             return out
-        if self._tiers is not None:
-            self._tiers.gather(ids, out)
-        else:
-            self._gather_host(ids, out)
+        self._tier.gather(ids, out)
         return out
+
+    def check_ids(self, ids):
+        """``ids`` as :meth:`gather` reads them: a 1-D int32/int64 array of the store's device
+        (NumPy, or CuPy on a GPU), every id checked against ``[0, num_rows)``; raises as
+        :meth:`gather` does. For callers that split or route ids before gathering."""
+        return as_ids(ids, len(self), self.device)
 
     def _empty(self, count: int):
         if self.device.xp is np:
             return aligned_empty((count, self.dim), self.dtype)  # 64-byte aligned: JAX zero-copy
         with self.device:
             return self.device.xp.empty((count, self.dim), dtype=self.out_dtype)
-
-    def _gather_host(self, ids, out) -> None:
-        word = word_dtype(self.row_bytes, self._host_table.ctypes.data, out.ctypes.data)
-        table = self._views.get(word)
-        if table is None:
-            table = self._views[word] = self._host_table.view(word)
-        gather_host(table, ids, out.view(word))
 
     # ------------------------------------------------------------------ statistics
     def stats(self) -> dict:
@@ -245,7 +234,7 @@ class FeatureStore:
         (row bytes read from each tier) and ``num_cached``. On a GPU, reading ``rows_device``
         synchronises with the device.
         """
-        rows_device = self._tiers.hits if self._tiers is not None else 0
+        rows_device = self._tier.hits
         rows_host = self._lookups - rows_device
         return {
             "lookups": self._lookups,
@@ -263,5 +252,4 @@ class FeatureStore:
         """Zero every counter of :meth:`stats`."""
         self._lookups = 0
         self._calls = 0
-        if self._tiers is not None:
-            self._tiers.reset()
+        self._tier.reset()
