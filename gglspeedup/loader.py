@@ -10,6 +10,8 @@ A background thread samples and gathers the next ``prefetch`` batches (on a GPU 
 CUDA stream) while the caller trains on the current one. Shuffling is keyed by ``(seed, epoch)``
 and every batch's sampler key by ``(epoch, batch index)``, so two runs with the same seeds see the
 same batches. An exception raised while preparing a batch is re-raised in the caller's loop.
+Host feature rows are gathered into a small pool of recycled buffers (``reuse_buffers``): a
+buffer is reused once the caller has dropped every batch that shared it, never before.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import backends
-from .device import aligned_empty, array_module, to_numpy
+from ._pool import BufferPool
+from .device import aligned_empty, array_module
+from .protocols import FeatureSource, Sampler
+from .validation import check_bool, check_ids_in_range, check_int, int_array
 
 __all__ = ["Batch", "NodeLoader"]
 
@@ -54,12 +59,20 @@ class Batch(NamedTuple):
     batch_size: int
 
 
-def _positive_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+# Pooled feature buffers beyond the prefetch queue: the producer's batch in progress, the
+# caller's current batch, and the previous one (kept alive by autograd until the next step).
+_SPARE_BUFFERS = 3
+
+
+def _num_nodes(sampler, features) -> int | None:
+    """The node count the seeds and labels must fit: the sampler's, else the feature rows'."""
+    count = getattr(sampler, "num_nodes", None)
+    if isinstance(count, (int, np.integer)):
+        return int(count)
+    shape = getattr(features, "shape", None)
+    if shape is not None and len(shape) >= 1 and isinstance(shape[0], (int, np.integer)):
+        return int(shape[0])
+    return None
 
 
 class NodeLoader:
@@ -67,16 +80,20 @@ class NodeLoader:
 
     Parameters
     ----------
-    sampler : NeighborSampler
-        Anything with ``sample(seeds, key=None) -> SampleOutput``.
-    features : FeatureStore or array, shape (num_nodes, F)
-        Indexed as ``features[n_id]``.
+    sampler : Sampler
+        Anything with ``sample(seeds, key=None) -> SampleOutput``
+        (:class:`gglspeedup.protocols.Sampler`), e.g. a :class:`~gglspeedup.NeighborSampler`.
+    features : FeatureSource or array, shape (num_nodes, F)
+        A :class:`~gglspeedup.FeatureStore` or any :class:`gglspeedup.protocols.FeatureSource`
+        (rows gathered with ``features.gather(n_id, out=...)``), or an array indexed as
+        ``features[n_id]``.
     seeds : 1-D integer array-like, shape (S,)
-        The nodes to iterate over (e.g. ``split["train"]``).
+        The nodes to iterate over (e.g. ``split["train"]``), in ``[0, num_nodes)``.
     batch_size : int
         Seeds per batch (the last batch may be smaller unless ``drop_last``).
     labels : array, shape (num_nodes, ...), optional
-        Batches carry ``y = labels[batch_seeds]``, on the sampler's device.
+        One entry per node (checked against the sampler's ``num_nodes``, else the feature rows);
+        batches carry ``y = labels[batch_seeds]``, on the sampler's device.
     shuffle : bool
         Permute the seeds every epoch, keyed by ``(seed, epoch)``.
     drop_last : bool
@@ -89,6 +106,25 @@ class NodeLoader:
         CuPy arrays the sampler and the feature store return.
     seed : int
         Shuffling seed.
+    reuse_buffers : bool
+        Gather host feature rows into a pool of at most ``prefetch + 3`` recycled buffers (the
+        queue, the batch being prepared, the caller's current and previous batch) instead of fresh
+        memory per batch. A buffer returns to the pool when nothing references the batch's ``x``
+        any more (the tensor handed to the framework and anything sharing its memory,
+        autograd's saved inputs included), so a batch the caller keeps is never overwritten; when
+        all pooled buffers are held, fresh memory is used. Applies to feature sources on the CPU
+        (GPU outputs come from CuPy's memory pool already).
+
+    Raises
+    ------
+    TypeError
+        a sampler without ``sample``, features that cannot be indexed, non-integer seeds, a
+        non-bool ``shuffle`` / ``drop_last`` / ``reuse_buffers``, a non-int ``batch_size`` /
+        ``prefetch`` / ``seed``.
+    ValueError
+        seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range.
+    IndexError
+        a seed outside ``[0, num_nodes)`` (when the sampler or the features tell ``num_nodes``).
 
     Notes
     -----
@@ -99,25 +135,33 @@ class NodeLoader:
     """
 
     def __init__(self, sampler, features, seeds, batch_size, *, labels=None, shuffle=True, drop_last=False,
-                 prefetch=2, backend="torch", seed=0):
-        if not callable(getattr(sampler, "sample", None)):
-            raise TypeError(f"sampler must have a sample(seeds, key=None) method, got {type(sampler).__name__}")
+                 prefetch=2, backend="torch", seed=0, reuse_buffers=True):
+        if not isinstance(sampler, Sampler):
+            raise TypeError(
+                f"sampler must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
+                f"got {type(sampler).__name__}"
+            )
         if not hasattr(features, "__getitem__"):
             raise TypeError(f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}")
-        seeds = np.array(to_numpy(seeds), copy=True)
-        if seeds.ndim != 1:
-            raise ValueError(f"seeds must be 1-D, got shape {seeds.shape}")
-        if seeds.size and seeds.dtype.kind not in "iu":
-            raise TypeError(f"seeds must hold integers, got dtype {seeds.dtype}")
-        self.seeds = seeds.astype(np.int64, copy=False)
-        self.batch_size = _positive_int("batch_size", batch_size, 1)
-        self.prefetch = _positive_int("prefetch", prefetch, 0)
-        self.seed = _positive_int("seed", seed, 0)
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.seeds = np.array(int_array("seeds", seeds), copy=True)
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.prefetch = check_int("prefetch", prefetch, minimum=0)
+        self.seed = check_int("seed", seed, minimum=0)
+        self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
+        self.reuse_buffers = check_bool("reuse_buffers", reuse_buffers)
+        num_nodes = _num_nodes(sampler, features)
+        if num_nodes is not None:
+            check_ids_in_range("seeds", self.seeds, num_nodes, what="num_nodes")
         if labels is not None:
             labels = backends.from_(labels)
             if labels.ndim < 1:
                 raise ValueError(f"labels must be an array indexed by node id, got shape {labels.shape}")
+            if num_nodes is not None and labels.shape[0] != num_nodes:
+                raise ValueError(f"labels must have one entry per node ({num_nodes}), got shape {tuple(labels.shape)}")
+            if num_nodes is None and self.seeds.size and labels.shape[0] <= int(self.seeds.max()):
+                raise ValueError(
+                    f"labels has {labels.shape[0]} entries but seeds reach node {int(self.seeds.max())}"
+                )
         self.labels = labels
         if backend is not None:
             framework = getattr(backends.adapter(backend), "framework", None)
@@ -126,10 +170,21 @@ class NodeLoader:
         self.backend = backend
         self._alignment = backends.needs_alignment(backend) if backend is not None else 0
         self.sampler, self.features = sampler, features
+        self._pool = self._make_pool(features)
         self.epoch = 0
         self._stats = {"batches": 0, "seeds": 0, "edges": 0, "sample_s": 0.0, "gather_s": 0.0,
                        "convert_s": 0.0, "wait_s": 0.0}
         self._stats_lock = threading.Lock()
+
+    def _make_pool(self, features):
+        """A buffer pool for a host feature source's rows, or ``None`` (no pooling)."""
+        if not self.reuse_buffers or not isinstance(features, FeatureSource):
+            return None
+        device, dtype = getattr(features, "device", None), getattr(features, "out_dtype", None)
+        shape = getattr(features, "shape", None)
+        if getattr(device, "xp", None) is not np or dtype is None or shape is None or len(shape) != 2:
+            return None
+        return BufferPool(shape[1], dtype, self.prefetch + _SPARE_BUFFERS)
 
     def __len__(self) -> int:
         if self.drop_last:
@@ -143,21 +198,27 @@ class NodeLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter(loader)`` epoch ``epoch`` (its order and sampler keys)."""
-        self.epoch = _positive_int("epoch", epoch, 0)
+        self.epoch = check_int("epoch", epoch, minimum=0)
 
     def order(self, epoch: int) -> np.ndarray:
         """The seeds in the order epoch ``epoch`` visits them (int64, shape (S,))."""
         if not self.shuffle:
             return self.seeds
-        rng = np.random.default_rng([self.seed, _positive_int("epoch", epoch, 0)])
+        rng = np.random.default_rng([self.seed, check_int("epoch", epoch, minimum=0)])
         return self.seeds[rng.permutation(len(self.seeds))]
 
     def stats(self, reset: bool = False) -> dict:
         """Cumulative counters: ``batches``, ``seeds``, ``edges`` (sampled), and seconds spent in
         ``sample_s``, ``gather_s``, ``convert_s`` (producer side) and ``wait_s`` (the caller
-        blocked waiting for a batch). ``reset=True`` zeroes them after reading."""
+        blocked waiting for a batch); with a buffer pool, ``buffers_reused``, ``buffers_allocated``
+        and ``buffers_unpooled`` (batches gathered into recycled, new pooled and fresh unpooled
+        memory). ``reset=True`` zeroes them after reading."""
         with self._stats_lock:
             out = dict(self._stats)
+            if self._pool is not None:
+                out.update({f"buffers_{name}": value for name, value in self._pool.stats.items()})
+                if reset:
+                    self._pool.stats.update(reused=0, allocated=0, unpooled=0)
             if reset:
                 for name in self._stats:
                     self._stats[name] = 0 if isinstance(self._stats[name], int) else 0.0
@@ -172,7 +233,10 @@ class NodeLoader:
         start = time.perf_counter()
         n_id, adjs = self.sampler.sample(batch_seeds, key=epoch * len(self) + index)
         sampled = time.perf_counter()
-        x = self.features[n_id]
+        if self._pool is not None:
+            x = self.features.gather(n_id, out=self._pool.take(len(n_id)))
+        else:
+            x = self.features[n_id]
         y = None
         if self.labels is not None:
             xp = array_module(self.labels)
@@ -188,7 +252,7 @@ class NodeLoader:
         batch = Batch(x, y, list(adjs), n_id, len(batch_seeds))
         if self.backend is not None:
             if self._alignment:
-                batch = backends._map(batch, functools.partial(_realign, alignment=self._alignment))
+                batch = backends.map_arrays(batch, functools.partial(_realign, alignment=self._alignment))
             batch = backends.to(self.backend, batch)
         done = time.perf_counter()
         edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)

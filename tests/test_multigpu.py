@@ -230,7 +230,7 @@ def test_sample_scattered_returns_one_output_per_device_in_rank_order(device):
         (lambda g: MultiDeviceFeature(_table(), ["cpu"], mode="mirror"), ValueError, "mode"),
         (lambda g: MultiDeviceFeature(_table()[0], ["cpu"]), ValueError, "2-D"),
         (lambda g: MultiDeviceFeature(_table(), ["cpu"], policy="degree"), ValueError, "graph="),
-        (lambda g: MultiDeviceFeature(_table(), ["cpu", "cpu"])[[0]], RuntimeError, "set_rank"),
+        (lambda g: MultiDeviceFeature(_table(), ["cpu", "cuda:0"])[[0]], RuntimeError, "set_rank"),
         (lambda g: MultiDeviceFeature(_table(), ["cpu"]).rank(0)[[NUM_NODES]], IndexError, str(NUM_NODES)),
     ],
 )

@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 
 from .._shared import share
-from ..device import parse_size
+from ..device import array_library, parse_size
 from ._common import _build_on, _check_devices, _check_rank, _PerProcessState
 
 __all__ = ["MultiDeviceFeature"]
@@ -20,11 +20,11 @@ _MODES = ("replicate", "shard")
 
 def _gpu_index(ids):
     """The CUDA device index of a CuPy array or a torch CUDA tensor; ``None`` for anything else."""
-    module = type(ids).__module__
-    if module.startswith("cupy"):
+    library = array_library(ids)
+    if library == "cupy":
         return int(ids.device.id)
     device = getattr(ids, "device", None)
-    if module.startswith("torch") and getattr(device, "type", None) == "cuda":
+    if library == "torch" and getattr(device, "type", None) == "cuda":
         return int(device.index)
     return None
 
@@ -108,12 +108,14 @@ class MultiDeviceFeature(_PerProcessState):
     :meth:`set_rank` in this process; for ids on a GPU (CuPy, torch), the first rank on that GPU;
     the ``LOCAL_RANK`` environment variable (``torchrun``);
     the ``torch.distributed`` rank when a process group is initialised; ``PADDLE_RANK_IN_NODE`` or
-    ``PADDLE_TRAINER_ID`` (set by ``paddle.distributed.spawn`` / launch); rank 0 when there is a
-    single device.
+    ``PADDLE_TRAINER_ID`` (set by ``paddle.distributed.spawn`` / launch); and rank 0 when the rank
+    cannot change the answer: a single device, or every rank on the same device (``["cpu",
+    "cpu"]``: the same host rows, wherever the process runs). Only where ranks use different
+    devices, so the rank decides where the rows land, does an unknown rank raise ``RuntimeError``.
     """
 
     def __init__(self, x, devices, cache_size=0, policy=None, mode="replicate", graph=None):
-        from ..feature._inputs import as_table
+        from ..feature import as_table
         from ..feature.policies import resolve_policy
 
         self.devices = _check_devices(devices)
@@ -177,10 +179,8 @@ class MultiDeviceFeature(_PerProcessState):
 
     def _gather_shard(self, rank: int, ids):
         """Rows for ``rank``: its own cache and host tier, plus rows cached on its peers."""
-        from ..feature._inputs import as_ids
-
         device, store = self.devices[rank], self.store(rank)
-        ids = as_ids(ids, len(store), device)
+        ids = store.check_ids(ids)
         xp = device.xp
         with device:
             owner = self._owner_on(rank)[ids]
@@ -242,7 +242,7 @@ class MultiDeviceFeature(_PerProcessState):
         for variable in ("PADDLE_RANK_IN_NODE", "PADDLE_TRAINER_ID"):
             if os.environ.get(variable, "").isdigit():
                 return _check_rank(int(os.environ[variable]), self.num_devices)
-        if self.num_devices == 1:
+        if len(set(self.devices)) == 1:  # one device for every rank: any rank returns the same array
             return 0
         raise RuntimeError(
             f"MultiDeviceFeature has {self.num_devices} devices and cannot tell this process's rank: call "
@@ -253,7 +253,13 @@ class MultiDeviceFeature(_PerProcessState):
         """Rows ``x[ids]`` on the current rank's device (see :meth:`current_rank`)."""
         return self.gather(ids)
 
+    def stats(self) -> dict:
+        """The lookup counters of the store serving :meth:`current_rank` in this process
+        (see :meth:`gglspeedup.FeatureStore.stats`); ``feature.rank(r).stats()`` names the rank."""
+        return self.store(self.current_rank()).stats()
+
     def gather(self, ids, out=None):
+        """Rows ``x[ids]`` on the current rank's device, written into ``out`` when given."""
         if self.mode == "shard" and not self._warned:
             self._warned = True
             warnings.warn(

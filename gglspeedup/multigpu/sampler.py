@@ -10,6 +10,7 @@ from .._shared import share
 from ..device import to_numpy
 from ..graph import CSRGraph, as_csr_graph
 from ..sampling.types import SampleOutput
+from ..validation import check_bool, check_fanouts, check_int
 from ._common import _build_on, _check_devices, _check_rank, _PerProcessState, rank_seed
 
 __all__ = ["MultiDeviceSampler"]
@@ -41,8 +42,6 @@ class MultiDeviceSampler(_PerProcessState):
     """
 
     def __init__(self, graph, devices, fanouts, *, seed=0, **sampler_options):
-        from ..sampling import NeighborSampler
-
         graph = as_csr_graph(graph).to("cpu")
         self.devices = _check_devices(devices)
         unknown = set(sampler_options) - {"replace", "weighted", "placement"}
@@ -51,10 +50,14 @@ class MultiDeviceSampler(_PerProcessState):
         placement = sampler_options.get("placement", "auto")
         if placement not in ("auto", "host") and not all(d.is_cuda for d in self.devices):
             raise ValueError(f"placement {placement!r} needs CUDA devices; CPU ranks read the graph from shared memory")
-        # Arguments are checked once here by a CPU sampler (the same checks every rank would run).
-        cpu_options = {k: v for k, v in sampler_options.items() if k != "placement"}
-        probe = NeighborSampler(graph, fanouts, seed=seed, **cpu_options)
-        self.fanouts, self.seed, self.options = probe.fanouts, probe.seed, dict(sampler_options)
+        # The checks every rank's NeighborSampler would run, once, here.
+        for flag in ("replace", "weighted"):
+            check_bool(flag, sampler_options.get(flag, False))
+        if sampler_options.get("weighted", False) and graph.weights is None:
+            raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
+        self.fanouts = check_fanouts(fanouts)
+        self.seed = check_int("seed", seed, minimum=0, below=2**64)
+        self.options = dict(sampler_options)
         self._arrays = {
             name: share(getattr(graph, name))
             for name in ("indptr", "indices", "edge_ids", "weights")
@@ -99,9 +102,7 @@ class MultiDeviceSampler(_PerProcessState):
         does not replay earlier batches. Fanouts set before pickling travel with the object; a
         call in a spawned child changes that child's copy only.
         """
-        from ..sampling.sampler import _check_fanouts
-
-        checked = _check_fanouts(fanouts)
+        checked = check_fanouts(fanouts)
         with self._lock:
             self.fanouts = checked
             self._samplers = {rank: s.with_fanouts(checked) for rank, s in self._samplers.items()}
