@@ -113,7 +113,8 @@ def test_graph_specs_load_and_reject_clearly(tmp_path):
 def test_options_parse_and_reject_clearly():
     assert _common.parse_fanouts("25, 10") == [25, 10]
     assert _common.parse_fanouts("15,10,-1") == [15, 10, -1]
-    for bad in ("", "25,0", "25,x", "2.5", "-2"):
+    assert _common.parse_fanouts("25,0") == [25, 0]  # the sampler's rule everywhere: 0 samples no neighbours
+    for bad in ("", "25,x", "2.5", "-2"):
         with pytest.raises(ValueError, match="--fanouts"):
             _common.parse_fanouts(bad)
     assert _common.parse_names(None, peers.PEERS) is None

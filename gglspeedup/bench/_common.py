@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..datasets.spec import parse_powerlaw
+from ..datasets.spec import GRAPH_SPEC_HELP, load_spec_graph, parse_spec
+from ..validation import parse_fanouts
 
 __all__ = [
     "GRAPH_SPEC_HELP",
@@ -32,16 +33,9 @@ __all__ = [
     "format_table",
 ]
 
-GRAPH_SPEC_HELP = (
-    "graph to read: 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]' (synthetic power-law, "
-    "gglspeedup.datasets.synthetic_powerlaw; NUM_NODES may read 2M or 500k), 'cora', 'citeseer' "
-    "(bundled), 'ogb:PATH', 'reddit:PATH' (datasets on disk), or 'file:PATH' (a CSRGraph saved "
-    "with CSRGraph.save)"
-)
-
-
 def load_graph(spec: str):
-    """The :class:`~gglspeedup.graph.CSRGraph` a ``--graph`` spec names (see ``GRAPH_SPEC_HELP``).
+    """The :class:`~gglspeedup.graph.CSRGraph` a ``--graph`` spec names (see ``GRAPH_SPEC_HELP``;
+    parsed by :func:`gglspeedup.datasets.spec.parse_spec`, the one dataset-string grammar).
 
     Returns
     -------
@@ -54,39 +48,8 @@ def load_graph(spec: str):
     ValueError
         for a malformed spec (the message names ``--graph`` and the expected forms).
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"--graph must be a non-empty string; {GRAPH_SPEC_HELP}")
     start = time.perf_counter()
-    kind, _, rest = spec.strip().partition(":")
-    kind = kind.lower()
-    if kind == "powerlaw":
-        from .. import datasets
-
-        num_nodes, avg, seed = parse_powerlaw(rest, f"--graph {spec!r}", with_seed=True)
-        graph = datasets.synthetic_powerlaw(num_nodes, avg, seed=seed or 0)
-    elif kind in ("cora", "citeseer"):
-        if rest:
-            raise ValueError(f"--graph {spec!r}: {kind!r} takes no arguments")
-        from .. import datasets
-
-        graph = datasets.load(kind)[0]
-    elif kind in ("ogb", "reddit"):
-        if not rest:
-            raise ValueError(f"--graph {spec!r}: expected '{kind}:PATH'")
-        from .. import datasets
-
-        reader = datasets.read_ogb_node if kind == "ogb" else datasets.read_reddit
-        graph = reader(rest)[0]
-    elif kind == "file":
-        if not rest:
-            raise ValueError(f"--graph {spec!r}: expected 'file:PATH'")
-        if not os.path.exists(rest):
-            raise ValueError(f"--graph {spec!r}: no such file {rest!r}")
-        from ..graph import CSRGraph
-
-        graph = CSRGraph.load(rest)
-    else:
-        raise ValueError(f"--graph {spec!r} is not understood; {GRAPH_SPEC_HELP}")
+    graph = load_spec_graph(parse_spec(spec, graph_only=True))
     description = {
         "spec": spec,
         "num_nodes": int(graph.num_nodes),
@@ -94,33 +57,6 @@ def load_graph(spec: str):
         "load_s": round(time.perf_counter() - start, 3),
     }
     return graph, description
-
-
-def parse_fanouts(text) -> list[int]:
-    """``"25,10"`` -> ``[25, 10]``; each fanout a positive int or -1 (all neighbours).
-
-    ``fanouts[0]`` applies to the seeds (DESIGN.md, "Sampling").
-    """
-    if isinstance(text, str):
-        items = [item.strip() for item in text.split(",")]
-    else:
-        items = list(text)
-    if not items or items == [""]:
-        raise ValueError("--fanouts must list at least one hop, e.g. '25,10'")
-    fanouts = []
-    for position, item in enumerate(items):
-        value = None
-        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
-            value = int(item)
-        elif isinstance(item, str):
-            try:
-                value = int(item)
-            except ValueError:
-                pass
-        if value is None or value == 0 or value < -1:
-            raise ValueError(f"--fanouts[{position}] must be a positive int or -1, got {item!r}")
-        fanouts.append(value)
-    return fanouts
 
 
 def parse_names(text, known: Sequence[str], option: str = "--peers") -> list[str] | None:

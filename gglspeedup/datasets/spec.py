@@ -1,12 +1,52 @@
-"""``--dataset`` strings for demos and benchmarks."""
+"""Dataset strings (``--dataset`` of the demos, ``--graph`` of the benchmarks): one grammar.
+
+``cora`` | ``citeseer`` | ``powerlaw:NUM_NODES:AVG_DEGREE[:SEED]`` | ``ogb:PATH`` | ``reddit:PATH``
+| ``file:PATH``. :func:`parse_spec` reads a string into a :class:`DatasetSpec`; :func:`load_spec`
+loads the dataset it names and :func:`load_spec_graph` only its graph. Two front ends use them:
+:func:`parse_dataset_spec` (a full dataset: graph, features, labels, split; the synthetic
+graph's seed comes from the caller) and ``gglspeedup.bench``'s ``--graph`` (a graph only, so
+``file:PATH`` and an explicit ``SEED`` are allowed there).
+"""
 
 from __future__ import annotations
 
+import os
 import re
+from typing import NamedTuple
 
-__all__ = ["parse_dataset_spec", "parse_count", "parse_powerlaw"]
+__all__ = [
+    "DatasetSpec",
+    "parse_spec",
+    "load_spec",
+    "load_spec_graph",
+    "parse_dataset_spec",
+    "parse_count",
+    "parse_powerlaw",
+    "DATASET_KINDS",
+    "GRAPH_KINDS",
+    "GRAPH_SPEC_HELP",
+]
 
+DATASET_KINDS = ("cora", "citeseer", "powerlaw", "ogb", "reddit")  # full datasets
+GRAPH_KINDS = (*DATASET_KINDS, "file")  # graphs (``file:`` holds a saved CSRGraph, no features)
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
+GRAPH_SPEC_HELP = (
+    "graph to read: 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]' (synthetic power-law, "
+    "gglspeedup.datasets.synthetic_powerlaw; NUM_NODES may read 2M or 500k), 'cora', 'citeseer' "
+    "(bundled), 'ogb:PATH', 'reddit:PATH' (datasets on disk), or 'file:PATH' (a CSRGraph saved "
+    "with CSRGraph.save)"
+)
+
+
+class DatasetSpec(NamedTuple):
+    """A parsed dataset string: ``kind`` and the fields that kind takes (others ``None``)."""
+
+    kind: str  # one of GRAPH_KINDS
+    text: str  # the string as given
+    path: str | None = None  # ogb, reddit, file
+    num_nodes: int | None = None  # powerlaw
+    avg_degree: float | None = None  # powerlaw
+    seed: int | None = None  # powerlaw, when the string names one
 
 
 def parse_count(text: str, label: str) -> int:
@@ -38,6 +78,83 @@ def parse_powerlaw(rest: str, label: str, *, with_seed: bool = False) -> tuple:
     return num_nodes, int(avg_degree) if avg_degree == int(avg_degree) else avg_degree, seed
 
 
+def parse_spec(text: str, *, graph_only: bool = False) -> DatasetSpec:
+    """Read a dataset string into a :class:`DatasetSpec` (nothing is loaded).
+
+    ``graph_only=False`` reads a ``--dataset`` (full datasets: ``DATASET_KINDS``, no ``SEED``);
+    ``graph_only=True`` reads a benchmark's ``--graph`` (``GRAPH_KINDS``: ``file:PATH`` too, and
+    ``powerlaw:N:D:SEED``; a ``file:`` path must exist). Errors are ``ValueError`` (``TypeError``
+    for a non-string) naming the string and the forms expected.
+
+    >>> parse_spec("powerlaw:2M:32")
+    DatasetSpec(kind='powerlaw', text='powerlaw:2M:32', path=None, num_nodes=2000000, avg_degree=32, seed=None)
+    """
+    label = f"--graph {text!r}" if graph_only else f"dataset spec {text!r}"
+    if not isinstance(text, str):
+        raise TypeError(f"dataset spec must be a str, got {type(text).__name__}")
+    if graph_only and not text.strip():
+        raise ValueError(f"--graph must be a non-empty string; {GRAPH_SPEC_HELP}")
+    kind, _, rest = text.strip().partition(":")
+    kind = kind.lower()
+    if kind not in (GRAPH_KINDS if graph_only else DATASET_KINDS):
+        if graph_only:
+            raise ValueError(f"{label} is not understood; {GRAPH_SPEC_HELP}")
+        raise ValueError(
+            f"dataset spec must be 'cora', 'citeseer', 'powerlaw:N:D', 'ogb:PATH' or 'reddit:PATH', got {text!r}"
+        )
+    if kind in ("cora", "citeseer"):
+        if rest:
+            if graph_only:
+                raise ValueError(f"{label}: {kind!r} takes no arguments")
+            raise ValueError(f"dataset spec must be {kind!r} (no arguments), got {text!r}")
+        return DatasetSpec(kind, text)
+    if kind == "powerlaw":
+        num_nodes, avg_degree, seed = parse_powerlaw(rest, label, with_seed=graph_only)
+        return DatasetSpec(kind, text, num_nodes=num_nodes, avg_degree=avg_degree, seed=seed)
+    if not rest:
+        if graph_only:
+            raise ValueError(f"{label}: expected '{kind}:PATH'")
+        raise ValueError(f"dataset spec must be '{kind}:PATH', got {text!r}")
+    if kind == "file" and not os.path.exists(rest):
+        raise ValueError(f"{label}: no such file {rest!r}")
+    return DatasetSpec(kind, text, path=rest)
+
+
+def load_spec_graph(spec: DatasetSpec):
+    """The :class:`~gglspeedup.CSRGraph` of a parsed spec (a powerlaw graph with ``spec.seed``, 0
+    when the string names none)."""
+    if spec.kind == "file":
+        from ..graph import CSRGraph
+
+        return CSRGraph.load(spec.path)
+    if spec.kind == "powerlaw":
+        from .synthetic import synthetic_powerlaw
+
+        return synthetic_powerlaw(spec.num_nodes, spec.avg_degree, seed=spec.seed or 0)
+    return load_spec(spec)[0]
+
+
+def load_spec(spec: DatasetSpec, *, feature_dim: int = 128, num_classes: int = 16, seed: int = 0):
+    """The ``(graph, x, y, split)`` of a parsed spec (see :func:`parse_dataset_spec`)."""
+    if spec.kind in ("cora", "citeseer"):
+        from .planetoid import load
+
+        return load(spec.kind)
+    if spec.kind == "powerlaw":
+        from .synthetic import random_split, synthetic_features, synthetic_labels, synthetic_powerlaw
+
+        seed = seed if spec.seed is None else spec.seed
+        graph = synthetic_powerlaw(spec.num_nodes, spec.avg_degree, seed=seed)
+        y = synthetic_labels(spec.num_nodes, num_classes, seed=seed)
+        x = synthetic_features(spec.num_nodes, feature_dim, seed=seed, labels=y)
+        return graph, x, y, random_split(spec.num_nodes, seed=seed)
+    if spec.kind in ("ogb", "reddit"):
+        from .readers import read_ogb_node, read_reddit
+
+        return read_ogb_node(spec.path) if spec.kind == "ogb" else read_reddit(spec.path)
+    raise ValueError(f"{spec.text!r} names a graph without features or labels ({spec.kind}:); use a full dataset")
+
+
 def parse_dataset_spec(spec: str, *, feature_dim: int = 128, num_classes: int = 16, seed: int = 0):
     """Load the dataset a ``--dataset`` string names: ``(graph, x, y, split)``.
 
@@ -55,28 +172,4 @@ def parse_dataset_spec(spec: str, *, feature_dim: int = 128, num_classes: int = 
 
     >>> graph, x, y, split = parse_dataset_spec("powerlaw:1000:8")   # doctest: +SKIP
     """
-    if not isinstance(spec, str):
-        raise TypeError(f"dataset spec must be a str, got {type(spec).__name__}")
-    kind, _, rest = spec.strip().partition(":")
-    kind = kind.lower()
-    if kind in ("cora", "citeseer") and not rest:
-        from .planetoid import load
-
-        return load(kind)
-    if kind == "powerlaw":
-        num_nodes, avg_degree, _ = parse_powerlaw(rest, f"dataset spec {spec!r}")
-        from .synthetic import random_split, synthetic_features, synthetic_labels, synthetic_powerlaw
-
-        graph = synthetic_powerlaw(num_nodes, avg_degree, seed=seed)
-        y = synthetic_labels(num_nodes, num_classes, seed=seed)
-        x = synthetic_features(num_nodes, feature_dim, seed=seed, labels=y)
-        return graph, x, y, random_split(num_nodes, seed=seed)
-    if kind in ("ogb", "reddit"):
-        if not rest:
-            raise ValueError(f"dataset spec must be '{kind}:PATH', got {spec!r}")
-        from .readers import read_ogb_node, read_reddit
-
-        return read_ogb_node(rest) if kind == "ogb" else read_reddit(rest)
-    raise ValueError(
-        f"dataset spec must be 'cora', 'citeseer', 'powerlaw:N:D', 'ogb:PATH' or 'reddit:PATH', got {spec!r}"
-    )
+    return load_spec(parse_spec(spec), feature_dim=feature_dim, num_classes=num_classes, seed=seed)
