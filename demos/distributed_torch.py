@@ -54,7 +54,7 @@ def main(argv=None):
 
     import gglspeedup as gg
     from gglspeedup import backends, datasets
-    from gglspeedup._torch_train import SAGE
+    from gglspeedup.examples.torch_models import SAGE
     from gglspeedup.distributed import DistFeature, hash_partition, range_partition
 
     args = parse_args(argv)

@@ -14,7 +14,7 @@ import sys
 
 os.environ.setdefault("TL_BACKEND", "torch")
 
-from gglspeedup import _train  # noqa: E402
+from gglspeedup import examples  # noqa: E402
 
 
 def gammagl_inputs(batch) -> dict:
@@ -23,7 +23,7 @@ def gammagl_inputs(batch) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = _train.build_parser("GraphSAGE (GammaGL GraphSAGE_Sample_Model) trained on gglspeedup batches.",
+    parser = examples.build_parser("GraphSAGE (GammaGL GraphSAGE_Sample_Model) trained on gglspeedup batches.",
                                  epochs=20, batch_size=64)
     args = parser.parse_args(argv)
     try:
@@ -34,7 +34,7 @@ def main(argv=None) -> dict:
         sys.exit(f"gammagl_sage.py needs GammaGL and TensorLayerX (pip install gammagl tensorlayerx), which do "
                  f"not import here: {type(error).__name__}: {error}")
 
-    setup = _train.setup_training(args, "tlx")  # tensors of TL_BACKEND's framework, zero-copy
+    setup = examples.setup_training(args, "tlx")  # tensors of TL_BACKEND's framework, zero-copy
     net = GraphSAGE_Sample_Model(in_feat=setup.info["features"], hid_feat=args.hidden, out_feat=setup.num_classes,
                                  drop_rate=args.dropout, num_layers=len(args.fanouts))
 
@@ -63,8 +63,8 @@ def main(argv=None) -> dict:
         net.set_eval()
         return correct(net(batch.x, list(batch.adjs)), batch.y)
 
-    history, result = _train.fit(setup, args, train_step, eval_step)
-    return _train.report(result, history, args, name="gammagl_sage.png", title="GraphSAGE (GammaGL)")
+    history, result = examples.fit(setup, args, train_step, eval_step)
+    return examples.report(result, history, args, name="gammagl_sage.png", title="GraphSAGE (GammaGL)")
 
 
 if __name__ == "__main__":

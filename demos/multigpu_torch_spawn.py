@@ -57,7 +57,7 @@ def run(rank, world_size, port, sampler, feature, y, split, args):
     from torch.nn.parallel import DistributedDataParallel
 
     from gglspeedup import backends
-    from gglspeedup._torch_train import SAGE
+    from gglspeedup.examples.torch_models import SAGE
 
     device = sampler.devices[rank]
     on_gpu = device.is_cuda and not device.simulated

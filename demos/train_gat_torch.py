@@ -7,26 +7,26 @@ layer otherwise).
 
 import sys
 
-from gglspeedup import _train
+from gglspeedup import examples
 
 
 def main(argv=None) -> dict:
-    parser = _train.build_parser("GAT (PyTorch) trained on gglspeedup's sampler and loader.",
+    parser = examples.build_parser("GAT (PyTorch) trained on gglspeedup's sampler and loader.",
                                  epochs=30, batch_size=64, hidden=16, lr=0.01, dropout=0.5)
     parser.add_argument("--heads", type=int, default=8, help="attention heads in hidden layers (default: %(default)s)")
     args = parser.parse_args(argv)
     import torch
 
-    from gglspeedup._torch_train import GAT, conv_classes, train_model
+    from gglspeedup.examples.torch_models import GAT, conv_classes, train_model
 
     torch.manual_seed(args.seed)
-    setup = _train.setup_training(args, "torch")
+    setup = examples.setup_training(args, "torch")
     _, conv, source = conv_classes()
     print(f"GAT ({source}, {args.heads} heads) on {setup.info} with device {setup.device}, fanouts {args.fanouts}")
     model = GAT(setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), heads=args.heads,
                 dropout=args.dropout, conv=conv)
     history, result = train_model(model, setup, args)
-    return _train.report(result, history, args, name="train_gat_torch.png", title="GAT (PyTorch)")
+    return examples.report(result, history, args, name="train_gat_torch.png", title="GAT (PyTorch)")
 
 
 if __name__ == "__main__":

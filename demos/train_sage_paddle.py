@@ -5,7 +5,7 @@
 
 import sys
 
-from gglspeedup import _train
+from gglspeedup import examples
 
 
 def build_model(paddle, in_channels, hidden, out_channels, num_layers, dropout):
@@ -41,15 +41,15 @@ def build_model(paddle, in_channels, hidden, out_channels, num_layers, dropout):
 
 
 def main(argv=None) -> dict:
-    parser = _train.build_parser("GraphSAGE (Paddle) trained on gglspeedup's sampler and loader.",
+    parser = examples.build_parser("GraphSAGE (Paddle) trained on gglspeedup's sampler and loader.",
                                  epochs=20, batch_size=64)
     args = parser.parse_args(argv)
     import paddle  # before anything imports tensorflow (the reverse order crashes the process)
 
     paddle.seed(args.seed)
-    if _train.best_device() == "cpu" and args.device in ("auto", "cpu"):
+    if examples.best_device() == "cpu" and args.device in ("auto", "cpu"):
         paddle.set_device("cpu")
-    setup = _train.setup_training(args, "paddle")
+    setup = examples.setup_training(args, "paddle")
     print(f"GraphSAGE (Paddle {paddle.__version__}) on {setup.info}, fanouts {args.fanouts}")
     model = build_model(paddle, setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout)
     optimizer = paddle.optimizer.Adam(learning_rate=args.lr, parameters=model.parameters(),
@@ -75,8 +75,8 @@ def main(argv=None) -> dict:
     def snapshot():
         return {name: value.clone() for name, value in model.state_dict().items()}
 
-    history, result = _train.fit(setup, args, train_step, eval_step, snapshot=snapshot, restore=model.set_state_dict)
-    return _train.report(result, history, args, name="train_sage_paddle.png", title="GraphSAGE (Paddle)")
+    history, result = examples.fit(setup, args, train_step, eval_step, snapshot=snapshot, restore=model.set_state_dict)
+    return examples.report(result, history, args, name="train_sage_paddle.png", title="GraphSAGE (Paddle)")
 
 
 if __name__ == "__main__":

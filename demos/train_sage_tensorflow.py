@@ -5,7 +5,7 @@
 
 import sys
 
-from gglspeedup import _train
+from gglspeedup import examples
 
 
 def build_model(tf, in_channels, hidden, out_channels, num_layers, dropout, seed=0):
@@ -45,17 +45,17 @@ def build_model(tf, in_channels, hidden, out_channels, num_layers, dropout, seed
 
 
 def main(argv=None) -> dict:
-    parser = _train.build_parser("GraphSAGE (TensorFlow) trained on gglspeedup's sampler and loader.",
+    parser = examples.build_parser("GraphSAGE (TensorFlow) trained on gglspeedup's sampler and loader.",
                                  epochs=20, batch_size=64)
     args = parser.parse_args(argv)
     import tensorflow as tf
 
     try:
-        tf.config.threading.set_intra_op_parallelism_threads(_train.cpu_threads(args))
+        tf.config.threading.set_intra_op_parallelism_threads(examples.cpu_threads(args))
     except RuntimeError:  # TensorFlow already ran an op in this process: keep its thread pool
         pass
     tf.random.set_seed(args.seed)
-    setup = _train.setup_training(args, "tensorflow")
+    setup = examples.setup_training(args, "tensorflow")
     print(f"GraphSAGE (TensorFlow {tf.__version__}) on {setup.info}, fanouts {args.fanouts}")
     model = build_model(tf, setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout,
                         seed=args.seed)
@@ -83,8 +83,8 @@ def main(argv=None) -> dict:
         for variable, value in zip(model.trainable_variables, state):
             variable.assign(value)
 
-    history, result = _train.fit(setup, args, train_step, eval_step, snapshot=snapshot, restore=restore)
-    return _train.report(result, history, args, name="train_sage_tensorflow.png", title="GraphSAGE (TensorFlow)")
+    history, result = examples.fit(setup, args, train_step, eval_step, snapshot=snapshot, restore=restore)
+    return examples.report(result, history, args, name="train_sage_tensorflow.png", title="GraphSAGE (TensorFlow)")
 
 
 if __name__ == "__main__":

@@ -7,24 +7,24 @@ plain-torch layer otherwise).
 
 import sys
 
-from gglspeedup import _train
+from gglspeedup import examples
 
 
 def main(argv=None) -> dict:
-    parser = _train.build_parser("GraphSAGE (PyTorch) trained on gglspeedup's sampler and loader.",
+    parser = examples.build_parser("GraphSAGE (PyTorch) trained on gglspeedup's sampler and loader.",
                                  epochs=20, batch_size=64)
     args = parser.parse_args(argv)
     import torch
 
-    from gglspeedup._torch_train import SAGE, conv_classes, train_model
+    from gglspeedup.examples.torch_models import SAGE, conv_classes, train_model
 
     torch.manual_seed(args.seed)
-    setup = _train.setup_training(args, "torch")
+    setup = examples.setup_training(args, "torch")
     conv, _, source = conv_classes()
     print(f"GraphSAGE ({source}) on {setup.info} with device {setup.device}, fanouts {args.fanouts}")
     model = SAGE(setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout, conv=conv)
     history, result = train_model(model, setup, args)
-    return _train.report(result, history, args, name="train_sage_torch.png", title="GraphSAGE (PyTorch)")
+    return examples.report(result, history, args, name="train_sage_torch.png", title="GraphSAGE (PyTorch)")
 
 
 if __name__ == "__main__":

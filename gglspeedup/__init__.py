@@ -27,6 +27,9 @@ _LAZY_NAMES = {
     "MultiDeviceSampler": "gglspeedup.multigpu",
     "MultiDeviceFeature": "gglspeedup.multigpu",
     "NodeLoader": "gglspeedup.loader",
+    "Sampler": "gglspeedup.protocols",
+    "FeatureSource": "gglspeedup.protocols",
+    "DeviceUnavailableError": "gglspeedup.device",
     "GPUSampler": "gglspeedup.compat",
     "CGPUFeature": "gglspeedup.compat",
     "MultiGPUSampler": "gglspeedup.compat",
@@ -38,11 +41,14 @@ _LAZY_MODULES = (
     "compat",
     "datasets",
     "distributed",
+    "examples",
     "feature",
     "loader",
     "multigpu",
+    "protocols",
     "sampling",
     "testing",
+    "validation",
 )
 
 __all__ = ["CSRGraph", "Device", "parse_size", *_LAZY_NAMES, *_LAZY_MODULES]

@@ -24,6 +24,7 @@ from . import _config
 __all__ = [
     "Device",
     "DeviceUnavailableError",
+    "gpu_available",
     "as_device",
     "parse_size",
     "array_module",
@@ -99,7 +100,7 @@ class Device:
         work here; return self otherwise. The CPU and simulated CUDA devices are always available."""
         if not self.is_cuda or self.simulated:
             return self
-        if not _config.HAS_CUPY_GPU or not _config.HAS_NUMBA_CUDA:
+        if not gpu_available():
             raise DeviceUnavailableError(
                 f"device {self} requested but no usable CUDA GPU was found "
                 f"(cupy GPU: {_config.HAS_CUPY_GPU}, numba-cuda GPU: {_config.HAS_NUMBA_CUDA}); "
@@ -130,6 +131,12 @@ class Device:
         if ctx is not None:
             ctx.__exit__(*exc)
         return False
+
+
+def gpu_available() -> bool:
+    """Whether a real CUDA GPU can run work here (CuPy and numba-cuda both see one; never under
+    the simulator). Probed once per process."""
+    return _config.HAS_CUPY_GPU and _config.HAS_NUMBA_CUDA
 
 
 _DEVICE_RE = re.compile(r"^\s*(cpu|cuda|gpu)(?::(\d+))?\s*$", re.IGNORECASE)

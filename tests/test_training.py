@@ -50,7 +50,7 @@ def test_training_on_cora_lowers_the_loss_and_learns(script, module, epochs, bar
 
 def test_plain_torch_sage_layer_matches_a_numpy_reference():
     torch = pytest.importorskip("torch")
-    from gglspeedup._torch_train import SAGEConv
+    from gglspeedup.examples.torch_models import SAGEConv
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((6, 3)).astype(np.float32)
@@ -67,7 +67,7 @@ def test_plain_torch_sage_layer_matches_a_numpy_reference():
 
 def test_plain_torch_gat_layer_matches_a_numpy_reference():
     torch = pytest.importorskip("torch")
-    from gglspeedup._torch_train import GATConv
+    from gglspeedup.examples.torch_models import GATConv
 
     torch.manual_seed(0)
     rng = np.random.default_rng(1)
@@ -89,7 +89,7 @@ def test_plain_torch_gat_layer_matches_a_numpy_reference():
 def test_plain_layers_equal_pyg_layers_with_the_same_weights():
     torch = pytest.importorskip("torch")
     pyg = pytest.importorskip("torch_geometric.nn")
-    from gglspeedup._torch_train import SAGEConv
+    from gglspeedup.examples.torch_models import SAGEConv
 
     torch.manual_seed(0)
     x = torch.randn(7, 5)

@@ -153,7 +153,7 @@ def _cpu_contenders(x, ids, store):
     import numpy as np
 
     from ..device import aligned_empty
-    from ..feature._kernels.gather import copy_contiguous, word_dtype
+    from ..feature import copy_contiguous, word_dtype
 
     count, row_bytes = len(ids), x.shape[1] * x.dtype.itemsize
     ours_out, take_out = aligned_empty((count, x.shape[1]), x.dtype), aligned_empty((count, x.shape[1]), x.dtype)

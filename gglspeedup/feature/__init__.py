@@ -2,10 +2,13 @@
 
 :class:`FeatureStore` is the public entry point; :mod:`gglspeedup.feature.policies` chooses which
 rows are cached; :func:`as_table` is the conversion every store applies to its table (for layers
-that share one table between stores). See DESIGN.md, "Features".
+that share one table between stores). :func:`copy_contiguous` (the CPU gather's loop without the
+indirection: the ceiling ``bench gather`` measures against) and :func:`word_dtype` (the word a row
+is copied in) are the kernels' measuring tools. See DESIGN.md, "Features".
 """
 
 from ._inputs import as_table
+from ._kernels.gather import copy_contiguous, word_dtype
 from .store import FeatureStore
 
-__all__ = ["FeatureStore", "as_table"]
+__all__ = ["FeatureStore", "as_table", "copy_contiguous", "word_dtype"]

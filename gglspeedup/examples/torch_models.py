@@ -1,4 +1,4 @@
-"""PyTorch models on sampled blocks and the training loop shared by the torch demos.
+"""PyTorch models on sampled blocks and the training step shared by the torch demos.
 
 Models read the loader's batches in PyG's layout: ``adjs`` outermost hop first, each
 ``Adj(edge_index, e_id, size)`` with ``edge_index[0]`` the source (a row of the current ``x``) and
@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._train import cpu_threads, fit
+from .cli import cpu_threads
+from .loop import fit
 
 __all__ = ["SAGEConv", "GATConv", "SAGE", "GAT", "train_model", "evaluate", "conv_classes", "torch_device"]
 
@@ -142,7 +143,7 @@ class GAT(nn.Module):
 
 def torch_device(device) -> "torch.device":
     """The ``torch.device`` for a gglspeedup device string (``"cpu"``, ``"cuda:1"``)."""
-    from .device import as_device
+    from ..device import as_device
 
     parsed = as_device(device)
     return torch.device("cuda", parsed.index) if parsed.is_cuda and not parsed.simulated else torch.device("cpu")
@@ -161,7 +162,7 @@ def evaluate(model, loader) -> float:
 
 
 def train_model(model, setup, args, *, log=None) -> tuple:
-    """Train with Adam on ``setup.train_loader`` (see :func:`gglspeedup._train.fit`), keep the
+    """Train with Adam on ``setup.train_loader`` (see :func:`gglspeedup.examples.loop.fit`), keep the
     weights of the epoch with the best validation accuracy, test them; ``(history, result)``."""
     model = model.to(torch_device(setup.device))
     torch.set_num_threads(cpu_threads(args))

@@ -1,182 +1,20 @@
-"""Framework-neutral helpers shared by the training demos and ``python -m gglspeedup.demo``.
-
-Argument parsing (``--dataset``, ``--device``, ``--fanouts``, ``--batch-size``, ``--cache-size``,
-...), data set-up (graph, feature store, samplers, loaders), per-epoch history with the share of
-step time spent sampling and gathering, and the loss/accuracy plot. Frameworks are imported only
-by the callers.
-"""
+"""The demos' training loop, framework-neutral: per-epoch history with the share of step time
+spent sampling and gathering, progress bars, the end-of-run report and the loss/accuracy plot.
+Frameworks are imported only by the callers (see :mod:`.torch_models` for PyTorch)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 import warnings
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from .data import TrainSetup
+
 INNER_BAR_MIN_BATCHES = 20  # a per-batch bar inside each epoch only when an epoch has this many
 
-__all__ = [
-    "build_parser",
-    "parse_fanouts",
-    "best_device",
-    "cpu_threads",
-    "TrainSetup",
-    "ReplayLoader",
-    "setup_training",
-    "History",
-    "EpochTimer",
-    "progress",
-    "plot_history",
-    "accuracy",
-    "fit",
-    "report",
-]
-
-
-def parse_fanouts(text: str) -> list[int]:
-    """``"25,10"`` -> ``[25, 10]`` (seed hop first; ``-1`` takes every neighbour)."""
-    try:
-        fanouts = [int(part) for part in str(text).replace(" ", "").split(",") if part]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"fanouts must be comma-separated ints like 25,10, got {text!r}") from None
-    if not fanouts or any(k < -1 for k in fanouts):
-        raise argparse.ArgumentTypeError(f"fanouts must be ints >= -1 like 25,10, got {text!r}")
-    return fanouts
-
-
-def best_device() -> str:
-    """``"cuda:0"`` when a real GPU is usable (CuPy and numba-cuda both see one), else ``"cpu"``."""
-    from . import _config
-
-    return "cuda:0" if _config.HAS_CUPY_GPU and _config.HAS_NUMBA_CUDA else "cpu"
-
-
-def cpu_threads(args) -> int:
-    """Threads for the framework's CPU kernels: ``args.threads``, or (0 = auto) every core but one
-    when a prefetching loader samples on the CPU next to it (on 2 cores that is 1: two busy
-    threads per core make both sides several times slower)."""
-    if args.threads > 0:
-        return args.threads
-    cores = os.cpu_count() or 1
-    return max(1, cores - 1) if args.prefetch > 0 else cores
-
-
-def build_parser(description: str, *, epochs: int = 20, fanouts: str = "25,10", batch_size: int = 512,
-                 hidden: int = 256, lr: float = 0.01, weight_decay: float = 5e-4, dropout: float = 0.5,
-                 dataset: str = "cora") -> argparse.ArgumentParser:
-    """The demos' common command line (each demo may add its own options)."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--dataset", default=dataset,
-                        help="cora | citeseer | powerlaw:N:D | ogb:PATH | reddit:PATH (default: %(default)s)")
-    parser.add_argument("--device", default="auto",
-                        help="cpu | cuda[:i] | auto (a real GPU when usable, else cpu; default: %(default)s)")
-    parser.add_argument("--fanouts", type=parse_fanouts, default=parse_fanouts(fanouts),
-                        help=f"neighbours per hop, seed hop first, -1 = all (default: {fanouts})")
-    parser.add_argument("--batch-size", type=int, default=batch_size, help="seeds per batch (default: %(default)s)")
-    parser.add_argument("--cache-size", default="0",
-                        help="feature rows kept in device memory, in bytes: 0, 512M, 0.1G (default: %(default)s)")
-    parser.add_argument("--epochs", type=int, default=epochs, help="training epochs (default: %(default)s)")
-    parser.add_argument("--hidden", type=int, default=hidden, help="hidden width (default: %(default)s)")
-    parser.add_argument("--lr", type=float, default=lr, help="Adam learning rate (default: %(default)s)")
-    parser.add_argument("--weight-decay", type=float, default=weight_decay, help="(default: %(default)s)")
-    parser.add_argument("--dropout", type=float, default=dropout, help="(default: %(default)s)")
-    parser.add_argument("--prefetch", type=int, default=2, help="batches prepared ahead (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="framework CPU threads; 0 = auto: all cores but one, which the prefetching "
-                             "loader's thread uses (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and init seed (default: %(default)s)")
-    parser.add_argument("--out", default=None, help="folder for the loss/accuracy plot (default: no plot)")
-    parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
-    return parser
-
-
-@dataclass
-class TrainSetup:
-    """Everything a training loop needs, built by :func:`setup_training`."""
-
-    device: str
-    graph: Any
-    features: Any
-    labels: np.ndarray
-    split: dict
-    num_classes: int
-    train_loader: Any
-    val_loader: Any
-    test_loader: Any
-    setup_s: float = 0.0
-    info: dict = field(default_factory=dict)
-
-
-def _normalize_rows(x: np.ndarray) -> np.ndarray:
-    sums = x.sum(axis=1, keepdims=True)
-    return np.divide(x, sums, out=np.zeros_like(x), where=sums > 0).astype(x.dtype, copy=False)
-
-
-def setup_training(args, backend: str, *, eval_batch_size: int = 1024, normalize: bool | None = None) -> TrainSetup:
-    """Load ``args.dataset`` and build the feature store, samplers and loaders for ``backend``.
-
-    Training batches sample with ``args.fanouts``; validation and test batches sample every
-    neighbour (fanout -1 per hop) without shuffling. Planetoid features (Cora, CiteSeer) are
-    row-normalised unless ``normalize`` says otherwise. Labels of -1 (unlabelled) are dropped from
-    the splits.
-    """
-    import gglspeedup as gg
-    from .datasets import parse_dataset_spec
-    from .loader import NodeLoader
-
-    start = time.perf_counter()
-    device = best_device() if args.device == "auto" else args.device
-    graph, x, y, split = parse_dataset_spec(args.dataset, seed=args.seed)
-    if normalize is None:
-        normalize = args.dataset.strip().lower() in ("cora", "citeseer")
-    if normalize:
-        x = _normalize_rows(x)
-    y = np.asarray(y, dtype=np.int64)
-    split = {name: ids[y[ids] >= 0] for name, ids in split.items()}
-    features = gg.FeatureStore(x, device=device, cache_size=args.cache_size, graph=graph)
-    target = gg.device.as_device(device)
-    labels = target.xp.asarray(y) if target.is_cuda else y  # y of a batch on the sampler's device
-    train_sampler = gg.NeighborSampler(graph, args.fanouts, seed=args.seed, device=device)
-    eval_sampler = gg.NeighborSampler(graph, [-1] * len(args.fanouts), seed=args.seed, device=device)
-    common = dict(labels=labels, backend=backend, prefetch=args.prefetch)
-    train_loader = NodeLoader(train_sampler, features, split["train"], args.batch_size, shuffle=True,
-                              seed=args.seed, **common)
-    val_loader = NodeLoader(eval_sampler, features, split["val"], eval_batch_size, shuffle=False, **common)
-    test_loader = NodeLoader(eval_sampler, features, split["test"], eval_batch_size, shuffle=False, **common)
-    if graph.num_nodes <= CACHE_EVAL_MAX_NODES:
-        val_loader = ReplayLoader(val_loader)  # full-neighbourhood batches never change: sample once
-    num_classes = int(y.max()) + 1
-    info = {"dataset": args.dataset, "nodes": graph.num_nodes, "edges": graph.num_edges,
-            "features": int(x.shape[1]), "classes": num_classes,
-            "train/val/test": tuple(len(split[name]) for name in ("train", "val", "test"))}
-    return TrainSetup(device, graph, features, y, split, num_classes, train_loader, val_loader, test_loader,
-                      time.perf_counter() - start, info)
-
-
-CACHE_EVAL_MAX_NODES = 100_000  # small graphs keep their (deterministic) validation batches
-
-
-class ReplayLoader:
-    """Iterates ``loader`` once, keeps the batches and replays them on every later iteration.
-
-    For evaluation loaders whose sampler takes every neighbour (fanout -1), where every epoch
-    would sample the very same batches again.
-    """
-
-    def __init__(self, loader):
-        self.loader, self._batches = loader, None
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __iter__(self):
-        if self._batches is None:
-            self._batches = list(self.loader)
-        return iter(self._batches)
+__all__ = ["History", "EpochTimer", "progress", "plot_history", "accuracy", "fit", "report", "INNER_BAR_MIN_BATCHES"]
 
 
 def progress(iterable, *, total=None, desc=None, disable=False, leave=False):

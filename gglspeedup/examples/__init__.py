@@ -1,0 +1,39 @@
+"""Runnable examples: the code the training demos share, and the README's main job.
+
+Not part of the library's core (nothing in the core imports it); a public home so scripts can
+reuse it instead of copying it:
+
+- :mod:`.cli`: the demos' command line (:func:`build_parser`, :func:`parse_fanouts`,
+  :func:`best_device`, :func:`cpu_threads`).
+- :mod:`.data`: dataset, feature store, samplers and loaders for a run (:func:`setup_training`).
+- :mod:`.loop`: the framework-neutral training loop (:func:`fit`), history, report and plot.
+- :mod:`.torch_models`: GraphSAGE / GAT on sampled blocks in PyTorch and the torch training
+  step (imports torch; load it explicitly).
+- :mod:`.sage_cora`: the main job, ``python -m gglspeedup.demo`` (GraphSAGE on the bundled Cora).
+
+The scripts in the repository's ``demos/`` folder (TensorFlow, Paddle, GammaGL, multi-GPU,
+multi-machine) are built from these pieces.
+"""
+
+from .cli import best_device, build_parser, cpu_threads, parse_fanouts
+from .data import CACHE_EVAL_MAX_NODES, ReplayLoader, TrainSetup, setup_training
+from .loop import INNER_BAR_MIN_BATCHES, EpochTimer, History, accuracy, fit, plot_history, progress, report
+
+__all__ = [
+    "build_parser",
+    "parse_fanouts",
+    "best_device",
+    "cpu_threads",
+    "TrainSetup",
+    "setup_training",
+    "ReplayLoader",
+    "CACHE_EVAL_MAX_NODES",
+    "History",
+    "EpochTimer",
+    "progress",
+    "plot_history",
+    "accuracy",
+    "fit",
+    "report",
+    "INNER_BAR_MIN_BATCHES",
+]

@@ -1,0 +1,141 @@
+"""The package's shape: no import circles, no reaching into another package's private names.
+
+Read from the source (``ast``), so it checks every module, imported or not, without running any.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "gglspeedup"
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    modules = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+MODULES = _modules()
+
+
+def _package_of(module: str) -> str:
+    return module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _imports(module: str):
+    """``(target, top_level)`` for every import of a ``gglspeedup`` name in ``module``; ``target``
+    is ``package.module`` or ``package.module.name``."""
+    tree = ast.parse(MODULES[module].read_text())
+    top = set(map(id, tree.body))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = _package_of(module).split(".")
+                base = base[: len(base) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] != "gglspeedup":
+                continue
+            for alias in node.names:
+                yield f"{source}.{alias.name}", id(node) in top
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "gglspeedup":
+                    yield alias.name, id(node) in top
+
+
+def _module_of(target: str) -> str | None:
+    """The module a target names or lives in (``a.b.name`` -> ``a.b``)."""
+    while target and target not in MODULES:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _cycles(include_lazy: bool) -> list[list[str]]:
+    edges = {
+        module: sorted({_module_of(t) for t, top in _imports(module) if (top or include_lazy) and _module_of(t)})
+        for module in MODULES
+    }
+    state, stack, found = {}, [], []
+
+    def visit(module):
+        state[module] = "open"
+        stack.append(module)
+        for target in edges[module]:
+            if target == module:
+                continue
+            if state.get(target) == "open":
+                found.append(stack[stack.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[module] = "done"
+
+    for module in MODULES:
+        if module not in state:
+            visit(module)
+    return found
+
+
+@pytest.mark.parametrize("include_lazy", [False, True], ids=["module-level", "with-function-level"])
+def test_no_import_circle(include_lazy):
+    assert _cycles(include_lazy) == []
+
+
+def _is_private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def _private_reach(module: str, target: str) -> bool:
+    """Whether ``module`` imports a private name of a package it does not belong to.
+
+    Inside its own package (and that package's subpackages) a module may use anything. Outside
+    it, the path below the nearest common package must be public, except that a private module
+    directly in a common ancestor package (``gglspeedup._config``, ``gglspeedup._splitmix``) is
+    that ancestor's shared internals, open to all its subpackages.
+    """
+    package = _package_of(module).split(".")
+    parts = target.split(".")
+    if parts[: len(package)] == package:
+        return False
+    common = 0
+    while common < min(len(package), len(parts)) and package[common] == parts[common]:
+        common += 1
+    rest = parts[common:]
+    if not rest:  # the ancestor package itself (``import gglspeedup``)
+        return False
+    first = ".".join(parts[: common + 1])
+    ancestor_module = first in MODULES and MODULES[first].name != "__init__.py"
+    return (_is_private(rest[0]) and not ancestor_module) or any(_is_private(p) for p in rest[1:])
+
+
+def test_no_module_imports_a_private_name_of_another_package():
+    reaches = [f"{module} imports {target}" for module in MODULES for target, _ in _imports(module)
+               if _private_reach(module, target)]
+    assert reaches == []
+
+
+def test_the_checks_see_what_they_should():
+    # A cross-package private import and a circle, checked on the rules themselves.
+    assert _private_reach("gglspeedup.multigpu.feature", "gglspeedup.feature._inputs.as_table")
+    assert _private_reach("gglspeedup.bench.gather", "gglspeedup.feature._kernels.gather.copy_contiguous")
+    assert not _private_reach("gglspeedup.feature.store", "gglspeedup.feature._tiers.HostTier")
+    assert not _private_reach("gglspeedup.loader", "gglspeedup._pool.BufferPool")
+    assert _private_reach("gglspeedup.feature.store", "gglspeedup._pool._GROWTH")
+    assert len(MODULES) > 40 and "gglspeedup.sampling._kernels.cpu" in MODULES
+
+
+def test_modules_stay_small():
+    # STYLE.md: keep modules under ~400 lines; split by role past that.
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
+    assert long == {}
