@@ -1,6 +1,7 @@
 """Zero-copy DLPack conversion between NumPy, torch, TensorFlow, Paddle and JAX (CPU)."""
 
 import importlib.util
+import re
 import subprocess
 import sys
 import textwrap
@@ -135,6 +136,46 @@ def test_unknown_backend_and_bad_leaf_raise():
     installed = [name for name, module in FRAMEWORKS.items() if importlib.util.find_spec(module)]
     assert set(backends.available()) == {"numpy", *installed} | (
         {"cupy"} if importlib.util.find_spec("cupy") else set())
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_dtypes_dlpack_cannot_carry_raise_a_type_error_naming_them(name):
+    bad = [np.array(["a", "b"]), np.array([b"x"]), np.array([1, None], dtype=object),
+           np.zeros(2, "datetime64[s]"), np.zeros(2, [("a", "i4"), ("b", "f4")])]
+    for array in bad:
+        with pytest.raises(TypeError, match=rf"dtype {re.escape(str(array.dtype))} to {name}: DLPack carries bool"):
+            backends.to(name, array)
+    with pytest.raises(TypeError, match="dtype <U1"):  # inside containers too, before anything converts
+        backends.to(name, (np.arange(2), [np.array(["z"])]))
+
+
+@pytest.mark.parametrize("name", ["torch", "tensorflow", "paddle"])
+def test_numpy_bfloat16_reaches_frameworks_as_bfloat16_without_a_copy(name):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    pytest.importorskip(FRAMEWORKS[name])
+    values = np.arange(8, dtype=np.float32).reshape(2, 4)
+    array = aligned_empty((2, 4), ml_dtypes.bfloat16)
+    array[...] = values.astype(ml_dtypes.bfloat16)
+    tensor = backends.to(name, array)
+    assert dtype_of(tensor) == "bfloat16" and tuple(tensor.shape) == (2, 4)
+    if name != "tensorflow":  # TensorFlow exposes no pointer
+        assert data_ptr(tensor) == array.ctypes.data
+    if name == "torch":
+        widened = tensor.float().numpy()
+    elif name == "paddle":
+        widened = tensor.astype("float32").numpy()
+    else:
+        import tensorflow as tf
+
+        widened = tf.cast(tensor, tf.float32).numpy()
+    np.testing.assert_array_equal(widened, values)
+
+
+def test_numpy_bfloat16_to_jax_says_how_instead_of_copying():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    pytest.importorskip("jax")
+    with pytest.raises(TypeError, match="jax backend cannot view a NumPy bfloat16 array without a copy"):
+        backends.to("jax", np.zeros(2, ml_dtypes.bfloat16))
 
 
 def test_missing_framework_names_the_extra(monkeypatch):

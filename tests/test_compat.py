@@ -99,3 +99,12 @@ def test_multi_cgpu_feature_serves_a_rank(seed_csr):
     clone = pickle.loads(pickle.dumps(feature))
     np.testing.assert_array_equal(clone[ids], x[ids])
     assert clone.shape == (30, 4)
+
+
+def test_bad_cache_sizes_fail_in_the_constructor(seed_csr):
+    with pytest.raises(ValueError, match=r"size must be a number with an optional K/M/G/T unit .* 'lots'"):
+        CGPUFeature(seed_csr, "cpu", "lots")
+    with pytest.raises(ValueError, match=r"size must be >= 0 bytes"):
+        Multi_CGPUFeature(0, ["cpu"], -1, seed_csr)
+    with pytest.raises(ValueError, match=r"rank must be >= 0"):
+        Multi_CGPUFeature(-1, ["cpu"], "1M", seed_csr)

@@ -6,13 +6,20 @@ import pickle
 import numpy as np
 import pytest
 
+import gglspeedup as gg
 from conftest import DEVICES
 from gglspeedup import _config
 from gglspeedup.device import (
+    DLPACK_CPU,
+    DLPACK_CUDA,
+    DLPACK_CUDA_HOST,
+    DLPACK_CUDA_MANAGED,
     Device,
     aligned_empty,
+    array_library,
     array_module,
     as_device,
+    gpu_available,
     parse_size,
     pinned_empty,
     to_numpy,
@@ -235,6 +242,18 @@ def test_cuda_device_is_available_where_kernels_run(device):
 def test_cuda_device_without_gpu_raises_with_a_remedy():
     with pytest.raises(RuntimeError, match=r"device cuda:0 requested but no usable CUDA GPU .* NUMBA_ENABLE_CUDASIM=1"):
         Device("cuda", 0).check_available()
+    with pytest.raises(gg.DeviceUnavailableError):  # the class users catch to fall back to the CPU
+        gg.NeighborSampler(gg.CSRGraph([0, 0], []), [1], device="gpu")
+    assert issubclass(gg.DeviceUnavailableError, RuntimeError) and not gpu_available()
+
+
+def test_gpu_spelling_is_cuda_and_array_libraries_are_named_once():
+    assert as_device("gpu") == as_device("GPU:0") == Device("cuda", 0) and as_device(" gpu:2 ") == Device("cuda", 2)
+    assert array_library(np.zeros(1)) == "numpy" and array_library([1]) == "builtins"
+    assert array_module(np.zeros(1)) is np and array_module([1]) is np
+    torch = pytest.importorskip("torch")
+    assert array_library(torch.zeros(1)) == "torch" and array_module(torch.zeros(1)) is np
+    assert (DLPACK_CPU, DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED) == (1, 2, 3, 13)
 
 
 # ---------------------------------------------------------------------------- host memory

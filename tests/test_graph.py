@@ -1,5 +1,7 @@
 """CSRGraph: constructors, content checks, round trips, permutation, placement and persistence."""
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -375,6 +377,39 @@ def test_load_rejects_foreign_files(tmp_path, mmap):
     np.savez(tmp_path / "objects.npz", indptr=np.array([0, 1]), indices=np.array([{"x": 1}], dtype=object))
     with pytest.raises(ValueError, match=r"pickle|objects"):
         CSRGraph.load(tmp_path / "objects.npz", mmap=mmap)
+
+
+def _npy(array, claimed_shape) -> bytes:
+    """A .npy member whose header claims ``claimed_shape`` over ``array``'s bytes."""
+    import io
+
+    buffer = io.BytesIO()
+    header = {"descr": array.dtype.str, "fortran_order": False, "shape": claimed_shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    buffer.write(array.tobytes())
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_load_names_the_file_for_truncated_and_foreign_files(tmp_path, mmap):
+    import zipfile
+
+    CSRGraph([0, 2, 3], [1, 0, 0]).save(tmp_path / "g.npz")
+    data = (tmp_path / "g.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    (tmp_path / "text.npz").write_text("not an archive")
+    with zipfile.ZipFile(tmp_path / "long.npz", "w") as archive:  # a header claiming 1000 entries over 3
+        archive.writestr("indptr.npy", _npy(np.array([0, 2, 3]), (3,)))
+        archive.writestr("indices.npy", _npy(np.array([1, 0, 0]), (1000,)))
+    for name in ("cut.npz", "text.npz", "long.npz"):
+        path = tmp_path / name
+        with pytest.raises(ValueError, match=rf"{re.escape(repr(str(path)))} is not a readable CSRGraph file"):
+            CSRGraph.load(path, mmap=mmap)
+    if mmap:
+        with pytest.raises(ValueError, match=r"'indices' claims shape \(1000,\) \(8000 bytes\) but the file holds 24"):
+            CSRGraph.load(tmp_path / "long.npz", mmap=True)
+    with pytest.raises(FileNotFoundError):
+        CSRGraph.load(tmp_path / "missing.npz", mmap=mmap)
 
 
 def test_from_edge_index_accepts_framework_tensors():

@@ -228,3 +228,86 @@ def test_cuda_loader_matches_the_cpu_loader(device):
         np.testing.assert_array_equal(np.asarray(a.x), np.asarray(b.x))
         for adj_a, adj_b in zip(a.adjs, b.adjs):
             np.testing.assert_array_equal(np.asarray(adj_a.edge_index), np.asarray(adj_b.edge_index))
+
+
+def test_labels_seeds_and_flags_are_checked_at_construction(data):
+    graph, x, y = data
+    sampler = gg.NeighborSampler(graph, [2])
+    n = graph.num_nodes
+    for bad in (y[:-1], np.concatenate([y, y[:3]])):
+        with pytest.raises(ValueError, match=rf"labels must have one entry per node \({n}\)"):
+            NodeLoader(sampler, x, np.arange(4), 2, labels=bad)
+    with pytest.raises(IndexError, match=rf"seeds\[1\] = {n} is out of range \[0, num_nodes = {n}\)"):
+        NodeLoader(sampler, x, [0, n], 2)
+    with pytest.raises(IndexError, match=r"seeds\[0\] = -1"):
+        NodeLoader(sampler, x, [-1], 2)
+    for name in ("shuffle", "drop_last", "reuse_buffers"):
+        for value in ("no", "yes", 1, None):
+            with pytest.raises(TypeError, match=f"{name} must be a bool"):
+                NodeLoader(sampler, x, np.arange(4), 2, **{name: value})
+
+
+class _SamplerWithoutSize:
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    def sample(self, seeds, key=None):
+        return self.sampler.sample(seeds, key=key)
+
+
+def test_labels_must_cover_the_seeds_when_the_node_count_is_unknown(data):
+    graph, x, y = data
+    sampler = _SamplerWithoutSize(gg.NeighborSampler(graph, [2]))
+    features = type("Rows", (), {"__getitem__": lambda self, ids: x[ids]})()  # no shape: num_nodes unknown
+    with pytest.raises(ValueError, match=r"labels has 5 entries but seeds reach node 9"):
+        NodeLoader(sampler, features, np.arange(10), 2, labels=y[:5])
+    assert len(NodeLoader(sampler, features, np.arange(10), 2, labels=y[:10])) == 5
+
+
+def _pool_loader(data, **options):
+    graph, x, y = data
+    return NodeLoader(gg.NeighborSampler(graph, [3, 2], seed=5), gg.FeatureStore(x), np.arange(graph.num_nodes),
+                      4, labels=y, **options)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetch):
+    graph, x, y = data
+    loader = _pool_loader(data, prefetch=prefetch, backend=None)
+    kept = []
+    for index, batch in enumerate(loader):
+        np.testing.assert_array_equal(batch.x, x[batch.n_id])
+        if index % 3 == 0:
+            kept.append(batch)  # held until the end: its buffer must not come back
+    for batch in kept:
+        np.testing.assert_array_equal(batch.x, x[batch.n_id])
+    stats = loader.stats()
+    assert stats["buffers_reused"] > 0  # dropped batches' buffers did come back
+    assert stats["buffers_reused"] + stats["buffers_allocated"] + stats["buffers_unpooled"] == len(loader)
+    assert stats["buffers_allocated"] <= prefetch + 3
+    assert loader._pool.free + len(kept) >= 1
+
+
+def test_recycled_buffers_wait_for_framework_tensors_sharing_them(data):
+    torch = pytest.importorskip("torch")
+    graph, x, y = data
+    loader = _pool_loader(data, prefetch=0, backend="torch")
+    held, expected = [], []
+    for batch in loader:
+        held.append(batch.x[:1])  # a torch view of the batch's rows keeps its buffer busy
+        expected.append(torch.from_numpy(x[batch.n_id.numpy()[:1]]))
+    assert loader.stats(reset=True)["buffers_reused"] == 0  # every buffer is shared with a live tensor
+    second = list(loader)
+    assert all(torch.equal(got, want) for got, want in zip(held, expected))  # nothing overwrote them
+    held.clear()
+    third = list(loader)
+    assert loader.stats()["buffers_reused"] > 0  # once the tensors are gone, the buffers come back
+    assert all(torch.equal(b.x, torch.from_numpy(x[b.n_id.numpy()])) for b in second + third)
+
+
+def test_reuse_buffers_off_gathers_into_fresh_memory(data):
+    loader = _pool_loader(data, prefetch=0, backend=None, reuse_buffers=False)
+    batches = list(loader)
+    assert loader._pool is None and "buffers_reused" not in loader.stats()
+    addresses = {b.x.ctypes.data for b in batches}
+    assert len(addresses) == len(batches)

@@ -359,6 +359,10 @@ def _child(rank, sampler, feature, expected, scratch):
     assert _same(sampler.sample(seeds, rank, key=5), expected[rank]), f"rank {rank}: sample differs"
     ids = np.array([rank, 0, rank, NUM_NODES - 1])
     np.testing.assert_array_equal(feature.rank(rank)[ids], feature.table[ids])
+    # Every rank reads the same host rows here, so feature[ids] needs no rank (LOCAL_RANK unset).
+    assert "LOCAL_RANK" not in os.environ
+    np.testing.assert_array_equal(feature[ids], feature.table[ids])
+    assert feature.stats()["lookups"] == len(ids) * (2 if rank == 0 else 1)  # rank 0's store served it
     feature.set_rank(rank)
     np.testing.assert_array_equal(feature[ids[::-1]], feature.table[ids[::-1]])
     graph = sampler.graph

@@ -96,11 +96,7 @@ def presample_counts(
     num_batches = check_int("presample['num_batches']", num_batches, minimum=1)
     if len(seeds) == 0:
         raise ValueError("presample['seeds'] must not be empty")
-    if sampler is not None and not isinstance(sampler, Sampler):
-        raise TypeError(
-            f"presample['sampler'] must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
-            f"got {type(sampler).__name__}"
-        )
+    _check_sampler(sampler)
     if sampler is None:
         from ..sampling import NeighborSampler
 
@@ -255,12 +251,21 @@ def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
     unknown = set(options) - _PRESAMPLE_KEYS
     if unknown:
         raise ValueError(f"unknown presample option(s) {sorted(unknown)}; known: {sorted(_PRESAMPLE_KEYS)}")
+    _check_sampler(options.get("sampler"))
 
     def compute(budget):
         order, info = presample_policy(graph, budget, presample_halves(graph, **options))
         return order, {"policy": "presample", **info}
 
     return "presample", compute
+
+
+def _check_sampler(sampler) -> None:
+    if sampler is not None and not isinstance(sampler, Sampler):
+        raise TypeError(
+            f"presample['sampler'] must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
+            f"got {type(sampler).__name__}"
+        )
 
 
 def _as_node_ids(name: str, values, num_nodes: int) -> np.ndarray:

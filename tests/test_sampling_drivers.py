@@ -1,0 +1,82 @@
+"""The sampling drivers: one interface per device, built once per sampler, records for the kernels."""
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import gglspeedup as gg
+from gglspeedup.sampling._kernels import GraphArrays, SampleOptions
+from gglspeedup.sampling._kernels.cpu import CPUDriver
+from gglspeedup.testing import assert_same_sample, check_sample, reference_sample
+
+
+def _graph(weighted=False, edge_ids=False, seed=4):
+    rng = np.random.default_rng(seed)
+    edge_index = rng.integers(0, 12, size=(2, 40))
+    weights = rng.random(40) if weighted else None
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=12, weights=weights)
+    if not edge_ids:
+        graph = gg.CSRGraph(graph.indptr, graph.indices, weights=graph.weights)
+    return graph
+
+
+def _driver_of(sampler):
+    return sampler._driver
+
+
+@pytest.mark.parametrize("replace, weighted, edge_ids", [(False, False, False), (True, False, True),
+                                                         (False, True, True), (True, True, False)])
+def test_the_driver_owns_records_built_once(device, replace, weighted, edge_ids):
+    graph = _graph(weighted, edge_ids)
+    sampler = gg.NeighborSampler(graph, [3, 2], replace=replace, weighted=weighted, device=device)
+    driver = _driver_of(sampler)
+    assert isinstance(driver.graph, GraphArrays)
+    assert driver.options == SampleOptions(replace, weighted, edge_ids)
+    assert (driver.weight_tables is not None) == weighted
+    seeds = np.array([0, 5, 5, 11], np.int64)
+    n_id, hops = driver.sample_all(seeds, sampler.fanouts, 7)
+    assert len(hops) == 2 and all(len(hop) == 3 for hop in hops)  # seed hop first
+    out = sampler.sample(seeds, key=7)
+    assert _driver_of(sampler) is driver  # built at construction, never per call
+    check_sample(graph, seeds, [3, 2], out, replace=replace, weighted=weighted)
+    assert_same_sample(out, gg.SampleOutput(n_id, [gg.Adj(*hop) for hop in reversed(hops)]))
+    assert_same_sample(out, reference_sample(graph, seeds, [3, 2], replace=replace, weighted=weighted, seed=0, key=7))
+
+
+def test_with_fanouts_shares_the_driver_and_pickling_rebuilds_it():
+    sampler = gg.NeighborSampler(_graph(weighted=True), [2], weighted=True, seed=3)
+    other = sampler.with_fanouts([4, 1])
+    assert _driver_of(other) is _driver_of(sampler)
+    copy = pickle.loads(pickle.dumps(sampler))
+    assert isinstance(_driver_of(copy), CPUDriver) and _driver_of(copy) is not _driver_of(sampler)
+    np.testing.assert_array_equal(_driver_of(copy).weight_tables[1], _driver_of(sampler).weight_tables[1])
+    assert_same_sample(copy.sample([1, 2], key=4), sampler.sample([1, 2], key=4))
+
+
+def test_one_driver_serves_concurrent_calls():
+    graph = gg.datasets.synthetic_powerlaw(3000, 8, seed=1)
+    sampler = gg.NeighborSampler(graph, [5, 3], seed=2)
+    seeds = [np.arange(i * 100, (i + 1) * 100) for i in range(8)]
+    expected = [sampler.sample(s, key=i) for i, s in enumerate(seeds)]
+    results = [None] * len(seeds)
+
+    def work(i):
+        results[i] = sampler.sample(seeds[i], key=i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(seeds))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for got, want in zip(results, expected):
+        assert_same_sample(got, want)
+    assert len(_driver_of(sampler)._free_maps) >= 1  # maps came back clean to the pool
+
+
+def test_placeholders_stand_in_for_absent_arrays():
+    driver = _driver_of(gg.NeighborSampler(gg.CSRGraph([0, 0, 0], []), [2]))
+    assert all(array.shape == (1,) for array in driver.graph[1:])  # indices empty; no ids, weights, tables
+    n_id, hops = driver.sample_all(np.array([1, 0], np.int64), [2], 0)
+    assert n_id.tolist() == [1, 0] and hops[0][0].shape == (2, 0)

@@ -1,0 +1,119 @@
+"""gglspeedup.validation: the one set of argument checks, and the contracts in gglspeedup.protocols."""
+
+import numpy as np
+import pytest
+
+import gglspeedup as gg
+from gglspeedup.protocols import FeatureSource, Sampler
+from gglspeedup.validation import check_bool, check_fanouts, check_ids_in_range, check_int, int_array, parse_fanouts
+
+
+@pytest.mark.parametrize(
+    "value, kwargs, error, message",
+    [
+        (True, {}, TypeError, r"n must be an int, got bool True"),
+        (np.bool_(False), {}, TypeError, r"n must be an int, got bool"),
+        (2.0, {}, TypeError, r"n must be an int, got float 2.0"),
+        ("3", {}, TypeError, r"n must be an int, got str '3'"),
+        (0, dict(minimum=1), ValueError, r"n must be >= 1, got 0"),
+        (5, dict(below=5), ValueError, r"n must be < 5, got 5"),
+        (2**64, dict(minimum=0, below=2**64), ValueError, r"n must be an int in \[0, 2\*\*64\), got 18446744073709551616"),
+        (7, dict(minimum=0, below=3, error=IndexError), IndexError, r"n must be an int in \[0, 3\), got 7"),
+        (-1, dict(minimum=0, expected="a non-negative int"), ValueError, r"n must be a non-negative int, got -1"),
+        (1.5, dict(minimum=0, expected="a non-negative int"), TypeError, r"n must be a non-negative int, got 1.5"),
+    ],
+)
+def test_check_int_names_the_argument_and_the_expectation(value, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        check_int("n", value, **kwargs)
+
+
+def test_check_int_returns_python_ints():
+    for value in (3, np.int32(3), np.uint64(3)):
+        out = check_int("n", value, minimum=0)
+        assert out == 3 and type(out) is int
+
+
+def test_check_bool_refuses_truthy_values():
+    assert check_bool("flag", np.bool_(True)) is True and check_bool("flag", False) is False
+    for value in ("no", "yes", 1, 0, None, np.array(True)):
+        with pytest.raises(TypeError, match="flag must be a bool"):
+            check_bool("flag", value)
+
+
+def test_one_fanout_rule_for_lists_arrays_and_command_lines():
+    assert check_fanouts([25, 0, -1]) == [25, 0, -1]
+    assert check_fanouts(np.array([3, 2])) == [3, 2] and check_fanouts((1,)) == [1]
+    assert parse_fanouts(" 25 , 10 ") == [25, 10] and parse_fanouts("0") == [0]
+    assert parse_fanouts([4, 2]) == [4, 2]
+    for bad, error in [([], ValueError), ([2, -2], ValueError), ([1.5], TypeError), ("25", TypeError),
+                       ([True], TypeError), ([2**62], ValueError)]:
+        with pytest.raises(error, match=r"fanouts"):
+            check_fanouts(bad)
+    for bad in ("", "25,", "a,b", "2.5", "-3", "25;10"):
+        with pytest.raises(ValueError, match=r"--fanouts"):
+            parse_fanouts(bad)
+
+
+def test_int_array_and_range_checks():
+    assert int_array("ids", []).dtype == np.int64 and int_array("ids", [1, 2]).tolist() == [1, 2]
+    array = np.arange(3, dtype=np.int64)
+    assert int_array("ids", array) is array  # already C-contiguous int64: no copy
+    with pytest.raises(TypeError, match=r"ids must hold integers, got dtype bool"):
+        int_array("ids", [True])
+    with pytest.raises(TypeError, match=r"ids must hold integer node ids, got dtype float64"):
+        int_array("ids", [0.5], expected="must hold integer node ids")
+    with pytest.raises(TypeError, match=r"ids must be an integer array, got None"):
+        int_array("ids", None)
+    with pytest.raises(ValueError, match=r"ids must be 1-D, got shape \(1, 2\)"):
+        int_array("ids", [[1, 2]])
+    with pytest.raises(IndexError, match=r"ids\[1\] = -1 is out of range \[0, num_nodes = 4\)"):
+        check_ids_in_range("ids", np.array([0, -1, 9]), 4, what="num_nodes")
+    with pytest.raises(ValueError, match=r"ids\[0\] = 9 is out of range \[0, 4\)"):
+        check_ids_in_range("ids", np.array([9]), 4, error=ValueError)
+
+
+class _UserSampler:
+    def sample(self, seeds, key=None):
+        return gg.SampleOutput(np.asarray(seeds, np.int64), [])
+
+
+class _UserFeatures:
+    def __init__(self, x):
+        self.x = x
+
+    def gather(self, ids, out=None):
+        return self.x[ids]
+
+    def __getitem__(self, ids):
+        return self.gather(ids)
+
+    def stats(self):
+        return {"lookups": 0}
+
+
+def test_protocols_recognise_the_library_and_user_classes():
+    graph = gg.CSRGraph([0, 1, 2], [1, 0])
+    x = np.zeros((2, 3), np.float32)
+    assert isinstance(gg.NeighborSampler(graph, [1]), Sampler) and isinstance(_UserSampler(), Sampler)
+    assert not isinstance(graph, Sampler) and not isinstance(x, Sampler)
+    assert isinstance(gg.FeatureStore(x), FeatureSource) and isinstance(_UserFeatures(x), FeatureSource)
+    multi = gg.MultiDeviceFeature(x, ["cpu", "cpu"])
+    assert isinstance(multi, FeatureSource) and isinstance(multi.rank(1), FeatureSource)
+    assert not isinstance(x, FeatureSource)  # arrays are indexed, not gathered
+    assert gg.Sampler is Sampler and gg.FeatureSource is FeatureSource
+
+
+def test_a_user_sampler_and_feature_source_drive_the_loader():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    loader = gg.NodeLoader(_UserSampler(), _UserFeatures(x), np.arange(6), 4, shuffle=False, backend=None)
+    batches = list(loader)
+    assert [b.batch_size for b in batches] == [4, 2]
+    np.testing.assert_array_equal(batches[1].x, x[4:])
+
+
+def test_presample_policy_takes_only_samplers():
+    graph = gg.CSRGraph.from_edge_index([[0, 1, 2, 3], [1, 2, 3, 0]], num_nodes=4)
+    with pytest.raises(TypeError, match=r"presample\['sampler'\] must have a sample"):
+        gg.FeatureStore(np.zeros((4, 2), np.float32), device="cpu", policy="presample", graph=graph,
+                        presample=dict(sampler=object()))
