@@ -172,7 +172,7 @@ class NodeLoader:
         self.sampler, self.features = sampler, features
         self._pool = self._make_pool(features)
         self.epoch = 0
-        self._stats = {"batches": 0, "seeds": 0, "edges": 0, "sample_s": 0.0, "gather_s": 0.0,
+        self._stats = {"batches": 0, "seeds": 0, "nodes": 0, "edges": 0, "sample_s": 0.0, "gather_s": 0.0,
                        "convert_s": 0.0, "wait_s": 0.0}
         self._stats_lock = threading.Lock()
 
@@ -208,7 +208,8 @@ class NodeLoader:
         return self.seeds[rng.permutation(len(self.seeds))]
 
     def stats(self, reset: bool = False) -> dict:
-        """Cumulative counters: ``batches``, ``seeds``, ``edges`` (sampled), and seconds spent in
+        """Cumulative counters: ``batches``, ``seeds``, ``nodes`` (rows gathered), ``edges`` (sampled),
+        and seconds spent in
         ``sample_s``, ``gather_s``, ``convert_s`` (producer side) and ``wait_s`` (the caller
         blocked waiting for a batch); with a buffer pool, ``buffers_reused``, ``buffers_allocated``
         and ``buffers_unpooled`` (batches gathered into recycled, new pooled and fresh unpooled
@@ -256,7 +257,7 @@ class NodeLoader:
             batch = backends.to(self.backend, batch)
         done = time.perf_counter()
         edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)
-        self._count(batches=1, seeds=len(batch_seeds), edges=edges, sample_s=sampled - start,
+        self._count(batches=1, seeds=len(batch_seeds), nodes=int(len(n_id)), edges=edges, sample_s=sampled - start,
                     gather_s=gathered - sampled, convert_s=done - gathered)
         return batch
 

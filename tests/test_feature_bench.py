@@ -102,3 +102,19 @@ def test_gpu_contenders_gather_exactly_on_the_simulator(device, monkeypatch):
     for ratio, store in stores.items():
         np.testing.assert_array_equal(store[ids], x[ids])
         assert store.num_cached == min(40, int(ratio * 40))
+
+
+def test_loader_bench_compares_recycled_and_fresh_buffers(tmp_path, capsys):
+    import json
+
+    from gglspeedup import bench
+
+    out = tmp_path / "loader.json"
+    bench.main(["loader", "--graph", "powerlaw:3k:6", "--dim", "8", "--batch", "64", "--batches", "4",
+                "--repeats", "2", "--fanouts", "4,3", "--json", str(out)])
+    results = json.loads(out.read_text())
+    names = [row["loader"] for row in results["rows"]]
+    assert names == ["fresh buffers (reuse_buffers=False)", "recycled buffers (reuse_buffers=True)"]
+    assert all(row["batches_per_s_best"] > 0 and row["gather_gbps_best"] > 0 for row in results["rows"])
+    assert results["pool_last_round"]["buffers_reused"] > 0 and results["paired_speedup_gather"] > 0
+    assert "recycled / fresh, paired" in capsys.readouterr().out

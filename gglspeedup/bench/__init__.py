@@ -19,6 +19,7 @@ COMMANDS = {
     "sample": "neighbour sampling: sampled edges/s, ours vs DGL / PyG / NumPy",
     "gather": "feature gather: GB/s per cache ratio vs the tier's copy bandwidth and numpy.take",
     "multi": "multi-process sampling: per-rank throughput and scaling efficiency",
+    "loader": "NodeLoader batches/s and gather GB/s, recycled output buffers vs fresh ones",
 }
 
 
