@@ -1,0 +1,97 @@
+"""Compile every CUDA kernel of gglspeedup to PTX for a real GPU, on a machine without one.
+
+The CUDA simulator runs kernels as Python and accepts code that numba-cuda's real pipeline
+(typing for the device, NVVM) rejects; this script runs that pipeline for each kernel with the
+argument types the drivers pass, for compute capability 9.0 (H100 / H200) by default:
+
+    python tools/compile_ptx.py [--cc 9.0] [--out DIR]
+
+It needs NVVM and NVRTC libraries but no GPU and no CUDA driver: where the CUDA toolkit is not
+installed, ``pip install nvidia-cuda-nvrtc nvidia-nvvm`` (into any environment) and point
+``LD_LIBRARY_PATH`` at the ``nvidia/cu13/lib`` folder they install. The current device is faked
+(only its compute capability is read while compiling). Each sampling kernel's PTX is also checked
+for fused multiply-adds: the row bodies avoid them so that a GPU computes the same bits as the CPU.
+Exits non-zero when any kernel fails to compile or a sampling kernel contains ``fma``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import types as pytypes
+
+
+def _fake_device(cc):
+    import numba.cuda.compiler as compiler
+    import numba.cuda.cudadrv.nvrtc as nvrtc
+    import numba.cuda.dispatcher as dispatcher
+
+    device = pytypes.SimpleNamespace(compute_capability=cc)
+    dispatcher.get_current_device = compiler.get_current_device = lambda: device
+    nvrtc.get_supported_ccs = lambda: [cc]
+
+
+def _kernels():
+    """``(name, python function, argument types, check for fma)`` for every kernel and variant."""
+    import numpy as np
+    from numba import types, typeof
+
+    from gglspeedup.feature._kernels import gather_cuda
+    from gglspeedup.sampling._kernels import cuda as sampling_cuda
+    from gglspeedup.sampling._kernels import reindex
+    from gglspeedup.sampling._kernels.records import GraphArrays, SampleOptions
+
+    i64 = types.Array(types.int64, 1, "C")
+    options = typeof(SampleOptions(False, False, False))
+    for weight in (np.float64, np.float32):
+        ints = np.zeros(1, np.int64)
+        graph = typeof(GraphArrays(ints, ints, ints, np.zeros(1, weight), ints, np.zeros(1)))
+        tag = np.dtype(weight).name
+        yield f"sampling count ({tag} weights)", sampling_cuda._count_kernel, (graph, options, i64, types.int64, i64), True
+        yield (f"sampling fill ({tag} weights)", sampling_cuda._fill_kernel,
+               (graph, options, i64, types.int64, types.uint64, i64, i64, i64, i64), True)
+    yield "relabel insert", reindex._insert_kernel, (i64, i64, i64, i64, types.int64), False
+    yield "relabel flag", reindex._flag_kernel, (i64, types.int64, i64, i64, types.int64, i64), False
+    yield "relabel assign", reindex._assign_kernel, (i64, types.int64, i64, i64, types.int64, i64, i64, i64), False
+    for word in (types.uint64, types.uint32, types.uint16, types.uint8):
+        for index in (types.int32, types.int64):
+            table = types.Array(word, 2, "C")
+            yield (f"gather ({word} words, {index} ids)", gather_cuda.gather_two_tier,
+                   (table, table, i64, types.Array(index, 1, "C"), table, types.int64, i64), False)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (default), 8.0, 10.0")
+    parser.add_argument("--out", default=None, help="folder to write each kernel's PTX into")
+    args = parser.parse_args(argv)
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        parser.error("unset NUMBA_ENABLE_CUDASIM: the simulator has no PTX to compile")
+    cc = tuple(int(part) for part in args.cc.split("."))
+    _fake_device(cc)
+    from numba import cuda
+
+    failures = 0
+    for name, kernel, signature, no_fma in _kernels():
+        try:
+            ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
+        except Exception as error:  # noqa: BLE001 - report every kernel, then fail
+            failures += 1
+            print(f"FAIL  {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
+            continue
+        fused = no_fma and "fma." in ptx
+        failures += fused
+        print(f"{'FAIL' if fused else 'ok  '}  {name}: {len(ptx.splitlines())} PTX lines"
+              + (" (contains fma: CPU and GPU bits could differ)" if fused else ""))
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            slug = "".join(c if c.isalnum() else "_" for c in name).strip("_")
+            with open(os.path.join(args.out, f"{slug}.ptx"), "w") as handle:
+                handle.write(ptx)
+    print(f"{failures} failure(s); compute capability {args.cc}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
