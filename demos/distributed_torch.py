@@ -54,8 +54,8 @@ def main(argv=None):
 
     import gglspeedup as gg
     from gglspeedup import backends, datasets
-    from gglspeedup.examples.torch_models import SAGE
     from gglspeedup.distributed import DistFeature, hash_partition, range_partition
+    from gglspeedup.examples.torch_models import SAGE
 
     args = parse_args(argv)
     use_cuda = torch.cuda.is_available()
@@ -76,16 +76,21 @@ def main(argv=None):
         part = hash_partition(num_nodes, world_size)
     mine = part == rank
     # In a real deployment each rank reads only its own rows from disk; Cora is small enough to slice.
-    features = DistFeature(torch.from_numpy(x[mine]).to(device), part, group=feature_group,
-                           cache_size=args.cache_size, graph=graph)
+    features = DistFeature(
+        torch.from_numpy(x[mine]).to(device), part, group=feature_group, cache_size=args.cache_size, graph=graph
+    )
     embedding = None
     if args.embedding_dim:
         generator = torch.Generator().manual_seed(args.seed + rank)
         local = torch.randn(int(mine.sum()), args.embedding_dim, generator=generator) * 0.1
         embedding = DistFeature(torch.nn.Parameter(local.to(device)), part, group=feature_group)
 
-    sampler = gg.NeighborSampler(graph, [int(k) for k in args.fanouts.split(",")], seed=args.seed,
-                                 device=f"cuda:{local_rank}" if use_cuda else "cpu")
+    sampler = gg.NeighborSampler(
+        graph,
+        [int(k) for k in args.fanouts.split(",")],
+        seed=args.seed,
+        device=f"cuda:{local_rank}" if use_cuda else "cpu",
+    )
     torch.manual_seed(args.seed)
     model = SAGE(x.shape[1] + args.embedding_dim, args.hidden, int(y.max()) + 1).to(device)
     model = DistributedDataParallel(model, device_ids=[local_rank] if use_cuda else None)
@@ -106,10 +111,10 @@ def main(argv=None):
     for epoch in range(args.epochs):
         model.train()
         order = np.random.default_rng(args.seed + epoch).permutation(train)  # same on every rank
-        seeds_of_rank = order[rank * per_rank:(rank + 1) * per_rank]
+        seeds_of_rank = order[rank * per_rank : (rank + 1) * per_rank]
         start, total_loss, steps = time.perf_counter(), 0.0, 0
         for step, first in enumerate(range(0, per_rank, args.batch_size)):
-            seeds = seeds_of_rank[first:first + args.batch_size]
+            seeds = seeds_of_rank[first : first + args.batch_size]
             h, adjs = inputs(seeds, key=(epoch * 100_000 + step) * world_size + rank)
             loss = torch.nn.functional.cross_entropy(model(h, adjs), labels[torch.from_numpy(seeds).to(device)])
             optimizer.zero_grad()
@@ -117,8 +122,10 @@ def main(argv=None):
             optimizer.step()
             total_loss, steps = total_loss + loss.detach().item(), steps + 1
         if rank == 0:
-            print(f"epoch {epoch:3d}  loss {total_loss / max(steps, 1):.4f}  {time.perf_counter() - start:.2f} s",
-                  flush=True)
+            print(
+                f"epoch {epoch:3d}  loss {total_loss / max(steps, 1):.4f}  {time.perf_counter() - start:.2f} s",
+                flush=True,
+            )
 
     model.eval()
     results = {}
@@ -131,8 +138,11 @@ def main(argv=None):
             dist.all_reduce(counts)
             results[part_name] = float(counts[0] / counts[1])
     if rank == 0:
-        print(f"world size {world_size} ({'NCCL' if use_cuda else 'gloo'}): val accuracy {results['val']:.3f}, "
-              f"test accuracy {results['test']:.3f}; feature lookups on rank 0: {features.stats()}", flush=True)
+        print(
+            f"world size {world_size} ({'NCCL' if use_cuda else 'gloo'}): val accuracy {results['val']:.3f}, "
+            f"test accuracy {results['test']:.3f}; feature lookups on rank 0: {features.stats()}",
+            flush=True,
+        )
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump({"world_size": world_size, **results}, handle, indent=2)

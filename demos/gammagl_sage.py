@@ -14,7 +14,7 @@ import sys
 
 os.environ.setdefault("TL_BACKEND", "torch")
 
-from gglspeedup import examples  # noqa: E402
+from gglspeedup import examples
 
 
 def gammagl_inputs(batch) -> dict:
@@ -23,20 +23,28 @@ def gammagl_inputs(batch) -> dict:
 
 
 def main(argv=None) -> dict:
-    parser = examples.build_parser("GraphSAGE (GammaGL GraphSAGE_Sample_Model) trained on gglspeedup batches.",
-                                 epochs=20, batch_size=64)
+    parser = examples.build_parser(
+        "GraphSAGE (GammaGL GraphSAGE_Sample_Model) trained on gglspeedup batches.", epochs=20, batch_size=64
+    )
     args = parser.parse_args(argv)
     try:
         import tensorlayerx as tlx
         from gammagl.models import GraphSAGE_Sample_Model
         from tensorlayerx.model import TrainOneStep, WithLoss
     except Exception as error:  # ImportError, or the broken installs ENVIRONMENT.md describes
-        sys.exit(f"gammagl_sage.py needs GammaGL and TensorLayerX (pip install gammagl tensorlayerx), which do "
-                 f"not import here: {type(error).__name__}: {error}")
+        sys.exit(
+            f"gammagl_sage.py needs GammaGL and TensorLayerX (pip install gammagl tensorlayerx), which do "
+            f"not import here: {type(error).__name__}: {error}"
+        )
 
     setup = examples.setup_training(args, "tlx")  # tensors of TL_BACKEND's framework, zero-copy
-    net = GraphSAGE_Sample_Model(in_feat=setup.info["features"], hid_feat=args.hidden, out_feat=setup.num_classes,
-                                 drop_rate=args.dropout, num_layers=len(args.fanouts))
+    net = GraphSAGE_Sample_Model(
+        in_feat=setup.info["features"],
+        hid_feat=args.hidden,
+        out_feat=setup.num_classes,
+        drop_rate=args.dropout,
+        num_layers=len(args.fanouts),
+    )
 
     class SemiSpvzLoss(WithLoss):
         def __init__(self, net, loss_fn):
@@ -47,8 +55,9 @@ def main(argv=None) -> dict:
             return self._loss_fn(logits, label)
 
     optimizer = tlx.optimizers.Adam(lr=args.lr, weight_decay=args.weight_decay)
-    train_one_step = TrainOneStep(SemiSpvzLoss(net, tlx.losses.softmax_cross_entropy_with_logits), optimizer,
-                                  net.trainable_weights)
+    train_one_step = TrainOneStep(
+        SemiSpvzLoss(net, tlx.losses.softmax_cross_entropy_with_logits), optimizer, net.trainable_weights
+    )
 
     def correct(logits, y):
         return int(tlx.reduce_sum(tlx.cast(tlx.argmax(logits, axis=1) == y, tlx.int64)))

@@ -51,8 +51,7 @@ def make_model(in_channels, hidden, out_channels):
             self.root = nn.Linear(fan_in, fan_out, bias_attr=False)
 
         def forward(self, x, edge_index, num_targets):
-            mean = paddle.geometric.send_u_recv(x, edge_index[0], edge_index[1], reduce_op="mean",
-                                                out_size=num_targets)
+            mean = paddle.geometric.send_u_recv(x, edge_index[0], edge_index[1], reduce_op="mean", out_size=num_targets)
             return self.neighbours(mean) + self.root(x[:num_targets])
 
     class SAGE(nn.Layer):
@@ -93,10 +92,10 @@ def train(sampler, feature, y, split, args):
     for epoch in range(args.epochs):
         model.train()
         order = np.random.default_rng(args.seed + epoch).permutation(train_idx)  # same on every rank
-        mine = order[rank * per_rank:(rank + 1) * per_rank]
+        mine = order[rank * per_rank : (rank + 1) * per_rank]
         start, total_loss, steps = time.perf_counter(), 0.0, 0
         for step, first in enumerate(range(0, per_rank, args.batch_size)):
-            seeds = mine[first:first + args.batch_size]
+            seeds = mine[first : first + args.batch_size]
             x, adjs = batch(seeds, key=epoch * 100_000 + step)
             label = paddle.to_tensor(y[seeds])
             loss = nn_loss(model(x, adjs), label)
@@ -105,8 +104,10 @@ def train(sampler, feature, y, split, args):
             optimizer.clear_grad()
             total_loss, steps = total_loss + float(loss), steps + 1
         if rank == 0:
-            print(f"epoch {epoch:3d}  loss {total_loss / max(steps, 1):.4f}  {time.perf_counter() - start:.2f} s",
-                  flush=True)
+            print(
+                f"epoch {epoch:3d}  loss {total_loss / max(steps, 1):.4f}  {time.perf_counter() - start:.2f} s",
+                flush=True,
+            )
     if rank == 0:
         model.eval()
         accuracy = {}
@@ -115,8 +116,10 @@ def train(sampler, feature, y, split, args):
                 ids = split[part]
                 x, adjs = batch(ids, key=10**9)
                 accuracy[part] = float((model(x, adjs).argmax(1).numpy() == y[ids]).mean())
-        print(f"world size {world_size}: val accuracy {accuracy['val']:.3f}, test accuracy {accuracy['test']:.3f}",
-              flush=True)
+        print(
+            f"world size {world_size}: val accuracy {accuracy['val']:.3f}, test accuracy {accuracy['test']:.3f}",
+            flush=True,
+        )
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump({"world_size": world_size, **accuracy}, handle, indent=2)
@@ -153,8 +156,10 @@ def main(argv=None):
     fanouts = [int(k) for k in args.fanouts.split(",")]
     sampler = gg.MultiDeviceSampler(graph, devices, fanouts, seed=args.seed)
     feature = gg.MultiDeviceFeature(x, devices, cache_size=args.cache_size, graph=graph)
-    print(f"{args.dataset}: {graph.num_nodes} nodes; paddle.distributed.spawn with {len(devices)} ranks on {devices}",
-          flush=True)
+    print(
+        f"{args.dataset}: {graph.num_nodes} nodes; paddle.distributed.spawn with {len(devices)} ranks on {devices}",
+        flush=True,
+    )
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     for variable in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
         os.environ.setdefault(variable, str(max(1, cores // len(devices))))
@@ -164,8 +169,10 @@ def main(argv=None):
     except (RuntimeError, ValueError) as error:
         if parsed[0].is_cuda:
             raise
-        sys.exit(f"paddle.distributed.spawn could not run CPU ranks with this Paddle build ({error}); "
-                 "run on GPUs (--devices cuda:0,cuda:1) or use demos/multigpu_torch_spawn.py")
+        sys.exit(
+            f"paddle.distributed.spawn could not run CPU ranks with this Paddle build ({error}); "
+            "run on GPUs (--devices cuda:0,cuda:1) or use demos/multigpu_torch_spawn.py"
+        )
 
 
 if __name__ == "__main__":

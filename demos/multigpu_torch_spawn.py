@@ -64,9 +64,13 @@ def run(rank, world_size, port, sampler, feature, y, split, args):
     torch_device = torch.device("cuda", device.index) if on_gpu else torch.device("cpu")
     if torch_device.type == "cuda":
         torch.cuda.set_device(torch_device)
-    dist.init_process_group("nccl" if torch_device.type == "cuda" else "gloo",
-                            init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=args.timeout))
+    dist.init_process_group(
+        "nccl" if torch_device.type == "cuda" else "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=args.timeout),
+    )
     torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
     model = SAGE(feature.shape[1], args.hidden, int(y.max()) + 1).to(torch_device)
     model = DistributedDataParallel(model, device_ids=[torch_device.index] if torch_device.type == "cuda" else None)
@@ -85,10 +89,10 @@ def run(rank, world_size, port, sampler, feature, y, split, args):
     for epoch in range(args.epochs):
         model.train()
         order = np.random.default_rng(args.seed + epoch).permutation(train)  # same on every rank
-        mine = order[rank * per_rank:(rank + 1) * per_rank]
+        mine = order[rank * per_rank : (rank + 1) * per_rank]
         start, total_loss, steps = time.perf_counter(), 0.0, 0
         for step, first in enumerate(range(0, per_rank, args.batch_size)):
-            seeds = mine[first:first + args.batch_size]
+            seeds = mine[first : first + args.batch_size]
             x, adjs = batch(seeds, key=epoch * 100_000 + step)
             loss = torch.nn.functional.cross_entropy(model(x, adjs), labels[torch.from_numpy(seeds).to(torch_device)])
             optimizer.zero_grad()
@@ -106,8 +110,11 @@ def run(rank, world_size, port, sampler, feature, y, split, args):
                 ids = split[part]
                 x, adjs = batch(ids, key=10**9)
                 correct[part] = float((model.module(x, adjs).argmax(1).cpu().numpy() == y[ids]).mean())
-        print(f"world size {world_size} on {[str(d) for d in sampler.devices]}: "
-              f"val accuracy {correct['val']:.3f}, test accuracy {correct['test']:.3f}", flush=True)
+        print(
+            f"world size {world_size} on {[str(d) for d in sampler.devices]}: "
+            f"val accuracy {correct['val']:.3f}, test accuracy {correct['test']:.3f}",
+            flush=True,
+        )
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump({"world_size": world_size, "history": history, **correct}, handle, indent=2)
@@ -133,8 +140,10 @@ def main(argv=None):
     fanouts = [int(k) for k in args.fanouts.split(",")]
     sampler = gg.MultiDeviceSampler(graph, devices, fanouts, seed=args.seed)
     feature = gg.MultiDeviceFeature(x, devices, cache_size=args.cache_size, graph=graph)
-    print(f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges; spawning {len(devices)} ranks "
-          f"on {devices}", flush=True)
+    print(
+        f"{args.dataset}: {graph.num_nodes} nodes, {graph.num_edges} edges; spawning {len(devices)} ranks on {devices}",
+        flush=True,
+    )
     # Split the cores between CPU ranks (children read these at import; oversubscribed thread
     # pools slow every rank down).
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

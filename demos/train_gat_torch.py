@@ -11,8 +11,14 @@ from gglspeedup import examples
 
 
 def main(argv=None) -> dict:
-    parser = examples.build_parser("GAT (PyTorch) trained on gglspeedup's sampler and loader.",
-                                 epochs=30, batch_size=64, hidden=16, lr=0.01, dropout=0.5)
+    parser = examples.build_parser(
+        "GAT (PyTorch) trained on gglspeedup's sampler and loader.",
+        epochs=30,
+        batch_size=64,
+        hidden=16,
+        lr=0.01,
+        dropout=0.5,
+    )
     parser.add_argument("--heads", type=int, default=8, help="attention heads in hidden layers (default: %(default)s)")
     args = parser.parse_args(argv)
     import torch
@@ -23,8 +29,15 @@ def main(argv=None) -> dict:
     setup = examples.setup_training(args, "torch")
     _, conv, source = conv_classes()
     print(f"GAT ({source}, {args.heads} heads) on {setup.info} with device {setup.device}, fanouts {args.fanouts}")
-    model = GAT(setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), heads=args.heads,
-                dropout=args.dropout, conv=conv)
+    model = GAT(
+        setup.info["features"],
+        args.hidden,
+        setup.num_classes,
+        len(args.fanouts),
+        heads=args.heads,
+        dropout=args.dropout,
+        conv=conv,
+    )
     history, result = train_model(model, setup, args)
     return examples.report(result, history, args, name="train_gat_torch.png", title="GAT (PyTorch)")
 

@@ -1,6 +1,6 @@
 """GraphSAGE in Paddle on gglspeedup batches, handed over zero-copy (DLPack).
 
-    python demos/train_sage_paddle.py --dataset cora --epochs 20
+python demos/train_sage_paddle.py --dataset cora --epochs 20
 """
 
 import sys
@@ -20,8 +20,9 @@ def build_model(paddle, in_channels, hidden, out_channels, num_layers, dropout):
             self.lin_r = nn.Linear(in_dim, out_dim, bias_attr=False)
 
         def forward(self, x, x_target, edge_index):
-            mean = paddle.geometric.send_u_recv(x, edge_index[0], edge_index[1], reduce_op="mean",
-                                                out_size=x_target.shape[0])
+            mean = paddle.geometric.send_u_recv(
+                x, edge_index[0], edge_index[1], reduce_op="mean", out_size=x_target.shape[0]
+            )
             return self.lin_l(mean) + self.lin_r(x_target)
 
     class SAGE(nn.Layer):
@@ -41,8 +42,9 @@ def build_model(paddle, in_channels, hidden, out_channels, num_layers, dropout):
 
 
 def main(argv=None) -> dict:
-    parser = examples.build_parser("GraphSAGE (Paddle) trained on gglspeedup's sampler and loader.",
-                                 epochs=20, batch_size=64)
+    parser = examples.build_parser(
+        "GraphSAGE (Paddle) trained on gglspeedup's sampler and loader.", epochs=20, batch_size=64
+    )
     args = parser.parse_args(argv)
     import paddle  # before anything imports tensorflow (the reverse order crashes the process)
 
@@ -52,8 +54,9 @@ def main(argv=None) -> dict:
     setup = examples.setup_training(args, "paddle")
     print(f"GraphSAGE (Paddle {paddle.__version__}) on {setup.info}, fanouts {args.fanouts}")
     model = build_model(paddle, setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout)
-    optimizer = paddle.optimizer.Adam(learning_rate=args.lr, parameters=model.parameters(),
-                                      weight_decay=args.weight_decay)
+    optimizer = paddle.optimizer.Adam(
+        learning_rate=args.lr, parameters=model.parameters(), weight_decay=args.weight_decay
+    )
 
     def correct(logits, y):
         return int((logits.argmax(axis=1) == y).astype("int64").sum())

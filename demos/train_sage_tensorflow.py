@@ -1,6 +1,6 @@
 """GraphSAGE in TensorFlow (Keras layers) on gglspeedup batches, handed over zero-copy (DLPack).
 
-    python demos/train_sage_tensorflow.py --dataset cora --epochs 20
+python demos/train_sage_tensorflow.py --dataset cora --epochs 20
 """
 
 import sys
@@ -45,8 +45,9 @@ def build_model(tf, in_channels, hidden, out_channels, num_layers, dropout, seed
 
 
 def main(argv=None) -> dict:
-    parser = examples.build_parser("GraphSAGE (TensorFlow) trained on gglspeedup's sampler and loader.",
-                                 epochs=20, batch_size=64)
+    parser = examples.build_parser(
+        "GraphSAGE (TensorFlow) trained on gglspeedup's sampler and loader.", epochs=20, batch_size=64
+    )
     args = parser.parse_args(argv)
     import tensorflow as tf
 
@@ -57,8 +58,9 @@ def main(argv=None) -> dict:
     tf.random.set_seed(args.seed)
     setup = examples.setup_training(args, "tensorflow")
     print(f"GraphSAGE (TensorFlow {tf.__version__}) on {setup.info}, fanouts {args.fanouts}")
-    model = build_model(tf, setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout,
-                        seed=args.seed)
+    model = build_model(
+        tf, setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout, seed=args.seed
+    )
     optimizer = tf.keras.optimizers.Adam(learning_rate=args.lr, weight_decay=args.weight_decay)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

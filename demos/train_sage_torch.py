@@ -11,8 +11,9 @@ from gglspeedup import examples
 
 
 def main(argv=None) -> dict:
-    parser = examples.build_parser("GraphSAGE (PyTorch) trained on gglspeedup's sampler and loader.",
-                                 epochs=20, batch_size=64)
+    parser = examples.build_parser(
+        "GraphSAGE (PyTorch) trained on gglspeedup's sampler and loader.", epochs=20, batch_size=64
+    )
     args = parser.parse_args(argv)
     import torch
 

@@ -122,7 +122,7 @@ class SharedArray:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
     @classmethod
-    def create(cls, array) -> "SharedArray":
+    def create(cls, array) -> SharedArray:
         """Copy ``array`` (any NumPy-convertible host array) into a new segment."""
         from multiprocessing import shared_memory
 

@@ -17,11 +17,11 @@ Differences from the original, all deliberate: a scipy matrix keeps the original
 sampling is seeded (``seed=0`` unless given) instead of drawing a fresh random state; sizes default
 to ``[25, 10]`` (every example in that README), so ``sample`` works before ``set_size``; calling
 ``set_size`` again (the multi-GPU example does, every epoch) keeps advancing the batch key
-(:meth:`NeighborSampler.with_fanouts`), so epochs still differ; an int device means a CUDA device, and ``"cpu"`` runs the same code on the CPU.
+(:meth:`NeighborSampler.with_fanouts`), so epochs still differ; an int device means a CUDA device,
+and ``"cpu"`` runs the same code on the CPU.
 """
 
 from __future__ import annotations
-
 
 from .device import as_device, parse_size
 from .graph import as_csr_graph
@@ -49,8 +49,9 @@ class GPUSampler:
 
         self.csr = csr
         self.device = as_device(device)
-        self._sampler = NeighborSampler(as_csr_graph(csr), list(DEFAULT_SIZES), seed=seed, device=self.device,
-                                        **sampler_options)
+        self._sampler = NeighborSampler(
+            as_csr_graph(csr), list(DEFAULT_SIZES), seed=seed, device=self.device, **sampler_options
+        )
 
     @property
     def sizes(self) -> list:
@@ -83,7 +84,7 @@ class CGPUFeature:
         self.cache_size = cache_size
         self.store = None
 
-    def from_cpu_tensor(self, x) -> "CGPUFeature":
+    def from_cpu_tensor(self, x) -> CGPUFeature:
         from .feature import FeatureStore
 
         graph = None if self.csr is None else as_csr_graph(self.csr)
@@ -149,7 +150,7 @@ class MultiGPUSampler:
         return self._multi.sample(seeds, rank)
 
 
-class Multi_CGPUFeature:  # noqa: N801 - the original name
+class Multi_CGPUFeature:
     """``Multi_CGPUFeature(rank, device_list, cache_size, csr)``: one feature cache per device.
 
     ``from_cpu_tensor(x)`` builds a :class:`~gglspeedup.MultiDeviceFeature` (the table goes to shared
@@ -166,7 +167,7 @@ class Multi_CGPUFeature:  # noqa: N801 - the original name
         self.csr = csr
         self.feature = None
 
-    def from_cpu_tensor(self, x) -> "Multi_CGPUFeature":
+    def from_cpu_tensor(self, x) -> Multi_CGPUFeature:
         from .multigpu import MultiDeviceFeature
 
         graph = None if self.csr is None else as_csr_graph(self.csr)

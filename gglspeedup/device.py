@@ -95,7 +95,7 @@ class Device:
 
         return cupy
 
-    def check_available(self) -> "Device":
+    def check_available(self) -> Device:
         """Raise :class:`DeviceUnavailableError` (a ``RuntimeError``) when this device cannot run
         work here; return self otherwise. The CPU and simulated CUDA devices are always available."""
         if not self.is_cuda or self.simulated:

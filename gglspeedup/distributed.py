@@ -71,7 +71,7 @@ def hash_partition(num_nodes: int, world_size: int, seed: int = 0) -> np.ndarray
 class _Plan:
     """Who sends what to whom for one lookup (kept by autograd for the reverse exchange)."""
 
-    __slots__ = ("order", "send_splits", "recv_splits", "recv_index")
+    __slots__ = ("order", "recv_index", "recv_splits", "send_splits")
 
     def __init__(self, order, send_splits, recv_splits, recv_index):
         self.order = order  # positions of the (miss) ids, sorted by owner
@@ -97,8 +97,11 @@ def _gather_function():
             feature, plan = ctx.feature, ctx.plan
             send = grad.contiguous()[plan.order] if len(plan.order) else grad[:0]
             received = feature._all_to_all(
-                send, output_rows=int(sum(plan.recv_splits)), output_splits=plan.recv_splits,
-                input_splits=plan.send_splits, what="gradient rows",
+                send,
+                output_rows=int(sum(plan.recv_splits)),
+                output_splits=plan.recv_splits,
+                input_splits=plan.send_splits,
+                what="gradient rows",
             )
             grad_local = torch.zeros(ctx.shape, dtype=grad.dtype, device=grad.device)
             grad_local.index_add_(0, plan.recv_index, received)  # repeated ids sum
@@ -202,8 +205,13 @@ class DistFeature:
         everyone = [torch.empty_like(mine) for _ in range(self.world_size)]
         dist.all_gather(everyone, mine, group=self.group)
         everyone = torch.stack([t.cpu() for t in everyone])
-        for column, what in ((0, "partition length"), (1, "partition contents"), (2, "local_rows dtype"),
-                             (3, "local_rows ndim"), (slice(4, 8), "local_rows row shape")):
+        for column, what in (
+            (0, "partition length"),
+            (1, "partition contents"),
+            (2, "local_rows dtype"),
+            (3, "local_rows ndim"),
+            (slice(4, 8), "local_rows row shape"),
+        ):
             values = everyone[:, column]
             if not bool((values == values[0]).all()):
                 raise ValueError(
@@ -242,7 +250,7 @@ class DistFeature:
     # ------------------------------------------------------------------ properties
     @property
     def num_nodes(self) -> int:
-        return int(len(self.partition))
+        return len(self.partition)
 
     @property
     def shape(self) -> tuple:
@@ -264,8 +272,11 @@ class DistFeature:
 
     def stats(self) -> dict:
         """Lookups so far and how many ids the remote-row cache served."""
-        return {"lookups": self._lookups, "cache_hits": self._cached_lookups,
-                "cached_rows": 0 if self._cache_rows is None else int(len(self._cache_rows))}
+        return {
+            "lookups": self._lookups,
+            "cache_hits": self._cached_lookups,
+            "cached_rows": 0 if self._cache_rows is None else len(self._cache_rows),
+        }
 
     # ------------------------------------------------------------------ lookup
     def __getitem__(self, ids):
@@ -344,8 +355,11 @@ class DistFeature:
 
         served = local_rows[plan.recv_index]
         rows = self._all_to_all(
-            served, output_rows=int(sum(plan.send_splits)), output_splits=plan.send_splits,
-            input_splits=plan.recv_splits, what="rows",
+            served,
+            output_rows=int(sum(plan.send_splits)),
+            output_splits=plan.send_splits,
+            input_splits=plan.recv_splits,
+            what="rows",
         )
         out = torch.empty_like(rows)
         out[plan.order] = rows

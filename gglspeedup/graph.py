@@ -66,9 +66,7 @@ class CSRGraph:
         if num_nodes is not None:
             num_nodes = _as_count("num_nodes", num_nodes)
             if num_nodes != len(self.indptr) - 1:
-                raise ValueError(
-                    f"num_nodes = {num_nodes} does not match len(indptr) - 1 = {len(self.indptr) - 1}"
-                )
+                raise ValueError(f"num_nodes = {num_nodes} does not match len(indptr) - 1 = {len(self.indptr) - 1}")
         self._check_shapes()
         if not _checked:
             self.validate()
@@ -90,15 +88,13 @@ class CSRGraph:
             if array is not None and len(array) != num_edges:
                 raise ValueError(f"{name} must have one entry per edge ({num_edges}), got {len(array)}")
 
-    def validate(self) -> "CSRGraph":
+    def validate(self) -> CSRGraph:
         """Scan the arrays once (vectorised) and raise naming the first bad position."""
         indptr, indices = to_numpy(self.indptr), to_numpy(self.indices)
         if indptr[0] != 0:
             raise ValueError(f"indptr[0] must be 0, got {indptr[0]}")
         if indptr[-1] != len(indices):
-            raise ValueError(
-                f"indptr[-1] must equal len(indices) = {len(indices)}, got {indptr[-1]}"
-            )
+            raise ValueError(f"indptr[-1] must equal len(indices) = {len(indices)}, got {indptr[-1]}")
         steps = np.diff(indptr)
         if steps.size and steps.min() < 0:
             position = _first_bad(steps < 0) + 1
@@ -110,22 +106,19 @@ class CSRGraph:
         if indices.size and (indices.min() < 0 or indices.max() >= num_nodes):
             position = _first_bad((indices < 0) | (indices >= num_nodes))
             raise ValueError(
-                f"indices must lie in [0, num_nodes = {num_nodes}): indices[{position}] = "
-                f"{indices[position]}"
+                f"indices must lie in [0, num_nodes = {num_nodes}): indices[{position}] = {indices[position]}"
             )
         if self.weights is not None:
             weights = to_numpy(self.weights)
             bad = ~np.isfinite(weights) | (weights < 0)
             if bad.any():
                 position = _first_bad(bad)
-                raise ValueError(
-                    f"weights must be finite and >= 0: weights[{position}] = {weights[position]}"
-                )
+                raise ValueError(f"weights must be finite and >= 0: weights[{position}] = {weights[position]}")
         return self
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_edge_index(cls, edge_index, num_nodes=None, direction: str = "in", weights=None) -> "CSRGraph":
+    def from_edge_index(cls, edge_index, num_nodes=None, direction: str = "in", weights=None) -> CSRGraph:
         """Build from a ``[2, E]`` edge list (``edge_index[0]`` sources, ``edge_index[1]`` targets).
 
         ``direction="in"`` (PyG / GammaGL): row ``v`` lists the sources of edges into ``v``.
@@ -165,7 +158,7 @@ class CSRGraph:
         return graph.validate() if weights is not None else graph
 
     @classmethod
-    def from_scipy(cls, matrix, weighted: bool = False) -> "CSRGraph":
+    def from_scipy(cls, matrix, weighted: bool = False) -> CSRGraph:
         """Build from a square scipy sparse matrix; row ``i`` of the matrix is row ``i`` here.
 
         With ``weighted=True`` the matrix values become edge weights.
@@ -198,9 +191,7 @@ class CSRGraph:
         return np.diff(to_numpy(self.indptr))
 
     def __repr__(self) -> str:
-        extras = "".join(
-            f", {name}" for name in ("edge_ids", "weights") if getattr(self, name) is not None
-        )
+        extras = "".join(f", {name}" for name in ("edge_ids", "weights") if getattr(self, name) is not None)
         return (
             f"CSRGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{extras}, "
             f"device={self.device}, placement={self.placement!r})"
@@ -216,7 +207,7 @@ class CSRGraph:
         )
 
     # ------------------------------------------------------------------ transforms
-    def permute(self, order) -> tuple["CSRGraph", np.ndarray]:
+    def permute(self, order) -> tuple[CSRGraph, np.ndarray]:
         """Relabel nodes so that new node ``i`` is old node ``order[i]`` (e.g. hottest first).
 
         Returns ``(graph, perm)`` with ``perm[old_id] == new_id`` (the inverse of ``order``):
@@ -251,7 +242,7 @@ class CSRGraph:
         graph = CSRGraph(indptr, perm[host.indices[positions]], edge_ids=edge_ids, weights=weights, _checked=True)
         return graph, perm
 
-    def to(self, device="cpu", placement: str | None = None) -> "CSRGraph":
+    def to(self, device="cpu", placement: str | None = None) -> CSRGraph:
         """This graph with its arrays where ``device`` reads them.
 
         placement : ``"device"`` (GPU memory), ``"pinned"`` (page-locked host memory that GPU
@@ -302,7 +293,7 @@ class CSRGraph:
             np.savez(handle, **arrays)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True) -> "CSRGraph":
+    def load(cls, path: str | os.PathLike, mmap: bool = True) -> CSRGraph:
         """Read a graph written by :meth:`save`.
 
         With ``mmap=True`` the arrays are memory-mapped from the file (no parse, no copy: pages

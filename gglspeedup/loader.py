@@ -134,15 +134,30 @@ class NodeLoader:
     sampling, gathering, converting and waiting.
     """
 
-    def __init__(self, sampler, features, seeds, batch_size, *, labels=None, shuffle=True, drop_last=False,
-                 prefetch=2, backend="torch", seed=0, reuse_buffers=True):
+    def __init__(
+        self,
+        sampler,
+        features,
+        seeds,
+        batch_size,
+        *,
+        labels=None,
+        shuffle=True,
+        drop_last=False,
+        prefetch=2,
+        backend="torch",
+        seed=0,
+        reuse_buffers=True,
+    ):
         if not isinstance(sampler, Sampler):
             raise TypeError(
                 f"sampler must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
                 f"got {type(sampler).__name__}"
             )
         if not hasattr(features, "__getitem__"):
-            raise TypeError(f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}")
+            raise TypeError(
+                f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}"
+            )
         self.seeds = np.array(int_array("seeds", seeds), copy=True)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.prefetch = check_int("prefetch", prefetch, minimum=0)
@@ -159,9 +174,7 @@ class NodeLoader:
             if num_nodes is not None and labels.shape[0] != num_nodes:
                 raise ValueError(f"labels must have one entry per node ({num_nodes}), got shape {tuple(labels.shape)}")
             if num_nodes is None and self.seeds.size and labels.shape[0] <= int(self.seeds.max()):
-                raise ValueError(
-                    f"labels has {labels.shape[0]} entries but seeds reach node {int(self.seeds.max())}"
-                )
+                raise ValueError(f"labels has {labels.shape[0]} entries but seeds reach node {int(self.seeds.max())}")
         self.labels = labels
         if backend is not None:
             framework = getattr(backends.adapter(backend), "framework", None)
@@ -172,8 +185,16 @@ class NodeLoader:
         self.sampler, self.features = sampler, features
         self._pool = self._make_pool(features)
         self.epoch = 0
-        self._stats = {"batches": 0, "seeds": 0, "nodes": 0, "edges": 0, "sample_s": 0.0, "gather_s": 0.0,
-                       "convert_s": 0.0, "wait_s": 0.0}
+        self._stats = {
+            "batches": 0,
+            "seeds": 0,
+            "nodes": 0,
+            "edges": 0,
+            "sample_s": 0.0,
+            "gather_s": 0.0,
+            "convert_s": 0.0,
+            "wait_s": 0.0,
+        }
         self._stats_lock = threading.Lock()
 
     def _make_pool(self, features):
@@ -192,9 +213,11 @@ class NodeLoader:
         return math.ceil(len(self.seeds) / self.batch_size)
 
     def __repr__(self) -> str:
-        return (f"NodeLoader(seeds={len(self.seeds)}, batch_size={self.batch_size}, batches={len(self)}, "
-                f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, "
-                f"backend={self.backend!r}, epoch={self.epoch})")
+        return (
+            f"NodeLoader(seeds={len(self.seeds)}, batch_size={self.batch_size}, batches={len(self)}, "
+            f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, "
+            f"backend={self.backend!r}, epoch={self.epoch})"
+        )
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``iter(loader)`` epoch ``epoch`` (its order and sampler keys)."""
@@ -242,8 +265,12 @@ class NodeLoader:
         if self.labels is not None:
             xp = array_module(self.labels)
             if xp is np:  # 64-byte aligned, so TensorFlow and JAX can share it
-                y = np.take(self.labels, batch_seeds, axis=0, out=aligned_empty(
-                    (len(batch_seeds),) + self.labels.shape[1:], self.labels.dtype))
+                y = np.take(
+                    self.labels,
+                    batch_seeds,
+                    axis=0,
+                    out=aligned_empty((len(batch_seeds),) + self.labels.shape[1:], self.labels.dtype),
+                )
             else:
                 y = self.labels[xp.asarray(batch_seeds)]
             ids_module = array_module(n_id)
@@ -257,13 +284,22 @@ class NodeLoader:
             batch = backends.to(self.backend, batch)
         done = time.perf_counter()
         edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)
-        self._count(batches=1, seeds=len(batch_seeds), nodes=int(len(n_id)), edges=edges, sample_s=sampled - start,
-                    gather_s=gathered - sampled, convert_s=done - gathered)
+        self._count(
+            batches=1,
+            seeds=len(batch_seeds),
+            nodes=len(n_id),
+            edges=edges,
+            sample_s=sampled - start,
+            gather_s=gathered - sampled,
+            convert_s=done - gathered,
+        )
         return batch
 
     def _slices(self, epoch: int) -> list:
         order = self.order(epoch)
-        return [order[start:start + self.batch_size] for start in range(0, len(self) * self.batch_size, self.batch_size)]
+        return [
+            order[start : start + self.batch_size] for start in range(0, len(self) * self.batch_size, self.batch_size)
+        ]
 
     def __iter__(self):
         epoch = self.epoch
@@ -324,7 +360,7 @@ def _produce(loader: NodeLoader, epoch: int, slices: list, items: queue.Queue, s
                 if not _put(items, stop, ("batch", batch)):
                     return
         _put(items, stop, ("done", None))
-    except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+    except BaseException as error:
         _put(items, stop, ("error", error))
 
 
@@ -337,8 +373,12 @@ class _PrefetchIterator:
         self._stop = threading.Event()
         self._finished = False
         # Started by the first __next__, so an iterator created and never used costs nothing.
-        self._thread = threading.Thread(target=_produce, args=(loader, epoch, slices, self._queue, self._stop),
-                                        name=f"gglspeedup-NodeLoader-epoch{epoch}", daemon=True)
+        self._thread = threading.Thread(
+            target=_produce,
+            args=(loader, epoch, slices, self._queue, self._stop),
+            name=f"gglspeedup-NodeLoader-epoch{epoch}",
+            daemon=True,
+        )
 
     def __len__(self) -> int:
         return self._num_batches

@@ -33,8 +33,15 @@ __all__ = [
 _FANOUT_LIMIT = 2**62  # fanouts travel as int64 through the kernels
 
 
-def check_int(name: str, value: Any, *, minimum: int | None = None, below: int | None = None,
-              error: type = ValueError, expected: str | None = None) -> int:
+def check_int(
+    name: str,
+    value: Any,
+    *,
+    minimum: int | None = None,
+    below: int | None = None,
+    error: type = ValueError,
+    expected: str | None = None,
+) -> int:
     """``value`` as a Python int, or raise.
 
     ``expected`` (e.g. ``"a non-negative int"``) replaces the description of what was wanted in
@@ -131,8 +138,9 @@ def parse_fanouts(text: Any, name: str = "--fanouts") -> list[int]:
         raise ValueError(str(error)) from None
 
 
-def int_array(name: str, values: Any, *, ndim: int = 1, dtype=np.int64,
-              expected: str = "must hold integers (int32 or int64)") -> np.ndarray:
+def int_array(
+    name: str, values: Any, *, ndim: int = 1, dtype=np.int64, expected: str = "must hold integers (int32 or int64)"
+) -> np.ndarray:
     """``values`` (a NumPy array, a list, any host tensor) as a C-contiguous host array of ``dtype``.
 
     An empty list (NumPy reads it as float64) is an empty array. Copies only when ``values`` is
@@ -165,8 +173,9 @@ def int_array(name: str, values: Any, *, ndim: int = 1, dtype=np.int64,
     return np.ascontiguousarray(array, dtype=dtype)
 
 
-def check_ids_in_range(name: str, ids: np.ndarray, upper: int, *, error: type = IndexError,
-                       what: str = "") -> np.ndarray:
+def check_ids_in_range(
+    name: str, ids: np.ndarray, upper: int, *, error: type = IndexError, what: str = ""
+) -> np.ndarray:
     """Raise ``error`` naming the first entry of the 1-D host array ``ids`` outside ``[0, upper)``
     (negative ids included: nothing wraps around); return ``ids``.
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set up (first run) and run every test: the normal suite, then the GPU kernels on numba's CUDA
-# simulator (NUMBA_ENABLE_CUDASIM=1). On a machine with a GPU the normal suite already runs the
-# GPU cases on the real device. Extra pytest arguments are passed to both runs.
+# Set up (first run) and run every check: ruff (lint and format), the normal suite with the
+# package's doctests, then the GPU kernels on numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1). On a
+# machine with a GPU the normal suite already runs the GPU cases on the real device. Extra pytest
+# arguments are passed to both pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${GGLSPEEDUP_VENV:-.venv}
@@ -9,7 +10,10 @@ if [ ! -x "$VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,all]"
-echo "== normal suite (CPU; GPU cases run here only on a GPU machine)"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider tests "$@"
+echo "== ruff (lint, then format check; configuration in pyproject.toml)"
+"$VENV/bin/python" -m ruff check .
+"$VENV/bin/python" -m ruff format --check .
+echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider --doctest-modules gglspeedup tests "$@"
 echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1)"
 NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -m cuda tests "$@"

@@ -66,8 +66,9 @@ def test_numpy_peer_obeys_the_sampling_contract(fanouts):
 
 def test_numpy_peer_reports_edge_ids_and_handles_empty_batches():
     graph = CSRGraph.from_edge_index(np.array([[1, 2, 3, 0, 2], [0, 0, 1, 2, 3]]), num_nodes=5)
-    out = numpy_sample(graph.indptr, graph.indices, [2], np.array([0, 1, 4]), np.random.default_rng(0),
-                       edge_ids=graph.edge_ids)
+    out = numpy_sample(
+        graph.indptr, graph.indices, [2], np.array([0, 1, 4]), np.random.default_rng(0), edge_ids=graph.edge_ids
+    )
     _check_sample(graph, [2], np.array([0, 1, 4]), out)
     assert sorted(out.adjs[0].e_id.tolist()) == [0, 1, 2]  # columns of the caller's edge_index
     empty = numpy_sample(graph.indptr, graph.indices, [2, 2], np.array([], dtype=np.int64), np.random.default_rng(0))
@@ -80,8 +81,7 @@ def test_numpy_peer_draws_neighbours_uniformly(degree, fanout):
 
     graph = CSRGraph(np.array([0, degree]), np.zeros(degree, dtype=np.int64))
     draws = 4000
-    out = numpy_sample(graph.indptr, graph.indices, [fanout], np.zeros(draws, dtype=np.int64),
-                       np.random.default_rng(7))
+    out = numpy_sample(graph.indptr, graph.indices, [fanout], np.zeros(draws, dtype=np.int64), np.random.default_rng(7))
     counts = np.bincount(out.adjs[0].e_id, minlength=degree)
     assert counts.sum() == draws * fanout
     assert chisquare(counts).pvalue > 1e-4
@@ -93,9 +93,9 @@ def test_graph_specs_load_and_reject_clearly(tmp_path):
     loaded, info = _common.load_graph(f"file:{tmp_path / 'g.npz'}")
     np.testing.assert_array_equal(loaded.indices, graph.indices)
     assert info["num_nodes"] == 120 and info["num_edges"] == graph.num_edges
-    cora, info = _common.load_graph("cora")
+    _cora, info = _common.load_graph("cora")
     assert (info["num_nodes"], info["num_edges"]) == (2708, 10556)
-    powerlaw, info = _common.load_graph("powerlaw:1k:4")
+    _powerlaw, info = _common.load_graph("powerlaw:1k:4")
     assert info["num_nodes"] == 1000 and 0 < info["num_edges"] <= 4000
     for spec, message in [
         ("nope", "not understood"),
@@ -157,8 +157,25 @@ def test_contenders_are_timed_interleaved_after_their_warmup():
 def test_sample_command_runs_end_to_end_and_writes_json(tmp_path, capsys):
     _powerlaw_graph().save(tmp_path / "g.npz")
     out_path = tmp_path / "sample.json"
-    argv = ["sample", "--graph", f"file:{tmp_path / 'g.npz'}", "--fanouts", "4,3", "--batch", "16",
-            "--batches", "2", "--warmup", "1", "--repeats", "2", "--peers", "numpy,pyg", "--json", str(out_path)]
+    argv = [
+        "sample",
+        "--graph",
+        f"file:{tmp_path / 'g.npz'}",
+        "--fanouts",
+        "4,3",
+        "--batch",
+        "16",
+        "--batches",
+        "2",
+        "--warmup",
+        "1",
+        "--repeats",
+        "2",
+        "--peers",
+        "numpy,pyg",
+        "--json",
+        str(out_path),
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     results = json.loads(out_path.read_text())
@@ -206,19 +223,45 @@ def test_dgl_peer_samples_the_same_hops_when_installed():
 @pytest.mark.cuda
 def test_sample_command_runs_on_a_cuda_device(tmp_path):
     _powerlaw_graph(num_nodes=12, num_edges=30).save(tmp_path / "g.npz")
-    argv = ["sample", "--graph", f"file:{tmp_path / 'g.npz'}", "--fanouts", "2,1", "--batch", "2",
-            "--batches", "1", "--warmup", "0", "--repeats", "1", "--peers", "numpy", "--device", "cuda:0",
-            "--json", str(tmp_path / "s.json")]
+    argv = [
+        "sample",
+        "--graph",
+        f"file:{tmp_path / 'g.npz'}",
+        "--fanouts",
+        "2,1",
+        "--batch",
+        "2",
+        "--batches",
+        "1",
+        "--warmup",
+        "0",
+        "--repeats",
+        "1",
+        "--peers",
+        "numpy",
+        "--device",
+        "cuda:0",
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
     assert main(argv) == 0
     rows = {row["name"]: row for row in json.loads((tmp_path / "s.json").read_text())["results"]}
     assert rows["gglspeedup"]["status"] == "ok" and rows["numpy"]["status"] == "ok"
     assert rows["gglspeedup"]["edges_per_batch"] > 0
 
 
-@pytest.mark.parametrize("body, survives", [
-    ("VALUE = 1\ndef load_graphbolt():\n    raise FileNotFoundError('no lib for this torch')\nload_graphbolt()\n", True),
-    ("VALUE = 1\nimport not_a_module_anywhere_42\n", False),
-], ids=["library-load-tolerated", "other-import-errors-raise"])
+@pytest.mark.parametrize(
+    "body, survives",
+    [
+        (
+            "VALUE = 1\ndef load_graphbolt():\n"
+            "    raise FileNotFoundError('no lib for this torch')\nload_graphbolt()\n",
+            True,
+        ),
+        ("VALUE = 1\nimport not_a_module_anywhere_42\n", False),
+    ],
+    ids=["library-load-tolerated", "other-import-errors-raise"],
+)
 def test_graphbolt_hook_tolerates_only_the_native_library_load(tmp_path, body, survives):
     import importlib.util
 

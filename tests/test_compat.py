@@ -27,13 +27,13 @@ def test_gpu_sampler_matches_neighbor_sampler_and_keeps_keys_across_set_size(see
     reference = gg.NeighborSampler(graph, list(DEFAULT_SIZES), device="cpu")
     seeds = np.array([3, 1, 4, 1])
 
-    all_node, adjs = sampler.sample(seeds)                       # works before set_size
+    all_node, adjs = sampler.sample(seeds)  # works before set_size
     assert [a.size for a in adjs] == [a.size for a in reference.sample(seeds, key=0).adjs]
     np.testing.assert_array_equal(to_host(all_node), reference.sample(seeds, key=0).n_id)
 
     sampler.set_size([4, 2])
     assert sampler.sizes == [4, 2]
-    all_node, adjs = sampler.sample(seeds)                       # key 1: the counter survived set_size
+    all_node, adjs = sampler.sample(seeds)  # key 1: the counter survived set_size
     expected = gg.NeighborSampler(graph, [4, 2]).sample(seeds, key=1)
     np.testing.assert_array_equal(to_host(all_node), expected.n_id)
     for got, want in zip(adjs, expected.adjs):
@@ -52,7 +52,7 @@ def test_gpu_sampler_rejects_bad_sizes_before_sampling(seed_csr):
 
 def test_cgpu_feature_returns_rows_and_caches_by_degree(seed_csr, device):
     x = np.random.default_rng(1).random((30, 6), dtype=np.float32)
-    feature = CGPUFeature(seed_csr, device, "120B")             # 5 rows of 24 bytes
+    feature = CGPUFeature(seed_csr, device, "120B")  # 5 rows of 24 bytes
     with pytest.raises(RuntimeError, match="from_cpu_tensor"):
         feature[np.arange(3)]
     feature.from_cpu_tensor(x)
@@ -70,7 +70,7 @@ def test_multi_gpu_sampler_pickles_and_replays_per_rank(seed_csr):
     sampler = MultiGPUSampler("cpu", seed_csr, num_ranks=2)
     sampler.set_size([3, 2])
     clone = pickle.loads(pickle.dumps(sampler))
-    clone.set_size([3, 2])                                      # set_size is per process, as before
+    clone.set_size([3, 2])  # set_size is per process, as before
     seeds = np.array([0, 5, 9])
     for rank in (0, 1):
         first = sampler.sample(seeds, rank)
@@ -82,7 +82,7 @@ def test_multi_gpu_sampler_pickles_and_replays_per_rank(seed_csr):
 
 def test_multi_gpu_sampler_keys_advance_per_rank(seed_csr):
     sampler = MultiGPUSampler("cpu", seed_csr, num_ranks=2)
-    sampler.set_size([2, 2])                                    # below every degree: draws differ by key
+    sampler.set_size([2, 2])  # below every degree: draws differ by key
     seeds = np.arange(30)
     first, second = sampler.sample(seeds, 0), sampler.sample(seeds, 0)
     expected = sampler._multi.sample(seeds, 0, key=1)
@@ -95,7 +95,7 @@ def test_multi_cgpu_feature_serves_a_rank(seed_csr):
     feature = Multi_CGPUFeature(1, ["cpu", "cpu"], "0.1G", seed_csr)
     feature.from_cpu_tensor(x)
     ids = np.array([4, 4, 29, 0])
-    np.testing.assert_array_equal(feature[ids], x[ids])          # no rank known here: falls back to rank 1
+    np.testing.assert_array_equal(feature[ids], x[ids])  # no rank known here: falls back to rank 1
     clone = pickle.loads(pickle.dumps(feature))
     np.testing.assert_array_equal(clone[ids], x[ids])
     assert clone.shape == (30, 4)

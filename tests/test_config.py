@@ -103,8 +103,20 @@ def test_eager_names():
 # ---------------------------------------------------------------------------- _config
 def test_probe_reports_every_flag_as_bool():
     flags = _config.probe()
-    expected = {"HAS_CUPY", "HAS_CUPY_GPU", "CUDA_SIM", "HAS_NUMBA_CUDA", "HAS_CUDA", "HAS_TORCH",
-                "HAS_TENSORFLOW", "HAS_PADDLE", "HAS_JAX", "HAS_TLX", "HAS_TORCH_GEOMETRIC", "HAS_DGL"}
+    expected = {
+        "HAS_CUPY",
+        "HAS_CUPY_GPU",
+        "CUDA_SIM",
+        "HAS_NUMBA_CUDA",
+        "HAS_CUDA",
+        "HAS_TORCH",
+        "HAS_TENSORFLOW",
+        "HAS_PADDLE",
+        "HAS_JAX",
+        "HAS_TLX",
+        "HAS_TORCH_GEOMETRIC",
+        "HAS_DGL",
+    }
     assert set(flags) == expected
     assert all(type(value) is bool for value in flags.values())
     assert flags["HAS_CUDA"] == (flags["CUDA_SIM"] or flags["HAS_NUMBA_CUDA"])

@@ -74,7 +74,7 @@ def test_planetoid_graph_is_built_with_in_semantics_from_the_shipped_edge_list()
 
 
 def test_citeseer_pads_isolated_test_nodes_with_zero_rows():
-    graph, x, y, split = datasets.load("CiteSeer")
+    _graph, x, _y, split = datasets.load("CiteSeer")
     empty = np.flatnonzero(x.sum(axis=1) == 0)
     assert len(empty) == 15
     assert not set(empty.tolist()) & set(split["test"].tolist())
@@ -102,13 +102,17 @@ def test_load_rejects(kwargs, error, message):
 
 
 def _converter():
-    spec = importlib.util.spec_from_file_location("convert_planetoid", os.path.join(ROOT, "tools", "convert_planetoid.py"))
+    spec = importlib.util.spec_from_file_location(
+        "convert_planetoid", os.path.join(ROOT, "tools", "convert_planetoid.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-@pytest.mark.skipif(not os.path.isdir(PLANETOID_SRC), reason="the raw Planetoid files (../shared/data/planetoid) are absent")
+@pytest.mark.skipif(
+    not os.path.isdir(PLANETOID_SRC), reason="the raw Planetoid files (../shared/data/planetoid) are absent"
+)
 def test_converter_reproduces_the_shipped_files(tmp_path):
     written = _converter().convert(PLANETOID_SRC, str(tmp_path))
     assert sorted(os.path.basename(p) for p in written) == ["LICENSE-planetoid.md", "citeseer.npz", "cora.npz"]
@@ -120,9 +124,10 @@ def test_converter_reproduces_the_shipped_files(tmp_path):
             for key in old.files:
                 assert old[key].dtype == new[key].dtype and np.array_equal(old[key], new[key]), key
         assert_same_dataset(datasets.load(name, root=tmp_path), datasets.load(name))
-    with open(tmp_path / "LICENSE-planetoid.md", encoding="utf-8") as fresh, open(
-        os.path.join(ROOT, "gglspeedup", "data", "LICENSE-planetoid.md"), encoding="utf-8"
-    ) as shipped:
+    with (
+        open(tmp_path / "LICENSE-planetoid.md", encoding="utf-8") as fresh,
+        open(os.path.join(ROOT, "gglspeedup", "data", "LICENSE-planetoid.md"), encoding="utf-8") as shipped,
+    ):
         text = fresh.read()
         assert text == shipped.read()
     assert "MIT" in text and "Copyright (c) 2016 Zhilin Yang" in text
@@ -241,9 +246,21 @@ def test_synthetic_labels_and_features():
         (lambda: datasets.synthetic_labels(10, num_classes=0), ValueError, r"num_classes must be >= 1, got 0"),
         (lambda: datasets.synthetic_labels(-1), ValueError, r"num_nodes must be >= 0, got -1"),
         (lambda: datasets.synthetic_features(10, 0), ValueError, r"dim must be >= 1, got 0"),
-        (lambda: datasets.synthetic_features(10, 4, labels=np.zeros(9, np.int64)), ValueError, r"labels must be an int array of shape \(10,\)"),
-        (lambda: datasets.synthetic_features(2, 4, labels=np.array([0, -1])), ValueError, r"labels must be >= 0, got -1"),
-        (lambda: datasets.random_split(10, (0.8, 0.2, 0.2)), ValueError, r"fractions must be three shares >= 0 summing to <= 1"),
+        (
+            lambda: datasets.synthetic_features(10, 4, labels=np.zeros(9, np.int64)),
+            ValueError,
+            r"labels must be an int array of shape \(10,\)",
+        ),
+        (
+            lambda: datasets.synthetic_features(2, 4, labels=np.array([0, -1])),
+            ValueError,
+            r"labels must be >= 0, got -1",
+        ),
+        (
+            lambda: datasets.random_split(10, (0.8, 0.2, 0.2)),
+            ValueError,
+            r"fractions must be three shares >= 0 summing to <= 1",
+        ),
         (lambda: datasets.random_split(10, (0.5, 0.5)), ValueError, r"fractions must be three shares"),
     ],
 )
@@ -394,18 +411,30 @@ def test_parse_dataset_spec_readers(tmp_path):
     _write_ogb(str(tmp_path / "ogb"))
     os.makedirs(tmp_path / "reddit")
     _write_reddit(str(tmp_path / "reddit"))
-    assert_same_dataset(datasets.parse_dataset_spec(f"ogb:{tmp_path / 'ogb'}"), datasets.read_ogb_node(tmp_path / "ogb"))
-    assert_same_dataset(datasets.parse_dataset_spec(f"reddit:{tmp_path / 'reddit'}"), datasets.read_reddit(tmp_path / "reddit"))
+    assert_same_dataset(
+        datasets.parse_dataset_spec(f"ogb:{tmp_path / 'ogb'}"), datasets.read_ogb_node(tmp_path / "ogb")
+    )
+    assert_same_dataset(
+        datasets.parse_dataset_spec(f"reddit:{tmp_path / 'reddit'}"), datasets.read_reddit(tmp_path / "reddit")
+    )
 
 
 @pytest.mark.parametrize(
     "spec, error, message",
     [
-        ("pubmed", ValueError, r"dataset spec must be 'cora', 'citeseer', 'powerlaw:N:D', 'ogb:PATH' or 'reddit:PATH', got 'pubmed'"),
+        (
+            "pubmed",
+            ValueError,
+            r"dataset spec must be 'cora', 'citeseer', 'powerlaw:N:D', 'ogb:PATH' or 'reddit:PATH', got 'pubmed'",
+        ),
         ("cora:extra", ValueError, r"got 'cora:extra'"),
         ("powerlaw:100", ValueError, r"dataset spec 'powerlaw:100': expected 'powerlaw:NUM_NODES:AVG_DEGREE'"),
         ("powerlaw:100:4:7", ValueError, r"expected 'powerlaw:NUM_NODES:AVG_DEGREE'"),
-        ("powerlaw:many:4", ValueError, r"dataset spec 'powerlaw:many:4': NUM_NODES must be a number like 2000000 or 2M"),
+        (
+            "powerlaw:many:4",
+            ValueError,
+            r"dataset spec 'powerlaw:many:4': NUM_NODES must be a number like 2000000 or 2M",
+        ),
         ("powerlaw:100:x", ValueError, r"dataset spec 'powerlaw:100:x': AVG_DEGREE must be a number, got 'x'"),
         ("powerlaw:0:4", ValueError, r"NUM_NODES must be >= 1 and AVG_DEGREE > 0"),
         ("powerlaw:100:-2", ValueError, r"NUM_NODES must be >= 1 and AVG_DEGREE > 0"),

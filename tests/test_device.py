@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import gglspeedup as gg
-from conftest import DEVICES
 from gglspeedup import _config
 from gglspeedup.device import (
     DLPACK_CPU,
@@ -24,6 +23,8 @@ from gglspeedup.device import (
     pinned_empty,
     to_numpy,
 )
+
+from conftest import DEVICES
 
 HAS_GPU_HARDWARE = _config.HAS_NUMBA_CUDA and _config.HAS_CUPY_GPU
 
@@ -133,7 +134,11 @@ def test_as_device_default_and_identity():
         ("cpu:0", ValueError, r"device 'cpu' takes no index, got 'cpu:0'"),
         (-1, ValueError, r"device index must be >= 0, got -1"),
         (True, TypeError, r"device must be a str, int or device object, got bool True"),
-        (1.5, TypeError, r"device must be 'cpu', 'cuda\[:index\]', an int or a framework device, got 1.5 of type float"),
+        (
+            1.5,
+            TypeError,
+            r"device must be 'cpu', 'cuda\[:index\]', an int or a framework device, got 1.5 of type float",
+        ),
         (object(), TypeError, r"of type object"),
     ],
 )
@@ -304,7 +309,9 @@ def test_to_numpy_reads_dlpack_producers():
     assert math.isclose(float(to_numpy(jnp.float32(2.5))), 2.5)
 
 
-@pytest.mark.skipif(not _config.HAS_PADDLE or _config.CUDA_SIM, reason="paddle is imported first only in the normal suite")
+@pytest.mark.skipif(
+    not _config.HAS_PADDLE or _config.CUDA_SIM, reason="paddle is imported first only in the normal suite"
+)
 def test_to_numpy_reads_paddle_tensors():
     import paddle
 
@@ -318,7 +325,7 @@ def test_on_gpu_tells_device_memory_from_host_data():
     from gglspeedup.device import on_gpu
 
     class CudaInterface:  # what numba device arrays expose
-        __cuda_array_interface__ = {"shape": (1,), "typestr": "<i8", "data": (0, False), "version": 3}
+        __cuda_array_interface__ = {"shape": (1,), "typestr": "<i8", "data": (0, False), "version": 3}  # noqa: RUF012
 
     class DLPackOn:
         def __init__(self, kind):
@@ -329,5 +336,5 @@ def test_on_gpu_tells_device_memory_from_host_data():
 
     assert not on_gpu(np.arange(3)) and not on_gpu([1, 2]) and not on_gpu(torch.arange(3))
     assert on_gpu(CudaInterface())
-    assert on_gpu(DLPackOn(2)) and on_gpu(DLPackOn(13))      # kDLCUDA, kDLCUDAManaged
+    assert on_gpu(DLPackOn(2)) and on_gpu(DLPackOn(13))  # kDLCUDA, kDLCUDAManaged
     assert not on_gpu(DLPackOn(1)) and not on_gpu(DLPackOn(3))  # kDLCPU, kDLCUDAHost (pinned host)

@@ -29,7 +29,10 @@ def _free_port() -> int:
 
 def _init(rank, world_size, port, timeout_s=60):
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
     )
 
@@ -66,8 +69,9 @@ def test_hash_partition_is_deterministic_balanced_and_seeded():
     assert part.min() >= 0 and part.max() < 3
 
 
-@pytest.mark.parametrize("args, error", [((5, 0), ValueError), ((-1, 2), ValueError), ((5.0, 2), TypeError),
-                                         ((5, True), TypeError)])
+@pytest.mark.parametrize(
+    "args, error", [((5, 0), ValueError), ((-1, 2), ValueError), ((5.0, 2), TypeError), ((5, True), TypeError)]
+)
 def test_partition_helpers_reject_bad_arguments(args, error):
     with pytest.raises(error):
         range_partition(*args)
@@ -173,7 +177,7 @@ def _check_lookups(rank, world_size, port):
         rows = feat[my_ids]
         assert rows.requires_grad
         torch.testing.assert_close(rows.detach(), table[my_ids], rtol=0, atol=0)
-        ((rows ** 2) * my_coef).sum().backward()
+        ((rows**2) * my_coef).sum().backward()
         reference_loss.backward()
         expected = reference.grad[torch.from_numpy(part == rank)]
         torch.testing.assert_close(weight.grad, expected, rtol=1e-12, atol=1e-12)

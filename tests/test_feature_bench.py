@@ -14,8 +14,22 @@ from gglspeedup.device import as_device
 def _args(**overrides):
     parser = argparse.ArgumentParser()
     gather.add_arguments(parser)
-    argv = ["--rows", "3000", "--dim", "8", "--ids", "500", "--repeats", "2", "--batch", "32",
-            "--presample-batches", "3", "--fanouts", "4,3"]
+    argv = [
+        "--rows",
+        "3000",
+        "--dim",
+        "8",
+        "--ids",
+        "500",
+        "--repeats",
+        "2",
+        "--batch",
+        "32",
+        "--presample-batches",
+        "3",
+        "--fanouts",
+        "4,3",
+    ]
     args = parser.parse_args(argv)
     for key, value in overrides.items():
         setattr(args, key, value)
@@ -26,8 +40,12 @@ def _args(**overrides):
 def test_gather_bench_reports_ours_peers_ceiling_and_policies(batch_from, capsys):
     results = gather.run(_args(batch_from=batch_from))
     names = [row["name"] for row in results["gather"]]
-    assert {"gglspeedup (warm out)", "gglspeedup (fresh out)", "numpy.take clip (warm out)",
-            "parallel contiguous copy"} <= set(names)
+    assert {
+        "gglspeedup (warm out)",
+        "gglspeedup (fresh out)",
+        "numpy.take clip (warm out)",
+        "parallel contiguous copy",
+    } <= set(names)
     rows = {row["name"]: row for row in results["gather"]}
     for row in rows.values():
         assert row["best_gbs"] > 0 and row["best_gbs"] >= row["median_gbs"]
@@ -58,10 +76,15 @@ def test_gather_bench_draws_seeds_from_a_training_fraction():
     assert gather._training_nodes(3000, 1.0, 0) is None
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"cache": "a,b"}, "--cache"), ({"cache": "-0.1"}, "--cache"),
-    ({"train_fraction": 0.0}, "--train-fraction"), ({"train_fraction": 1.5}, "--train-fraction"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"cache": "a,b"}, "--cache"),
+        ({"cache": "-0.1"}, "--cache"),
+        ({"train_fraction": 0.0}, "--train-fraction"),
+        ({"train_fraction": 1.5}, "--train-fraction"),
+    ],
+)
 def test_gather_bench_rejects_bad_options(overrides, message):
     with pytest.raises(ValueError, match=message):
         gather.run(_args(**overrides))
@@ -95,8 +118,14 @@ def test_gpu_contenders_gather_exactly_on_the_simulator(device, monkeypatch):
     x = np.arange(40 * 4, dtype=np.float32).reshape(40, 4)
     ids = np.array([39, 0, 7, 7, 21, 3])
     contenders, stores = gather._gpu_contenders(x, ids, as_device(device), [0.0, 0.5, 2.0], graph=None)
-    assert set(contenders) == {"gglspeedup cache=0", "gglspeedup cache=0.5", "gglspeedup cache=2",
-                               "device-to-device copy", "pinned host-to-device copy", "cupy.take (table on GPU)"}
+    assert set(contenders) == {
+        "gglspeedup cache=0",
+        "gglspeedup cache=0.5",
+        "gglspeedup cache=2",
+        "device-to-device copy",
+        "pinned host-to-device copy",
+        "cupy.take (table on GPU)",
+    }
     timings = gather._time_interleaved(contenders, repeats=1)
     assert all(len(rounds) == 1 and rounds[0] > 0 and cpu >= 0 for rounds, cpu in timings.values())
     for ratio, store in stores.items():
@@ -110,8 +139,25 @@ def test_loader_bench_compares_recycled_and_fresh_buffers(tmp_path, capsys):
     from gglspeedup import bench
 
     out = tmp_path / "loader.json"
-    bench.main(["loader", "--graph", "powerlaw:3k:6", "--dim", "8", "--batch", "64", "--batches", "4",
-                "--repeats", "2", "--fanouts", "4,3", "--json", str(out)])
+    bench.main(
+        [
+            "loader",
+            "--graph",
+            "powerlaw:3k:6",
+            "--dim",
+            "8",
+            "--batch",
+            "64",
+            "--batches",
+            "4",
+            "--repeats",
+            "2",
+            "--fanouts",
+            "4,3",
+            "--json",
+            str(out),
+        ]
+    )
     results = json.loads(out.read_text())
     names = [row["loader"] for row in results["rows"]]
     assert names == ["fresh buffers (reuse_buffers=False)", "recycled buffers (reuse_buffers=True)"]

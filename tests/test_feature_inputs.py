@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
-from conftest import to_host
 
 from gglspeedup.device import as_device
 from gglspeedup.feature import FeatureStore
+
+from conftest import to_host
 
 
 def _x(rows=10, dim=4, dtype=np.float32):

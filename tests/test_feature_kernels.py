@@ -34,7 +34,7 @@ def _offset_out(count, width, word, offset_bytes):
     size = np.dtype(word).itemsize
     backing = aligned_empty((count * width * size + offset_bytes + 256,), np.uint8)
     backing[:] = 0xA5
-    out = backing[offset_bytes: offset_bytes + count * width * size].view(word).reshape(count, width)
+    out = backing[offset_bytes : offset_bytes + count * width * size].view(word).reshape(count, width)
     return out, backing
 
 
@@ -51,7 +51,7 @@ def test_gather_kernels_equal_numpy_at_every_alignment(driver, stream, word, wid
         out, backing = _offset_out(len(ids), width, word, offset)
         driver(table, ids, out, stream)
         np.testing.assert_array_equal(out, table[ids])
-        assert (backing[:offset] == 0xA5).all() and (backing[offset + out.nbytes:] == 0xA5).all()
+        assert (backing[:offset] == 0xA5).all() and (backing[offset + out.nbytes :] == 0xA5).all()
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "cached"])
@@ -71,7 +71,7 @@ def test_contiguous_copy_ceiling_copies_exactly(stream, offset):
     out, backing = _offset_out(1500, 65, np.uint64, offset)
     copy_contiguous(source, out, stream)
     np.testing.assert_array_equal(out, source)
-    assert (backing[offset + out.nbytes:] == 0xA5).all()
+    assert (backing[offset + out.nbytes :] == 0xA5).all()
 
 
 def test_store_output_past_the_stream_threshold_is_exact_fresh_and_into_a_misaligned_buffer():

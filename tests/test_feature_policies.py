@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from conftest import to_host
 
 import gglspeedup as gg
-from gglspeedup.feature import FeatureStore
-from gglspeedup.feature import policies
+from gglspeedup.feature import FeatureStore, policies
+
+from conftest import to_host
 
 
 def _star_graph():
@@ -79,7 +79,11 @@ def test_presample_store_reports_its_expected_hit_rate(device):
     x = np.arange(12, dtype=np.float64).reshape(6, 2)
     sampler = _FixedSampler({0: [2], 1: [2, 4], 3: [4]})
     store = FeatureStore(
-        x, device=device, cache_size=2 * 16, graph=graph, policy="presample",
+        x,
+        device=device,
+        cache_size=2 * 16,
+        graph=graph,
+        policy="presample",
         presample=dict(sampler=sampler, batch_size=1, num_batches=6, seeds=[0, 1, 3]),
     )
     np.testing.assert_array_equal(to_host(store[[4, 2, 0]]), x[[4, 2, 0]])
@@ -131,10 +135,16 @@ def test_presample_scores_keep_the_degree_prior_when_counts_are_noise():
         (dict(policy=np.array([0, 6])), ValueError, r"policy \(an order array\)\[1\] = 6"),
         (dict(policy=np.array([-1])), ValueError, "out of range"),
         (dict(policy=np.array([0.5])), TypeError, "integer node ids"),
-        (dict(policy="degree", graph=_star_graph(), presample=dict(batch_size=4)), ValueError,
-         "only used with policy='presample'"),
-        (dict(policy="presample", graph=_star_graph(), presample=dict(batches=4)), ValueError,
-         "unknown presample option"),
+        (
+            dict(policy="degree", graph=_star_graph(), presample=dict(batch_size=4)),
+            ValueError,
+            "only used with policy='presample'",
+        ),
+        (
+            dict(policy="presample", graph=_star_graph(), presample=dict(batches=4)),
+            ValueError,
+            "unknown presample option",
+        ),
     ],
 )
 def test_bad_policies_raise(kwargs, error, message):

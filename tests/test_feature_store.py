@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
-from conftest import to_host
 
 from gglspeedup.feature import FeatureStore
+
+from conftest import to_host
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 

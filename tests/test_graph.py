@@ -8,9 +8,10 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import DEVICES, to_host
 from gglspeedup import CSRGraph
 from gglspeedup.graph import as_csr_graph
+
+from conftest import DEVICES, to_host
 
 
 def rows_of(graph):
@@ -104,14 +105,34 @@ BAD_CONSTRUCTIONS = [
     (dict(indptr=[0, 2, 1, 3], indices=[0, 1, 2]), ValueError, r"non-decreasing: indptr\[2\] = 1 < indptr\[1\] = 2"),
     (dict(indptr=[0, 2, 3], indices=[0, -1, 1]), ValueError, r"indices\[1\] = -1"),
     (dict(indptr=[0, 2, 3], indices=[0, 1, 2]), ValueError, r"\[0, num_nodes = 2\): indices\[2\] = 2"),
-    (dict(indptr=[0, 1], indices=np.array([2**64 - 1], np.uint64)), ValueError, r"indices\[0\] = 18446744073709551615 does not fit in int64"),
-    (dict(indptr=[0, 2], indices=[0, 0], edge_ids=[0]), ValueError, r"edge_ids must have one entry per edge \(2\), got 1"),
-    (dict(indptr=[0, 2], indices=[0, 0], weights=[1.0]), ValueError, r"weights must have one entry per edge \(2\), got 1"),
+    (
+        dict(indptr=[0, 1], indices=np.array([2**64 - 1], np.uint64)),
+        ValueError,
+        r"indices\[0\] = 18446744073709551615 does not fit in int64",
+    ),
+    (
+        dict(indptr=[0, 2], indices=[0, 0], edge_ids=[0]),
+        ValueError,
+        r"edge_ids must have one entry per edge \(2\), got 1",
+    ),
+    (
+        dict(indptr=[0, 2], indices=[0, 0], weights=[1.0]),
+        ValueError,
+        r"weights must have one entry per edge \(2\), got 1",
+    ),
     (dict(indptr=[0, 2], indices=[0, 0], edge_ids=[0.5, 1.5]), TypeError, r"edge_ids must hold integers"),
-    (dict(indptr=[0, 2], indices=[0, 0], weights=[1.0, -0.5]), ValueError, r"weights must be finite and >= 0: weights\[1\] = -0.5"),
+    (
+        dict(indptr=[0, 2], indices=[0, 0], weights=[1.0, -0.5]),
+        ValueError,
+        r"weights must be finite and >= 0: weights\[1\] = -0.5",
+    ),
     (dict(indptr=[0, 2], indices=[0, 0], weights=[np.nan, 1.0]), ValueError, r"weights\[0\] = nan"),
     (dict(indptr=[0, 2], indices=[0, 0], weights=[1.0, np.inf]), ValueError, r"weights\[1\] = inf"),
-    (dict(indptr=[0, 2], indices=[0, 0], weights=[True, False]), TypeError, r"weights must be a float array, got dtype bool"),
+    (
+        dict(indptr=[0, 2], indices=[0, 0], weights=[True, False]),
+        TypeError,
+        r"weights must be a float array, got dtype bool",
+    ),
     (dict(indptr=[0, 2], indices=[0, 0], weights=["a", "b"]), TypeError, r"weights must be a float array"),
     (dict(indptr=[0, 2], indices=[0, 0], weights=[[1.0, 2.0]]), ValueError, r"weights must be 1-D, got shape \(1, 2\)"),
 ]
@@ -125,14 +146,26 @@ def test_constructor_rejects_bad_input(kwargs, error, message):
 
 BAD_EDGE_INDEX = [
     (dict(edge_index=[0, 1]), ValueError, r"edge_index must be 2-D, got shape \(2,\)"),
-    (dict(edge_index=[[0, 1], [1, 0], [0, 0]]), ValueError, r"edge_index must have shape \[2, num_edges\], got \(3, 2\)"),
+    (
+        dict(edge_index=[[0, 1], [1, 0], [0, 0]]),
+        ValueError,
+        r"edge_index must have shape \[2, num_edges\], got \(3, 2\)",
+    ),
     (dict(edge_index=[[0.0], [1.0]]), TypeError, r"edge_index must hold integers"),
     (dict(edge_index=None), TypeError, r"edge_index must be an integer array, got None"),
     (dict(edge_index=[[0, 1], [1, 0]], direction="both"), ValueError, r"direction must be 'in' or 'out', got 'both'"),
     (dict(edge_index=[[0, 1, 2], [1, -3, 0]]), ValueError, r"edge_index\[:, 1\] has a negative node id"),
-    (dict(edge_index=[[0, 1, 5], [1, 0, 0]], num_nodes=3), ValueError, r"edge_index\[:, 2\] = \[5, 0\] is out of range for num_nodes = 3"),
+    (
+        dict(edge_index=[[0, 1, 5], [1, 0, 0]], num_nodes=3),
+        ValueError,
+        r"edge_index\[:, 2\] = \[5, 0\] is out of range for num_nodes = 3",
+    ),
     (dict(edge_index=[[0, 1], [1, 0]], num_nodes="2"), TypeError, r"num_nodes must be an int"),
-    (dict(edge_index=[[0, 1], [1, 0]], weights=[1.0]), ValueError, r"weights must have one entry per edge \(2\), got 1"),
+    (
+        dict(edge_index=[[0, 1], [1, 0]], weights=[1.0]),
+        ValueError,
+        r"weights must have one entry per edge \(2\), got 1",
+    ),
     (dict(edge_index=[[0, 1], [1, 0]], weights=[1.0, -1.0]), ValueError, r"weights must be finite and >= 0"),
 ]
 
@@ -308,8 +341,10 @@ def test_to_places_every_array_and_round_trips(device):
             assert np.array_equal(to_host(getattr(placed, name)), getattr(graph, name)), name
             assert to_host(getattr(placed, name)).dtype == getattr(graph, name).dtype
         if placement == "pinned":  # host arrays the GPU reads directly: page-locked, aligned
-            assert all(isinstance(placed.indices, np.ndarray) and a.ctypes.data % 64 == 0
-                       for a in (placed.indptr, placed.indices, placed.edge_ids, placed.weights))
+            assert all(
+                isinstance(placed.indices, np.ndarray) and a.ctypes.data % 64 == 0
+                for a in (placed.indptr, placed.indices, placed.edge_ids, placed.weights)
+            )
         assert (placed.num_nodes, placed.num_edges) == (4, 4)
         assert placed.degree().tolist() == graph.degree().tolist()
         back = placed.to("cpu")
@@ -326,7 +361,7 @@ def test_device_placement_is_a_copy_and_is_the_cuda_default(device):
     assert not np.shares_memory(to_host(placed.indices), graph.indices)
     pinned = graph.to(device, placement="pinned")
     assert pinned.to(device).placement == "device"
-    permuted, perm = placed.permute([1, 0])
+    permuted, _perm = placed.permute([1, 0])
     assert permuted.device.type == "cpu" and permuted.indices.tolist() == [1, 0]
 
 

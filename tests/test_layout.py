@@ -75,7 +75,7 @@ def _cycles(include_lazy: bool) -> list[list[str]]:
             if target == module:
                 continue
             if state.get(target) == "open":
-                found.append(stack[stack.index(target):] + [target])
+                found.append(stack[stack.index(target) :] + [target])
             elif target not in state:
                 visit(target)
         stack.pop()
@@ -120,8 +120,12 @@ def _private_reach(module: str, target: str) -> bool:
 
 
 def test_no_module_imports_a_private_name_of_another_package():
-    reaches = [f"{module} imports {target}" for module in MODULES for target, _ in _imports(module)
-               if _private_reach(module, target)]
+    reaches = [
+        f"{module} imports {target}"
+        for module in MODULES
+        for target, _ in _imports(module)
+        if _private_reach(module, target)
+    ]
     assert reaches == []
 
 

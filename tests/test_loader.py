@@ -107,20 +107,22 @@ def test_torch_backend_batches(data):
     assert isinstance(batch.x, torch.Tensor) and batch.x.dtype == torch.float32
     assert batch.y.dtype == torch.int64 and batch.y.shape == (6,)
     assert batch.n_id.dtype == torch.int64 and batch.batch_size == 6
-    edge_index, e_id, size = batch.adjs[-1]
+    edge_index, _e_id, size = batch.adjs[-1]
     assert edge_index.dtype == torch.int64 and edge_index.shape[0] == 2 and size[1] == 6
     assert all(type(s) is int for s in size)
 
 
-@pytest.mark.parametrize("backend, module", [("numpy", "numpy"), ("torch", "torch"), ("tensorflow", "tensorflow"),
-                                             ("paddle", "paddle"), ("jax", "jax")])
+@pytest.mark.parametrize(
+    "backend, module",
+    [("numpy", "numpy"), ("torch", "torch"), ("tensorflow", "tensorflow"), ("paddle", "paddle"), ("jax", "jax")],
+)
 def test_every_backend_gets_int64_ids_without_copy_warnings(data, backend, module, recwarn):
     pytest.importorskip(module)
     if module == "jax":
         import jax
 
         jax.config.update("jax_enable_x64", True)
-    graph, x, y = data
+    _graph, x, y = data
     loader = make_loader(data, backend=backend)
     for batch in loader:
         assert type(batch.x).__module__.split(".")[0] in (module, "jaxlib")
@@ -197,7 +199,7 @@ def test_stats_count_seeds_and_edges(data):
 
 
 def test_bad_arguments_raise_before_any_batch(data):
-    graph, x, y = data
+    graph, x, _y = data
     sampler = gg.NeighborSampler(graph, [2])
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         NodeLoader(sampler, x, np.arange(4), 0)
@@ -266,13 +268,19 @@ def test_labels_must_cover_the_seeds_when_the_node_count_is_unknown(data):
 
 def _pool_loader(data, **options):
     graph, x, y = data
-    return NodeLoader(gg.NeighborSampler(graph, [3, 2], seed=5), gg.FeatureStore(x), np.arange(graph.num_nodes),
-                      4, labels=y, **options)
+    return NodeLoader(
+        gg.NeighborSampler(graph, [3, 2], seed=5),
+        gg.FeatureStore(x),
+        np.arange(graph.num_nodes),
+        4,
+        labels=y,
+        **options,
+    )
 
 
 @pytest.mark.parametrize("prefetch", [0, 2])
 def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetch):
-    graph, x, y = data
+    _graph, x, _y = data
     loader = _pool_loader(data, prefetch=prefetch, backend=None)
     kept = []
     for index, batch in enumerate(loader):
@@ -290,7 +298,7 @@ def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetc
 
 def test_recycled_buffers_wait_for_framework_tensors_sharing_them(data):
     torch = pytest.importorskip("torch")
-    graph, x, y = data
+    _graph, x, _y = data
     loader = _pool_loader(data, prefetch=0, backend="torch")
     held, expected = [], []
     for batch in loader:

@@ -38,7 +38,8 @@ def _same(a, b):
         return False
     return all(
         np.array_equal(np.asarray(x.edge_index), np.asarray(y.edge_index))
-        and np.array_equal(np.asarray(x.e_id), np.asarray(y.e_id)) and tuple(x.size) == tuple(y.size)
+        and np.array_equal(np.asarray(x.e_id), np.asarray(y.e_id))
+        and tuple(x.size) == tuple(y.size)
         for x, y in zip(a_adjs, b_adjs)
     )
 
@@ -50,8 +51,9 @@ def to_host(array):
 
 def _host(output):
     """A SampleOutput with NumPy arrays (CuPy arrays copied back) for comparisons and pickling."""
-    return gg.SampleOutput(to_host(output.n_id), [
-        gg.Adj(to_host(a.edge_index), to_host(a.e_id), tuple(a.size)) for a in output.adjs])
+    return gg.SampleOutput(
+        to_host(output.n_id), [gg.Adj(to_host(a.edge_index), to_host(a.e_id), tuple(a.size)) for a in output.adjs]
+    )
 
 
 # ---------------------------------------------------------------------- shared arrays
@@ -84,7 +86,7 @@ def test_shared_array_unlink_is_owner_only_and_late_attach_is_explained():
     assert view.tolist() == [0, 1, 2, 3]  # existing mappings outlive the name
     late = pickle.loads(pickle.dumps(handle))
     with pytest.raises(FileNotFoundError, match="no longer exists"):
-        late.array
+        _ = late.array
     with pytest.raises(TypeError, match="objects"):
         share(np.array([object()]))
 
@@ -431,8 +433,22 @@ def test_bench_multi_reports_per_rank_throughput_and_defined_scaling(capsys):
 
     parser = argparse.ArgumentParser()
     multi.add_arguments(parser)
-    args = parser.parse_args(["--procs", "2", "--graph", "powerlaw:3000:8", "--fanouts", "5,3", "--batch", "64",
-                              "--duration", "0.2", "--repeats", "1"])
+    args = parser.parse_args(
+        [
+            "--procs",
+            "2",
+            "--graph",
+            "powerlaw:3000:8",
+            "--fanouts",
+            "5,3",
+            "--batch",
+            "64",
+            "--duration",
+            "0.2",
+            "--repeats",
+            "1",
+        ]
+    )
     result = multi.run(args)
     names = [row["config"] for row in result["configs"]]
     assert names[0] == "1 proc x 1 thread" and names[1].startswith("2 procs x ") and len(names) == 5

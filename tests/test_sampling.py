@@ -61,7 +61,9 @@ def test_matches_reference_on_random_graphs(replace, weighted):
         sampler = gg.NeighborSampler(graph, fanouts, replace=replace, weighted=weighted, seed=trial)
         out = sampler.sample(seeds, key=trial * 3)
         check_sample(graph, seeds, fanouts, out, replace=replace, weighted=weighted)
-        expected = reference_sample(graph, seeds, fanouts, replace=replace, weighted=weighted, seed=trial, key=trial * 3)
+        expected = reference_sample(
+            graph, seeds, fanouts, replace=replace, weighted=weighted, seed=trial, key=trial * 3
+        )
         assert_same_sample(out, expected)
 
 
@@ -76,7 +78,9 @@ def test_invariants_on_cora():
         sampler = gg.NeighborSampler(graph, fanouts, replace=replace, seed=3)
         for _ in range(2):
             check_sample(graph, seeds, fanouts, sampler.sample(seeds), replace=replace)
-    assert_same_sample(sampler.sample(seeds[:64], key=9), reference_sample(graph, seeds[:64], [5, 5], replace=True, seed=3, key=9))
+    assert_same_sample(
+        sampler.sample(seeds[:64], key=9), reference_sample(graph, seeds[:64], [5, 5], replace=True, seed=3, key=9)
+    )
 
 
 def test_hop_semantics_on_a_path():
@@ -122,7 +126,7 @@ def test_empty_seeds_and_edgeless_graph():
 def test_all_zero_weights_yield_nothing():
     graph = gg.CSRGraph([0, 2, 3], [1, 0, 0], weights=[0.0, 0.0, 1.0])
     for replace in (False, True):
-        n_id, adjs = gg.NeighborSampler(graph, [2], weighted=True, replace=replace).sample([0, 1])
+        _n_id, adjs = gg.NeighborSampler(graph, [2], weighted=True, replace=replace).sample([0, 1])
         assert adjs[0].edge_index[1].tolist() == ([1] if not replace else [1, 1])
 
 
@@ -282,11 +286,11 @@ def test_with_fanouts_shares_the_graph_and_continues_the_batch_counter():
     graph = random_graph(np.random.default_rng(5), 40, 300, zero_weight_share=0)
     sampler = gg.NeighborSampler(graph, [3, 2], seed=9)
     seeds = [0, 7, 7, 13]
-    sampler.sample(seeds)                                   # key 0
-    sampler.sample(seeds)                                   # key 1
+    sampler.sample(seeds)  # key 0
+    sampler.sample(seeds)  # key 1
     other = sampler.with_fanouts([4, 1, 2])
     assert other.fanouts == [4, 1, 2] and sampler.fanouts == [3, 2]
-    assert other.graph is sampler.graph                     # no copy of the placed graph
+    assert other.graph is sampler.graph  # no copy of the placed graph
     assert_same_sample(other.sample(seeds), reference_sample(graph, seeds, [4, 1, 2], seed=9, key=2))
     assert_same_sample(sampler.sample(seeds), reference_sample(graph, seeds, [3, 2], seed=9, key=2))
     with pytest.raises(ValueError, match="fanouts"):

@@ -26,8 +26,10 @@ def _driver_of(sampler):
     return sampler._driver
 
 
-@pytest.mark.parametrize("replace, weighted, edge_ids", [(False, False, False), (True, False, True),
-                                                         (False, True, True), (True, True, False)])
+@pytest.mark.parametrize(
+    "replace, weighted, edge_ids",
+    [(False, False, False), (True, False, True), (False, True, True), (True, True, False)],
+)
 def test_the_driver_owns_records_built_once(device, replace, weighted, edge_ids):
     graph = _graph(weighted, edge_ids)
     sampler = gg.NeighborSampler(graph, [3, 2], replace=replace, weighted=weighted, device=device)

@@ -85,11 +85,19 @@ def sampling_problems(draw):
     src = draw(st.lists(node, min_size=num_edges, max_size=num_edges))
     dst = draw(st.lists(node, min_size=num_edges, max_size=num_edges))
     weights = draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 3.5]), min_size=num_edges, max_size=num_edges))
-    graph = gg.CSRGraph.from_edge_index(np.array([src, dst], np.int64).reshape(2, -1), num_nodes=num_nodes,
-                                        weights=np.array(weights, np.float64))
+    graph = gg.CSRGraph.from_edge_index(
+        np.array([src, dst], np.int64).reshape(2, -1), num_nodes=num_nodes, weights=np.array(weights, np.float64)
+    )
     fanouts = draw(st.lists(st.integers(-1, 5), min_size=1, max_size=3))
     seeds = draw(st.lists(node, max_size=8))
-    return graph, np.array(seeds, np.int64), fanouts, draw(st.booleans()), draw(st.booleans()), draw(st.integers(0, 2**64 - 1))
+    return (
+        graph,
+        np.array(seeds, np.int64),
+        fanouts,
+        draw(st.booleans()),
+        draw(st.booleans()),
+        draw(st.integers(0, 2**64 - 1)),
+    )
 
 
 @settings(max_examples=80, deadline=None)

@@ -30,8 +30,9 @@ def load_demo(name):
     ],
 )
 @pytest.mark.parametrize("layers", ["default", "plain"])
-def test_training_on_cora_lowers_the_loss_and_learns(script, module, epochs, bar, layers, tmp_path, capsys,
-                                                     monkeypatch):
+def test_training_on_cora_lowers_the_loss_and_learns(
+    script, module, epochs, bar, layers, tmp_path, capsys, monkeypatch
+):
     pytest.importorskip(module)
     if layers == "plain":
         if module != "torch" or importlib.util.find_spec("torch_geometric") is None:

@@ -17,7 +17,12 @@ from gglspeedup.validation import check_bool, check_fanouts, check_ids_in_range,
         ("3", {}, TypeError, r"n must be an int, got str '3'"),
         (0, dict(minimum=1), ValueError, r"n must be >= 1, got 0"),
         (5, dict(below=5), ValueError, r"n must be < 5, got 5"),
-        (2**64, dict(minimum=0, below=2**64), ValueError, r"n must be an int in \[0, 2\*\*64\), got 18446744073709551616"),
+        (
+            2**64,
+            dict(minimum=0, below=2**64),
+            ValueError,
+            r"n must be an int in \[0, 2\*\*64\), got 18446744073709551616",
+        ),
         (7, dict(minimum=0, below=3, error=IndexError), IndexError, r"n must be an int in \[0, 3\), got 7"),
         (-1, dict(minimum=0, expected="a non-negative int"), ValueError, r"n must be a non-negative int, got -1"),
         (1.5, dict(minimum=0, expected="a non-negative int"), TypeError, r"n must be a non-negative int, got 1.5"),
@@ -46,8 +51,14 @@ def test_one_fanout_rule_for_lists_arrays_and_command_lines():
     assert check_fanouts(np.array([3, 2])) == [3, 2] and check_fanouts((1,)) == [1]
     assert parse_fanouts(" 25 , 10 ") == [25, 10] and parse_fanouts("0") == [0]
     assert parse_fanouts([4, 2]) == [4, 2]
-    for bad, error in [([], ValueError), ([2, -2], ValueError), ([1.5], TypeError), ("25", TypeError),
-                       ([True], TypeError), ([2**62], ValueError)]:
+    for bad, error in [
+        ([], ValueError),
+        ([2, -2], ValueError),
+        ([1.5], TypeError),
+        ("25", TypeError),
+        ([True], TypeError),
+        ([2**62], ValueError),
+    ]:
         with pytest.raises(error, match=r"fanouts"):
             check_fanouts(bad)
     for bad in ("", "25,", "a,b", "2.5", "-3", "25;10"):
@@ -115,5 +126,10 @@ def test_a_user_sampler_and_feature_source_drive_the_loader():
 def test_presample_policy_takes_only_samplers():
     graph = gg.CSRGraph.from_edge_index([[0, 1, 2, 3], [1, 2, 3, 0]], num_nodes=4)
     with pytest.raises(TypeError, match=r"presample\['sampler'\] must have a sample"):
-        gg.FeatureStore(np.zeros((4, 2), np.float32), device="cpu", policy="presample", graph=graph,
-                        presample=dict(sampler=object()))
+        gg.FeatureStore(
+            np.zeros((4, 2), np.float32),
+            device="cpu",
+            policy="presample",
+            graph=graph,
+            presample=dict(sampler=object()),
+        )

@@ -35,7 +35,7 @@ def _fake_device(cc):
 def _kernels():
     """``(name, python function, argument types, check for fma)`` for every kernel and variant."""
     import numpy as np
-    from numba import types, typeof
+    from numba import typeof, types
 
     from gglspeedup.feature._kernels import gather_cuda
     from gglspeedup.sampling._kernels import cuda as sampling_cuda
@@ -48,17 +48,30 @@ def _kernels():
         ints = np.zeros(1, np.int64)
         graph = typeof(GraphArrays(ints, ints, ints, np.zeros(1, weight), ints, np.zeros(1)))
         tag = np.dtype(weight).name
-        yield f"sampling count ({tag} weights)", sampling_cuda._count_kernel, (graph, options, i64, types.int64, i64), True
-        yield (f"sampling fill ({tag} weights)", sampling_cuda._fill_kernel,
-               (graph, options, i64, types.int64, types.uint64, i64, i64, i64, i64), True)
+        yield (
+            f"sampling count ({tag} weights)",
+            sampling_cuda._count_kernel,
+            (graph, options, i64, types.int64, i64),
+            True,
+        )
+        yield (
+            f"sampling fill ({tag} weights)",
+            sampling_cuda._fill_kernel,
+            (graph, options, i64, types.int64, types.uint64, i64, i64, i64, i64),
+            True,
+        )
     yield "relabel insert", reindex._insert_kernel, (i64, i64, i64, i64, types.int64), False
     yield "relabel flag", reindex._flag_kernel, (i64, types.int64, i64, i64, types.int64, i64), False
     yield "relabel assign", reindex._assign_kernel, (i64, types.int64, i64, i64, types.int64, i64, i64, i64), False
     for word in (types.uint64, types.uint32, types.uint16, types.uint8):
         for index in (types.int32, types.int64):
             table = types.Array(word, 2, "C")
-            yield (f"gather ({word} words, {index} ids)", gather_cuda.gather_two_tier,
-                   (table, table, i64, types.Array(index, 1, "C"), table, types.int64, i64), False)
+            yield (
+                f"gather ({word} words, {index} ids)",
+                gather_cuda.gather_two_tier,
+                (table, table, i64, types.Array(index, 1, "C"), table, types.int64, i64),
+                False,
+            )
 
 
 def main(argv=None) -> int:
@@ -76,14 +89,16 @@ def main(argv=None) -> int:
     for name, kernel, signature, no_fma in _kernels():
         try:
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
-        except Exception as error:  # noqa: BLE001 - report every kernel, then fail
+        except Exception as error:
             failures += 1
             print(f"FAIL  {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
             continue
         fused = no_fma and "fma." in ptx
         failures += fused
-        print(f"{'FAIL' if fused else 'ok  '}  {name}: {len(ptx.splitlines())} PTX lines"
-              + (" (contains fma: CPU and GPU bits could differ)" if fused else ""))
+        print(
+            f"{'FAIL' if fused else 'ok  '}  {name}: {len(ptx.splitlines())} PTX lines"
+            + (" (contains fma: CPU and GPU bits could differ)" if fused else "")
+        )
         if args.out:
             os.makedirs(args.out, exist_ok=True)
             slug = "".join(c if c.isalnum() else "_" for c in name).strip("_")

@@ -79,7 +79,7 @@ def _read(folder: str, name: str, item: str):
 
 def read_planetoid(folder: str, name: str) -> dict[str, np.ndarray]:
     """The arrays of one Planetoid graph, as PyG's ``read_planetoid_data`` builds them."""
-    x, tx, allx, y, ty, ally, graph, test_index = (
+    _x, tx, allx, y, ty, ally, graph, test_index = (
         _read(folder, name, item) for item in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
     )
     train_index = np.arange(len(y), dtype=np.int64)

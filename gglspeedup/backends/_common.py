@@ -35,8 +35,7 @@ def import_framework(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError as error:
         raise ImportError(
-            f"the {module!r} backend needs {module}, which is not installed: "
-            f"pip install gglspeedup[{extra}]"
+            f"the {module!r} backend needs {module}, which is not installed: pip install gglspeedup[{extra}]"
         ) from error
 
 
@@ -48,7 +47,7 @@ class DLPackView:
     zero-copy. ``source`` may also be a bare DLPack capsule (``__dlpack__`` then returns it once).
     """
 
-    __slots__ = ("source", "device")
+    __slots__ = ("device", "source")
 
     def __init__(self, source: Any, device: tuple):
         self.source = source

@@ -18,7 +18,6 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-
 from ._common import compact, dtype_name, ensure_aligned, import_framework, prepare, user_stacklevel
 
 __all__ = ["NAME", "EXTRA", "ALIGNMENT", "framework", "from_array"]

@@ -11,8 +11,9 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,7 @@ __all__ = [
     "time_contenders",
     "format_table",
 ]
+
 
 def load_graph(spec: str):
     """The :class:`~gglspeedup.graph.CSRGraph` a ``--graph`` spec names (see ``GRAPH_SPEC_HELP``;
@@ -233,7 +235,9 @@ def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]]) 
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     out = []
     for index, line in enumerate(cells):
-        out.append("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))))
+        out.append(
+            "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+        )
         if index == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)

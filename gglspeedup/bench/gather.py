@@ -36,16 +36,28 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dtype", default="float32", help="table dtype (default float32)")
     parser.add_argument("--ids", type=int, default=200_000, help="rows gathered per call (default 200k)")
     parser.add_argument("--cache", default="0,0.1,0.2,0.5,1.0", help="device-cache budgets, fractions of the table")
-    parser.add_argument("--batch-from", choices=("sampler", "uniform"), default="sampler",
-                        help="ids: n_id of sampled mini-batches, or uniform random rows")
+    parser.add_argument(
+        "--batch-from",
+        choices=("sampler", "uniform"),
+        default="sampler",
+        help="ids: n_id of sampled mini-batches, or uniform random rows",
+    )
     parser.add_argument("--avg-degree", type=float, default=16, help="power-law graph's mean degree (default 16)")
     parser.add_argument("--fanouts", default="15,10,5", help="sampler fanouts, seeds' hop first")
     parser.add_argument("--batch", type=int, default=1024, help="seeds per sampled batch (default 1024)")
-    parser.add_argument("--train-fraction", type=float, default=1.0,
-                        help="with --batch-from sampler: seeds come from this random fraction of the nodes "
-                             "(the training set; ogbn-products ~0.08, papers100M ~0.011; default 1.0)")
-    parser.add_argument("--presample-batches", type=int, default=32,
-                        help="batches the presample policy counts, and again held out to score it")
+    parser.add_argument(
+        "--train-fraction",
+        type=float,
+        default=1.0,
+        help="with --batch-from sampler: seeds come from this random fraction of the nodes "
+        "(the training set; ogbn-products ~0.08, papers100M ~0.011; default 1.0)",
+    )
+    parser.add_argument(
+        "--presample-batches",
+        type=int,
+        default=32,
+        help="batches the presample policy counts, and again held out to score it",
+    )
     parser.add_argument("--repeats", type=int, default=9, help="timed rounds (default 9)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
@@ -101,7 +113,7 @@ def _training_nodes(num_nodes: int, fraction: float, seed: int):
 
     if fraction >= 1:
         return None
-    count = max(1, int(round(fraction * num_nodes)))
+    count = max(1, round(fraction * num_nodes))
     return np.sort(np.random.default_rng(seed + 7).choice(num_nodes, count, replace=False))
 
 
@@ -139,12 +151,14 @@ def _policy_hit_rates(graph, fanouts, batch, num_batches, ratios, seed, train=No
     for ratio in ratios:
         cached = int(min(1.0, ratio) * graph.num_nodes)
         presample, info = policies.presample_policy(graph, cached, halves)
-        rows.append({
-            "cache": ratio,
-            "degree": policies.expected_hit_rate(held_out, degree[:cached]),
-            "presample": policies.expected_hit_rate(held_out, presample[:cached]),
-            "order_from": info["order_from"],
-        })
+        rows.append(
+            {
+                "cache": ratio,
+                "degree": policies.expected_hit_rate(held_out, degree[:cached]),
+                "presample": policies.expected_hit_rate(held_out, presample[:cached]),
+                "order_from": info["order_from"],
+            }
+        )
     return rows, presample_s
 
 
@@ -160,6 +174,7 @@ def _cpu_contenders(x, ids, store):
     word = word_dtype(row_bytes)
     source = x[:count].view(word)  # the same number of bytes, contiguous (rows of the same table)
     copy_out = aligned_empty((count, row_bytes // word.itemsize), word)
+
     def one_thread(call):
         # per-core efficiency: on a shared machine the second thread may find no free core
         def timed():
@@ -169,6 +184,7 @@ def _cpu_contenders(x, ids, store):
                 call()
             finally:
                 numba.set_num_threads(threads)
+
         return timed
 
     contenders = {
@@ -237,8 +253,7 @@ def _torch_gpu_peer(table, device_ids, out) -> dict:
         torch.index_select(torch_table, 0, torch_ids[:1], out=torch_out[:1])
     except (RuntimeError, TypeError, BufferError):
         return {}
-    return {"torch.index_select (table on GPU)":
-            lambda: torch.index_select(torch_table, 0, torch_ids, out=torch_out)}
+    return {"torch.index_select (table on GPU)": lambda: torch.index_select(torch_table, 0, torch_ids, out=torch_out)}
 
 
 def _note_environment(results) -> None:
@@ -253,10 +268,15 @@ def _note_environment(results) -> None:
         load = [round(value, 2) for value in os.getloadavg()]
     except OSError:  # not available on this platform
         load = None
-    results["environment"] = {"threading_layer": numba.threading_layer(),
-                              "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "loadavg": load}
-    print(f"numba threading layer {numba.threading_layer()}, OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY')}, load average {load}")
+    results["environment"] = {
+        "threading_layer": numba.threading_layer(),
+        "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
+        "loadavg": load,
+    }
+    print(
+        f"numba threading layer {numba.threading_layer()}, OMP_WAIT_POLICY="
+        f"{os.environ.get('OMP_WAIT_POLICY')}, load average {load}"
+    )
 
 
 def run(args) -> dict:
@@ -296,16 +316,21 @@ def run(args) -> dict:
         start = time.perf_counter()
         avg = int(args.avg_degree) if args.avg_degree == int(args.avg_degree) else args.avg_degree
         graph = datasets.synthetic_powerlaw(args.rows, avg, seed=args.seed)
-        results["graph"] = {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
-                            "build_s": round(time.perf_counter() - start, 2)}
+        results["graph"] = {
+            "num_nodes": graph.num_nodes,
+            "num_edges": graph.num_edges,
+            "build_s": round(time.perf_counter() - start, 2),
+        }
         train = _training_nodes(graph.num_nodes, args.train_fraction, args.seed)
         results["train_nodes"] = graph.num_nodes if train is None else len(train)
         ids = _sampled_ids(graph, fanouts, args.batch, args.ids, args.seed, train)
     else:
         ids = rng.integers(0, args.rows, args.ids, dtype=np.int64)
     useful = len(ids) * row_bytes
-    print(f"table {x.shape} {x.dtype} ({x.nbytes / 2**30:.2f} GiB), {len(ids)} ids from {args.batch_from}, "
-          f"{useful / 2**20:.1f} MiB per gather, device {device}")
+    print(
+        f"table {x.shape} {x.dtype} ({x.nbytes / 2**30:.2f} GiB), {len(ids)} ids from {args.batch_from}, "
+        f"{useful / 2**20:.1f} MiB per gather, device {device}"
+    )
 
     if device.is_cuda:
         contenders, stores = _gpu_contenders(x, ids, device, ratios, graph)
@@ -325,10 +350,14 @@ def run(args) -> dict:
     rows = []
     for name, (rounds, cpu) in timings.items():
         best, median = min(rounds), float(np.median(rounds))
-        row = {"name": name, "best_gbs": useful / best / 1e9, "median_gbs": useful / median / 1e9,
-               "cpu_gbs": useful / cpu / 1e9 if cpu > 0 else None,
-               "vs_ceiling": min(timings[ceiling][0]) / best,
-               "paired_vs_ceiling": _paired_ratio(rounds, ceiling_rounds)}
+        row = {
+            "name": name,
+            "best_gbs": useful / best / 1e9,
+            "median_gbs": useful / median / 1e9,
+            "cpu_gbs": useful / cpu / 1e9 if cpu > 0 else None,
+            "vs_ceiling": min(timings[ceiling][0]) / best,
+            "paired_vs_ceiling": _paired_ratio(rounds, ceiling_rounds),
+        }
         if device.is_cuda:  # pinned rows are bounded by the host-to-device rate instead
             h2d = timings["pinned host-to-device copy"][0]
             row["vs_h2d"] = min(h2d) / best
@@ -345,26 +374,50 @@ def run(args) -> dict:
         store.gather(ids)
         rows_by_name[f"{OURS} cache={ratio:g}"]["hit_rate"] = store.stats()["hit_rate"]
     peer, peer_key = ("H2D", "h2d") if device.is_cuda else ("numpy.take", "take")
-    print(format_table(rows, [("name", "contender", ""), ("best_gbs", "GB/s best", ".2f"),
-                              ("median_gbs", "GB/s median", ".2f"), ("cpu_gbs", "GB per CPU-s", ".2f"),
-                              ("vs_ceiling", "x ceiling", ".2f"), ("paired_vs_ceiling", "paired", ".2f"),
-                              (f"vs_{peer_key}", f"x {peer}", ".2f"), (f"paired_vs_{peer_key}", "paired", ".2f"),
-                              ("hit_rate", "hit rate", ".3f")]))
-    print(f"x ceiling: best against the best of '{ceiling}' (the faster copy here); x {peer}: best "
-          f"against best. 'paired': the median over rounds of the same ratio within one round.")
+    print(
+        format_table(
+            rows,
+            [
+                ("name", "contender", ""),
+                ("best_gbs", "GB/s best", ".2f"),
+                ("median_gbs", "GB/s median", ".2f"),
+                ("cpu_gbs", "GB per CPU-s", ".2f"),
+                ("vs_ceiling", "x ceiling", ".2f"),
+                ("paired_vs_ceiling", "paired", ".2f"),
+                (f"vs_{peer_key}", f"x {peer}", ".2f"),
+                (f"paired_vs_{peer_key}", "paired", ".2f"),
+                ("hit_rate", "hit rate", ".3f"),
+            ],
+        )
+    )
+    print(
+        f"x ceiling: best against the best of '{ceiling}' (the faster copy here); x {peer}: best "
+        f"against best. 'paired': the median over rounds of the same ratio within one round."
+    )
     if not device.is_cuda:
         print("CPU: one tier (the caller's table), so the cache ratios do not change the CPU gather.")
     results["gather"] = rows
     if graph is not None:
-        policy_rows, presample_s = _policy_hit_rates(graph, fanouts, args.batch, args.presample_batches,
-                                                     ratios, args.seed, train)
-        print(f"\ncache policy hit rates on {args.presample_batches} held-out sampled batches, seeds from "
-              f"{results['train_nodes']} training nodes "
-              f"(presample counted {args.presample_batches} batches in {presample_s:.1f} s; it falls back "
-              "to the degree order where its two halves predict each other worse):")
-        print(format_table(policy_rows, [("cache", "cache ratio", "g"), ("degree", "degree", ".4f"),
-                                         ("presample", "presample", ".4f"),
-                                         ("order_from", "presample order from", "")]))
+        policy_rows, presample_s = _policy_hit_rates(
+            graph, fanouts, args.batch, args.presample_batches, ratios, args.seed, train
+        )
+        print(
+            f"\ncache policy hit rates on {args.presample_batches} held-out sampled batches, seeds from "
+            f"{results['train_nodes']} training nodes "
+            f"(presample counted {args.presample_batches} batches in {presample_s:.1f} s; it falls back "
+            "to the degree order where its two halves predict each other worse):"
+        )
+        print(
+            format_table(
+                policy_rows,
+                [
+                    ("cache", "cache ratio", "g"),
+                    ("degree", "degree", ".4f"),
+                    ("presample", "presample", ".4f"),
+                    ("order_from", "presample order from", ""),
+                ],
+            )
+        )
         results["policies"] = policy_rows
         results["presample_s"] = presample_s
     return results

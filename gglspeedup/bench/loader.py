@@ -29,9 +29,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
     parser.add_argument("--batches", type=int, default=20, help="batches per timed pass (default 20)")
     parser.add_argument("--repeats", type=int, default=7, help="timed rounds; medians and best reported (default 7)")
-    parser.add_argument("--prefetch", type=int, default=0,
-                        help="batches prepared ahead on the loader's thread (default 0: all in this thread, so "
-                             "the pass time is the loader's own work)")
+    parser.add_argument(
+        "--prefetch",
+        type=int,
+        default=0,
+        help="batches prepared ahead on the loader's thread (default 0: all in this thread, so "
+        "the pass time is the loader's own work)",
+    )
     parser.add_argument("--backend", default="numpy", help="framework of the batches (default numpy)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
     parser.add_argument("--seed", type=int, default=0, help="seed of the table, the graph and the batches")
@@ -73,10 +77,12 @@ def run(args) -> dict:
     store = FeatureStore(x)
     backend = None if args.backend in ("none", "numpy") else args.backend
     loaders = {
-        "fresh buffers (reuse_buffers=False)": NodeLoader(sampler, store, seeds, args.batch, prefetch=args.prefetch,
-                                                          backend=backend, reuse_buffers=False),
-        "recycled buffers (reuse_buffers=True)": NodeLoader(sampler, store, seeds, args.batch,
-                                                            prefetch=args.prefetch, backend=backend),
+        "fresh buffers (reuse_buffers=False)": NodeLoader(
+            sampler, store, seeds, args.batch, prefetch=args.prefetch, backend=backend, reuse_buffers=False
+        ),
+        "recycled buffers (reuse_buffers=True)": NodeLoader(
+            sampler, store, seeds, args.batch, prefetch=args.prefetch, backend=backend
+        ),
     }
     for loader in loaders.values():  # warm-up: compilation, the pool's first allocations
         _pass(loader, min(args.batches, 3))
@@ -90,17 +96,23 @@ def run(args) -> dict:
         seconds = np.array([s for s, _ in rounds[name]])
         gather = np.array([stats["gather_s"] for _, stats in rounds[name]])
         nbytes = row_bytes * np.array([stats["nodes"] for _, stats in rounds[name]])
-        rows.append({
-            "loader": name,
-            "batches_per_s_best": args.batches / seconds.min(),
-            "batches_per_s_median": args.batches / float(np.median(seconds)),
-            "gather_gbps_best": float((nbytes / gather).max()) / 1e9,
-            "gather_gbps_median": float(np.median(nbytes / gather)) / 1e9,
-            "gather_share": float(np.median(gather / seconds)),
-        })
+        rows.append(
+            {
+                "loader": name,
+                "batches_per_s_best": args.batches / seconds.min(),
+                "batches_per_s_median": args.batches / float(np.median(seconds)),
+                "gather_gbps_best": float((nbytes / gather).max()) / 1e9,
+                "gather_gbps_median": float(np.median(nbytes / gather)) / 1e9,
+                "gather_share": float(np.median(gather / seconds)),
+            }
+        )
     paired_total = float(np.median(np.array([s for s, _ in rounds[fresh]]) / np.array([s for s, _ in rounds[pooled]])))
-    paired_gather = float(np.median(np.array([st["gather_s"] for _, st in rounds[fresh]])
-                                    / np.array([st["gather_s"] for _, st in rounds[pooled]])))
+    paired_gather = float(
+        np.median(
+            np.array([st["gather_s"] for _, st in rounds[fresh]])
+            / np.array([st["gather_s"] for _, st in rounds[pooled]])
+        )
+    )
     reuse = rounds[pooled][-1][1]
     results = {
         "command": "loader",
@@ -119,17 +131,26 @@ def run(args) -> dict:
         "paired_speedup_gather": paired_gather,
         "pool_last_round": {k: v for k, v in reuse.items() if k.startswith("buffers_")},
     }
-    print(f"NodeLoader, {description['num_nodes']:,} nodes / {description['num_edges']:,} edges, float32 x {args.dim}, "
-          f"fanouts {fanouts}, batch {args.batch}, {args.batches} batches x {args.repeats} rounds, "
-          f"prefetch {args.prefetch}, backend {args.backend}")
-    print(format_table(rows, [
-        ("loader", "loader", ""),
-        ("batches_per_s_best", "batches/s best", ".1f"),
-        ("batches_per_s_median", "median", ".1f"),
-        ("gather_gbps_best", "gather GB/s best", ".2f"),
-        ("gather_gbps_median", "median", ".2f"),
-        ("gather_share", "gather share", ".2f"),
-    ]))
-    print(f"recycled / fresh, paired (median over rounds): pass {paired_total:.2f}x, gather {paired_gather:.2f}x; "
-          f"pool in the last round: {results['pool_last_round']}")
+    print(
+        f"NodeLoader, {description['num_nodes']:,} nodes / {description['num_edges']:,} edges, float32 x {args.dim}, "
+        f"fanouts {fanouts}, batch {args.batch}, {args.batches} batches x {args.repeats} rounds, "
+        f"prefetch {args.prefetch}, backend {args.backend}"
+    )
+    print(
+        format_table(
+            rows,
+            [
+                ("loader", "loader", ""),
+                ("batches_per_s_best", "batches/s best", ".1f"),
+                ("batches_per_s_median", "median", ".1f"),
+                ("gather_gbps_best", "gather GB/s best", ".2f"),
+                ("gather_gbps_median", "median", ".2f"),
+                ("gather_share", "gather share", ".2f"),
+            ],
+        )
+    )
+    print(
+        f"recycled / fresh, paired (median over rounds): pass {paired_total:.2f}x, gather {paired_gather:.2f}x; "
+        f"pool in the last round: {results['pool_last_round']}"
+    )
     return results

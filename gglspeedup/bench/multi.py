@@ -45,8 +45,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per timed round (default 3)")
     parser.add_argument("--repeats", type=int, default=3, help="rounds per configuration; median reported (default 3)")
-    parser.add_argument("--threads-per-proc", type=int, default=None,
-                        help="Numba threads per process in the N-process run (default cores // procs, >= 1)")
+    parser.add_argument(
+        "--threads-per-proc",
+        type=int,
+        default=None,
+        help="Numba threads per process in the N-process run (default cores // procs, >= 1)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the batches and of the sampler")
 
 
@@ -119,8 +123,9 @@ def _get(results, procs, timeout):
         except queue.Empty:
             dead = [rank for rank, p in enumerate(procs) if p.exitcode not in (None, 0)]
             if dead:
-                raise RuntimeError(f"bench worker rank(s) {dead} exited with codes "
-                                   f"{[procs[r].exitcode for r in dead]}") from None
+                raise RuntimeError(
+                    f"bench worker rank(s) {dead} exited with codes {[procs[r].exitcode for r in dead]}"
+                ) from None
             if time.monotonic() > deadline:
                 raise RuntimeError(f"bench workers sent nothing for {timeout:.0f} s") from None
 
@@ -145,8 +150,10 @@ def run(args) -> dict:
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     command_queues = [ctx.Queue() for _ in range(procs)]
-    workers = [ctx.Process(target=_worker, args=(r, sampler, args.batch, args.seed, command_queues[r], results),
-                           daemon=True) for r in range(procs)]
+    workers = [
+        ctx.Process(target=_worker, args=(r, sampler, args.batch, args.seed, command_queues[r], results), daemon=True)
+        for r in range(procs)
+    ]
     for worker in workers:
         worker.start()
     configs = [
@@ -181,39 +188,65 @@ def run(args) -> dict:
         totals = [sum(r["edges_per_s"] for r in one.values()) for one in rounds[name]]
         median = sorted(range(len(totals)), key=totals.__getitem__)[len(totals) // 2]
         chosen = rounds[name][median]
-        rows.append({
-            "config": name, "procs": len(active), "threads_per_proc": threads,
-            "unit": "M loop iterations/s" if _kind == "spin" else "M sampled edges/s",
-            "total_medges_s": totals[median] / 1e6,
-            "per_rank_medges_s": [round(chosen[r]["edges_per_s"] / 1e6, 3) for r in active],
-            "rounds_total_medges_s": [round(t / 1e6, 3) for t in totals],
-        })
+        rows.append(
+            {
+                "config": name,
+                "procs": len(active),
+                "threads_per_proc": threads,
+                "unit": "M loop iterations/s" if _kind == "spin" else "M sampled edges/s",
+                "total_medges_s": totals[median] / 1e6,
+                "per_rank_medges_s": [round(chosen[r]["edges_per_s"] / 1e6, 3) for r in active],
+                "rounds_total_medges_s": [round(t / 1e6, 3) for t in totals],
+            }
+        )
     baseline, multi, threaded, spin_one, spin_many = (row["total_medges_s"] for row in rows)
     summary = {
         "speedup": multi / baseline,
         "efficiency": multi / baseline / procs,
         "vs_threads": multi / threaded,
         "control_speedup": spin_many / spin_one,
-        "definition": (f"speedup = total sampled edges/s of {procs} processes x {per_proc} thread(s) (each sampling "
-                       "its own batches, all at once) / 1 process x 1 thread; efficiency = speedup / procs; "
-                       f"vs_threads = {procs}-process total / 1 process x {cores} threads; control_speedup = the "
-                       f"same ratio for a pure-Python counting loop ({procs} processes / 1), i.e. how much parallel "
-                       "CPU this machine gave us during the run"),
+        "definition": (
+            f"speedup = total sampled edges/s of {procs} processes x {per_proc} thread(s) (each sampling "
+            "its own batches, all at once) / 1 process x 1 thread; efficiency = speedup / procs; "
+            f"vs_threads = {procs}-process total / 1 process x {cores} threads; control_speedup = the "
+            f"same ratio for a pure-Python counting loop ({procs} processes / 1), i.e. how much parallel "
+            "CPU this machine gave us during the run"
+        ),
     }
     _print(rows, summary, description, fanouts, args, cores, format_table)
-    return {"command": "multi", "graph": description, "fanouts": fanouts, "batch": args.batch,
-            "duration_s": args.duration, "repeats": args.repeats, "machine": machine_info(),
-            "configs": rows, **summary}
+    return {
+        "command": "multi",
+        "graph": description,
+        "fanouts": fanouts,
+        "batch": args.batch,
+        "duration_s": args.duration,
+        "repeats": args.repeats,
+        "machine": machine_info(),
+        "configs": rows,
+        **summary,
+    }
 
 
 def _print(rows, summary, description, fanouts, args, cores, format_table) -> None:
-    print(f"graph {description['spec']}: {description['num_nodes']} nodes, {description['num_edges']} edges; "
-          f"fanouts {fanouts}, batch {args.batch}, {args.duration:g} s rounds x {args.repeats} (median); "
-          f"{cores} usable cores")
+    print(
+        f"graph {description['spec']}: {description['num_nodes']} nodes, {description['num_edges']} edges; "
+        f"fanouts {fanouts}, batch {args.batch}, {args.duration:g} s rounds x {args.repeats} (median); "
+        f"{cores} usable cores"
+    )
     table_rows = [dict(row, per_rank=", ".join(f"{v:.2f}" for v in row["per_rank_medges_s"])) for row in rows[:3]]
-    print(format_table(table_rows, [("config", "configuration", ""), ("total_medges_s", "total M edges/s", ".2f"),
-                                    ("per_rank", "per rank M edges/s", "")]))
-    print(f"speedup {summary['speedup']:.2f}x, efficiency {summary['efficiency']:.0%}, "
-          f"vs one process with threads {summary['vs_threads']:.2f}x; control (pure-Python loop, "
-          f"{len(rows[4]['per_rank_medges_s'])} procs vs 1) {summary['control_speedup']:.2f}x")
+    print(
+        format_table(
+            table_rows,
+            [
+                ("config", "configuration", ""),
+                ("total_medges_s", "total M edges/s", ".2f"),
+                ("per_rank", "per rank M edges/s", ""),
+            ],
+        )
+    )
+    print(
+        f"speedup {summary['speedup']:.2f}x, efficiency {summary['efficiency']:.0%}, "
+        f"vs one process with threads {summary['vs_threads']:.2f}x; control (pure-Python loop, "
+        f"{len(rows[4]['per_rank_medges_s'])} procs vs 1) {summary['control_speedup']:.2f}x"
+    )
     print(summary["definition"])

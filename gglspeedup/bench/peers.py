@@ -22,8 +22,9 @@ import importlib.machinery
 import sys
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -169,7 +170,7 @@ def numpy_sample(indptr, indices, fanouts, seeds, rng, edge_ids=None, xp=np) -> 
         source = local[inverse.reshape(-1)[num_old:]]
         target = _owner(take, xp)
         e_id = positions if edge_ids is None else edge_ids[positions]
-        adjs.append(Adj(xp.stack([source, target]), e_id, (int(len(n_id)), int(len(targets)))))
+        adjs.append(Adj(xp.stack([source, target]), e_id, (len(n_id), len(targets))))
     return SampleOutput(n_id, adjs[::-1])
 
 
@@ -189,7 +190,11 @@ def _prepare_numpy(graph, fanouts, seed, device) -> Contender:
         return sum(int(adj.e_id.shape[0]) for adj in out.adjs)
 
     return Contender(
-        "numpy", f"{name} {xp.__version__}", sample, convert=lambda s: xp.asarray(s), sync=sync,
+        "numpy",
+        f"{name} {xp.__version__}",
+        sample,
+        convert=lambda s: xp.asarray(s),
+        sync=sync,
         note="vectorised reference",
     )
 
@@ -277,8 +282,12 @@ def _prepare_dgl(graph, fanouts, seed, device) -> Contender:
 
     threads = dgl.utils.get_num_threads()
     return Contender(
-        "dgl", f"dgl {dgl.__version__}", sample, convert=lambda s: torch.from_numpy(s).to(torch_device),
-        sync=sync, note=f"NeighborSampler.sample_blocks, {threads} threads",
+        "dgl",
+        f"dgl {dgl.__version__}",
+        sample,
+        convert=lambda s: torch.from_numpy(s).to(torch_device),
+        sync=sync,
+        note=f"NeighborSampler.sample_blocks, {threads} threads",
     )
 
 
@@ -315,6 +324,9 @@ def _prepare_pyg(graph, fanouts, seed, device) -> Contender:
         return int(out.row.numel())
 
     return Contender(
-        "pyg", f"torch_geometric {torch_geometric.__version__}", sample,
-        convert=lambda s: torch.from_numpy(s), note=f"NeighborSampler via {backend}",
+        "pyg",
+        f"torch_geometric {torch_geometric.__version__}",
+        sample,
+        convert=lambda s: torch.from_numpy(s),
+        note=f"NeighborSampler via {backend}",
     )

@@ -33,11 +33,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     parser.add_argument(
-        "--placement", default="auto", choices=("auto", "device", "pinned", "host"),
+        "--placement",
+        default="auto",
+        choices=("auto", "device", "pinned", "host"),
         help="where our GPU sampler reads the graph: GPU memory or pinned host memory (UVA)",
     )
     parser.add_argument(
-        "--peers", default=None,
+        "--peers",
+        default=None,
         help="comma-separated peers from numpy,dgl,pyg (default: all; unavailable ones are listed)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the batches and of every sampler")
@@ -55,7 +58,7 @@ def _prepare_ours(graph, fanouts, seed, device, placement="auto"):
         sync = lambda: xp.cuda.get_current_stream().synchronize()  # noqa: E731
 
     def sample(seeds) -> int:
-        n_id, adjs = sampler.sample(seeds)
+        _n_id, adjs = sampler.sample(seeds)
         return sum(int(adj.e_id.shape[0]) for adj in adjs)
 
     def convert(seeds):

@@ -54,7 +54,7 @@ def parse_count(text: str, label: str) -> int:
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmb]?)", text.strip().lower().replace("_", ""))
     if match is None:
         raise ValueError(f"{label} must be a number like 2000000 or 2M, got {text!r}")
-    return int(round(float(match.group(1)) * _SCALE[match.group(2)]))
+    return round(float(match.group(1)) * _SCALE[match.group(2)])
 
 
 def parse_powerlaw(rest: str, label: str, *, with_seed: bool = False) -> tuple:

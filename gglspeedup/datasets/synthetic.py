@@ -10,8 +10,8 @@ import numpy as np
 from numba import njit, prange
 
 from .._threading import prefer_tbb
-from ..validation import check_int
 from ..graph import CSRGraph
+from ..validation import check_int
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
@@ -193,9 +193,7 @@ def synthetic_features(num_nodes: int, dim: int = 128, seed: int = 0, labels=Non
     if labels is not None:
         labels = np.asarray(labels)
         if labels.shape != (num_nodes,) or labels.dtype.kind not in "iu":
-            raise ValueError(
-                f"labels must be an int array of shape ({num_nodes},), got {labels.dtype} {labels.shape}"
-            )
+            raise ValueError(f"labels must be an int array of shape ({num_nodes},), got {labels.dtype} {labels.shape}")
         if labels.size and labels.min() < 0:
             raise ValueError(f"labels must be >= 0, got {labels.min()}")
         num_classes = int(labels.max()) + 1 if labels.size else 0
@@ -216,7 +214,7 @@ def random_split(num_nodes: int, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> di
     order = np.random.default_rng([_check_seed(seed), 3]).permutation(num_nodes)
     n_train = int(fractions[0] * num_nodes)
     n_val = int(fractions[1] * num_nodes)
-    n_test = min(int(round(fractions[2] * num_nodes)), num_nodes - n_train - n_val)
+    n_test = min(round(fractions[2] * num_nodes), num_nodes - n_train - n_val)
     bounds = np.cumsum([0, n_train, n_val, n_test])
     return {
         name: np.sort(order[bounds[i] : bounds[i + 1]]).astype(np.int64)

@@ -40,29 +40,55 @@ def cpu_threads(args) -> int:
     return max(1, cores - 1) if args.prefetch > 0 else cores
 
 
-def build_parser(description: str, *, epochs: int = 20, fanouts: str = "25,10", batch_size: int = 512,
-                 hidden: int = 256, lr: float = 0.01, weight_decay: float = 5e-4, dropout: float = 0.5,
-                 dataset: str = "cora") -> argparse.ArgumentParser:
+def build_parser(
+    description: str,
+    *,
+    epochs: int = 20,
+    fanouts: str = "25,10",
+    batch_size: int = 512,
+    hidden: int = 256,
+    lr: float = 0.01,
+    weight_decay: float = 5e-4,
+    dropout: float = 0.5,
+    dataset: str = "cora",
+) -> argparse.ArgumentParser:
     """The demos' common command line (each demo may add its own options)."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--dataset", default=dataset,
-                        help="cora | citeseer | powerlaw:N:D | ogb:PATH | reddit:PATH (default: %(default)s)")
-    parser.add_argument("--device", default="auto",
-                        help="cpu | cuda[:i] | auto (a real GPU when usable, else cpu; default: %(default)s)")
-    parser.add_argument("--fanouts", type=parse_fanouts, default=parse_fanouts(fanouts),
-                        help=f"neighbours per hop, seed hop first, -1 = all (default: {fanouts})")
+    parser.add_argument(
+        "--dataset",
+        default=dataset,
+        help="cora | citeseer | powerlaw:N:D | ogb:PATH | reddit:PATH (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="cpu | cuda[:i] | auto (a real GPU when usable, else cpu; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fanouts",
+        type=parse_fanouts,
+        default=parse_fanouts(fanouts),
+        help=f"neighbours per hop, seed hop first, -1 = all (default: {fanouts})",
+    )
     parser.add_argument("--batch-size", type=int, default=batch_size, help="seeds per batch (default: %(default)s)")
-    parser.add_argument("--cache-size", default="0",
-                        help="feature rows kept in device memory, in bytes: 0, 512M, 0.1G (default: %(default)s)")
+    parser.add_argument(
+        "--cache-size",
+        default="0",
+        help="feature rows kept in device memory, in bytes: 0, 512M, 0.1G (default: %(default)s)",
+    )
     parser.add_argument("--epochs", type=int, default=epochs, help="training epochs (default: %(default)s)")
     parser.add_argument("--hidden", type=int, default=hidden, help="hidden width (default: %(default)s)")
     parser.add_argument("--lr", type=float, default=lr, help="Adam learning rate (default: %(default)s)")
     parser.add_argument("--weight-decay", type=float, default=weight_decay, help="(default: %(default)s)")
     parser.add_argument("--dropout", type=float, default=dropout, help="(default: %(default)s)")
     parser.add_argument("--prefetch", type=int, default=2, help="batches prepared ahead (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="framework CPU threads; 0 = auto: all cores but one, which the prefetching "
-                             "loader's thread uses (default: %(default)s)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="framework CPU threads; 0 = auto: all cores but one, which the prefetching "
+        "loader's thread uses (default: %(default)s)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and init seed (default: %(default)s)")
     parser.add_argument("--out", default=None, help="folder for the loss/accuracy plot (default: no plot)")
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")

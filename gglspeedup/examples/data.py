@@ -45,6 +45,7 @@ def setup_training(args, backend: str, *, eval_batch_size: int = 1024, normalize
     the splits.
     """
     import gglspeedup as gg
+
     from ..datasets import parse_dataset_spec
     from ..loader import NodeLoader
 
@@ -63,18 +64,35 @@ def setup_training(args, backend: str, *, eval_batch_size: int = 1024, normalize
     train_sampler = gg.NeighborSampler(graph, args.fanouts, seed=args.seed, device=device)
     eval_sampler = gg.NeighborSampler(graph, [-1] * len(args.fanouts), seed=args.seed, device=device)
     common = dict(labels=labels, backend=backend, prefetch=args.prefetch)
-    train_loader = NodeLoader(train_sampler, features, split["train"], args.batch_size, shuffle=True,
-                              seed=args.seed, **common)
+    train_loader = NodeLoader(
+        train_sampler, features, split["train"], args.batch_size, shuffle=True, seed=args.seed, **common
+    )
     val_loader = NodeLoader(eval_sampler, features, split["val"], eval_batch_size, shuffle=False, **common)
     test_loader = NodeLoader(eval_sampler, features, split["test"], eval_batch_size, shuffle=False, **common)
     if graph.num_nodes <= CACHE_EVAL_MAX_NODES:
         val_loader = ReplayLoader(val_loader)  # full-neighbourhood batches never change: sample once
     num_classes = int(y.max()) + 1
-    info = {"dataset": args.dataset, "nodes": graph.num_nodes, "edges": graph.num_edges,
-            "features": int(x.shape[1]), "classes": num_classes,
-            "train/val/test": tuple(len(split[name]) for name in ("train", "val", "test"))}
-    return TrainSetup(device, graph, features, y, split, num_classes, train_loader, val_loader, test_loader,
-                      time.perf_counter() - start, info)
+    info = {
+        "dataset": args.dataset,
+        "nodes": graph.num_nodes,
+        "edges": graph.num_edges,
+        "features": int(x.shape[1]),
+        "classes": num_classes,
+        "train/val/test": tuple(len(split[name]) for name in ("train", "val", "test")),
+    }
+    return TrainSetup(
+        device,
+        graph,
+        features,
+        y,
+        split,
+        num_classes,
+        train_loader,
+        val_loader,
+        test_loader,
+        time.perf_counter() - start,
+        info,
+    )
 
 
 CACHE_EVAL_MAX_NODES = 100_000  # small graphs keep their (deterministic) validation batches

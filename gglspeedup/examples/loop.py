@@ -62,17 +62,27 @@ class History:
         self.rows: list[dict] = []
 
     def add(self, epoch: int, loss: float, train_acc: float, val_acc: float, timer: EpochTimer) -> dict:
-        row = {"epoch": epoch, "loss": float(loss), "train_acc": float(train_acc), "val_acc": float(val_acc),
-               "seconds": timer.seconds, "sample_share": timer.share, "wait_share": timer.wait_share,
-               "seeds": timer.stats["seeds"], "edges": timer.stats["edges"]}
+        row = {
+            "epoch": epoch,
+            "loss": float(loss),
+            "train_acc": float(train_acc),
+            "val_acc": float(val_acc),
+            "seconds": timer.seconds,
+            "sample_share": timer.share,
+            "wait_share": timer.wait_share,
+            "seeds": timer.stats["seeds"],
+            "edges": timer.stats["edges"],
+        }
         self.rows.append(row)
         return row
 
     @staticmethod
     def line(row: dict) -> str:
-        return (f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.4f}  "
-                f"val acc {row['val_acc']:.4f}  {row['seconds']:.2f}s  sample+gather {100 * row['sample_share']:.0f}% "
-                f"(waited {100 * row['wait_share']:.0f}%)")
+        return (
+            f"epoch {row['epoch']:3d}  loss {row['loss']:.4f}  train acc {row['train_acc']:.4f}  "
+            f"val acc {row['val_acc']:.4f}  {row['seconds']:.2f}s  sample+gather {100 * row['sample_share']:.0f}% "
+            f"(waited {100 * row['wait_share']:.0f}%)"
+        )
 
     def best(self) -> dict:
         """The row with the best validation accuracy (earliest on ties)."""
@@ -83,10 +93,14 @@ class History:
         seeds = sum(row["seeds"] for row in self.rows)
         edges = sum(row["edges"] for row in self.rows)
         busy = sum(row["sample_share"] * row["seconds"] for row in self.rows)
-        return {"seconds": seconds, "seeds": seeds, "edges": edges,
-                "seeds_per_s": seeds / seconds if seconds else 0.0,
-                "edges_per_s": edges / seconds if seconds else 0.0,
-                "sample_share": busy / seconds if seconds else 0.0}
+        return {
+            "seconds": seconds,
+            "seeds": seeds,
+            "edges": edges,
+            "seeds_per_s": seeds / seconds if seconds else 0.0,
+            "edges_per_s": edges / seconds if seconds else 0.0,
+            "sample_share": busy / seconds if seconds else 0.0,
+        }
 
 
 def plot_history(history: History, out_dir: str, name: str = "gglspeedup-demo.png", title: str = "") -> str | None:
@@ -98,8 +112,7 @@ def plot_history(history: History, out_dir: str, name: str = "gglspeedup-demo.pn
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        warnings.warn("matplotlib is not installed, so no plot was written: pip install gglspeedup[demo]",
-                      stacklevel=2)
+        warnings.warn("matplotlib is not installed, so no plot was written: pip install gglspeedup[demo]", stacklevel=2)
         return None
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.abspath(os.path.join(out_dir, name))
@@ -162,8 +175,12 @@ def fit(setup: TrainSetup, args, train_step, eval_step, *, snapshot=None, restor
     for epoch in epochs:
         loss_sum = correct = seen = 0
         with EpochTimer(loader) as timer:
-            batches = progress(loader, total=len(loader), desc=f"epoch {epoch}",
-                               disable=args.no_progress or len(loader) < INNER_BAR_MIN_BATCHES)
+            batches = progress(
+                loader,
+                total=len(loader),
+                desc=f"epoch {epoch}",
+                disable=args.no_progress or len(loader) < INNER_BAR_MIN_BATCHES,
+            )
             for batch in batches:
                 loss, num_correct = train_step(batch)
                 loss_sum += float(loss) * batch.batch_size
@@ -179,8 +196,7 @@ def fit(setup: TrainSetup, args, train_step, eval_step, *, snapshot=None, restor
     if best_state is not None and restore is not None:
         restore(best_state)
     test_acc = _evaluate(setup.test_loader, eval_step)
-    result = {"test_acc": test_acc, "best_epoch": history.best()["epoch"], "best_val_acc": best_val,
-              **history.totals()}
+    result = {"test_acc": test_acc, "best_epoch": history.best()["epoch"], "best_val_acc": best_val, **history.totals()}
     return history, result
 
 
@@ -190,9 +206,11 @@ def report(result: dict, history: History, args, *, name: str, title: str) -> di
     result["plot"] = plot_history(history, args.out, name=name, title=title) if args.out else None
     print(f"best epoch {result['best_epoch']} (val acc {result['best_val_acc']:.4f})")
     print(f"test accuracy: {result['test_acc']:.4f}")
-    print(f"throughput: {result['seeds_per_s']:,.0f} training seeds/s, {result['edges_per_s'] / 1e6:.2f} M sampled "
-          f"edges/s over {result['seconds']:.1f} s of training; sampling + gathering busy for "
-          f"{100 * result['sample_share']:.0f}% of the epoch time (on the prefetching loader's thread)")
+    print(
+        f"throughput: {result['seeds_per_s']:,.0f} training seeds/s, {result['edges_per_s'] / 1e6:.2f} M sampled "
+        f"edges/s over {result['seconds']:.1f} s of training; sampling + gathering busy for "
+        f"{100 * result['sample_share']:.0f}% of the epoch time (on the prefetching loader's thread)"
+    )
     if result["plot"]:
         print(f"plot of loss and accuracy per epoch: {result['plot']}")
     return result

@@ -31,7 +31,10 @@ def run(argv=None) -> dict:
 
     parser = cli.build_parser(
         "Train GraphSAGE on Cora with gglspeedup (sampling + gathering + zero-copy to PyTorch).",
-        epochs=30, fanouts="10,10", batch_size=64, hidden=256,
+        epochs=30,
+        fanouts="10,10",
+        batch_size=64,
+        hidden=256,
     )
     parser.set_defaults(out=".")
     args = parser.parse_args(argv)
@@ -50,14 +53,17 @@ def run(argv=None) -> dict:
         sys.exit(f"gglspeedup demo: {error}")
     conv, _, conv_source = conv_classes()
     info = setup.info
-    print(f"gglspeedup demo: GraphSAGE on {info['dataset']} ({info['nodes']} nodes, {info['edges']} edges, "
-          f"{info['features']} features, {info['classes']} classes, train/val/test {info['train/val/test']}), "
-          f"device {setup.device}, fanouts {args.fanouts}, batch size {args.batch_size}, "
-          f"layers: {conv_source}, torch {torch.__version__} with {torch.get_num_threads()} CPU thread(s)")
+    print(
+        f"gglspeedup demo: GraphSAGE on {info['dataset']} ({info['nodes']} nodes, {info['edges']} edges, "
+        f"{info['features']} features, {info['classes']} classes, train/val/test {info['train/val/test']}), "
+        f"device {setup.device}, fanouts {args.fanouts}, batch size {args.batch_size}, "
+        f"layers: {conv_source}, torch {torch.__version__} with {torch.get_num_threads()} CPU thread(s)"
+    )
     model = SAGE(info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout, conv=conv)
     history, result = train_model(model, setup, args)
-    result = loop.report(result, history, args, name="gglspeedup-demo.png",
-                           title=f"GraphSAGE on {info['dataset']} (gglspeedup)")
+    result = loop.report(
+        result, history, args, name="gglspeedup-demo.png", title=f"GraphSAGE on {info['dataset']} (gglspeedup)"
+    )
     result["total_s"] = time.perf_counter() - start
     print(f"total time {result['total_s']:.1f} s (set-up {setup.setup_s:.1f} s)")
     return result

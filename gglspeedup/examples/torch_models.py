@@ -50,8 +50,7 @@ class GATConv(nn.Module):
     averaged. Same call convention as :class:`SAGEConv`; returns (T, heads * F_out) or (T, F_out).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, heads: int = 4, concat: bool = True,
-                 dropout: float = 0.0):
+    def __init__(self, in_channels: int, out_channels: int, heads: int = 4, concat: bool = True, dropout: float = 0.0):
         super().__init__()
         self.heads, self.out_channels, self.concat, self.dropout = heads, out_channels, concat, dropout
         self.lin = nn.Linear(in_channels, heads * out_channels, bias=False)
@@ -97,8 +96,9 @@ def conv_classes():
 class SAGE(nn.Module):
     """GraphSAGE over sampled blocks: one :class:`SAGEConv` per hop, ReLU + dropout between."""
 
-    def __init__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int = 2,
-                 dropout: float = 0.5, conv=None):
+    def __init__(
+        self, in_channels: int, hidden: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, conv=None
+    ):
         super().__init__()
         conv = conv or conv_classes()[0]
         widths = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
@@ -118,8 +118,16 @@ class SAGE(nn.Module):
 class GAT(nn.Module):
     """Two-or-more-layer GAT over sampled blocks (multi-head hidden layers, one averaged head out)."""
 
-    def __init__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int = 2, heads: int = 4,
-                 dropout: float = 0.5, conv=None):
+    def __init__(
+        self,
+        in_channels: int,
+        hidden: int,
+        out_channels: int,
+        num_layers: int = 2,
+        heads: int = 4,
+        dropout: float = 0.5,
+        conv=None,
+    ):
         super().__init__()
         conv = conv or conv_classes()[1]
         layers, width = [], in_channels
@@ -141,7 +149,7 @@ class GAT(nn.Module):
         return x
 
 
-def torch_device(device) -> "torch.device":
+def torch_device(device) -> torch.device:
     """The ``torch.device`` for a gglspeedup device string (``"cpu"``, ``"cuda:1"``)."""
     from ..device import as_device
 
@@ -182,5 +190,12 @@ def train_model(model, setup, args, *, log=None) -> tuple:
         model.eval()
         return int((model(batch.x, batch.adjs).argmax(dim=1) == batch.y).sum())
 
-    return fit(setup, args, train_step, eval_step, log=log,
-               snapshot=lambda: copy.deepcopy(model.state_dict()), restore=model.load_state_dict)
+    return fit(
+        setup,
+        args,
+        train_step,
+        eval_step,
+        log=log,
+        snapshot=lambda: copy.deepcopy(model.state_dict()),
+        restore=model.load_state_dict,
+    )

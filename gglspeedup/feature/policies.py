@@ -183,6 +183,7 @@ def presample_policy(graph, budget: int, halves) -> tuple[np.ndarray, dict]:
     degree = degree_order(graph)
     order_a = presample_order(graph, counts_a, batches_a)
     order_b = presample_order(graph, counts_b, batches_b)
+
     def cross_score(order_for_a, order_for_b):
         """Mean hit rate of each half's order on the other half's counts."""
         on_b = expected_hit_rate(counts_b, order_for_a[:budget])

@@ -57,7 +57,7 @@ def _no_peer_access(devices) -> str | None:
 class _RankFeature:
     """``feature.rank(r)``: the rows of rank ``r``'s store, on ``devices[r]``."""
 
-    def __init__(self, owner: "MultiDeviceFeature", rank: int):
+    def __init__(self, owner: MultiDeviceFeature, rank: int):
         self._owner, self.rank = owner, rank
 
     def __getitem__(self, ids):
@@ -170,10 +170,15 @@ class MultiDeviceFeature(_PerProcessState):
                 device = self.devices[rank]
                 order = self._order.array
                 if self.mode == "shard":
-                    order = order[rank::self.num_devices]
+                    order = order[rank :: self.num_devices]
                 policy = order if len(order) else "none"
-                store = _build_on(rank, device, lambda: FeatureStore(
-                    self._table.array, device, self.cache_size if device.is_cuda else 0, policy=policy))
+                store = _build_on(
+                    rank,
+                    device,
+                    lambda: FeatureStore(
+                        self._table.array, device, self.cache_size if device.is_cuda else 0, policy=policy
+                    ),
+                )
                 self._stores[rank] = store
         return store
 
@@ -219,7 +224,7 @@ class MultiDeviceFeature(_PerProcessState):
         """A view whose ``[ids]`` / ``gather`` / ``stats`` use rank ``rank``'s store."""
         return _RankFeature(self, _check_rank(rank, self.num_devices))
 
-    def set_rank(self, rank: int) -> "MultiDeviceFeature":
+    def set_rank(self, rank: int) -> MultiDeviceFeature:
         """Make ``feature[ids]`` serve ``rank`` in this process (returns ``self``)."""
         self._rank = _check_rank(rank, self.num_devices)
         return self
@@ -266,11 +271,14 @@ class MultiDeviceFeature(_PerProcessState):
                 "mode='shard' reads peers' hot rows from their GPUs only through feature.rank(r)[ids] in "
                 "one process driving every device; feature[ids] (one process per device) reads them from "
                 "host memory, so each device caches only its share: use mode='replicate' there",
-                RuntimeWarning, stacklevel=2,
+                RuntimeWarning,
+                stacklevel=2,
             )
         return self.store(self.current_rank(ids)).gather(ids, out=out)
 
     def __repr__(self) -> str:
         devices = [str(d) for d in self.devices]
-        return (f"MultiDeviceFeature(shape={self.shape}, dtype={self._table.dtype}, devices={devices}, "
-                f"cache_size={self.cache_size}, mode={self.mode!r}, built_ranks={sorted(self._stores)})")
+        return (
+            f"MultiDeviceFeature(shape={self.shape}, dtype={self._table.dtype}, devices={devices}, "
+            f"cache_size={self.cache_size}, mode={self.mode!r}, built_ranks={sorted(self._stores)})"
+        )

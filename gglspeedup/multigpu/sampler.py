@@ -89,12 +89,17 @@ class MultiDeviceSampler(_PerProcessState):
             sampler = self._samplers.get(rank)
             if sampler is None:
                 device = self.devices[rank]
-                sampler = _build_on(rank, device, lambda: NeighborSampler(
-                    self.graph, self.fanouts, seed=rank_seed(self.seed, rank), device=device, **self.options))
+                sampler = _build_on(
+                    rank,
+                    device,
+                    lambda: NeighborSampler(
+                        self.graph, self.fanouts, seed=rank_seed(self.seed, rank), device=device, **self.options
+                    ),
+                )
                 self._samplers[rank] = sampler
         return sampler
 
-    def set_fanouts(self, fanouts) -> "MultiDeviceSampler":
+    def set_fanouts(self, fanouts) -> MultiDeviceSampler:
         """Use ``fanouts`` from now on in this process (the seed API's ``set_size``); returns self.
 
         Checked like the constructor's. Ranks already built here keep their device state and
@@ -129,5 +134,7 @@ class MultiDeviceSampler(_PerProcessState):
 
     def __repr__(self) -> str:
         devices = [str(d) for d in self.devices]
-        return (f"MultiDeviceSampler(devices={devices}, fanouts={self.fanouts}, seed={self.seed}, "
-                f"num_nodes={len(self._arrays['indptr'].array) - 1}, built_ranks={sorted(self._samplers)})")
+        return (
+            f"MultiDeviceSampler(devices={devices}, fanouts={self.fanouts}, seed={self.seed}, "
+            f"num_nodes={len(self._arrays['indptr'].array) - 1}, built_ranks={sorted(self._samplers)})"
+        )

@@ -111,7 +111,9 @@ class NeighborSampler:
     def _resolve_placement(self, graph, placement: str) -> str:
         if not self.device.is_cuda:
             if placement not in ("auto", "host"):
-                raise ValueError(f"placement {placement!r} needs a CUDA device; a CPU sampler reads the graph from host memory")
+                raise ValueError(
+                    f"placement {placement!r} needs a CUDA device; a CPU sampler reads the graph from host memory"
+                )
             return "host"
         if placement == "host":
             raise ValueError("placement 'host' is for CPU samplers; on a CUDA device use 'device' or 'pinned'")
@@ -145,7 +147,7 @@ class NeighborSampler:
         self._driver = self._make_driver()
 
     # ------------------------------------------------------------------ public
-    def with_fanouts(self, fanouts) -> "NeighborSampler":
+    def with_fanouts(self, fanouts) -> NeighborSampler:
         """A sampler like this one drawing ``fanouts`` instead (checked like the constructor's).
 
         It shares the placed graph and its driver, weighted-sampling tables included (no copy, no
@@ -226,8 +228,7 @@ class NeighborSampler:
                 xp = np if isinstance(seeds, np.ndarray) else self.device.xp
                 position = int(xp.argmax((seeds < 0) | (seeds >= self.num_nodes)))
                 raise IndexError(
-                    f"seeds must lie in [0, num_nodes = {self.num_nodes}): seeds[{position}] = "
-                    f"{int(seeds[position])}"
+                    f"seeds must lie in [0, num_nodes = {self.num_nodes}): seeds[{position}] = {int(seeds[position])}"
                 )
         xp = np if isinstance(seeds, np.ndarray) else self.device.xp
         return xp.ascontiguousarray(seeds, dtype=np.int64)

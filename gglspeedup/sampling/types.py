@@ -22,20 +22,20 @@ class Adj(NamedTuple):
     e_id: Any
     size: tuple
 
-    def to(self, backend: str) -> "Adj":
+    def to(self, backend: str) -> Adj:
         """This hop with its arrays converted zero-copy to ``backend`` ("torch", "paddle", ...)."""
         from .. import backends
 
         return backends.to(backend, self)
 
     # The original gglspeedup's names.
-    def cp2torch(self) -> "Adj":
+    def cp2torch(self) -> Adj:
         return self.to("torch")
 
-    def cp2tf(self) -> "Adj":
+    def cp2tf(self) -> Adj:
         return self.to("tensorflow")
 
-    def cp2paddle(self) -> "Adj":
+    def cp2paddle(self) -> Adj:
         return self.to("paddle")
 
 
@@ -54,9 +54,9 @@ class SampleOutput(NamedTuple):
     @property
     def batch_size(self) -> int:
         """Number of seeds (the targets of the last ``Adj``)."""
-        return int(self.adjs[-1].size[1]) if self.adjs else int(len(self.n_id))
+        return int(self.adjs[-1].size[1]) if self.adjs else len(self.n_id)
 
-    def to(self, backend: str) -> "SampleOutput":
+    def to(self, backend: str) -> SampleOutput:
         """This output with every array converted zero-copy to ``backend``."""
         from .. import backends
 

@@ -7,7 +7,6 @@ kernels with it exactly. It is slow: use it on graphs of up to a few thousand ed
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..device import to_numpy

@@ -27,8 +27,8 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..._threading import prefer_tbb
 from ..._intrinsics import prefetch_row, store_fence, stream_line
+from ..._threading import prefer_tbb
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 

@@ -71,7 +71,8 @@ def _kernel_record(record):
     arrays under the simulator) type anywhere.
     """
     return type(record)._make(
-        cuda.as_cuda_array(value) if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray)
+        cuda.as_cuda_array(value)
+        if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray)
         else value
         for value in record
     )
@@ -138,8 +139,19 @@ class CUDADriver:
                 e_id = xp.empty(num_edges, dtype=np.int64)
                 if num_edges:
                     col = xp.empty(num_edges, dtype=np.int64)
-                    launch(_fill_kernel, num_targets, graph, options, n_id, k, hop_state(self.seed, key, hop),
-                           offsets, e_id, col, edge_index[1])
+                    launch(
+                        _fill_kernel,
+                        num_targets,
+                        graph,
+                        options,
+                        n_id,
+                        k,
+                        hop_state(self.seed, key, hop),
+                        offsets,
+                        e_id,
+                        col,
+                        edge_index[1],
+                    )
                     n_id = relabel(xp, launch, n_id, col, edge_index[0])
                 hops.append((edge_index, e_id, (int(n_id.shape[0]), num_targets)))
         return n_id, hops
