@@ -1,0 +1,145 @@
+"""Time this checkout's CPU sampler and gather against another commit's, in one process.
+
+    python tools/compare_commits.py --base HEAD~5 [--graph powerlaw:2M:32] [--fanouts 25,10]
+
+The other commit's ``gglspeedup`` package is exported with ``git archive`` into a temporary folder
+as ``gglspeedup_base`` (absolute self-imports rewritten), so both versions run side by side in
+this process on the same graph, the same seed batches and the same feature table. Rounds are
+interleaved (base, then this checkout, every round) and each ratio is paired: the median over
+rounds of the ratio within one round, the figure a noisy shared machine moves least. The samplers
+must also agree bit for bit (same seed, same keys): a refactor that changes a draw fails here.
+
+Measured: ``NeighborSampler.sample`` (sampled edges/s over all hops) and ``FeatureStore.gather``
+of the sampled ``n_id`` rows into a reused buffer and into fresh memory (GB/s of useful bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def export_base(revision: str, folder: str):
+    """``revision``'s package, importable as ``gglspeedup_base`` from ``folder``."""
+    archive = subprocess.run(["git", "-C", ROOT, "archive", revision, "gglspeedup"], check=True,
+                             capture_output=True).stdout
+    with tempfile.TemporaryFile() as handle:
+        handle.write(archive)
+        handle.seek(0)
+        with tarfile.open(fileobj=handle) as tar:
+            tar.extractall(folder, filter="data")
+    package = os.path.join(folder, "gglspeedup_base")
+    os.rename(os.path.join(folder, "gglspeedup"), package)
+    pattern = re.compile(r"\bgglspeedup(?=[.\"'\s])")
+    for directory, _, files in os.walk(package):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                with open(path) as source:
+                    text = source.read()
+                with open(path, "w") as target:
+                    target.write(pattern.sub("gglspeedup_base", text))
+    sys.path.insert(0, folder)
+    return importlib.import_module("gglspeedup_base")
+
+
+def paired(new_rounds, base_rounds) -> float:
+    """Median over rounds of base time / new time (> 1: this checkout is faster)."""
+    return float(np.median(np.asarray(base_rounds) / np.asarray(new_rounds)))
+
+
+def interleave(calls: dict, repeats: int) -> dict:
+    for call in calls.values():  # warm-up: compilation, page faults
+        call()
+    rounds = {name: [] for name in calls}
+    for _ in range(repeats):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            rounds[name].append(time.perf_counter() - start)
+    return rounds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, help="the commit to compare against (e.g. HEAD~5, a hash)")
+    parser.add_argument("--graph", default="powerlaw:2M:32", help="a --graph spec (default powerlaw:2M:32)")
+    parser.add_argument("--fanouts", default="25,10", help="sampler fanouts, seed hop first (default 25,10)")
+    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
+    parser.add_argument("--batches", type=int, default=20, help="batches per timed pass (default 20)")
+    parser.add_argument("--dim", type=int, default=128, help="feature width for the gather, float32 (default 128)")
+    parser.add_argument("--repeats", type=int, default=9, help="interleaved rounds (default 9)")
+    args = parser.parse_args(argv)
+
+    import gglspeedup as new
+    from gglspeedup.bench._common import load_graph, seed_batches
+    from gglspeedup.validation import parse_fanouts
+
+    with tempfile.TemporaryDirectory() as folder:
+        base = export_base(args.base, folder)
+        base_sampling = importlib.import_module("gglspeedup_base.sampling")
+        base_feature = importlib.import_module("gglspeedup_base.feature")
+        fanouts = parse_fanouts(args.fanouts)
+        graph, description = load_graph(args.graph)
+        base_graph = base.CSRGraph(graph.indptr, graph.indices, _checked=True)
+        samplers = {
+            f"base {args.base}": base_sampling.NeighborSampler(base_graph, fanouts, seed=1),
+            "this checkout": new.NeighborSampler(graph, fanouts, seed=1),
+        }
+        batches = seed_batches(graph.num_nodes, args.batch, args.batches, seed=2)
+        outputs = {name: [s.sample(b, key=k) for k, b in enumerate(batches)] for name, s in samplers.items()}
+        first, second = outputs.values()
+        for a, b in zip(first, second):  # identical draws: same n_id and edges, every hop
+            assert np.array_equal(a.n_id, b.n_id), "the two versions sample different nodes"
+            for adj_a, adj_b in zip(a.adjs, b.adjs):
+                assert np.array_equal(adj_a.edge_index, adj_b.edge_index) and np.array_equal(adj_a.e_id, adj_b.e_id)
+        edges = sum(int(adj.e_id.shape[0]) for out in first for adj in out.adjs)
+
+        def sample_pass(sampler):
+            return lambda: [sampler.sample(b, key=k) for k, b in enumerate(batches)]
+
+        rounds = interleave({name: sample_pass(s) for name, s in samplers.items()}, args.repeats)
+        rows = [("sample", name, edges / min(r) / 1e6, edges / float(np.median(r)) / 1e6, "M edges/s")
+                for name, r in rounds.items()]
+        sample_ratio = paired(*[rounds[name] for name in reversed(list(rounds))])
+
+        x = np.random.default_rng(3).random((graph.num_nodes, args.dim), dtype=np.float32)
+        ids = np.concatenate([np.asarray(out.n_id) for out in first])
+        stores = {f"base {args.base}": base_feature.FeatureStore(x), "this checkout": new.FeatureStore(x)}
+        buffer = np.empty((len(ids), args.dim), np.float32)
+        nbytes = ids.size * args.dim * 4
+        gather_ratios = {}
+        for mode in ("reused out", "fresh out"):
+            calls = {
+                name: (lambda s=store: s.gather(ids, out=buffer)) if mode == "reused out" else (lambda s=store: s[ids])
+                for name, store in stores.items()
+            }
+            rounds = interleave(calls, args.repeats)
+            rows += [(f"gather, {mode}", name, nbytes / min(r) / 1e9, nbytes / float(np.median(r)) / 1e9, "GB/s")
+                     for name, r in rounds.items()]
+            gather_ratios[mode] = paired(*[rounds[name] for name in reversed(list(rounds))])
+
+    print(f"{description['num_nodes']:,} nodes / {description['num_edges']:,} edges, fanouts {fanouts}, "
+          f"batch {args.batch} x {args.batches}, gather {ids.size:,} rows x {args.dim} float32, "
+          f"{args.repeats} interleaved rounds; outputs identical bit for bit")
+    for what, name, best, median, unit in rows:
+        print(f"  {what:20s} {name:24s} best {best:7.2f}  median {median:7.2f} {unit}")
+    print(f"this checkout / base, paired: sample {sample_ratio:.3f}x, gather (reused out) "
+          f"{gather_ratios['reused out']:.3f}x, gather (fresh out) {gather_ratios['fresh out']:.3f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
