@@ -5,7 +5,9 @@ Shared by the sampling and the gather kernels (one home, one rule for ``llvm.pre
 - :func:`prefetch` asks for the cache line of ``array[index]`` (1-D) ahead of use, and
   :func:`prefetch_row` for the lines of ``array[row]`` (2-D). A random row or map entry is a fresh
   DRAM access that the hardware prefetchers cannot predict; announcing it a few iterations (or KiB
-  of output) ahead keeps more misses in flight per core. Both hint "read, keep in all levels".
+  of output) ahead keeps more misses in flight per core. :func:`prefetch_row` hints "read", and
+  :func:`prefetch` "write" (``prefetchw`` on x86: the sampler's relabel map entries it announces are
+  read and then written, and its offsets share lines with them); both keep the line in every level.
 - :func:`stream_line` copies 64 bytes with a non-temporal store (``!nontemporal`` metadata: one
   64-byte store that skips the cache). A normal store first reads the output line into the cache
   (read-for-ownership), so a gather into a buffer larger than the cache moves three bytes over
@@ -45,24 +47,26 @@ def _element_pointer(context, builder, array_type, array, row, col):
 _PREFETCH = "llvm.prefetch." + _BYTE_PTR.intrinsic_name
 
 
-def _emit_prefetch(builder, pointer) -> None:
-    """``llvm.prefetch(pointer, read = 0, locality = 3: keep in all cache levels, data cache = 1)``."""
+def _emit_prefetch(builder, pointer, write: bool) -> None:
+    """``llvm.prefetch(pointer, read 0 / write 1, locality 3 = keep in all cache levels, data cache = 1)``."""
     function = cgutils.get_or_insert_function(
         builder.module, ir.FunctionType(ir.VoidType(), [_BYTE_PTR, _I32, _I32, _I32]), _PREFETCH
     )
-    builder.call(function, [pointer, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+    hints = [ir.Constant(_I32, int(write)), ir.Constant(_I32, 3), ir.Constant(_I32, 1)]
+    builder.call(function, [pointer, *hints])
 
 
 @intrinsic
 def prefetch(typingctx, array, index):
-    """Prefetch the cache line holding ``array[index]`` of a 1-D array (no effect on results)."""
+    """Prefetch, for writing, the cache line holding ``array[index]`` of a 1-D array (no effect on
+    results)."""
     signature = types.void(array, index)
 
     def codegen(context, builder, sig, args):
         view = context.make_array(sig.args[0])(context, builder, args[0])
         position = context.cast(builder, args[1], sig.args[1], types.intp)
         pointer = cgutils.get_item_pointer(context, builder, sig.args[0], view, [position], wraparound=False)
-        _emit_prefetch(builder, builder.bitcast(pointer, _BYTE_PTR))
+        _emit_prefetch(builder, builder.bitcast(pointer, _BYTE_PTR), write=True)
         return context.get_dummy_value()
 
     return signature, codegen
@@ -84,7 +88,8 @@ def prefetch_row(typingctx, array, row, lines):
         )
         count = context.cast(builder, args[2], sig.args[2], types.intp)
         with cgutils.for_range(builder, count) as loop:
-            _emit_prefetch(builder, builder.gep(start, [builder.mul(loop.index, ir.Constant(loop.index.type, 64))]))
+            line = builder.gep(start, [builder.mul(loop.index, ir.Constant(loop.index.type, 64))])
+            _emit_prefetch(builder, line, write=False)
         return context.get_dummy_value()
 
     return signature, codegen
