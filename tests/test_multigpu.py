@@ -477,3 +477,19 @@ def test_ids_on_a_gpu_select_the_rank_on_that_gpu():
     rows = feature[ids]
     assert type(rows).__module__.startswith("cupy")
     np.testing.assert_array_equal(to_host(rows), x[[3, 1, 3]])
+
+
+def test_rank_views_are_a_sampler_and_a_feature_source_a_loader_takes():
+    from gglspeedup.protocols import FeatureSource, Sampler
+
+    graph, table = _graph(), _table()
+    sampler = MultiDeviceSampler(graph, ["cpu", "cpu"], [3, 2], seed=4)
+    feature = MultiDeviceFeature(table, ["cpu", "cpu"])
+    assert isinstance(sampler.rank(1), Sampler) and sampler.rank(1) is sampler.sampler(1)
+    assert isinstance(feature.rank(1), FeatureSource) and isinstance(feature, FeatureSource)
+    loader = gg.NodeLoader(sampler.rank(1), feature.rank(1), np.arange(10), 4, shuffle=False, backend=None)
+    for index, batch in enumerate(loader):
+        np.testing.assert_array_equal(batch.x, table[batch.n_id])
+        assert _same(
+            gg.SampleOutput(batch.n_id, batch.adjs), sampler.sample(batch.n_id[: batch.batch_size], 1, key=index)
+        )

@@ -11,6 +11,7 @@ import numpy as np
 
 from .._shared import share
 from ..device import array_library, parse_size
+from ..protocols import FeatureSource
 from ._common import _build_on, _check_devices, _check_rank, _PerProcessState
 
 __all__ = ["MultiDeviceFeature"]
@@ -55,7 +56,8 @@ def _no_peer_access(devices) -> str | None:
 
 
 class _RankFeature:
-    """``feature.rank(r)``: the rows of rank ``r``'s store, on ``devices[r]``."""
+    """``feature.rank(r)``: the rows of rank ``r``'s store, on ``devices[r]`` (a
+    :class:`gglspeedup.protocols.FeatureSource`: ``gather``, ``[ids]``, ``stats``)."""
 
     def __init__(self, owner: MultiDeviceFeature, rank: int):
         self._owner, self.rank = owner, rank
@@ -159,7 +161,7 @@ class MultiDeviceFeature(_PerProcessState):
         """The shared host table (a NumPy view of shared memory)."""
         return self._table.array
 
-    def store(self, rank: int):
+    def store(self, rank: int) -> FeatureSource:
         """Rank ``rank``'s :class:`~gglspeedup.FeatureStore`, built on first use in this process."""
         from ..feature import FeatureStore
 
@@ -220,7 +222,7 @@ class MultiDeviceFeature(_PerProcessState):
                 owner = self._owners[rank] = device.xp.asarray(host)
         return owner
 
-    def rank(self, rank: int) -> _RankFeature:
+    def rank(self, rank: int) -> FeatureSource:
         """A view whose ``[ids]`` / ``gather`` / ``stats`` use rank ``rank``'s store."""
         return _RankFeature(self, _check_rank(rank, self.num_devices))
 

@@ -9,6 +9,7 @@ import numpy as np
 from .._shared import share
 from ..device import to_numpy
 from ..graph import CSRGraph, as_csr_graph
+from ..protocols import Sampler
 from ..sampling.types import SampleOutput
 from ..validation import check_bool, check_fanouts, check_int
 from ._common import _build_on, _check_devices, _check_rank, _PerProcessState, rank_seed
@@ -80,7 +81,7 @@ class MultiDeviceSampler(_PerProcessState):
             self._graph = CSRGraph(arrays.pop("indptr"), arrays.pop("indices"), _checked=True, **arrays)
         return self._graph
 
-    def sampler(self, rank: int):
+    def sampler(self, rank: int) -> Sampler:
         """Rank ``rank``'s :class:`~gglspeedup.NeighborSampler`, built on first use in this process."""
         from ..sampling import NeighborSampler
 
@@ -98,6 +99,12 @@ class MultiDeviceSampler(_PerProcessState):
                 )
                 self._samplers[rank] = sampler
         return sampler
+
+    def rank(self, rank: int) -> Sampler:
+        """Rank ``rank``'s sampler as a :class:`gglspeedup.protocols.Sampler` (``sample(seeds,
+        key=None)``), e.g. for a :class:`~gglspeedup.NodeLoader` in that rank's process; the
+        counterpart of :meth:`MultiDeviceFeature.rank`. Same object as :meth:`sampler`."""
+        return self.sampler(rank)
 
     def set_fanouts(self, fanouts) -> MultiDeviceSampler:
         """Use ``fanouts`` from now on in this process (the seed API's ``set_size``); returns self.
