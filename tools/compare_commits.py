@@ -33,8 +33,9 @@ sys.path.insert(0, ROOT)
 
 def export_base(revision: str, folder: str):
     """``revision``'s package, importable as ``gglspeedup_base`` from ``folder``."""
-    archive = subprocess.run(["git", "-C", ROOT, "archive", revision, "gglspeedup"], check=True,
-                             capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", ROOT, "archive", revision, "gglspeedup"], check=True, capture_output=True
+    ).stdout
     with tempfile.TemporaryFile() as handle:
         handle.write(archive)
         handle.seek(0)
@@ -111,8 +112,10 @@ def main(argv=None) -> int:
             return lambda: [sampler.sample(b, key=k) for k, b in enumerate(batches)]
 
         rounds = interleave({name: sample_pass(s) for name, s in samplers.items()}, args.repeats)
-        rows = [("sample", name, edges / min(r) / 1e6, edges / float(np.median(r)) / 1e6, "M edges/s")
-                for name, r in rounds.items()]
+        rows = [
+            ("sample", name, edges / min(r) / 1e6, edges / float(np.median(r)) / 1e6, "M edges/s")
+            for name, r in rounds.items()
+        ]
         sample_ratio = paired(*[rounds[name] for name in reversed(list(rounds))])
 
         x = np.random.default_rng(3).random((graph.num_nodes, args.dim), dtype=np.float32)
@@ -127,17 +130,23 @@ def main(argv=None) -> int:
                 for name, store in stores.items()
             }
             rounds = interleave(calls, args.repeats)
-            rows += [(f"gather, {mode}", name, nbytes / min(r) / 1e9, nbytes / float(np.median(r)) / 1e9, "GB/s")
-                     for name, r in rounds.items()]
+            rows += [
+                (f"gather, {mode}", name, nbytes / min(r) / 1e9, nbytes / float(np.median(r)) / 1e9, "GB/s")
+                for name, r in rounds.items()
+            ]
             gather_ratios[mode] = paired(*[rounds[name] for name in reversed(list(rounds))])
 
-    print(f"{description['num_nodes']:,} nodes / {description['num_edges']:,} edges, fanouts {fanouts}, "
-          f"batch {args.batch} x {args.batches}, gather {ids.size:,} rows x {args.dim} float32, "
-          f"{args.repeats} interleaved rounds; outputs identical bit for bit")
+    print(
+        f"{description['num_nodes']:,} nodes / {description['num_edges']:,} edges, fanouts {fanouts}, "
+        f"batch {args.batch} x {args.batches}, gather {ids.size:,} rows x {args.dim} float32, "
+        f"{args.repeats} interleaved rounds; outputs identical bit for bit"
+    )
     for what, name, best, median, unit in rows:
         print(f"  {what:20s} {name:24s} best {best:7.2f}  median {median:7.2f} {unit}")
-    print(f"this checkout / base, paired: sample {sample_ratio:.3f}x, gather (reused out) "
-          f"{gather_ratios['reused out']:.3f}x, gather (fresh out) {gather_ratios['fresh out']:.3f}x")
+    print(
+        f"this checkout / base, paired: sample {sample_ratio:.3f}x, gather (reused out) "
+        f"{gather_ratios['reused out']:.3f}x, gather (fresh out) {gather_ratios['fresh out']:.3f}x"
+    )
     return 0
 
 
