@@ -1,40 +1,23 @@
-"""Mini-batch node loader: shuffle seeds, sample and gather ahead of the training loop.
-
->>> loader = NodeLoader(sampler, features, split["train"], 512, labels=y, backend="torch")  # doctest: +SKIP
->>> for epoch in range(10):                                                                 # doctest: +SKIP
-...     for x, y_batch, adjs, n_id, batch_size in loader:
-...         out = model(x, adjs)                      # adjs outermost hop first
-...         loss = F.cross_entropy(out, y_batch)
-
-A background thread samples and gathers the next ``prefetch`` batches (on a GPU inside its own
-CUDA stream) while the caller trains on the current one. Shuffling is keyed by ``(seed, epoch)``
-and every batch's sampler key by ``(epoch, batch index)``, so two runs with the same seeds see the
-same batches. An exception raised while preparing a batch is re-raised in the caller's loop.
-Host feature rows are gathered into a small pool of recycled buffers (``reuse_buffers``): a
-buffer is reused once the caller has dropped every batch that shared it, never before.
-"""
+"""NodeLoader: mini-batches of seed nodes, their sampled neighbourhoods and feature rows."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import queue
 import threading
 import time
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import backends
-from ._pool import BufferPool
-from .device import aligned_empty, array_module
-from .protocols import FeatureSource, Sampler
-from .validation import check_bool, check_ids_in_range, check_int, int_array
+from .. import backends
+from .._pool import BufferPool
+from ..device import aligned_empty, array_module
+from ..protocols import FeatureSource, Sampler
+from ..validation import check_bool, check_ids_in_range, check_int, int_array
+from ._prefetch import PrefetchIterator
 
 __all__ = ["Batch", "NodeLoader"]
-
-_POLL_S = 0.05  # how often a blocked producer / consumer re-checks for shutdown
 
 
 class Batch(NamedTuple):
@@ -307,7 +290,7 @@ class NodeLoader:
         slices = self._slices(epoch)
         if self.prefetch == 0:
             return self._serial(epoch, slices)
-        return _PrefetchIterator(self, epoch, slices)
+        return PrefetchIterator(self, epoch, slices)
 
     def _serial(self, epoch: int, slices: list):
         for index, batch_seeds in enumerate(slices):
@@ -324,105 +307,3 @@ def _realign(array, alignment: int):
     out = aligned_empty(array.shape, array.dtype, alignment)
     out[...] = array
     return out
-
-
-def _stream_context(sampler):
-    """A separate CUDA stream for the producer thread on a real GPU; nothing otherwise."""
-    device = getattr(sampler, "device", None)
-    if device is None or not getattr(device, "is_cuda", False) or getattr(device, "simulated", False):
-        return contextlib.nullcontext(None)
-    import cupy
-
-    return cupy.cuda.Stream(non_blocking=True)
-
-
-def _put(items: queue.Queue, stop: threading.Event, item) -> bool:
-    while not stop.is_set():
-        try:
-            items.put(item, timeout=_POLL_S)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-def _produce(loader: NodeLoader, epoch: int, slices: list, items: queue.Queue, stop: threading.Event) -> None:
-    """The producer thread's body. It holds no reference to the iterator, so an iterator the
-    caller abandons is garbage-collected, and its ``__del__`` stops this thread."""
-    try:
-        with _stream_context(loader.sampler) as stream:
-            for index, batch_seeds in enumerate(slices):
-                if stop.is_set():
-                    return
-                batch = loader._make_batch(epoch, index, batch_seeds)
-                if stream is not None:
-                    stream.synchronize()  # sync: the batch is complete before the caller sees it
-                if not _put(items, stop, ("batch", batch)):
-                    return
-        _put(items, stop, ("done", None))
-    except BaseException as error:
-        _put(items, stop, ("error", error))
-
-
-class _PrefetchIterator:
-    """One epoch: a daemon producer thread fills a bounded queue; ``__next__`` drains it."""
-
-    def __init__(self, loader: NodeLoader, epoch: int, slices: list):
-        self._loader, self._num_batches = loader, len(slices)
-        self._queue: queue.Queue = queue.Queue(maxsize=loader.prefetch)
-        self._stop = threading.Event()
-        self._finished = False
-        # Started by the first __next__, so an iterator created and never used costs nothing.
-        self._thread = threading.Thread(
-            target=_produce,
-            args=(loader, epoch, slices, self._queue, self._stop),
-            name=f"gglspeedup-NodeLoader-epoch{epoch}",
-            daemon=True,
-        )
-
-    def __len__(self) -> int:
-        return self._num_batches
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> Batch:
-        if self._finished:
-            raise StopIteration
-        if self._thread.ident is None:
-            self._thread.start()
-        start = time.perf_counter()
-        while True:
-            try:
-                kind, value = self._queue.get(timeout=_POLL_S)
-                break
-            except queue.Empty:
-                if self._thread.is_alive():
-                    continue
-                try:  # the producer may have queued its last item just before exiting
-                    kind, value = self._queue.get_nowait()
-                    break
-                except queue.Empty:
-                    self.close()
-                    raise RuntimeError("the NodeLoader producer thread stopped without a result") from None
-        self._loader._count(wait_s=time.perf_counter() - start)
-        if kind == "batch":
-            return value
-        self.close()
-        if kind == "error":
-            raise value
-        raise StopIteration
-
-    def close(self) -> None:
-        """Stop the producer (used when the caller leaves the loop early)."""
-        self._finished = True
-        self._stop.set()
-        with contextlib.suppress(queue.Empty):
-            while True:
-                self._queue.get_nowait()
-        if self._thread.ident is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=1.0)
-
-    def __del__(self):
-        with contextlib.suppress(Exception):
-            self.close()

@@ -1,0 +1,19 @@
+"""Mini-batch node loader: shuffle seeds, sample and gather ahead of the training loop.
+
+>>> loader = NodeLoader(sampler, features, split["train"], 512, labels=y, backend="torch")  # doctest: +SKIP
+>>> for epoch in range(10):                                                                 # doctest: +SKIP
+...     for x, y_batch, adjs, n_id, batch_size in loader:
+...         out = model(x, adjs)                      # adjs outermost hop first
+...         loss = F.cross_entropy(out, y_batch)
+
+A background thread samples and gathers the next ``prefetch`` batches (on a GPU inside its own
+CUDA stream) while the caller trains on the current one. Shuffling is keyed by ``(seed, epoch)``
+and every batch's sampler key by ``(epoch, batch index)``, so two runs with the same seeds see the
+same batches. An exception raised while preparing a batch is re-raised in the caller's loop.
+Host feature rows are gathered into a small pool of recycled buffers (``reuse_buffers``): a
+buffer is reused once the caller has dropped every batch that shared it, never before.
+"""
+
+from .node import Batch, NodeLoader
+
+__all__ = ["Batch", "NodeLoader"]
