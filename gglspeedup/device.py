@@ -33,8 +33,8 @@ __all__ = [
     "DLPACK_CUDA",
     "DLPACK_CUDA_HOST",
     "DLPACK_CUDA_MANAGED",
-    "pinned_empty",
-    "aligned_empty",
+    "pinned_empty",  # noqa: F822 - served by __getattr__ from gglspeedup._pinned
+    "aligned_empty",  # noqa: F822 - likewise
     "to_numpy",
     "on_gpu",
     "as_device_array",
@@ -282,34 +282,6 @@ def parse_size(size: Any) -> int:
     return int(number * multiplier)
 
 
-def aligned_empty(shape, dtype, alignment: int = 64) -> np.ndarray:
-    """An uninitialised host array whose data pointer is a multiple of ``alignment`` bytes.
-
-    JAX copies NumPy buffers that are not 64-byte aligned, so host outputs that may be handed to
-    JAX are allocated here.
-    """
-    dtype = np.dtype(dtype)
-    shape = (shape,) if np.isscalar(shape) else tuple(shape)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + alignment, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % alignment
-    return raw[offset : offset + nbytes].view(dtype).reshape(shape)
-
-
-def pinned_empty(shape, dtype) -> np.ndarray:
-    """An uninitialised host array in page-locked memory that GPU kernels can read directly (UVA).
-
-    On a machine with a usable GPU this is CUDA mapped pinned memory (``numba.cuda.mapped_array``:
-    a NumPy array on the host that kernels read over PCIe without a copy). Without one (CPU, or
-    the simulator) it is ordinary, 64-byte aligned host memory.
-    """
-    if _config.HAS_NUMBA_CUDA:
-        from numba import cuda
-
-        return cuda.mapped_array(shape, dtype=dtype, portable=True, wc=False)
-    return aligned_empty(shape, dtype)
-
-
 def to_numpy(array: Any) -> np.ndarray:
     """A NumPy view (or, for device arrays, a host copy) of ``array``.
 
@@ -368,3 +340,14 @@ def as_device_array(array: Any, device: Device):
     if array_library(array) == "cupy" or hasattr(array, "__cuda_array_interface__"):
         return xp.asarray(array)  # CuPy, numba device arrays
     return xp.from_dlpack(array)  # torch / JAX / ... GPU tensors
+
+
+def __getattr__(name: str):
+    # Host memory allocators live in gglspeedup._pinned (loaded on first use, so importing this
+    # module stays light): ``aligned_empty`` (64-byte aligned host memory) and ``pinned_empty``
+    # (page-locked memory every GPU reads in place).
+    if name in ("aligned_empty", "pinned_empty"):
+        from . import _pinned
+
+        return getattr(_pinned, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .device import Device, as_device, pinned_empty, to_numpy
+from .device import Device, as_device, to_numpy
 
 __all__ = ["CSRGraph", "as_csr_graph"]
 
@@ -246,7 +246,9 @@ class CSRGraph:
         """This graph with its arrays where ``device`` reads them.
 
         placement : ``"device"`` (GPU memory), ``"pinned"`` (page-locked host memory that GPU
-            kernels read directly over PCIe: for graphs larger than the GPU), or ``"host"``
+            kernels read directly over PCIe: for graphs larger than the GPU; the arrays are
+            page-locked where they are, once per process however many samplers use them, and
+            copied only where the driver refuses to lock them), or ``"host"``
             (ordinary memory; the only placement for a CPU device). Default: ``"device"`` for a
             CUDA device, ``"host"`` for the CPU. Returns ``self`` when nothing moves.
         """
@@ -272,8 +274,10 @@ class CSRGraph:
             if placement == "host":
                 moved[name] = host
             elif placement == "pinned":
-                moved[name] = pinned_empty(host.shape, host.dtype)
-                moved[name][...] = host
+                from ._pinned import pin
+
+                with device:  # registration and any fallback copy happen under the right device
+                    moved[name] = pin(host, what=f"graph's {name}")
             else:
                 with device:
                     moved[name] = device.xp.array(host)  # simulator: a private NumPy copy

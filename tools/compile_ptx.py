@@ -11,7 +11,9 @@ installed, ``pip install nvidia-cuda-nvrtc nvidia-nvvm`` (into any environment) 
 ``LD_LIBRARY_PATH`` at the ``nvidia/cu13/lib`` folder they install. The current device is faked
 (only its compute capability is read while compiling). Each sampling kernel's PTX is also checked
 for fused multiply-adds: the row bodies avoid them so that a GPU computes the same bits as the CPU.
-Exits non-zero when any kernel fails to compile or a sampling kernel contains ``fma``.
+With ``--registers`` each kernel is also assembled by ``ptxas -v`` (from the CUDA toolkit, when
+present) to report registers per thread and spills: occupancy, known without a GPU. Exits non-zero
+when any kernel fails to compile or a sampling kernel contains ``fma``.
 """
 
 from __future__ import annotations
@@ -54,30 +56,62 @@ def _kernels():
             (graph, options, i64, types.int64, i64),
             True,
         )
-        yield (
-            f"sampling fill ({tag} weights)",
-            sampling_cuda._fill_kernel,
-            (graph, options, i64, types.int64, types.uint64, i64, i64, i64, i64),
-            True,
-        )
-    yield "relabel insert", reindex._insert_kernel, (i64, i64, i64, i64, types.int64), False
-    yield "relabel flag", reindex._flag_kernel, (i64, types.int64, i64, i64, types.int64, i64), False
-    yield "relabel assign", reindex._assign_kernel, (i64, types.int64, i64, i64, types.int64, i64, i64, i64), False
+        fill = (graph, options, i64, types.int64, types.uint64, types.boolean, i64, i64, i64, i64, i64, i64, i64,
+                i64, types.int64)  # fmt: skip
+        yield f"sampling fill + insert ({tag} weights)", sampling_cuda._fill_insert_kernel, fill, True
+    yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
+    compact = (types.int64, types.int64, types.boolean, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+    yield "relabel compact", reindex.compact_kernel, compact, False
     for word in (types.uint64, types.uint32, types.uint16, types.uint8):
         for index in (types.int32, types.int64):
-            table = types.Array(word, 2, "C")
-            yield (
-                f"gather ({word} words, {index} ids)",
-                gather_cuda.gather_two_tier,
-                (table, table, i64, types.Array(index, 1, "C"), table, types.int64, i64),
-                False,
-            )
+            flat = types.Array(word, 1, "C")
+            signature = (flat, flat, i64, types.Array(index, 1, "C"), flat, types.int64, types.int64, i64)
+            yield f"gather ({word} words, {index} ids)", gather_cuda.gather_two_tier, signature, False
+
+
+def _registers(ptx: str, cc) -> str:
+    """``ptxas -v``'s register and spill report for ``ptx`` ('' without ptxas on the PATH or in
+    CUDA_HOME). PTX newer than this ptxas is relabelled to the version it reads (same instructions)."""
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    ptxas = shutil.which("ptxas") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "ptxas")
+    if not os.path.exists(ptxas):
+        return ""
+    arch = f"sm_{cc[0]}{cc[1]}"
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as handle:
+        handle.write(ptx)
+        handle.flush()
+        done = subprocess.run([ptxas, f"-arch={arch}", "-v", handle.name, "-o", os.devnull], capture_output=True,
+                              text=True)  # fmt: skip
+        supported = re.search(r"current version is '([\d.]+)'", done.stderr)
+        if supported:
+            handle.seek(0)
+            handle.write(re.sub(r"^\.version [\d.]+", f".version {supported.group(1)}", ptx, flags=re.M))
+            handle.truncate()
+            handle.flush()
+            done = subprocess.run([ptxas, f"-arch={arch}", "-v", handle.name, "-o", os.devnull], capture_output=True,
+                                  text=True)  # fmt: skip
+    used = re.search(r"Used (\d+) registers", done.stderr)
+    spills = re.search(r"(\d+) bytes spill stores", done.stderr)
+    if used is None:
+        return f"ptxas failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else done.returncode}"
+    return f"{used.group(1)} registers" + (
+        f", {spills.group(1)} bytes spilled" if spills and spills.group(1) != "0" else ""
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (default), 8.0, 10.0")
     parser.add_argument("--out", default=None, help="folder to write each kernel's PTX into")
+    parser.add_argument(
+        "--registers",
+        action="store_true",
+        help="also assemble each kernel with ptxas -v and report registers per thread and spills",
+    )
     args = parser.parse_args(argv)
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         parser.error("unset NUMBA_ENABLE_CUDASIM: the simulator has no PTX to compile")
@@ -88,15 +122,18 @@ def main(argv=None) -> int:
     failures = 0
     for name, kernel, signature, no_fma in _kernels():
         try:
-            ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc)
-        except Exception as error:
+            bounds = getattr(kernel, "targetoptions", {}).get("launch_bounds")  # as the kernel declares them
+            ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc, launch_bounds=bounds)
+        except Exception as error:  # report every kernel, then fail
             failures += 1
             print(f"FAIL  {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
             continue
         fused = no_fma and "fma." in ptx
         failures += fused
+        registers = _registers(ptx, cc) if args.registers else ""
         print(
             f"{'FAIL' if fused else 'ok  '}  {name}: {len(ptx.splitlines())} PTX lines"
+            + (f", {registers}" if registers else "")
             + (" (contains fma: CPU and GPU bits could differ)" if fused else "")
         )
         if args.out:

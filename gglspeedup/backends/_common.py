@@ -24,6 +24,7 @@ __all__ = [
     "dtype_name",
     "user_stacklevel",
     "ensure_aligned",
+    "settle_gpu_work",
 ]
 
 
@@ -178,3 +179,15 @@ def ensure_aligned(source: Any, alignment: int, framework: str) -> Any:
     out = aligned_empty(view.shape, view.dtype, alignment)
     out[...] = view
     return out
+
+
+def settle_gpu_work(source: Any) -> None:
+    """Block until the work queued on CuPy's current stream is done when ``source`` is a CuPy
+    array, before handing it to a framework that takes a DLPack capsule without a stream
+    (TensorFlow, Paddle): their kernels are not ordered after ours, and could read ``source``
+    before the kernel writing it has run. torch and JAX pass their stream through
+    ``__dlpack__(stream=...)``, which orders the hand-off without blocking."""
+    if array_library(source) == "cupy":
+        from .._launch import synchronize
+
+        synchronize(import_framework("cupy", "gpu").cuda.get_current_stream())  # sync

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._common import import_framework, prepare
+from ._common import import_framework, prepare, settle_gpu_work
 
 __all__ = ["NAME", "EXTRA", "framework", "from_array", "from_bfloat16_bits"]
 
@@ -39,7 +39,9 @@ def from_array(array: Any):
     paddle = framework()
     if isinstance(array, paddle.Tensor):
         return array
-    return paddle.utils.dlpack.from_dlpack(prepare(array))
+    source = prepare(array)
+    settle_gpu_work(source)  # Paddle takes the capsule without a stream: nothing orders it after ours
+    return paddle.utils.dlpack.from_dlpack(source)
 
 
 def from_bfloat16_bits(bits: Any):

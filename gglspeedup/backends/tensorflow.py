@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import compact, ensure_aligned, import_framework, prepare
+from ._common import compact, ensure_aligned, import_framework, prepare, settle_gpu_work
 
 __all__ = ["NAME", "EXTRA", "ALIGNMENT", "framework", "from_array", "from_bfloat16_bits"]
 
@@ -31,6 +31,7 @@ def from_array(array: Any):
     if isinstance(array, tf.Tensor):
         return array
     source = ensure_aligned(compact(prepare(array)), ALIGNMENT, "TensorFlow")
+    settle_gpu_work(source)  # TensorFlow's stream is not ordered after ours
     return tf.experimental.dlpack.from_dlpack(source.__dlpack__())
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._launch import to_host
 from ..device import array_library, as_device_array, on_gpu, to_numpy
 from ._kernels.gather import first_out_of_range
 
@@ -84,7 +85,7 @@ def _device_ids(ids, device):
     return to_numpy(ids)
 
 
-def as_ids(ids: Any, num_rows: int, device):
+def as_ids(ids: Any, num_rows: int, device, *, check: bool = True):
     """``ids`` as a 1-D int32/int64 array of ``device``'s array module, every id in range.
 
     Accepts Python sequences, ranges, slices (``store[10:20]``), NumPy and CuPy arrays, torch
@@ -117,7 +118,7 @@ def as_ids(ids: Any, num_rows: int, device):
         raise TypeError(f"ids must hold integers, got dtype {dtype}")
     if ids.ndim != 1:
         raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
-    if dtype == np.uint64 and ids.size and int(ids.max()) >= num_rows:  # sync on a GPU
+    if dtype == np.uint64 and ids.size and int(to_host(ids.max())) >= num_rows:  # sync on a GPU
         _raise_out_of_range(ids, num_rows, xp)
     if dtype not in (np.int32, np.int64):
         ids = ids.astype(np.int64)
@@ -129,7 +130,7 @@ def as_ids(ids: Any, num_rows: int, device):
         if device.xp is not np:  # host ids for a real GPU: checked here, then one upload
             with device:
                 ids = device.xp.asarray(ids)
-    elif ids.size and bool(((ids < 0) | (ids >= num_rows)).any()):  # sync: one bool per batch
+    elif check and ids.size and bool(to_host(((ids < 0) | (ids >= num_rows)).any())):  # sync: one bool per batch
         _raise_out_of_range(ids, num_rows, xp)
     return ids
 

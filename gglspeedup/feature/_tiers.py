@@ -6,28 +6,37 @@ non-empty), ``hits`` (rows served from device memory so far), ``reset()``, ``cac
 
 - :class:`HostTier` (``device="cpu"``): the caller's table itself, read by the parallel CPU
   gather; nothing is cached, so ``hits`` stays 0.
-- :class:`CUDATiers` (a CUDA device, real or simulated): a device cache in front of pinned host
-  memory. It holds
+- :class:`CUDATiers` (a CUDA device, real or simulated): a device cache in front of page-locked
+  host memory. It holds
 - ``device_table``: the cached rows, slot ``s`` = ``cached_ids[s]`` (CuPy on a GPU, NumPy under
   the simulator), as unsigned words;
-- ``host_table``: every other row, in ascending id order, in pinned host memory that the kernel
-  reads in place (UVA); the two tables together hold each row once, so memory is not doubled;
+- ``host_table``: the rows the kernel reads from host memory in place (UVA). With ``pin="copy"``
+  every other row, in ascending id order, copied into page-locked memory (the two tables hold each
+  row once); with ``pin="register"`` the caller's whole table, page-locked where it lies (no copy,
+  once per process however many stores read it: for tables in shared memory);
 - ``location``: int64 per row, ``slot >= 0`` for a cached row, ``-1 - host_row`` otherwise (one
   load tells the kernel both the tier and the row);
 - ``counters``: ``counters[0]`` is the number of rows served from the device table so far.
+
+Every launch goes through :func:`gglspeedup._launch.launch` (CuPy's current stream) and every
+device read through :func:`gglspeedup._launch.to_host` (a counted sync).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..device import aligned_empty, pinned_empty
+from .._launch import device_view, launch, synchronize, to_host
+from .._pinned import pin, pinned_empty
+from ..device import aligned_empty
 from ._kernels.gather import gather_host, word_dtype
 
-__all__ = ["HostTier", "CUDATiers", "device_free_bytes"]
+__all__ = ["HostTier", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]
 
-# Rows move to the GPU through a pinned staging buffer of at most this many bytes.
-_STAGING_BYTES = 64 << 20
+# Rows move to the GPU through two page-locked staging buffers of at most this many bytes each.
+STAGING_BYTES = 64 << 20
+PINS = ("copy", "register")
+_GRID_PER_SM = 16  # gather blocks per SM at most: the grid-stride loop does the rest
 
 
 def device_free_bytes(device) -> int | None:
@@ -78,73 +87,123 @@ class HostTier:
 
 
 class CUDATiers:
-    """Device cache + pinned host rows for ``table`` on ``device``, cache slots = ``cached_ids``.
+    """Device cache + page-locked host rows for ``table`` on ``device``, slots = ``cached_ids``.
 
     Parameters
     ----------
     table : ndarray, shape (num_rows, dim), C-contiguous
     cached_ids : int64 ndarray, shape (num_cached,), distinct, in range
     device : Device (CUDA, real or simulated)
+    pin : {"copy", "register"}
+        How host rows become readable by the GPU (see the module notes).
     """
 
-    def __init__(self, table: np.ndarray, cached_ids: np.ndarray, device):
+    def __init__(self, table: np.ndarray, cached_ids: np.ndarray, device, *, pin: str = "copy"):
         num_rows, dim = table.shape
         self.device = device
         self.row_bytes = dim * table.dtype.itemsize
-        self.word = word_dtype(self.row_bytes)  # our own buffers are at least 64-byte aligned
-        self.words = self.row_bytes // self.word.itemsize
         num_cached = len(cached_ids)
-        is_host = np.ones(num_rows, dtype=bool)
-        is_host[cached_ids] = False
-        host_ids = np.flatnonzero(is_host)
+        # The kernel moves rows as unsigned words: the widest dividing the row width and every
+        # buffer's address (our own buffers are 64-byte aligned; a registered table is the caller's).
+        self.word = word_dtype(self.row_bytes, *((table.ctypes.data,) if pin == "register" else ()))
+        self.words = self.row_bytes // self.word.itemsize
+        source_word = word_dtype(self.row_bytes, table.ctypes.data)
+        source = table.view(source_word)  # the caller's table at the widest word its alignment allows
         location = np.empty(num_rows, dtype=np.int64)
         location[cached_ids] = np.arange(num_cached, dtype=np.int64)
-        location[host_ids] = -1 - np.arange(len(host_ids), dtype=np.int64)
-
-        # Fill both tables with the parallel CPU gather, viewing the caller's table at the widest
-        # word its alignment allows.
-        source_word = word_dtype(self.row_bytes, table.ctypes.data)
-        source = table.view(source_word)
-        # Both tables get at least one row: CUDA refuses zero-byte pinned allocations, and a
-        # table no id maps to is never read.
-        self.host_table = pinned_empty((max(1, len(host_ids)), self.words), self.word)
-        if len(host_ids):
-            gather_host(source, host_ids, np.asarray(self.host_table).view(source_word))
         xp = device.xp
-        with device:
-            if xp is np:  # simulator: the "device" table is a private host array
-                self.device_table = aligned_empty((max(1, num_cached), self.words), self.word)
-                if num_cached:
-                    gather_host(source, cached_ids, self.device_table.view(source_word))
+        with device:  # page-locking, copies and allocations belong to this device
+            if pin == "register":
+                is_host = np.ones(num_rows, dtype=bool)
+                is_host[cached_ids] = False
+                location[is_host] = -1 - np.flatnonzero(is_host)
+                self.host_table = pin_table(table).view(self.word)
             else:
-                self.device_table = xp.empty((max(1, num_cached), self.words), dtype=self.word)
-                if num_cached:
-                    self._upload(source, cached_ids)
+                self.host_table = self._host_copy(source, cached_ids, location, source_word)
+            self.device_table = self._device_empty(max(1, num_cached))
+            # The kernel takes flat word arrays (one multiply-add per access): views, no copies.
+            tables = (self.device_table.reshape(-1), self.host_table.reshape(-1))
+            if num_cached:
+                self._upload(source, cached_ids)
             self.location = xp.asarray(location)
             self.counters = xp.zeros(1, dtype=np.int64)
+            # The arguments every launch reuses, as the numba views kernels take, made once.
+            self._fixed = tuple(device_view(a) for a in (*tables, self.location))
+            self._counters = device_view(self.counters)
         self.location_host = location
         self.cached_ids = cached_ids
         self.group = min(32, _next_power_of_two(self.words))
+        self._max_grid = None if device.simulated else _multiprocessors(device) * _GRID_PER_SM
 
+    # ------------------------------------------------------------------ building
+    def _host_copy(self, source, cached_ids, location, source_word):
+        """Every row not cached, in ascending id order, copied into new page-locked memory."""
+        is_host = np.ones(len(location), dtype=bool)
+        is_host[cached_ids] = False
+        host_ids = np.flatnonzero(is_host)
+        location[host_ids] = -1 - np.arange(len(host_ids), dtype=np.int64)
+        # At least one row: CUDA refuses zero-byte pinned allocations, and a table no id maps to
+        # is never read.
+        host = pinned_empty((max(1, len(host_ids)), self.words), self.word)
+        if len(host_ids):
+            gather_host(source, host_ids, host.view(source_word))
+        return host
+
+    def _device_empty(self, rows: int):
+        if self.device.xp is np:  # simulator: the "device" table is a private host array
+            return aligned_empty((rows, self.words), self.word)
+        return self.device.xp.empty((rows, self.words), dtype=self.word)
+
+    def _upload(self, source, cached_ids) -> None:
+        """Copy the cached rows into the device table through two page-locked staging buffers.
+
+        Double-buffered: the CPU gathers chunk ``n + 1`` into one buffer while chunk ``n``'s
+        asynchronous copy reads the other, and a buffer is refilled only after the copy out of it
+        has completed (the event recorded behind it). Refilling a buffer a copy still reads is
+        exactly the corruption a single reused buffer caused.
+        """
+        rows = len(cached_ids)
+        chunk = max(1, STAGING_BYTES // self.row_bytes)
+        buffers = [pinned_empty((min(chunk, rows), self.words), self.word) for _ in range(min(2, -(-rows // chunk)))]
+        pending = [None] * len(buffers)
+        table = self.device_table
+        for number, start in enumerate(range(0, rows, chunk)):
+            stop = min(rows, start + chunk)
+            slot = number % len(buffers)
+            if pending[slot] is not None:
+                self._wait(pending[slot])  # the copy out of this buffer has finished
+            staging = buffers[slot][: stop - start]
+            self._fill_staging(source, cached_ids[start:stop], staging)
+            pending[slot] = self._copy_async(table[start:stop], staging)
+        for event in pending:
+            if event is not None:
+                self._wait(event)
+
+    def _fill_staging(self, source, ids, staging) -> None:
+        gather_host(source, ids, staging.view(source.dtype))
+
+    def _copy_async(self, target, staging):
+        """Start ``target[...] = staging`` on the current stream; the event to wait on (``None``
+        under the simulator, where the copy is done when this returns)."""
+        if self.device.xp is np:
+            target[...] = staging
+            return None
+        stream = self.device.xp.cuda.get_current_stream()
+        target.set(staging, stream=stream)  # page-locked source: truly asynchronous
+        return stream.record()
+
+    def _wait(self, event) -> None:
+        synchronize(event)  # sync: the staging buffer may be refilled (or freed) after this
+
+    # ------------------------------------------------------------------ reading
     @property
     def cache_map(self) -> np.ndarray:
         """Per row: its cache slot, or -1 when it is read from host memory (int64, host)."""
         return np.maximum(self.location_host, -1)
 
-    def _upload(self, source, cached_ids):
-        """Copy the cached rows to the GPU through a bounded pinned staging buffer."""
-        chunk = max(1, _STAGING_BYTES // self.row_bytes)
-        staging = pinned_empty((min(chunk, len(cached_ids)), self.words), self.word)
-        staging_view = np.asarray(staging).view(source.dtype)
-        for start in range(0, len(cached_ids), chunk):
-            stop = min(len(cached_ids), start + chunk)
-            gather_host(source, cached_ids[start:stop], staging_view[: stop - start])
-            self.device_table[start:stop].set(np.asarray(staging)[: stop - start])
-        self.device.xp.cuda.get_current_stream().synchronize()  # sync: staging is reused below
-
     @property
     def hits(self) -> int:
-        return int(self.counters[0])  # sync
+        return int(to_host(self.counters)[0])  # sync
 
     def reset(self) -> None:
         self.counters[0] = 0
@@ -157,27 +216,43 @@ class CUDATiers:
         if len(ids) == 0:
             return
         if _address(out) % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
-            staging = self.device.xp.empty((len(ids), self.words), dtype=self.word)
+            staging = self.device.xp.empty(len(ids) * self.words, dtype=self.word)
             self._launch(ids, staging)
             out.view(np.uint8)[...] = staging.view(np.uint8).reshape(out.shape[0], -1)
             return
-        self._launch(ids, out.view(self.word))
+        self._launch(ids, out.view(self.word).reshape(-1))
 
     def _launch(self, ids, out_words) -> None:
-        from ._kernels.gather_cuda import gather_two_tier as kernel
+        from ._kernels.gather_cuda import BLOCK_THREADS, gather_two_tier
 
-        count = len(ids)
-        args = (self.device_table, self.host_table, self.location, ids, out_words, self.group, self.counters)
-        if self.device.simulated:
-            # ~1 ms per simulated thread: one warp, so the grid-stride loop does the rest.
-            kernel[1, 32](*args)
-            return
-        from numba import cuda
+        if self._max_grid is None:  # simulator: ~1 ms per thread, so one warp strides over the rows
+            grid, block = 1, 32
+        else:
+            block = BLOCK_THREADS
+            grid = min(-(-len(ids) // (block // self.group)), self._max_grid)
+        device_table, host_table, location = self._fixed
+        launch(
+            gather_two_tier,
+            self.device,
+            grid,
+            block,
+            device_table,
+            host_table,
+            location,
+            ids,
+            out_words,
+            self.words,
+            self.group,
+            self._counters,
+        )
 
-        block = 256
-        rows_per_block = block // self.group
-        with cuda.gpus[self.device.index]:
-            grid = min(-(-count // rows_per_block), cuda.get_current_device().MULTIPROCESSOR_COUNT * 16)
-            stream_ptr = self.device.xp.cuda.get_current_stream().ptr
-            stream = cuda.external_stream(stream_ptr) if stream_ptr else cuda.default_stream()
-            kernel[grid, block, stream](*args)
+
+def pin_table(table: np.ndarray) -> np.ndarray:
+    """``table`` page-locked in place for GPU reads (once per process; a copy where that fails)."""
+    return pin(table, what="feature table")
+
+
+def _multiprocessors(device) -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(device.index).attributes["MultiProcessorCount"])

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..device import aligned_empty, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out
-from ._tiers import CUDATiers, HostTier, device_free_bytes
+from ._tiers import PINS, CUDATiers, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
 
 __all__ = ["FeatureStore"]
@@ -52,6 +52,13 @@ class FeatureStore:
         ``(15, 10, 5)``), ``batch_size`` (1024), ``num_batches`` (one epoch, at most 64),
         ``seeds`` (training nodes; default all), ``seed`` (0), ``sampler`` (any object with
         ``sample(seeds) -> (n_id, adjs)``; default a CPU ``NeighborSampler``).
+    pin : {"copy", "register"}
+        On a GPU, how the rows read from host memory become readable by the kernel. ``"copy"``
+        (default): the rows not cached are copied once into page-locked memory (host and device
+        hold each row once). ``"register"``: ``x`` itself is page-locked where it lies
+        (``cudaHostRegister``), once per process however many stores read it, and nothing is
+        copied; for tables in shared memory or too large to hold twice (falls back to a copy,
+        with a ``RuntimeWarning``, where the driver refuses). Ignored on the CPU.
 
     Notes
     -----
@@ -75,8 +82,11 @@ class FeatureStore:
     3
     """
 
-    def __init__(self, x, device="cpu", cache_size=0, policy=None, graph=None, *, presample=None):
+    def __init__(self, x, device="cpu", cache_size=0, policy=None, graph=None, *, presample=None, pin="copy"):
         self.device = as_device(device)
+        if pin not in PINS:
+            raise ValueError(f"pin must be one of {PINS}, got {pin!r}")
+        self._pin = pin
         table = as_table(x)
         self.cache_size = parse_size(cache_size)
         num_rows, dim = table.shape
@@ -112,7 +122,7 @@ class FeatureStore:
                 )
             self.policy_info.update(info)
         self.policy_info["num_cached"] = len(cached_ids)
-        return CUDATiers(table, cached_ids, self.device)
+        return CUDATiers(table, cached_ids, self.device, pin=self._pin)
 
     def _check_free_memory(self, cached_rows: int, num_rows: int) -> None:
         needed = cached_rows * self.row_bytes + num_rows * 8  # cache + location map
@@ -170,7 +180,7 @@ class FeatureStore:
         """``x[ids]`` on the store's device (see :meth:`gather`)."""
         return self.gather(ids)
 
-    def gather(self, ids, out=None):
+    def gather(self, ids, out=None, *, check=True):
         """Rows ``x[ids]`` on the store's device, written into ``out`` when given.
 
         Parameters
@@ -182,6 +192,11 @@ class FeatureStore:
         out : array, shape (m, dim), optional
             A C-contiguous, writeable buffer of :attr:`out_dtype` on the store's device (NumPy
             on the CPU and the simulator, CuPy on a GPU), e.g. reused across batches.
+        check : bool
+            ``False`` skips the range check of ids already on the GPU, a device-to-host
+            synchronisation per call, for ids known to lie in ``[0, num_rows)``: a sampler's
+            ``n_id`` over a graph with at most one node per row (the loader does this). An id out
+            of range then reads memory outside the table. Host ids are always checked (no sync).
 
         Returns
         -------
@@ -196,7 +211,7 @@ class FeatureStore:
         IndexError
             an id outside ``[0, num_rows)`` (negative ids included), naming the first one.
         """
-        ids = self.check_ids(ids)
+        ids = as_ids(ids, len(self), self.device, check=check)
         count = int(ids.shape[0])
         if out is None:
             out = self._empty(count)

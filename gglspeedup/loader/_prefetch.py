@@ -12,19 +12,25 @@ import queue
 import threading
 import time
 
+from .._launch import synchronize
+
 __all__ = ["PrefetchIterator"]
 
 _POLL_S = 0.05  # how often a blocked producer / consumer re-checks for shutdown
 
 
-def _stream_context(sampler):
-    """A separate CUDA stream for the producer thread on a real GPU; nothing otherwise."""
+def _device_and_stream(sampler):
+    """``(device context, stream context)`` for the producer thread: on a real GPU the sampler's
+    device and a non-blocking CuPy stream created on it (a CuPy stream belongs to the device
+    current at its creation); null contexts otherwise."""
     device = getattr(sampler, "device", None)
     if device is None or not getattr(device, "is_cuda", False) or getattr(device, "simulated", False):
-        return contextlib.nullcontext(None)
+        return contextlib.nullcontext(), contextlib.nullcontext(None)
     import cupy
 
-    return cupy.cuda.Stream(non_blocking=True)
+    with device:
+        stream = cupy.cuda.Stream(non_blocking=True)
+    return device, stream
 
 
 def _put(items: queue.Queue, stop: threading.Event, item) -> bool:
@@ -41,13 +47,14 @@ def _produce(loader, epoch: int, slices: list, items: queue.Queue, stop: threadi
     """The producer thread's body. It holds no reference to the iterator, so an iterator the
     caller abandons is garbage-collected, and its ``__del__`` stops this thread."""
     try:
-        with _stream_context(loader.sampler) as stream:
+        device, stream = _device_and_stream(loader.sampler)
+        with device, stream as current:  # every launch and CuPy call of this thread: one stream
             for index, batch_seeds in enumerate(slices):
                 if stop.is_set():
                     return
                 batch = loader._make_batch(epoch, index, batch_seeds)
-                if stream is not None:
-                    stream.synchronize()  # sync: the batch is complete before the caller sees it
+                if current is not None:
+                    synchronize(current)  # sync: the batch is complete before the caller sees it
                 if not _put(items, stop, ("batch", batch)):
                     return
         _put(items, stop, ("done", None))

@@ -167,6 +167,7 @@ class NodeLoader:
         self._alignment = backends.needs_alignment(backend) if backend is not None else 0
         self.sampler, self.features = sampler, features
         self._pool = self._make_pool(features)
+        self._gather_options = self._trusted_ids(sampler, features)
         self.epoch = 0
         self._stats = {
             "batches": 0,
@@ -179,6 +180,18 @@ class NodeLoader:
             "wait_s": 0.0,
         }
         self._stats_lock = threading.Lock()
+
+    @staticmethod
+    def _trusted_ids(sampler, features) -> dict:
+        """``{"check": False}`` when every ``n_id`` the sampler returns is a row of ``features``
+        (a FeatureStore with at least the sampler's ``num_nodes`` rows): the store then skips its
+        range check, a device sync per batch on a GPU."""
+        from ..feature import FeatureStore
+
+        count = getattr(sampler, "num_nodes", None)
+        if isinstance(features, FeatureStore) and isinstance(count, (int, np.integer)) and count <= len(features):
+            return {"check": False}
+        return {}
 
     def _make_pool(self, features):
         """A buffer pool for a host feature source's rows, or ``None`` (no pooling)."""
@@ -241,7 +254,9 @@ class NodeLoader:
         n_id, adjs = self.sampler.sample(batch_seeds, key=epoch * len(self) + index)
         sampled = time.perf_counter()
         if self._pool is not None:
-            x = self.features.gather(n_id, out=self._pool.take(len(n_id)))
+            x = self.features.gather(n_id, out=self._pool.take(len(n_id)), **self._gather_options)
+        elif self._gather_options:
+            x = self.features.gather(n_id, **self._gather_options)
         else:
             x = self.features[n_id]
         y = None

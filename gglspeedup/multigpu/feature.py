@@ -30,6 +30,23 @@ def _gpu_index(ids):
     return None
 
 
+def _record(device):
+    """An event recorded on ``device``'s current stream (``None`` under the simulator: one stream)."""
+    if device.simulated:
+        return None
+    import cupy
+
+    return cupy.cuda.get_current_stream().record()
+
+
+def _wait(event) -> None:
+    """Make the current stream wait for ``event`` (no host block)."""
+    if event is not None:
+        import cupy
+
+        cupy.cuda.get_current_stream().wait_event(event)
+
+
 def _no_peer_access(devices) -> str | None:
     """Why ``devices`` cannot share one sharded cache, or ``None`` when they can."""
     if not all(d.is_cuda for d in devices):
@@ -178,14 +195,22 @@ class MultiDeviceFeature(_PerProcessState):
                     rank,
                     device,
                     lambda: FeatureStore(
-                        self._table.array, device, self.cache_size if device.is_cuda else 0, policy=policy
+                        self._table.array,
+                        device,
+                        self.cache_size if device.is_cuda else 0,
+                        policy=policy,
+                        pin="register",  # the shared table, page-locked in place once per process
                     ),
                 )
                 self._stores[rank] = store
         return store
 
     def _gather_shard(self, rank: int, ids):
-        """Rows for ``rank``: its own cache and host tier, plus rows cached on its peers."""
+        """Rows for ``rank``: its own cache and host tier, plus rows cached on its peers.
+
+        Each peer copy is ordered by events: the peer's stream waits for the ids prepared on this
+        device's stream, and this device's stream waits for the rows gathered on the peer's.
+        """
         device, store = self.devices[rank], self.store(rank)
         ids = store.check_ids(ids)
         xp = device.xp
@@ -193,10 +218,10 @@ class MultiDeviceFeature(_PerProcessState):
             owner = self._owner_on(rank)[ids]
             mine = xp.flatnonzero((owner < 0) | (owner == rank))
             if len(mine) == len(ids):  # sync
-                return store.gather(ids)
+                return store.gather(ids, check=False)
             out = xp.empty((len(ids), store.dim), dtype=store.out_dtype)
             if len(mine):
-                out[mine] = store.gather(ids[mine])
+                out[mine] = store.gather(ids[mine], check=False)
         for peer in range(self.num_devices):
             if peer == rank:
                 continue
@@ -205,9 +230,13 @@ class MultiDeviceFeature(_PerProcessState):
                 if not len(positions):  # sync
                     continue
                 wanted = ids[positions]
+                ready = _record(device)
             with self.devices[peer]:  # ndarray.copy() copies to the current device
-                rows = self.store(peer).gather(wanted.copy())
+                _wait(ready)
+                rows = self.store(peer).gather(wanted.copy(), check=False)
+                gathered = _record(self.devices[peer])
             with device:
+                _wait(gathered)
                 out[positions] = rows.copy()
         return out
 

@@ -222,13 +222,18 @@ class NeighborSampler:
             raise TypeError(f"seeds must hold integers (int32 or int64), got dtype {what}")
         if seeds.ndim != 1:
             raise ValueError(f"seeds must be 1-D, got shape {tuple(seeds.shape)}")
+        xp = np if isinstance(seeds, np.ndarray) else self.device.xp
         if seeds.size:
-            lo, hi = int(seeds.min()), int(seeds.max())  # sync on a GPU: one scalar pair per batch
-            if lo < 0 or hi >= self.num_nodes:
-                xp = np if isinstance(seeds, np.ndarray) else self.device.xp
-                position = int(xp.argmax((seeds < 0) | (seeds >= self.num_nodes)))
+            bad = (seeds < 0) | (seeds >= self.num_nodes)
+            if xp is np:
+                out_of_range = bool(bad.any())
+            else:
+                from .._launch import to_host
+
+                out_of_range = bool(to_host(bad.any()))  # sync: the one device read of a GPU batch's seeds
+            if out_of_range:
+                position = int(xp.argmax(bad))
                 raise IndexError(
                     f"seeds must lie in [0, num_nodes = {self.num_nodes}): seeds[{position}] = {int(seeds[position])}"
                 )
-        xp = np if isinstance(seeds, np.ndarray) else self.device.xp
         return xp.ascontiguousarray(seeds, dtype=np.int64)

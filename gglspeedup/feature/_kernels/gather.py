@@ -1,4 +1,4 @@
-"""Row gather kernels for the CPU, and the row-copy body the CUDA driver shares.
+"""Row gather kernels for the CPU.
 
 Kernels see only NumPy/CuPy/device arrays and scalars and never validate: :mod:`..store` checks
 ids, shapes and dtypes before calling them. Every table is viewed as rows of unsigned *words*
@@ -6,9 +6,10 @@ ids, shapes and dtypes before calling them. Every table is viewed as rows of uns
 alignment), so float32, float16, bfloat16, float64, int64 and uint8 rows all go through the same
 compiled code, and a 512-byte float32 row moves as 64 uint64 words.
 
-- :func:`copy_row` is the row-copy body compiled as a CUDA device function by :mod:`.gather_cuda`
-  (the two-tier CUDA driver, in its own module so that a CPU-only store never imports
-  ``numba.cuda``), and the CPU's plain (cached-store) row copy.
+- :func:`copy_row` is the CPU's plain (cached-store) row copy. The CUDA driver
+  (:mod:`.gather_cuda`, in its own module so that a CPU-only store never imports ``numba.cuda``)
+  copies a row with a group of lanes instead, loads batched before stores; both compute
+  ``out[i] = table[ids[i]]`` and are tested against it bit for bit.
 - :func:`gather_host` picks the CPU driver: :func:`gather_cpu` (``prange`` over blocks of output
   rows) or its serial twin :func:`gather_serial` for small batches, with streamed stores for
   large outputs. Both prefetch the row :data:`PREFETCH_BYTES` of output ahead
@@ -65,22 +66,16 @@ PREFETCH_BYTES = 4096
 _BLOCK_ROWS = 512
 
 
-# inline="always" matters: called out of line, the stepped loop below is neither specialised for
-# step == 1 nor vectorised, and the CPU gather ran at 0.4 GB/s instead of 3. The CUDA driver
-# compiles this same body separately with cuda.jit(device=True) (see gather_cuda.py).
+# inline="always" matters: called out of line, the loop below is not vectorised, and the CPU
+# gather ran at 0.4 GB/s instead of 3.
 @register_jitable(inline="always")
-def copy_row(table, row, out, out_row, start, step):
-    """Copy words ``start, start + step, ...`` of ``table[row]`` into ``out[out_row]``.
+def copy_row(table, row, out, out_row):
+    """``out[out_row] = table[row]``: a unit-stride loop that LLVM vectorises.
 
-    ``table`` and ``out`` are 2-D word arrays of the same width. ``start=0, step=1`` copies the whole
-    row (CPU); on CUDA ``start`` is the thread's lane in its group and ``step`` the group size.
+    ``table`` and ``out`` are 2-D word arrays of the same width.
     """
-    if step == 1:  # the CPU case: a unit-stride loop that LLVM vectorises
-        for j in range(start, table.shape[1]):
-            out[out_row, j] = table[row, j]
-    else:
-        for j in range(start, table.shape[1], step):
-            out[out_row, j] = table[row, j]
+    for j in range(table.shape[1]):
+        out[out_row, j] = table[row, j]
 
 
 @register_jitable(inline="always")
@@ -106,7 +101,7 @@ def _copy_row_to(table, row, out, out_row, stream, out_address):
     if stream:
         _stream_row(table, row, out, out_row, out_address)
     else:
-        copy_row(table, row, out, out_row, 0, 1)
+        copy_row(table, row, out, out_row)
 
 
 @register_jitable(inline="always")

@@ -4,44 +4,89 @@ For each output row ``i`` the kernel reads ``loc = location[ids[i]]``: ``loc >= 
 the device table, ``loc < 0`` is row ``-1 - loc`` of the pinned host table, read in place over
 PCIe (UVA zero-copy, never a host-side gather and copy). A group of ``group`` consecutive threads
 (a warp, or a power-of-two part of one for rows narrower than 32 words) strides over the row's
-words, so each group's loads are coalesced. The row copy is :func:`.gather.copy_row`, the same
-body the CPU driver runs for outputs it writes through the cache. Importing this module imports
-``numba.cuda`` (under ``NUMBA_ENABLE_CUDASIM=1``, its simulator).
+words, so each group's loads are coalesced.
+
+Written for occupancy (``tools/compile_ptx.py --registers`` shows the register count):
+
+- tables and the output arrive as flat 1-D word arrays and every index is unsigned, so an access is
+  one multiply-add, with none of the negative-index and 2-D stride arithmetic that had the first
+  version at 112-116 registers a thread (two 256-thread blocks per SM); this one uses 56;
+- a lane issues four loads before its four stores (:func:`_copy_row`): the compiler cannot prove
+  the output does not alias the tables, so in a load-store loop every load waits for the store
+  before it;
+- the next row's ``location`` is read before the current row is copied, so the dependent
+  ``ids -> location -> row`` chain of one row overlaps the copy of the previous one;
+- launch bounds of 256 threads and 4 blocks per SM (at most 64 registers, no spills).
+
+Compiled kernels are cached on disk (``cache=True``). Importing this module imports ``numba.cuda``
+(under ``NUMBA_ENABLE_CUDASIM=1``, its simulator).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 
-from .gather import copy_row
+from ..._config import cuda_sim_enabled
 
-__all__ = ["gather_two_tier"]
+__all__ = ["gather_two_tier", "BLOCK_THREADS"]
 
-# The same Python body as the CPU driver's row copy, compiled as a CUDA device function. (Calling
-# the register_jitable overload directly would inline numba-core IR into the CUDA pipeline, which
-# numba-cuda 0.30 rejects while compiling for a real GPU.)
-copy_row_device = cuda.jit(device=True)(copy_row)
+BLOCK_THREADS = 256
+# At least 4 resident 256-thread blocks per SM (<= 64 registers a thread); the simulator's jit
+# takes no launch bounds.
+_BOUNDS = {} if cuda_sim_enabled() else {"launch_bounds": (BLOCK_THREADS, 4)}
 
 
-@cuda.jit
-def gather_two_tier(device_table, host_table, location, ids, out, group, counters):
+@cuda.jit(device=True, inline=True)
+def _copy_row(table, base, out, out_base, lane, group, words):
+    """``out[out_base + j] = table[base + j]`` for ``j = lane, lane + group, ... < words`` (uint64)."""
+    twice = group + group
+    thrice = twice + group
+    j = lane
+    while j + thrice < words:
+        a = table[base + j]
+        b = table[base + j + group]
+        c = table[base + j + twice]
+        d = table[base + j + thrice]
+        out[out_base + j] = a
+        out[out_base + j + group] = b
+        out[out_base + j + twice] = c
+        out[out_base + j + thrice] = d
+        j += thrice + group
+    while j < words:
+        out[out_base + j] = table[base + j]
+        j += group
+
+
+@cuda.jit(cache=True, **_BOUNDS)
+def gather_two_tier(device_table, host_table, location, ids, out, words, group, counters):
     """``out[i] = (device_table or host_table)[row of ids[i]]`` for every ``i``.
 
-    device_table : (num_cached, words) unsigned words; host_table : (num_rows - num_cached, words);
-    location : (num_rows,) int64 (slot, or ``-1 - host_row``); ids : (m,) int32/int64 in range;
-    out : (m, words); group : power of two dividing the block size; counters : (1,) int64,
-    ``counters[0]`` accumulates the rows served from the device table (one atomic per group).
+    device_table : (num_cached * words,) unsigned words, flat; host_table : (host rows * words,),
+    flat; location : (num_rows,) int64 (slot, or ``-1 - host_row``); ids : (m,) int32/int64 in
+    range; out : (m * words,), flat; words : words per row; group : power of two dividing the
+    block size; counters : (1,) int64, ``counters[0]`` accumulates the rows served from the device
+    table (one atomic per group).
     """
     thread = cuda.grid(1)
-    lane = thread % group
-    num_groups = cuda.gridsize(1) // group
+    width = np.uint64(words)
+    lanes = np.uint64(group)
+    lane = np.uint64(thread % group)
+    step = cuda.gridsize(1) // group
+    count = ids.shape[0]
     hits = 0
-    for i in range(thread // group, ids.shape[0], num_groups):
-        loc = location[ids[i]]
+    i = thread // group
+    loc = location[ids[i]] if i < count else 0
+    while i < count:
+        following = i + step
+        next_loc = location[ids[following]] if following < count else 0  # in flight during the copy
+        out_base = np.uint64(i) * width
         if loc >= 0:
-            copy_row_device(device_table, loc, out, i, lane, group)
+            _copy_row(device_table, np.uint64(loc) * width, out, out_base, lane, lanes, width)
             hits += 1
         else:
-            copy_row_device(host_table, -1 - loc, out, i, lane, group)
+            _copy_row(host_table, np.uint64(-1 - loc) * width, out, out_base, lane, lanes, width)
+        i = following
+        loc = next_loc
     if lane == 0 and hits > 0:
         cuda.atomic.add(counters, 0, hits)

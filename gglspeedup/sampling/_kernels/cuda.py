@@ -1,28 +1,38 @@
-"""The GPU driver: ``@cuda.jit`` kernels over the shared row bodies, and the per-hop launcher.
+"""The GPU driver: ``@cuda.jit`` kernels over the shared row bodies, one stream, few syncs.
 
-One thread per target row (blocks of 128 threads on a real GPU) runs exactly the row bodies the
-CPU driver runs, so draws are identical. Per hop: count kernel -> device ``cumsum`` -> fill kernel
--> :func:`.reindex.relabel`. Arrays are CuPy on a real GPU (passed to numba through
-``__cuda_array_interface__``) and NumPy under the simulator. A graph placed in pinned host memory
-(numba mapped arrays) is read by the same kernels over PCIe (UVA).
+One thread per target row runs exactly the row bodies the CPU driver runs, so draws are identical.
+Every launch goes through :func:`gglspeedup._launch.launch` (CuPy's current stream, counted), and
+the host reads device values only through :func:`gglspeedup._launch.to_host` (counted syncs).
+
+A hop with fanout ``k >= 0`` is *bounded*: a row yields at most ``k`` edges, so its outputs are
+sized ``T * k`` up front (row ``i`` owns slots ``i*k ..``) and the hop costs three launches and
+**one** sync:
+
+1. :func:`_fill_insert_kernel` counts, draws and finishes each row into its padded slots and
+   inserts its target and neighbours into the relabel hash table (:mod:`.reindex`);
+2. :func:`~.reindex.flag_kernel` marks first occurrences of new nodes; ``cumsum`` of the counts
+   and of the flags (device);
+3. one device-to-host read of ``(edges, new nodes)`` sizes the outputs;
+4. :func:`~.reindex.compact_kernel` packs the edges and writes the new nodes into ``n_id``.
+
+A hop with ``k == -1`` (every neighbour) counts first (:func:`_count_kernel`, a ``cumsum`` and one
+sync for the edge count), then fills packed slots directly: four launches and two syncs. Arrays
+are CuPy on a real GPU (numba views without copies) and NumPy under the simulator. A graph placed
+in pinned host memory is read by the same kernels over PCIe (UVA).
 """
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from numba import cuda
 
+from ..._launch import device_view, launch_rows, to_host
 from .records import GraphArrays, SampleOptions, graph_arrays
-from .reindex import relabel
+from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
 from .rng import hop_state, row_state
 from .rows import row_count, row_fill, row_finish
 
-__all__ = ["CUDADriver", "THREADS_PER_BLOCK"]
-
-THREADS_PER_BLOCK = 128
-_SIM_THREADS_PER_BLOCK = 32  # the simulator pays ~1 ms per thread, idle ones included
+__all__ = ["CUDADriver"]
 
 
 @cuda.jit(cache=True)
@@ -33,49 +43,32 @@ def _count_kernel(graph, options, n_id, k, counts):
 
 
 @cuda.jit(cache=True)
-def _fill_kernel(graph, options, n_id, k, hop_state_, offsets, e_id, col, dst):
+def _fill_insert_kernel(
+    graph, options, n_id, k, hop_state_, padded, offsets, counts, pos, col, dst, keys, first, slot_of, mask
+):
+    """Row ``i``: draw into its slots (padded: ``i*k ..``, packed: ``offsets[i] ..``), finish them
+    (neighbours in ``col``, edge ids in ``pos``), and enter the target and neighbours in the table."""
     i = cuda.grid(1)
-    if i < n_id.shape[0]:
+    num_targets = n_id.shape[0]
+    if i < num_targets:
         node = n_id[i]
-        start = offsets[i]
-        count = offsets[i + 1] - start
-        row_fill(graph, options, node, k, row_state(hop_state_, node), count, e_id, start)
-        row_finish(graph, options, e_id, col, start, start + count)
-        for q in range(start, start + count):
-            dst[q] = i
-
-
-def _make_launcher(simulated: bool):
-    block = _SIM_THREADS_PER_BLOCK if simulated else THREADS_PER_BLOCK
-
-    def launch(kernel, n, *args):
-        if n == 0:
-            return
-        threads = min(block, n) if simulated else block
-        blocks = (n + threads - 1) // threads
-        if simulated:
-            with warnings.catch_warnings():  # NumPy scalar uint64 wrap-around in the RNG
-                warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
-                kernel[blocks, threads](*args)
+        if padded:
+            count = row_count(graph, options, node, k)
+            counts[i + 1] = count
+            start = i * k
         else:
-            kernel[blocks, threads](*args)
-
-    return launch
-
-
-def _kernel_record(record):
-    """``record`` with its CuPy arrays as numba device-array views (no copy).
-
-    numba types a kernel argument that *is* a CuPy array through ``__cuda_array_interface__``,
-    but not one inside a tuple; numba's own device arrays (and mapped host arrays, and NumPy
-    arrays under the simulator) type anywhere.
-    """
-    return type(record)._make(
-        cuda.as_cuda_array(value)
-        if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray)
-        else value
-        for value in record
-    )
+            start = offsets[i]
+            count = offsets[i + 1] - start
+        row_fill(graph, options, node, k, row_state(hop_state_, node), count, pos, start)
+        row_finish(graph, options, pos, col, start, start + count)
+        slot_of[i] = insert(keys, first, node, i, mask)
+        for q in range(start, start + count):
+            slot_of[num_targets + q] = insert(keys, first, col[q], num_targets + q, mask)
+            if not padded:
+                dst[q] = i
+        if padded:
+            for q in range(start + count, start + k):
+                slot_of[num_targets + q] = -1
 
 
 class CUDADriver:
@@ -99,20 +92,19 @@ class CUDADriver:
         self.device, self.options, self.seed = device, options, int(seed)
         xp = device.xp
         tables = None
-        if options.weighted:
-            tables = weight_tables(to_numpy(graph.indptr), to_numpy(graph.weights))
-            if graph.placement == "pinned":
-                pinned = tuple(pinned_empty(t.shape, t.dtype) for t in tables)
-                for target, table in zip(pinned, tables):
-                    target[...] = table
-                tables = pinned
-            else:
-                with device:
-                    tables = tuple(xp.array(t) for t in tables)
         with device:
+            if options.weighted:
+                tables = weight_tables(to_numpy(graph.indptr), to_numpy(graph.weights))
+                if graph.placement == "pinned":
+                    pinned = tuple(pinned_empty(t.shape, t.dtype) for t in tables)
+                    for target, table in zip(pinned, tables):
+                        target[...] = table
+                    tables = pinned
+                else:
+                    tables = tuple(xp.array(t) for t in tables)
             arrays = graph_arrays(graph, tables, lambda dtype: xp.zeros(1, dtype=dtype))
-        self.graph: GraphArrays = _kernel_record(arrays)
-        self._launch = _make_launcher(device.simulated)
+            self.graph: GraphArrays = device_view(arrays)  # numba views, made once
+            self._placeholder = xp.zeros(1, dtype=np.int64)
 
     @property
     def weight_tables(self):
@@ -124,34 +116,86 @@ class CUDADriver:
 
         ``seeds`` is a checked int64 host or device array; outputs are arrays of ``device.xp``.
         """
-        device, graph, options, launch = self.device, self.graph, self.options, self._launch
-        xp = device.xp
-        with device:
+        xp = self.device.xp
+        with self.device:
             n_id = xp.ascontiguousarray(xp.asarray(seeds), dtype=np.int64)
             hops = []
             for hop, k in enumerate(fanouts):
                 num_targets = int(n_id.shape[0])
-                counts = xp.zeros(num_targets + 1, dtype=np.int64)
-                launch(_count_kernel, num_targets, graph, options, n_id, k, counts)
-                offsets = xp.cumsum(counts)
-                num_edges = int(offsets[-1])  # sync: the hop's edge count sizes its outputs
-                edge_index = xp.empty((2, num_edges), dtype=np.int64)
-                e_id = xp.empty(num_edges, dtype=np.int64)
-                if num_edges:
-                    col = xp.empty(num_edges, dtype=np.int64)
-                    launch(
-                        _fill_kernel,
-                        num_targets,
-                        graph,
-                        options,
-                        n_id,
-                        k,
-                        hop_state(self.seed, key, hop),
-                        offsets,
-                        e_id,
-                        col,
-                        edge_index[1],
-                    )
-                    n_id = relabel(xp, launch, n_id, col, edge_index[0])
+                n_id, edge_index, e_id = self._hop(n_id, k, hop_state(self.seed, key, hop))
                 hops.append((edge_index, e_id, (int(n_id.shape[0]), num_targets)))
         return n_id, hops
+
+    def _hop(self, n_id, k: int, state):
+        device, graph, options, xp = self.device, self.graph, self.options, self.device.xp
+        num_targets = int(n_id.shape[0])
+        padded = k >= 0
+        counts = xp.zeros(num_targets + 1, dtype=np.int64)
+        if padded:
+            offsets, slots = counts, num_targets * k
+        else:
+            launch_rows(_count_kernel, device, num_targets, graph, options, n_id, k, counts)
+            offsets = xp.cumsum(counts)
+            slots = int(to_host(offsets[-1:])[0]) if num_targets else 0  # sync: the hop's edge count
+        if slots == 0:
+            return n_id, xp.empty((2, 0), dtype=np.int64), xp.empty(0, dtype=np.int64)
+        capacity = table_capacity(num_targets + slots)
+        keys = xp.full(capacity, EMPTY, dtype=np.int64)
+        first = xp.full(capacity, NO_POSITION, dtype=np.int64)
+        slot_of = xp.empty(num_targets + slots, dtype=np.int64)
+        pos = xp.empty(slots, dtype=np.int64)
+        col = xp.empty(slots, dtype=np.int64)
+        edge_index = None if padded else xp.empty((2, slots), dtype=np.int64)
+        dst = self._placeholder if padded else edge_index[1]
+        launch_rows(
+            _fill_insert_kernel,
+            device,
+            num_targets,
+            graph,
+            options,
+            n_id,
+            k,
+            state,
+            padded,
+            offsets,
+            counts,
+            pos,
+            col,
+            dst,
+            keys,
+            first,
+            slot_of,
+            capacity - 1,
+        )
+        flags = xp.empty(slots, dtype=np.int64)
+        launch_rows(flag_kernel, device, slots, slot_of, first, num_targets, flags)
+        ranks = xp.cumsum(flags)
+        if padded:
+            offsets = xp.cumsum(counts)
+            num_edges, num_new = (int(v) for v in to_host(xp.stack((offsets[-1], ranks[-1]))))  # sync
+            edge_index = xp.empty((2, num_edges), dtype=np.int64)
+            e_id = xp.empty(num_edges, dtype=np.int64)
+        else:
+            num_new = int(to_host(ranks[-1:])[0])  # sync: the size of the next n_id
+            e_id = pos
+        n_id_next = xp.empty(num_targets + num_new, dtype=np.int64)
+        n_id_next[:num_targets] = n_id
+        launch_rows(
+            compact_kernel,
+            device,
+            slots,
+            num_targets,
+            max(k, 1),
+            padded,
+            offsets,
+            pos,
+            col,
+            slot_of,
+            first,
+            ranks,
+            edge_index[0],
+            edge_index[1],
+            e_id,
+            n_id_next,
+        )
+        return n_id_next, edge_index, e_id

@@ -1,18 +1,23 @@
 """GPU relabelling: global node ids -> positions in ``n_id``, first appearance first.
 
-The stream of one hop is ``n_id`` (the targets, positions ``0 .. T-1``) followed by the sampled
-neighbours (positions ``T .. T+E-1``). Three launches make the result independent of thread
-scheduling:
+The *stream* of one hop is ``n_id`` (the targets, positions ``0 .. T-1``) followed by the hop's
+neighbour slots (positions ``T + e``). A slot ``e`` is either a sampled neighbour or, in the
+padded layout of a bounded hop (row ``i`` owns slots ``i*k .. i*k + k - 1``), unused; padding keeps
+the order of the sampled neighbours, so "first appearance" is the same as in the packed order.
 
-1. insert every stream element into an open-addressing hash table (atomic CAS on the key) and
-   record the smallest stream position of each key (atomic min);
-2. flag the neighbours whose position is their key's first position (new nodes), prefix-sum the
-   flags (device ``cumsum``);
-3. each neighbour reads its key's first position: below ``T`` it is already in ``n_id`` at that
-   position; otherwise its local id is ``T + rank`` of that first position, and the first
-   occurrence writes the node into ``n_id``.
+1. While filling its row, each thread inserts its target and its neighbours into an
+   open-addressing hash table (:func:`insert`: a read first, then an atomic CAS on the key only
+   for a new key; the smallest stream position per key by ``atomic.min``, skipped when the stored
+   one is already smaller, so a hub seen by thousands of rows costs reads, not atomics) and
+   records each element's slot (``slot_of``, -1 for an unused slot).
+2. :func:`flag_kernel` marks the neighbours whose position is their key's first position (new
+   nodes); a device ``cumsum`` ranks them.
+3. :func:`compact_kernel` writes each sampled edge to its packed place: the source's local id (a
+   target's position, or ``T + rank`` for a new node, whose first occurrence also writes it into
+   ``n_id``), and in the padded layout the target and the edge id too.
 
-The CPU driver produces the same numbering with a serial scan over a dense map.
+The result does not depend on thread scheduling; the CPU driver produces the same numbering with
+a serial scan over a dense map.
 """
 
 from __future__ import annotations
@@ -22,10 +27,18 @@ from numba import cuda
 
 from .rng import mix64
 
-__all__ = ["relabel"]
+__all__ = ["EMPTY", "NO_POSITION", "table_capacity", "insert", "flag_kernel", "compact_kernel"]
 
-_EMPTY = -1
-_NO_POSITION = np.iinfo(np.int64).max
+EMPTY = -1
+NO_POSITION = np.iinfo(np.int64).max
+
+
+def table_capacity(elements: int) -> int:
+    """Hash slots for ``elements`` stream elements: a power of two, at least twice as many."""
+    capacity = 16
+    while capacity < 2 * elements:
+        capacity *= 2
+    return capacity
 
 
 @cuda.jit(device=True)
@@ -34,72 +47,56 @@ def _home_slot(node, mask):
 
 
 @cuda.jit(device=True)
-def _find(table_keys, node, mask):
+def insert(keys, first, node, position, mask):
+    """Enter ``node`` seen at stream ``position``; returns its slot."""
     slot = _home_slot(node, mask)
-    while table_keys[slot] != node:
+    while True:
+        current = keys[slot]
+        if current == EMPTY:  # free when read: claim it (another thread may have been quicker)
+            current = cuda.atomic.cas(keys, slot, EMPTY, node)
+            if current == EMPTY:
+                current = node
+        if current == node:
+            break
         slot = (slot + 1) & mask
+    if first[slot] > position:  # positions only decrease: a smaller stored one needs no atomic
+        cuda.atomic.min(first, slot, position)
     return slot
 
 
 @cuda.jit(cache=True)
-def _insert_kernel(n_id, col, table_keys, table_pos, mask):
-    p = cuda.grid(1)
-    num_targets = n_id.shape[0]
-    if p < num_targets + col.shape[0]:
-        node = n_id[p] if p < num_targets else col[p - num_targets]
-        slot = _home_slot(node, mask)
-        while True:
-            old = cuda.atomic.cas(table_keys, slot, _EMPTY, node)
-            if old == _EMPTY or old == node:
-                cuda.atomic.min(table_pos, slot, p)
-                break
-            slot = (slot + 1) & mask
+def flag_kernel(slot_of, first, num_targets, flags):
+    """``flags[e] = 1`` when neighbour slot ``e`` holds the first occurrence of a new node."""
+    e = cuda.grid(1)
+    if e < flags.shape[0]:
+        slot = slot_of[num_targets + e]
+        flags[e] = 1 if slot >= 0 and first[slot] == num_targets + e else 0
 
 
 @cuda.jit(cache=True)
-def _flag_kernel(col, num_targets, table_keys, table_pos, mask, flags):
-    j = cuda.grid(1)
-    if j < col.shape[0]:
-        slot = _find(table_keys, col[j], mask)
-        flags[j] = 1 if table_pos[slot] == num_targets + j else 0
+def compact_kernel(num_targets, k, padded, offsets, pos, col, slot_of, first, ranks, src, dst, e_id, n_id_next):
+    """Write neighbour slot ``e``'s edge to its packed place ``q``.
 
-
-@cuda.jit(cache=True)
-def _assign_kernel(col, num_targets, table_keys, table_pos, mask, ranks, src, n_id_next):
-    j = cuda.grid(1)
-    if j < col.shape[0]:
-        node = col[j]
-        first = table_pos[_find(table_keys, node, mask)]
-        if first < num_targets:
-            src[j] = first
-        else:
-            local = num_targets + ranks[first - num_targets] - 1
-            src[j] = local
-            if first == num_targets + j:
-                n_id_next[local] = node
-
-
-def relabel(xp, launch, n_id, col, src):
-    """Write local source ids into ``src`` and return ``n_id`` extended by the new nodes.
-
-    ``xp`` is the device array module, ``launch(kernel, n, *args)`` launches ``n`` threads.
-    ``n_id`` (T,) and ``col`` (E,) are int64 device arrays; ``src`` (E,) is written.
+    Padded layout (``padded``): slot ``e`` belongs to row ``e // k`` and goes to
+    ``offsets[row] + e % k``, carrying its edge id (``pos``) and target row (``dst``, ``e_id``
+    written here). Packed layout: ``q = e`` and ``dst`` / ``e_id`` are already final.
     """
-    num_targets, num_edges = int(n_id.shape[0]), int(col.shape[0])
-    if num_edges == 0:
-        return n_id
-    capacity = 16
-    while capacity < 2 * (num_targets + num_edges):
-        capacity *= 2
-    mask = capacity - 1
-    table_keys = xp.full(capacity, _EMPTY, dtype=np.int64)
-    table_pos = xp.full(capacity, _NO_POSITION, dtype=np.int64)
-    launch(_insert_kernel, num_targets + num_edges, n_id, col, table_keys, table_pos, mask)
-    flags = xp.empty(num_edges, dtype=np.int64)
-    launch(_flag_kernel, num_edges, col, num_targets, table_keys, table_pos, mask, flags)
-    ranks = xp.cumsum(flags)
-    num_new = int(ranks[-1])  # sync: the size of the next n_id
-    n_id_next = xp.empty(num_targets + num_new, dtype=np.int64)
-    n_id_next[:num_targets] = n_id
-    launch(_assign_kernel, num_edges, col, num_targets, table_keys, table_pos, mask, ranks, src, n_id_next)
-    return n_id_next
+    e = cuda.grid(1)
+    if e < slot_of.shape[0] - num_targets:
+        slot = slot_of[num_targets + e]
+        if slot >= 0:
+            if padded:
+                row = e // k
+                q = offsets[row] + e - row * k
+                e_id[q] = pos[e]
+                dst[q] = row
+            else:
+                q = e
+            position = first[slot]
+            if position < num_targets:
+                src[q] = position
+            else:
+                local = num_targets + ranks[position - num_targets] - 1
+                src[q] = local
+                if position == num_targets + e:
+                    n_id_next[local] = col[e]
