@@ -117,7 +117,7 @@ def test_gpu_contenders_gather_exactly_on_the_simulator(device, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy())
     x = np.arange(40 * 4, dtype=np.float32).reshape(40, 4)
     ids = np.array([39, 0, 7, 7, 21, 3])
-    contenders, stores = gather._gpu_contenders(x, ids, as_device(device), [0.0, 0.5, 2.0], graph=None)
+    contenders, stores = gather.gpu_contenders(x, ids, as_device(device), [0.0, 0.5, 2.0], graph=None)
     assert set(contenders) == {
         "gglspeedup cache=0",
         "gglspeedup cache=0.5",
@@ -126,7 +126,7 @@ def test_gpu_contenders_gather_exactly_on_the_simulator(device, monkeypatch):
         "pinned host-to-device copy",
         "cupy.take (table on GPU)",
     }
-    timings = gather._time_interleaved(contenders, repeats=1)
+    timings = gather.time_interleaved(contenders, repeats=1)
     assert all(len(rounds) == 1 and rounds[0] > 0 and cpu >= 0 for rounds, cpu in timings.values())
     for ratio, store in stores.items():
         np.testing.assert_array_equal(store[ids], x[ids])

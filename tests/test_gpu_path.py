@@ -138,7 +138,6 @@ def test_a_gather_is_one_launch_and_no_sync_and_stats_one_sync():
 def test_staging_in_many_small_chunks_uploads_every_row_exactly(monkeypatch):
     rows, dim = 23, 5
     x = np.random.default_rng(4).standard_normal((rows, dim)).astype(np.float32)
-    monkeypatch.setattr(_tiers, "STAGING_BYTES", 3 * dim * 4)  # 3 rows a chunk: 8 chunks
     events = []
     original_copy, original_fill = _tiers.CUDATiers._copy_async, _tiers.CUDATiers._fill_staging
 
@@ -158,7 +157,9 @@ def test_staging_in_many_small_chunks_uploads_every_row_exactly(monkeypatch):
     monkeypatch.setattr(_tiers.CUDATiers, "_wait", wait)
     monkeypatch.setattr(_tiers.CUDATiers, "_fill_staging", fill)
     order = np.random.default_rng(5).permutation(rows)
-    store = gg.FeatureStore(x, device="cuda:0", cache_size=rows * dim * 4, policy=order)
+    store = gg.FeatureStore(
+        x, device="cuda:0", cache_size=rows * dim * 4, policy=order, staging=3 * dim * 4
+    )  # 8 chunks
     device_rows = np.asarray(store._tier.device_table).view(np.float32)
     np.testing.assert_array_equal(device_rows, x[order])  # slot s holds row order[s]
     buffers = sorted({address for kind, address in events if kind == "fill"})
@@ -315,3 +316,14 @@ def test_the_loader_stream_is_created_on_the_samplers_device(monkeypatch):
         device, stream = _prefetch._device_and_stream(types.SimpleNamespace(device=gg.device.as_device("cpu")))
     with device, stream as current:
         assert current is None
+
+
+def test_pin_and_staging_options_are_checked_on_every_device():
+    x = np.zeros((4, 2), np.float32)
+    with pytest.raises(ValueError, match=r"pin must be one of \('copy', 'register'\), got 'lock'"):
+        gg.FeatureStore(x, pin="lock")
+    with pytest.raises(ValueError, match="staging must be at least 1 byte"):
+        gg.FeatureStore(x, staging=0)
+    with pytest.raises(ValueError, match="size must be a number"):
+        gg.FeatureStore(x, staging="lots")
+    assert gg.FeatureStore(x, pin="register", staging="1M")[[1]].shape == (1, 2)

@@ -20,6 +20,7 @@ COMMANDS = {
     "gather": "feature gather: GB/s per cache ratio vs the tier's copy bandwidth and numpy.take",
     "multi": "multi-process sampling: per-rank throughput and scaling efficiency",
     "loader": "NodeLoader batches/s and gather GB/s, recycled output buffers vs fresh ones",
+    "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
 }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "gpu_contenders", "time_interleaved", "paired_ratio"]
 
 OURS = "gglspeedup"
 
@@ -74,7 +74,7 @@ def _parse_ratios(text: str) -> list[float]:
     return ratios
 
 
-def _time_interleaved(contenders: dict, repeats: int, sync=None) -> dict:
+def time_interleaved(contenders: dict, repeats: int, sync=None) -> dict:
     """Per contender, the wall seconds of every round and the CPU seconds of its cheapest call.
 
     One warm-up call each (compilation, page faults), then rounds interleaved so a burst of load
@@ -99,7 +99,7 @@ def _time_interleaved(contenders: dict, repeats: int, sync=None) -> dict:
     return {name: (wall[name], min(cpu[name])) for name in contenders}
 
 
-def _paired_ratio(rounds, reference_rounds) -> float:
+def paired_ratio(rounds, reference_rounds) -> float:
     """Median over rounds of ``reference time / time`` taken in the same round: on a noisy machine
     the two calls of one round share its load, so this ratio moves far less than a ratio of bests."""
     import numpy as np
@@ -207,7 +207,7 @@ def _cpu_contenders(x, ids, store):
     return contenders
 
 
-def _gpu_contenders(x, ids, device, ratios, graph):
+def gpu_contenders(x, ids, device, ratios, graph):
     """Ours per cache ratio, the D2D and pinned H2D copy ceilings, cupy.take / torch peers."""
     import cupy
     import numpy as np
@@ -333,12 +333,12 @@ def run(args) -> dict:
     )
 
     if device.is_cuda:
-        contenders, stores = _gpu_contenders(x, ids, device, ratios, graph)
+        contenders, stores = gpu_contenders(x, ids, device, ratios, graph)
         sync = lambda: device.xp.cuda.get_current_stream().synchronize()  # noqa: E731
     else:
         store = FeatureStore(x)  # one tier on the CPU: every cache ratio reads the same table
         contenders, stores, sync = _cpu_contenders(x, ids, store), {}, None
-    timings = _time_interleaved(contenders, args.repeats, sync)
+    timings = time_interleaved(contenders, args.repeats, sync)
     _note_environment(results)
     if device.is_cuda:
         ceilings = ["device-to-device copy"]
@@ -356,16 +356,16 @@ def run(args) -> dict:
             "median_gbs": useful / median / 1e9,
             "cpu_gbs": useful / cpu / 1e9 if cpu > 0 else None,
             "vs_ceiling": min(timings[ceiling][0]) / best,
-            "paired_vs_ceiling": _paired_ratio(rounds, ceiling_rounds),
+            "paired_vs_ceiling": paired_ratio(rounds, ceiling_rounds),
         }
         if device.is_cuda:  # pinned rows are bounded by the host-to-device rate instead
             h2d = timings["pinned host-to-device copy"][0]
             row["vs_h2d"] = min(h2d) / best
-            row["paired_vs_h2d"] = _paired_ratio(rounds, h2d)
+            row["paired_vs_h2d"] = paired_ratio(rounds, h2d)
         else:
             take = timings["numpy.take clip (warm out)"][0]
             row["vs_take"] = min(take) / best
-            row["paired_vs_take"] = _paired_ratio(rounds, take)
+            row["paired_vs_take"] = paired_ratio(rounds, take)
         rows.append(row)
     results["ceiling"] = ceiling
     rows_by_name = {row["name"]: row for row in rows}

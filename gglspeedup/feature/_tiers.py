@@ -96,12 +96,18 @@ class CUDATiers:
     device : Device (CUDA, real or simulated)
     pin : {"copy", "register"}
         How host rows become readable by the GPU (see the module notes).
+    staging_bytes : int, optional
+        Size of each of the two page-locked buffers the cache is uploaded through
+        (default :data:`STAGING_BYTES`).
     """
 
-    def __init__(self, table: np.ndarray, cached_ids: np.ndarray, device, *, pin: str = "copy"):
+    def __init__(
+        self, table: np.ndarray, cached_ids: np.ndarray, device, *, pin: str = "copy", staging_bytes: int | None = None
+    ):
         num_rows, dim = table.shape
         self.device = device
         self.row_bytes = dim * table.dtype.itemsize
+        self.staging_bytes = STAGING_BYTES if staging_bytes is None else int(staging_bytes)
         num_cached = len(cached_ids)
         # The kernel moves rows as unsigned words: the widest dividing the row width and every
         # buffer's address (our own buffers are 64-byte aligned; a registered table is the caller's).
@@ -163,7 +169,7 @@ class CUDATiers:
         exactly the corruption a single reused buffer caused.
         """
         rows = len(cached_ids)
-        chunk = max(1, STAGING_BYTES // self.row_bytes)
+        chunk = max(1, self.staging_bytes // self.row_bytes)
         buffers = [pinned_empty((min(chunk, rows), self.words), self.word) for _ in range(min(2, -(-rows // chunk)))]
         pending = [None] * len(buffers)
         table = self.device_table

@@ -59,6 +59,10 @@ class FeatureStore:
         (``cudaHostRegister``), once per process however many stores read it, and nothing is
         copied; for tables in shared memory or too large to hold twice (falls back to a copy,
         with a ``RuntimeWarning``, where the driver refuses). Ignored on the CPU.
+    staging : int or str
+        On a GPU, the size of each of the two page-locked buffers the cache is uploaded through,
+        chunk by chunk (default ``"64M"``; any :func:`~gglspeedup.parse_size` budget). Ignored on
+        the CPU.
 
     Notes
     -----
@@ -82,11 +86,16 @@ class FeatureStore:
     3
     """
 
-    def __init__(self, x, device="cpu", cache_size=0, policy=None, graph=None, *, presample=None, pin="copy"):
+    def __init__(
+        self, x, device="cpu", cache_size=0, policy=None, graph=None, *, presample=None, pin="copy", staging="64M"
+    ):
         self.device = as_device(device)
         if pin not in PINS:
             raise ValueError(f"pin must be one of {PINS}, got {pin!r}")
         self._pin = pin
+        self._staging = parse_size(staging)
+        if self._staging < 1:
+            raise ValueError(f"staging must be at least 1 byte, got {staging!r}")
         table = as_table(x)
         self.cache_size = parse_size(cache_size)
         num_rows, dim = table.shape
@@ -122,7 +131,7 @@ class FeatureStore:
                 )
             self.policy_info.update(info)
         self.policy_info["num_cached"] = len(cached_ids)
-        return CUDATiers(table, cached_ids, self.device, pin=self._pin)
+        return CUDATiers(table, cached_ids, self.device, pin=self._pin, staging_bytes=self._staging)
 
     def _check_free_memory(self, cached_rows: int, num_rows: int) -> None:
         needed = cached_rows * self.row_bytes + num_rows * 8  # cache + location map

@@ -1,0 +1,168 @@
+"""``python -m gglspeedup.bench gpu``: one command that proves the GPU path on a GPU machine.
+
+Example (an H100 whose ``python3`` has torch, CuPy, numba and numba-cuda)::
+
+    pip install --no-deps -e .
+    python -m gglspeedup.bench gpu --out gpu-report
+
+In order, each in its own process (a sticky CUDA error in one cannot poison the next), under one
+hard deadline (``--deadline``, default 540 s), each with its share of what is left:
+
+``environment``  versions, the GPU, the driver
+``tests``        the GPU test suite (``pytest -m "cuda or gpu_hardware" tests``)
+``bitwise``      CPU == GPU bit for bit per placement (device, pinned) and mode (replace,
+                 weighted, edge ids, ``-1`` / ``0`` fanouts, duplicate seeds); the gather per cache
+                 fraction and pin mode
+``streams``      sampling + gathering on a non-blocking CuPy stream while the legacy stream is
+                 busy, and a prefetching loader, against the CPU
+``staging``      a 200 MiB device cache filled through 64 MiB staging chunks, row by row
+``sampling``     sampled edges/s per placement for batches of 1 .. 65,536 (fanouts [15, 10, 5],
+                 2.4M nodes / ~62M edges), launches and syncs per call, the per-call floor
+``gather``       GB/s per tier beside ``cupy.take``, ``torch.index_select``, a D2D copy and a
+                 pinned H2D copy of the same bytes
+
+``report.json`` and ``report.md`` go to ``--out``; the exit status is 1 when a check failed or
+the deadline cut one off. ``--size tiny`` runs everything at toy sizes: that is how CI runs the
+command on numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) before it ever meets a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+__all__ = ["add_arguments", "run", "ORDER"]
+
+ORDER = ("environment", "tests", "bitwise", "streams", "staging", "sampling", "gather")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", default="gpu-report", help="folder for report.json and report.md (default gpu-report)")
+    parser.add_argument("--deadline", type=float, default=540.0, help="seconds for everything (default 540)")
+    parser.add_argument(
+        "--size",
+        choices=("full", "tiny"),
+        default="full",
+        help="problem sizes: full (a GPU) or tiny (the simulator, CI)",
+    )
+    parser.add_argument("--checks", default=",".join(ORDER), help=f"comma-separated subset of {','.join(ORDER)}")
+
+
+def _checks(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in ORDER]
+    if unknown or not names:
+        raise ValueError(f"--checks must name some of {', '.join(ORDER)}; unknown: {', '.join(unknown) or '(none)'}")
+    return names
+
+
+def _run_one(name: str, size: str, timeout: float) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, f"{name}.json")
+        command = [sys.executable, "-m", "gglspeedup.bench.gpu.checks", name, "--size", size, "--json", path]
+        start = time.perf_counter()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=max(1.0, timeout))
+        except subprocess.TimeoutExpired:
+            return {"status": "fail", "summary": f"cut off by the deadline after {timeout:.0f} s", "seconds": timeout}
+        if os.path.exists(path):
+            with open(path) as handle:
+                return json.load(handle)
+        tail = (done.stderr or done.stdout)[-3000:]
+        return {
+            "status": "fail",
+            "summary": f"the check's process died (exit {done.returncode})",
+            "details": tail,
+            "seconds": round(time.perf_counter() - start, 2),
+        }
+
+
+def _markdown(report: dict) -> str:
+    environment = report["checks"].get("environment", {}).get("figures", {})
+    lines = [
+        "# gglspeedup GPU check",
+        "",
+        f"`{report['command']}` at {report['started']} UTC, {report['seconds']:.0f} s "
+        f"(deadline {report['deadline']:.0f} s), size `{report['size']}`.",
+        "",
+        "Environment: " + ", ".join(f"{k} {v}" for k, v in environment.items()),
+        "",
+        "| check | status | seconds | summary |",
+        "|---|---|---|---|",
+    ]
+    for name, result in report["checks"].items():
+        lines.append(f"| {name} | {result['status']} | {result.get('seconds', '')} | {result['summary']} |")
+    sampling = report["checks"].get("sampling", {}).get("figures")
+    if sampling:
+        lines += [
+            "",
+            f"Sampling, fanouts {sampling['fanouts']}, graph {sampling['graph']}:",
+            "",
+            "| placement | batch | edges | ms best | ms median | M edges/s | launches | syncs |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for row in sampling["rows"]:
+            lines.append(
+                f"| {row['placement']} | {row['batch']} | {row['edges']} | {row['ms_best']:.3f} | "
+                f"{row['ms_median']:.3f} | {row['m_edges_per_s']:.1f} | {row['launches']} | {row['syncs']} |"
+            )
+    gather = report["checks"].get("gather", {}).get("figures")
+    if gather:
+        lines += [
+            "",
+            f"Gather, table {gather['table']}, {gather['ids']} ids ({gather['bytes_per_gather']} bytes):",
+            "",
+            "| contender | GB/s best | GB/s median | paired vs ceiling |",
+            "|---|---|---|---|",
+        ]
+        for name, row in gather["rows"].items():
+            ratio = row.get("paired_vs_d2d", row.get("paired_vs_h2d"))
+            lines.append(
+                f"| {name} | {row['gb_per_s_best']:.2f} | {row['gb_per_s_median']:.2f} | "
+                f"{'' if ratio is None else f'{ratio:.2f}'} |"
+            )
+    failed = [name for name, result in report["checks"].items() if result["status"] == "fail"]
+    for name in failed:
+        lines += ["", f"## {name} failed", "", "```", report["checks"][name].get("details", "").strip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def run(args) -> dict:
+    names = _checks(args.checks)
+    if args.deadline <= 0:
+        raise ValueError(f"--deadline must be > 0 seconds, got {args.deadline}")
+    start = time.monotonic()
+    report = {
+        "command": "python -m gglspeedup.bench gpu " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "",
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "deadline": args.deadline,
+        "size": args.size,
+        "checks": {},
+    }
+    for position, name in enumerate(names):
+        left = args.deadline - (time.monotonic() - start)
+        if left <= 1:
+            report["checks"][name] = {"status": "fail", "summary": "not run: the deadline was reached"}
+            continue
+        # The measurements take the rest; a check may use what is left, shared with those after it.
+        share = left if name in ("sampling", "gather") else left / max(1, len(names) - position) * 2
+        report["checks"][name] = result = _run_one(name, args.size, min(left, share))
+        print(f"{name:12s} {result['status']:5s} {result.get('seconds', 0):7.1f} s  {result['summary']}", flush=True)
+    report["seconds"] = time.monotonic() - start
+    report["failed"] = [n for n, r in report["checks"].items() if r["status"] == "fail"]
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "report.json"), "w") as handle:
+        json.dump(report, handle, indent=2, default=str)
+    with open(os.path.join(args.out, "report.md"), "w") as handle:
+        handle.write(_markdown(report))
+    print(
+        f"wrote {os.path.join(args.out, 'report.md')} and report.json; "
+        f"{len(report['failed'])} failed: {', '.join(report['failed']) or 'none'}"
+    )
+    if report["failed"]:
+        raise SystemExit(1)
+    return report

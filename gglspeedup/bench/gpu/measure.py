@@ -1,0 +1,130 @@
+"""The measurements of ``python -m gglspeedup.bench gpu``: sampling and gathering on ``cuda:0``.
+
+- :func:`sampling`: sampled edges/s per placement (graph in device memory, or pinned host memory
+  read over PCIe) for batches of 1 .. 65,536 seeds, fanouts [15, 10, 5], on a power-law graph of
+  2.4M nodes and ~62M edges; the kernel launches and host syncs of one call (the launcher's
+  counters) and the time of a one-seed call (the per-call floor).
+- :func:`gather`: GB/s of ``FeatureStore.gather`` with every row cached (device tier) and none
+  (pinned host tier), beside ``cupy.take`` and ``torch.index_select`` on the same device arrays,
+  a device-to-device copy and a pinned host-to-device copy of the same bytes (the tiers'
+  ceilings), interleaved rounds, paired ratios (:mod:`gglspeedup.bench.gather`).
+
+Under the simulator both run at tiny sizes to prove they work; the times there mean nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+__all__ = ["sampling", "gather"]
+
+FANOUTS = [15, 10, 5]
+
+
+def _timed(call, repeats: int, sync) -> list[float]:
+    call()  # warm-up: compilation, pools
+    sync()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        sync()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def sampling(size: dict) -> dict:
+    import gglspeedup as gg
+    from gglspeedup import _launch
+
+    from ._common import _device, _sync
+
+    device = _device()
+    build = time.perf_counter()
+    graph = gg.datasets.synthetic_powerlaw(size["nodes"], size["degree"], seed=0)
+    build = time.perf_counter() - build
+    rng = np.random.default_rng(0)
+    rows = []
+    for placement in ("device", "pinned"):
+        sampler = gg.NeighborSampler(graph, FANOUTS, seed=1, device=device, placement=placement)
+        for batch in size["batches"]:
+            batch = min(batch, graph.num_nodes)
+            seeds = device.xp.asarray(rng.choice(graph.num_nodes, batch, replace=False))
+            out = sampler.sample(seeds, key=0)
+            edges = sum(int(adj.e_id.shape[0]) for adj in out.adjs)
+            _launch.reset_counters()
+            sampler.sample(seeds, key=1)
+            counts = _launch.counters()
+            seconds = _timed(lambda s=sampler, b=seeds: s.sample(b), size["repeats"], lambda: _sync(device))
+            best = min(seconds)
+            rows.append(
+                {
+                    "placement": placement,
+                    "batch": batch,
+                    "edges": edges,
+                    "ms_best": 1e3 * best,
+                    "ms_median": 1e3 * float(np.median(seconds)),
+                    "m_edges_per_s": edges / best / 1e6,
+                    "launches": counts["launches"],
+                    "syncs": counts["syncs"],
+                }
+            )
+    floor = {row["placement"]: row["ms_best"] for row in rows if row["batch"] == min(size["batches"])}
+    peak = {p: max(r["m_edges_per_s"] for r in rows if r["placement"] == p) for p in ("device", "pinned")}
+    summary = (
+        f"peak {peak['device']:.1f} M edges/s in device memory, {peak['pinned']:.1f} M pinned; "
+        f"one-seed call {floor['device']:.2f} / {floor['pinned']:.2f} ms; "
+        f"{rows[-1]['launches']} launches, {rows[-1]['syncs']} syncs per call"
+    )
+    figures = {
+        "graph": {"nodes": graph.num_nodes, "edges": graph.num_edges, "build_s": round(build, 1)},
+        "fanouts": FANOUTS,
+        "rows": rows,
+        "peak_m_edges_per_s": peak,
+        "floor_ms": floor,
+    }
+    return {"status": "pass", "summary": summary, "figures": figures}
+
+
+def gather(size: dict) -> dict:
+    import gglspeedup as gg
+
+    from ..gather import gpu_contenders, paired_ratio, time_interleaved
+    from ._common import _device, _sync
+
+    device = _device()
+    rng = np.random.default_rng(3)
+    x = rng.random((size["rows"], size["dim"]), dtype=np.float32)
+    ids = rng.integers(0, size["rows"], size["ids"], dtype=np.int64)
+    useful = ids.size * size["dim"] * 4
+    if device.simulated:  # no CuPy: our two tiers only, to prove the path runs
+        stores = {
+            ratio: gg.FeatureStore(x, device=device, cache_size=int(ratio * x.nbytes), policy=np.arange(len(x)))
+            for ratio in (0.0, 1.0)
+        }
+        contenders = {f"gglspeedup cache={r:g}": (lambda s=s: s.gather(ids)) for r, s in stores.items()}
+    else:
+        contenders, stores = gpu_contenders(x, ids, device, [0.0, 1.0], graph=None)
+    for store in stores.values():  # exact before timed
+        got = store.gather(ids)
+        np.testing.assert_array_equal(got if device.simulated else got.get(), x[ids])
+    timings = time_interleaved(contenders, size["repeats"], lambda: _sync(device))
+    rows = {
+        name: {"gb_per_s_best": useful / min(rounds) / 1e9, "gb_per_s_median": useful / float(np.median(rounds)) / 1e9}
+        for name, (rounds, _) in timings.items()
+    }
+    summary = "simulator: both tiers exact (times meaningless)"
+    if not device.simulated:
+        device_tier, host_tier = timings["gglspeedup cache=1"][0], timings["gglspeedup cache=0"][0]
+        rows["gglspeedup cache=1"]["paired_vs_d2d"] = paired_ratio(device_tier, timings["device-to-device copy"][0])
+        rows["gglspeedup cache=0"]["paired_vs_h2d"] = paired_ratio(host_tier, timings["pinned host-to-device copy"][0])
+        summary = (
+            f"cached rows {rows['gglspeedup cache=1']['gb_per_s_best']:.0f} GB/s = "
+            f"{rows['gglspeedup cache=1']['paired_vs_d2d']:.2f}x a D2D copy; pinned rows "
+            f"{rows['gglspeedup cache=0']['gb_per_s_best']:.1f} GB/s = "
+            f"{rows['gglspeedup cache=0']['paired_vs_h2d']:.2f}x a pinned H2D copy"
+        )
+    figures = {"table": list(x.shape), "ids": int(ids.size), "bytes_per_gather": useful, "rows": rows}
+    return {"status": "pass", "summary": summary, "figures": figures}

@@ -1,0 +1,58 @@
+"""``python -m gglspeedup.bench gpu``: the one-shot GPU check runs end to end on the simulator."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gglspeedup.bench import gpu
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(arguments, simulated, tmp_path):
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1" if simulated else "0")
+    return subprocess.run(
+        [sys.executable, "-m", "gglspeedup.bench", "gpu", "--out", str(tmp_path), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=env,
+    )
+
+
+def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
+    done = _run(["--size", "tiny", "--deadline", "400"], True, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert list(report["checks"]) == list(gpu.ORDER) and report["failed"] == []
+    assert all(result["status"] == "pass" for result in report["checks"].values())
+    sampling = report["checks"]["sampling"]["figures"]
+    assert {row["placement"] for row in sampling["rows"]} == {"device", "pinned"}
+    assert all(row["launches"] == 9 and row["syncs"] == 3 for row in sampling["rows"])  # 3 bounded hops
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| bitwise | pass |" in markdown and "| placement | batch |" in markdown
+
+
+def test_a_failing_check_is_reported_and_fails_the_command(tmp_path):
+    from gglspeedup import _config
+
+    if _config.HAS_CUPY_GPU:
+        pytest.skip("a real GPU is usable here: the environment check would pass")
+    done = _run(["--checks", "environment,staging", "--size", "tiny", "--deadline", "120"], False, tmp_path)
+    assert done.returncode == 1
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["failed"] == ["environment", "staging"]
+    assert "DeviceUnavailableError" in report["checks"]["environment"]["summary"]
+    assert "## environment failed" in (tmp_path / "report.md").read_text()
+
+
+def test_checks_and_deadline_are_checked():
+    with pytest.raises(ValueError, match="--checks must name some of"):
+        gpu._checks("bitwise,nope")
+    with pytest.raises(ValueError, match="--checks must name some of"):
+        gpu._checks(",")
+    assert gpu._checks(" sampling , gather ") == ["sampling", "gather"]
