@@ -212,7 +212,8 @@ class CUDATiers:
         return int(to_host(self.counters)[0])  # sync
 
     def reset(self) -> None:
-        self.counters[0] = 0
+        with self.device:
+            self.counters[0] = 0
 
     def gather(self, ids, out) -> None:
         """``out[i] = row ids[i]`` from whichever tier holds it; one kernel launch.
@@ -221,12 +222,13 @@ class CUDATiers:
         """
         if len(ids) == 0:
             return
-        if _address(out) % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
-            staging = self.device.xp.empty(len(ids) * self.words, dtype=self.word)
-            self._launch(ids, staging)
-            out.view(np.uint8)[...] = staging.view(np.uint8).reshape(out.shape[0], -1)
-            return
-        self._launch(ids, out.view(self.word).reshape(-1))
+        with self.device:  # this store's GPU, whichever the caller's thread has current
+            if _address(out) % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
+                staging = self.device.xp.empty(len(ids) * self.words, dtype=self.word)
+                self._launch(ids, staging)
+                out.view(np.uint8)[...] = staging.view(np.uint8).reshape(out.shape[0], -1)
+                return
+            self._launch(ids, out.view(self.word).reshape(-1))
 
     def _launch(self, ids, out_words) -> None:
         from ._kernels.gather_cuda import BLOCK_THREADS, gather_two_tier
