@@ -23,6 +23,7 @@ _LAZY_NAMES = {
     "NeighborSampler": "gglspeedup.sampling",
     "SampleOutput": "gglspeedup.sampling",
     "Adj": "gglspeedup.sampling",
+    "LinkSampleOutput": "gglspeedup.sampling",
     "FeatureStore": "gglspeedup.feature",
     "MultiDeviceSampler": "gglspeedup.multigpu",
     "MultiDeviceFeature": "gglspeedup.multigpu",

@@ -41,24 +41,37 @@ def _kernels():
 
     from gglspeedup.feature._kernels import gather_cuda
     from gglspeedup.sampling._kernels import cuda as sampling_cuda
-    from gglspeedup.sampling._kernels import reindex
+    from gglspeedup.sampling._kernels import cuda_links, reindex
     from gglspeedup.sampling._kernels.records import GraphArrays, SampleOptions
 
     i64 = types.Array(types.int64, 1, "C")
-    options = typeof(SampleOptions(False, False, False))
+    plain = typeof(SampleOptions(False, False, False, np.zeros(1, np.int8)))  # sample(): no exclusion code
+    linked = typeof(SampleOptions(False, False, False, np.zeros(1, np.int64)))  # a link batch's exclusions
     for weight in (np.float64, np.float32):
         ints = np.zeros(1, np.int64)
         graph = typeof(GraphArrays(ints, ints, ints, np.zeros(1, weight), ints, np.zeros(1)))
         tag = np.dtype(weight).name
-        yield (
-            f"sampling count ({tag} weights)",
-            sampling_cuda._count_kernel,
-            (graph, options, i64, types.int64, i64),
-            True,
+        for mode, options in (("", plain), (", excluding", linked)):
+            count = (graph, options, i64, types.int64, i64)
+            yield f"sampling count ({tag} weights{mode})", sampling_cuda._count_kernel, count, True
+            fill = (graph, options, i64, types.int64, types.uint64, types.boolean, *([i64] * 8), types.int64)
+            yield f"sampling fill + insert ({tag} weights{mode})", sampling_cuda._fill_insert_kernel, fill, True
+        negatives = (
+            graph,
+            types.uint64,
+            types.int64,
+            i64,
+            types.boolean,
+            types.int64,
+            types.boolean,
+            i64,
+            i64,
+            types.Array(types.int8, 1, "C"),
         )
-        fill = (graph, options, i64, types.int64, types.uint64, types.boolean, i64, i64, i64, i64, i64, i64, i64,
-                i64, types.int64)  # fmt: skip
-        yield f"sampling fill + insert ({tag} weights)", sampling_cuda._fill_insert_kernel, fill, True
+        yield f"link negatives ({tag} weights)", cuda_links._negatives_kernel, negatives, True
+        yield f"link exclusion count ({tag} weights)", cuda_links._count_matches_kernel, (graph, i64, i64, i64), False
+        fill = (graph, i64, i64, i64, i64)
+        yield f"link exclusion fill ({tag} weights)", cuda_links._fill_matches_kernel, fill, False
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
     compact = (types.int64, types.int64, types.boolean, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
     yield "relabel compact", reindex.compact_kernel, compact, False
@@ -84,16 +97,18 @@ def _registers(ptx: str, cc) -> str:
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as handle:
         handle.write(ptx)
         handle.flush()
-        done = subprocess.run([ptxas, f"-arch={arch}", "-v", handle.name, "-o", os.devnull], capture_output=True,
-                              text=True)  # fmt: skip
+        done = subprocess.run(
+            [ptxas, f"-arch={arch}", "-v", handle.name, "-o", os.devnull], capture_output=True, text=True
+        )
         supported = re.search(r"current version is '([\d.]+)'", done.stderr)
         if supported:
             handle.seek(0)
             handle.write(re.sub(r"^\.version [\d.]+", f".version {supported.group(1)}", ptx, flags=re.M))
             handle.truncate()
             handle.flush()
-            done = subprocess.run([ptxas, f"-arch={arch}", "-v", handle.name, "-o", os.devnull], capture_output=True,
-                                  text=True)  # fmt: skip
+            done = subprocess.run(
+                [ptxas, f"-arch={arch}", "-v", handle.name, "-o", os.devnull], capture_output=True, text=True
+            )
     used = re.search(r"Used (\d+) registers", done.stderr)
     spills = re.search(r"(\d+) bytes spill stores", done.stderr)
     if used is None:

@@ -1,8 +1,8 @@
 """Multi-hop neighbour sampling (see DESIGN.md, "Sampling")."""
 
-from .types import Adj, SampleOutput
+from .types import Adj, LinkSampleOutput, SampleOutput
 
-__all__ = ["Adj", "SampleOutput", "NeighborSampler"]
+__all__ = ["Adj", "SampleOutput", "LinkSampleOutput", "NeighborSampler"]
 
 
 def __getattr__(name):

@@ -9,7 +9,7 @@ import numpy as np
 from ..device import as_device, as_device_array, on_gpu, to_numpy
 from ..graph import as_csr_graph
 from ..validation import check_bool, check_fanouts, check_int
-from .types import Adj, SampleOutput
+from .types import Adj, LinkSampleOutput, SampleOutput
 
 __all__ = ["NeighborSampler"]
 
@@ -191,14 +191,85 @@ class NeighborSampler:
             a seed outside ``[0, num_nodes)``.
         """
         seeds = self._check_seeds(seeds)
-        if key is None:
-            with self._lock:
-                key, self._key = self._key, self._key + 1
-        else:
-            key = check_int("key", key, minimum=0, below=_UINT64_LIMIT)
+        key = self._next_key(key)
         n_id, hops = self._driver.sample_all(seeds, self.fanouts, key)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
         return SampleOutput(n_id, adjs)
+
+    def sample_links(
+        self, pairs, labels=None, *, negatives=None, num_negatives=1, strict_negatives=False, exclude="self", key=None
+    ) -> LinkSampleOutput:
+        """Sample the neighbourhood of node pairs for link prediction, with negatives.
+
+        Parameters
+        ----------
+        pairs : integer array-like, shape (2, B)
+            ``(source, target)`` node ids: row 0 the sources, row 1 the targets. Graph edges or
+            not (held-out pairs are the common case); duplicates and self pairs are fine. NumPy,
+            lists, DLPack tensors; a CUDA sampler also takes GPU arrays.
+        labels : array-like, shape (B,), optional
+            Numeric labels of the pairs (default: ``1.0`` each); negatives get ``0``.
+        negatives : {None, "binary", "per_source", "triplet"}
+            ``"binary"`` (PyG): ``num_negatives * B`` extra pairs, both endpoints uniform over the
+            nodes. ``"per_source"`` (DGL's ``Uniform``): each pair's source with
+            ``num_negatives`` uniform targets, as extra pairs. ``"triplet"`` (PyG): each pair's
+            ``num_negatives`` uniform negative targets as a (B, num_negatives) matrix
+            (:attr:`LinkSampleOutput.negative_targets`), not as pairs. Negatives depend only on
+            ``(seed, key, pair position, draw)``: every device returns the same ones.
+        num_negatives : int
+            Negatives per pair (>= 1).
+        strict_negatives : bool
+            Redraw a negative that is an edge of the graph, up to 16 times; the output counts the
+            ones that still are (:attr:`LinkSampleOutput.num_false_negatives`).
+        exclude : {"self", "reverse", None}
+            ``"self"``: no sampled hop contains an edge ``source -> target`` of a given pair
+            (parallel edges included), so a model cannot read the edge it predicts.
+            ``"reverse"``: nor ``target -> source`` (graphs stored with both directions).
+            A row with excluded edges draws ``min(k, available)`` among the others, with the
+            distribution it would have without them; every other row draws exactly what
+            :meth:`sample` draws for the same key.
+        key : int, optional
+            Batch key, as in :meth:`sample` (``None`` uses and advances the counter).
+
+        Returns
+        -------
+        LinkSampleOutput
+            ``n_id`` (the pairs' distinct endpoints first, in order of first appearance),
+            ``adjs``, ``pair_index`` (2, P), ``labels`` (P,), ``negative_targets`` and
+            ``num_false_negatives``; arrays on the sampler's device.
+
+        Raises
+        ------
+        TypeError
+            non-integer pairs, non-numeric labels, a non-int ``num_negatives``, a non-bool
+            ``strict_negatives``.
+        ValueError
+            pairs not (2, B) or on a GPU for a CPU sampler, labels not (B,), an unknown
+            ``negatives`` or ``exclude``, ``num_negatives < 1``.
+        IndexError
+            a pair endpoint outside ``[0, num_nodes)``.
+
+        Examples
+        --------
+        >>> import gglspeedup as gg
+        >>> graph = gg.CSRGraph.from_edge_index([[0, 1, 1, 2], [1, 0, 2, 1]], num_nodes=3)
+        >>> out = gg.NeighborSampler(graph, [2]).sample_links([[0], [1]], negatives="binary", key=0)
+        >>> out.n_id[out.pair_index[:, 0]].tolist(), out.labels.tolist()
+        ([0, 1], [1.0, 0.0])
+        >>> bool((out.n_id[out.adjs[0].edge_index] == [[0], [1]]).all(axis=0).any())  # 0 -> 1 excluded
+        False
+        """
+        from .links import sample_links
+
+        return sample_links(self, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key)
+
+    def _next_key(self, key) -> int:
+        """``key`` checked, or the counter's next value (advancing it) when ``key`` is None."""
+        if key is None:
+            with self._lock:
+                key, self._key = self._key, self._key + 1
+            return key
+        return check_int("key", key, minimum=0, below=_UINT64_LIMIT)
 
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Adj", "SampleOutput"]
+__all__ = ["Adj", "SampleOutput", "LinkSampleOutput"]
 
 
 class Adj(NamedTuple):
@@ -57,6 +57,50 @@ class SampleOutput(NamedTuple):
         return int(self.adjs[-1].size[1]) if self.adjs else len(self.n_id)
 
     def to(self, backend: str) -> SampleOutput:
+        """This output with every array converted zero-copy to ``backend``."""
+        from .. import backends
+
+        return backends.to(backend, self)
+
+
+class LinkSampleOutput(NamedTuple):
+    """A link batch: the pairs, their labels, and the sampled neighbourhood of their endpoints.
+
+    n_id : int64 array, shape (N,)
+        Global ids; ``n_id[:num_endpoints]`` are the distinct endpoints of every returned pair
+        (then triplet negatives), in order of first appearance; the rest as in :class:`SampleOutput`.
+    adjs : list of :class:`Adj`, outermost hop first (as :class:`SampleOutput`'s).
+    pair_index : int64 array, shape (2, P)
+        Local positions in ``n_id`` of every returned pair's (source, target): the ``B`` given
+        pairs first, then the negative pairs (``"binary"``, ``"per_source"``). ``n_id[pair_index]``
+        equals the global pairs.
+    labels : array, shape (P,)
+        The given labels (or float32 ones) for the positives, then zeros for the negatives.
+    negative_targets : int64 array, shape (B, num_negatives), or None
+        ``"triplet"`` mode: local positions of each positive's negative targets.
+    num_false_negatives : int or None
+        With ``strict_negatives``: how many negatives are still graph edges after the redraws
+        (``None`` when negatives were not checked).
+    """
+
+    n_id: Any
+    adjs: list
+    pair_index: Any
+    labels: Any
+    negative_targets: Any = None
+    num_false_negatives: Any = None
+
+    @property
+    def batch_size(self) -> int:
+        """Number of returned pairs ``P`` (positives and negative pairs)."""
+        return int(self.pair_index.shape[1])
+
+    @property
+    def sample_output(self) -> SampleOutput:
+        """The neighbourhood as a :class:`SampleOutput` ``(n_id, adjs)``."""
+        return SampleOutput(self.n_id, self.adjs)
+
+    def to(self, backend: str) -> LinkSampleOutput:
         """This output with every array converted zero-copy to ``backend``."""
         from .. import backends
 

@@ -15,6 +15,6 @@ first, each ``(edge_index, e_id, (num_sources, num_targets))``. Kernels see only
 and scalars: no validation, no framework imports.
 """
 
-from .records import GraphArrays, SampleOptions
+from .records import GraphArrays, SampleOptions, no_exclusions
 
-__all__ = ["GraphArrays", "SampleOptions"]
+__all__ = ["GraphArrays", "SampleOptions", "no_exclusions"]

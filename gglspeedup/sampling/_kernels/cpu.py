@@ -10,6 +10,7 @@ of such maps, one per concurrent call.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numba
@@ -18,7 +19,8 @@ from numba import njit, prange
 
 from ..._intrinsics import prefetch
 from ..._threading import prefer_tbb
-from .records import GraphArrays, SampleOptions, graph_arrays
+from .links import draw_negatives, match_positions, negative_state
+from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions
 from .rng import hop_state, row_state
 from .rows import row_count, row_fill, row_finish, row_weight_table
 
@@ -64,7 +66,8 @@ class CPUDriver:
     def __init__(self, graph, options: SampleOptions, seed: int):
         tables = weight_tables(graph.indptr, graph.weights) if options.weighted else None
         self.graph: GraphArrays = graph_arrays(graph, tables, lambda dtype: np.zeros(1, dtype))
-        self.options, self.seed = options, int(seed)
+        self.options = options._replace(excluded=no_exclusions())
+        self.seed = int(seed)
         self.num_nodes = graph.num_nodes
         self._free_maps: list[np.ndarray] = []
         self._lock = threading.Lock()
@@ -74,11 +77,13 @@ class CPUDriver:
         """``(live, cum)`` of a weighted sampler (see :func:`weight_tables`), else ``None``."""
         return (self.graph.live, self.graph.cum) if self.options.weighted else None
 
-    def sample_all(self, seeds: np.ndarray, fanouts, key: int):
+    def sample_all(self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions | None = None):
         """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.
 
-        ``seeds`` is a checked int64 host array, ``fanouts`` checked ints, ``key`` the batch key.
+        ``seeds`` is a checked int64 host array, ``fanouts`` checked ints, ``key`` the batch key;
+        ``options`` replaces the driver's record for this call (a link batch's exclusions).
         """
+        options = self.options if options is None else options
         if self.num_nodes < 2**30 and len(seeds) >= 2**31 - self.num_nodes:  # int32 map: local ids fit
             raise ValueError(f"seeds must hold fewer than 2**31 - num_nodes ids per batch, got {len(seeds)}")
         local_map = self._acquire_map()
@@ -92,7 +97,7 @@ class CPUDriver:
                     work = num_targets * (k if k > 0 else 16)
                     numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
                     n_id, edge_index, e_id = sample_hop(
-                        self.graph, self.options, n_id, k, hop_state(self.seed, key, hop), local_map
+                        self.graph, options, n_id, k, hop_state(self.seed, key, hop), local_map
                     )
                     hops.append((edge_index, e_id, (len(n_id), num_targets)))
             finally:
@@ -103,12 +108,49 @@ class CPUDriver:
             self._free_maps.append(local_map)
         return n_id, hops
 
+    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int):
+        """``(src, dst, stayed)``: ``count`` negatives of batch ``key`` (:func:`.links.draw_negatives`;
+        ``sources`` are the positives' sources when ``fixed``)."""
+        out_src, out_dst = np.empty(count, np.int64), np.empty(count, np.int64)
+        stayed = np.empty(count, np.int8)
+        if count:
+            with KERNEL_LOCK, _threads_for(count * (4 if strict else 1)):
+                draw_negatives(
+                    self.graph,
+                    negative_state(self.seed, key),
+                    self.num_nodes,
+                    sources,
+                    fixed,
+                    width,
+                    strict,
+                    out_src,
+                    out_dst,
+                    stayed,
+                )
+        return out_src, out_dst, stayed
+
+    def excluded_positions(self, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]``."""
+        with KERNEL_LOCK, _threads_for(len(sources) * 16):
+            return match_positions(self.graph, sources, targets)
+
     def _acquire_map(self) -> np.ndarray:
         with self._lock:
             if self._free_maps:
                 return self._free_maps.pop()
         dtype = np.int32 if self.num_nodes < 2**30 else np.int64
         return np.full(self.num_nodes, -1, dtype=dtype)
+
+
+@contextlib.contextmanager
+def _threads_for(work: int):
+    """Numba's threads for a parallel region of ``work`` units: one below PARALLEL_MIN_WORK."""
+    threads = numba.get_num_threads()
+    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(threads)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -27,7 +27,7 @@ import numpy as np
 from numba import cuda
 
 from ..._launch import device_view, launch_rows, to_host
-from .records import GraphArrays, SampleOptions, graph_arrays
+from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions
 from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
 from .rng import hop_state, row_state
 from .rows import row_count, row_fill, row_finish
@@ -89,7 +89,7 @@ class CUDADriver:
     def __init__(self, graph, options: SampleOptions, seed: int, device, weight_tables=None):
         from ...device import pinned_empty, to_numpy
 
-        self.device, self.options, self.seed = device, options, int(seed)
+        self.device, self.seed = device, int(seed)
         xp = device.xp
         tables = None
         with device:
@@ -105,29 +105,58 @@ class CUDADriver:
             arrays = graph_arrays(graph, tables, lambda dtype: xp.zeros(1, dtype=dtype))
             self.graph: GraphArrays = device_view(arrays)  # numba views, made once
             self._placeholder = xp.zeros(1, dtype=np.int64)
+            self.options = device_view(options._replace(excluded=no_exclusions(xp)))
 
     @property
     def weight_tables(self):
         """``(live, cum)`` of a weighted sampler, where the graph lives, else ``None``."""
         return (self.graph.live, self.graph.cum) if self.options.weighted else None
 
-    def sample_all(self, seeds, fanouts, key: int):
+    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int):
+        """``(src, dst, stayed)`` device arrays: ``count`` negatives of batch ``key``."""
+        from .cuda_links import draw_negatives
+        from .links import negative_state
+
+        with self.device:
+            sources = self._placeholder if sources is None else sources
+            return draw_negatives(
+                self.device,
+                self.graph,
+                negative_state(self.seed, key),
+                self.graph.indptr.shape[0] - 1,
+                sources,
+                fixed,
+                width,
+                strict,
+                count,
+            )
+
+    def excluded_positions(self, sources, targets):
+        """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]`` (device array)."""
+        from .cuda_links import match_positions
+
+        with self.device:
+            return match_positions(self.device, self.graph, sources, targets)
+
+    def sample_all(self, seeds, fanouts, key: int, *, options: SampleOptions | None = None):
         """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.
 
         ``seeds`` is a checked int64 host or device array; outputs are arrays of ``device.xp``.
+        ``options`` replaces the driver's record for this call (a link batch's exclusions).
         """
+        options = self.options if options is None else device_view(options)
         xp = self.device.xp
         with self.device:
             n_id = xp.ascontiguousarray(xp.asarray(seeds), dtype=np.int64)
             hops = []
             for hop, k in enumerate(fanouts):
                 num_targets = int(n_id.shape[0])
-                n_id, edge_index, e_id = self._hop(n_id, k, hop_state(self.seed, key, hop))
+                n_id, edge_index, e_id = self._hop(n_id, k, hop_state(self.seed, key, hop), options)
                 hops.append((edge_index, e_id, (int(n_id.shape[0]), num_targets)))
         return n_id, hops
 
-    def _hop(self, n_id, k: int, state):
-        device, graph, options, xp = self.device, self.graph, self.options, self.device.xp
+    def _hop(self, n_id, k: int, state, options):
+        device, graph, xp = self.device, self.graph, self.device.xp
         num_targets = int(n_id.shape[0])
         padded = k >= 0
         counts = xp.zeros(num_targets + 1, dtype=np.int64)

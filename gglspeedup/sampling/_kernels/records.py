@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["GraphArrays", "SampleOptions", "graph_arrays"]
+__all__ = ["GraphArrays", "SampleOptions", "graph_arrays", "no_exclusions"]
 
 
 class GraphArrays(NamedTuple):
@@ -39,16 +39,30 @@ class GraphArrays(NamedTuple):
 
 
 class SampleOptions(NamedTuple):
-    """What every row of every hop is drawn with (scalars; fixed for a sampler's lifetime).
+    """What every row of every hop is drawn with.
 
     replace : draw with replacement (exactly ``k`` draws for a row with an edge)
     weighted : draw proportionally to ``GraphArrays.weights`` (``live`` / ``cum`` are real)
     has_edge_ids : report ``GraphArrays.edge_ids[p]`` as ``e_id`` instead of the position ``p``
+    excluded : int64 array of the sorted CSR positions rows must never draw (a link batch's
+        positive pairs), or :func:`no_exclusions` (a one-element int8 marker) when the call
+        excludes nothing. The two are different types, so the kernels of plain sampling are
+        compiled without any exclusion code (:mod:`.exclusion`).
+
+    The first three are fixed for a sampler's lifetime; a link batch swaps in its own
+    ``excluded`` (``options._replace``) for its one call.
     """
 
     replace: bool
     weighted: bool
     has_edge_ids: bool
+    excluded: Any = None
+
+
+def no_exclusions(xp=np):
+    """The ``SampleOptions.excluded`` marker meaning "nothing excluded": a one-element int8 array
+    of array module ``xp`` (a type of its own; see :mod:`.exclusion`)."""
+    return xp.zeros(1, dtype=np.int8)
 
 
 def graph_arrays(graph, tables, placeholder) -> GraphArrays:

@@ -19,6 +19,8 @@ lives in :class:`gglspeedup.NeighborSampler`):
 - with replacement: exactly ``k`` draws when the row has an edge (weighted: an edge with
   weight > 0); weighted draws binary-search the row's running weight sum.
 - zero-weight edges are never drawn; a row whose weights are all zero yields nothing.
+- edges in ``options.excluded`` (link prediction) are never drawn; a row with some draws among the
+  rest with the same distribution (:mod:`.exclusion`), a row without any draws exactly as before.
 
 Weighted rows read two tables built once per graph (:func:`row_weight_table`): ``live[v]``, the
 number of edges of row ``v`` with weight > 0, and ``cum[p]``, the running weight sum of ``p``'s
@@ -33,9 +35,10 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
+from .exclusion import count_excluded, excluded_slice, fill_excluding
 from .rng import draw, uniform_01, uniform_below
 
-__all__ = ["row_weight_table", "row_count", "row_fill", "row_finish"]
+__all__ = ["row_weight_table", "row_available", "row_count", "row_fill", "row_finish"]
 
 
 @register_jitable
@@ -53,12 +56,21 @@ def row_weight_table(indptr, weights, node, live, cum):
 
 
 @register_jitable
+def row_available(graph, options, node, a, b):
+    """Edges row ``node`` may draw: all (weighted: those of weight > 0) but the excluded
+    ``options.excluded[a:b]`` (:func:`.exclusion.excluded_slice`)."""
+    indptr = graph.indptr
+    avail = graph.live[node] if options.weighted else indptr[node + 1] - indptr[node]
+    return avail - count_excluded(graph, options, a, b) if b > a else avail
+
+
+@register_jitable
 def row_count(graph, options, node, k):
     """How many edges row ``node`` yields for fanout ``k`` (int64)."""
     if k == 0:
         return 0
-    indptr = graph.indptr
-    avail = graph.live[node] if options.weighted else indptr[node + 1] - indptr[node]
+    a, b = excluded_slice(options, graph.indptr[node], graph.indptr[node + 1])
+    avail = row_available(graph, options, node, a, b)
     if k < 0 or avail == 0:
         return avail
     if options.replace:
@@ -78,6 +90,11 @@ def row_fill(graph, options, node, k, state, count, pos, out):
     weights, cum = graph.weights, graph.cum
     start = graph.indptr[node]
     deg = graph.indptr[node + 1] - start
+    a, b = excluded_slice(options, start, start + deg)
+    if b > a:  # edges this row must not draw: a separate path, so other rows draw as sample() does
+        available = row_available(graph, options, node, a, b)
+        fill_excluding(graph, options, start, deg, k, state, count, available, pos, out, a, b)
+        return
     if k < 0 or (not replace and count < k) or (not replace and not weighted and deg <= k):
         _take_all(weights, start, deg, weighted, pos, out)
     elif replace and not weighted:

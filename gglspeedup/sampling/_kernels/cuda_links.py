@@ -1,0 +1,78 @@
+"""GPU kernels of link prediction: the bodies of :mod:`.links` and :mod:`.exclusion`, one thread
+per negative or per pair, launched on the current stream through :mod:`gglspeedup._launch`."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..._launch import launch_rows, to_host
+from .exclusion import count_matches, fill_matches
+from .links import draw_negative
+
+__all__ = ["draw_negatives", "match_positions"]
+
+
+@cuda.jit(cache=True)
+def _negatives_kernel(graph, state, num_nodes, sources, fixed, width, strict, out_src, out_dst, stayed):
+    j = cuda.grid(1)
+    if j < out_dst.shape[0]:
+        if fixed:
+            position, slot, source = j // width, j % width, sources[j // width]
+        else:
+            position, slot, source = j, 0, 0
+        s, t, still = draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict)
+        out_src[j] = s
+        out_dst[j] = t
+        stayed[j] = 1 if still else 0
+
+
+@cuda.jit(cache=True)
+def _count_matches_kernel(graph, sources, targets, counts):
+    i = cuda.grid(1)
+    if i < sources.shape[0]:
+        counts[i + 1] = count_matches(graph, sources[i], targets[i])
+
+
+@cuda.jit(cache=True)
+def _fill_matches_kernel(graph, sources, targets, offsets, positions):
+    i = cuda.grid(1)
+    if i < sources.shape[0]:
+        fill_matches(graph, sources[i], targets[i], positions, offsets[i])
+
+
+def draw_negatives(device, graph, state, num_nodes, sources, fixed, width, strict, count):
+    """``(src, dst, stayed)`` device arrays of ``count`` negatives (see :func:`.links.draw_negatives`)."""
+    xp = device.xp
+    out_src = xp.empty(count, dtype=np.int64)
+    out_dst = xp.empty(count, dtype=np.int64)
+    stayed = xp.empty(count, dtype=np.int8)
+    launch_rows(
+        _negatives_kernel,
+        device,
+        count,
+        graph,
+        state,
+        num_nodes,
+        sources,
+        fixed,
+        width,
+        strict,
+        out_src,
+        out_dst,
+        stayed,
+    )
+    return out_src, out_dst, stayed
+
+
+def match_positions(device, graph, sources, targets):
+    """Sorted, distinct CSR positions of the edges ``sources[i] -> targets[i]`` (device array)."""
+    xp = device.xp
+    counts = xp.zeros(len(sources) + 1, dtype=np.int64)
+    launch_rows(_count_matches_kernel, device, len(sources), graph, sources, targets, counts)
+    offsets = xp.cumsum(counts)
+    total = int(to_host(offsets[-1:])[0]) if len(sources) else 0  # sync: how many positions
+    positions = xp.empty(total, dtype=np.int64)
+    if total:
+        launch_rows(_fill_matches_kernel, device, len(sources), graph, sources, targets, offsets, positions)
+    return xp.unique(positions)

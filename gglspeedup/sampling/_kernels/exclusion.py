@@ -1,0 +1,233 @@
+"""Edge exclusion for link prediction: rows that must not draw some of their edges.
+
+``SampleOptions.excluded`` holds the CSR positions of the excluded edges as an int64 array, sorted
+ascending (so the excluded positions of one row are one slice of it, found by binary search), or
+the driver's one-element int8 *marker* when the call excludes nothing. The two are different
+*types*: :func:`excluded_slice`, :func:`count_excluded` and :func:`fill_excluding` are overloaded
+on it, and for the marker compile to constants, so the kernels plain sampling runs carry no
+exclusion code at all (a first version that tested a flag at run time slowed ``sample()`` by a
+fifth on the CPU). The marker is an array, not ``None`` or ``()``: CUDA kernels take neither, and
+Numba's parallel loops take no empty tuple. A row with excluded edges draws
+``min(k, available)`` among the others with the distribution it would have without them:
+
+- uniform rows draw *virtual* indices in ``[0, available)`` exactly as :mod:`.rows` draws real
+  ones (Floyd without replacement, one uniform draw per pick with), then map each to the
+  ``j``-th non-excluded position (:func:`_skip`);
+- weighted rows treat the excluded edges as already drawn: their mass leaves the total, and the
+  inverse-CDF search steps over them, as successive sampling steps over the edges it has chosen.
+
+A row without excluded edges never comes here, so it draws exactly what ``sample()`` draws. The
+positions are found per batch by :func:`count_matches` / :func:`fill_matches` (each pair ``(u, v)``
+excludes every parallel edge ``u -> v``, i.e. every entry ``u`` of row ``v``) run by the drivers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import types
+from numba.extending import overload, register_jitable
+
+from .rng import draw, uniform_01, uniform_below
+
+__all__ = ["excluded_slice", "count_excluded", "fill_excluding", "count_matches", "fill_matches"]
+
+
+@register_jitable
+def _bisect(array, lo, hi, value):
+    """First ``i`` in ``[lo, hi)`` with ``array[i] >= value`` (``hi`` if none); ``array`` sorted."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if array[mid] < value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _excluded_slice(options, start, end):
+    excluded = options.excluded
+    a = _bisect(excluded, 0, excluded.shape[0], start)
+    return a, _bisect(excluded, a, excluded.shape[0], end)
+
+
+def excluded_slice(options, start, end):
+    """``(a, b)``: ``options.excluded[a:b]`` are the excluded positions within ``[start, end)``."""
+    return (0, 0) if options.excluded.dtype != np.int64 else _excluded_slice(options, start, end)
+
+
+def _count_excluded(graph, options, a, b):
+    if not options.weighted:
+        return b - a
+    count = 0
+    for q in range(a, b):
+        if graph.weights[options.excluded[q]] > 0:
+            count += 1
+    return count
+
+
+def count_excluded(graph, options, a, b):
+    """How many of the excluded positions ``excluded[a:b]`` the row could have drawn (weighted
+    rows draw only edges of weight > 0)."""
+    return 0 if options.excluded.dtype != np.int64 else _count_excluded(graph, options, a, b)
+
+
+def _excludes(options) -> bool:
+    """At compile time: whether a ``SampleOptions`` type carries excluded positions (an int64
+    array) rather than the "nothing excluded" marker."""
+    field = options.types[options.fields.index("excluded")]
+    return isinstance(field, types.Array) and field.dtype == types.int64
+
+
+@overload(excluded_slice)
+def _overload_excluded_slice(options, start, end):
+    return _excluded_slice if _excludes(options) else (lambda options, start, end: (0, 0))
+
+
+@overload(count_excluded)
+def _overload_count_excluded(graph, options, a, b):
+    return _count_excluded if _excludes(options) else (lambda graph, options, a, b: 0)
+
+
+@register_jitable
+def _skip(excluded, a, b, position):
+    """The real position of virtual ``position`` (``start + j``): the ``j``-th position of the row
+    that is not excluded (``excluded[a:b]`` ascending)."""
+    for q in range(a, b):
+        if excluded[q] <= position:
+            position += 1
+        else:
+            break
+    return position
+
+
+@register_jitable
+def _is_excluded(excluded, a, b, p):
+    q = _bisect(excluded, a, b, p)
+    return q < b and excluded[q] == p
+
+
+@register_jitable
+def _mass_upto(weights, excluded, a, b, pos, out, filled, p):
+    """Weight of the excluded edges at positions <= ``p`` (ascending), then of the ``filled``
+    edges chosen so far at positions <= ``p`` (draw order): a fixed order of float additions."""
+    mass = 0.0
+    for q in range(a, b):
+        if excluded[q] > p:
+            break
+        mass += np.float64(weights[excluded[q]])
+    for q in range(out, out + filled):
+        if pos[q] <= p:
+            mass += np.float64(weights[pos[q]])
+    return mass
+
+
+@register_jitable
+def _is_free(weights, excluded, a, b, pos, out, filled, p):
+    if not weights[p] > 0 or _is_excluded(excluded, a, b, p):
+        return False
+    for q in range(out, out + filled):
+        if pos[q] == p:
+            return False
+    return True
+
+
+@register_jitable
+def _search(cum, lo, hi, base, value):
+    """First ``p`` in ``[lo, hi)`` with ``cum[p] - base > value``; ``hi`` if none."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cum[mid] - base > value:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@register_jitable
+def _weighted_draw(weights, cum, excluded, a, b, start, end, target, pos, out, filled):
+    """The edge whose share of the remaining mass holds ``target``: invert ``cum`` minus the mass
+    of the excluded and the ``filled`` chosen edges (re-searching until that mass is stable)."""
+    base = 0.0
+    while True:
+        p = _search(cum, start, end, base, target)
+        mass = _mass_upto(weights, excluded, a, b, pos, out, filled, p)
+        if mass == base:
+            break
+        base = mass
+    if p == end or not _is_free(weights, excluded, a, b, pos, out, filled, p):
+        # Rounding only: the next free live edge (wrapping round; one exists).
+        p = min(p, end - 1)
+        while not _is_free(weights, excluded, a, b, pos, out, filled, p):
+            p = p + 1 if p + 1 < end else start
+    return p
+
+
+def _fill_excluding(graph, options, start, deg, k, state, count, available, pos, out, a, b):
+    excluded, weights, cum = options.excluded, graph.weights, graph.cum
+    end = start + deg
+    if k < 0 or (not options.replace and count == available):
+        c = 0  # every edge that is not excluded (weighted: of weight > 0), in row order
+        for p in range(start, end):
+            if not _is_excluded(excluded, a, b, p) and (not options.weighted or weights[p] > 0):
+                pos[out + c] = p
+                c += 1
+        return
+    if not options.weighted:
+        if options.replace:
+            for i in range(count):
+                pos[out + i] = _skip(excluded, a, b, start + uniform_below(draw(state, i), available))
+            return
+        c = 0  # Floyd's algorithm over virtual indices, then each mapped to its real position
+        for j in range(available - count, available):
+            p = start + uniform_below(draw(state, c), j + 1)
+            for q in range(out, out + c):
+                if pos[q] == p:
+                    p = start + j
+                    break
+            pos[out + c] = p
+            c += 1
+        for q in range(out, out + count):
+            pos[q] = _skip(excluded, a, b, pos[q])
+        return
+    remaining = cum[end - 1] - _mass_upto(weights, excluded, a, b, pos, out, 0, end)
+    for i in range(count):
+        target = uniform_01(draw(state, i)) * remaining
+        filled = 0 if options.replace else i
+        p = _weighted_draw(weights, cum, excluded, a, b, start, end, target, pos, out, filled)
+        pos[out + i] = p
+        if not options.replace:
+            remaining -= np.float64(weights[p])
+
+
+def fill_excluding(graph, options, start, deg, k, state, count, available, pos, out, a, b):
+    """Write ``count`` draws of the row ``[start, start + deg)`` avoiding ``excluded[a:b]``;
+    ``available`` is the number of edges it may draw (:func:`.rows.row_available`)."""
+    if options.excluded.dtype == np.int64:
+        _fill_excluding(graph, options, start, deg, k, state, count, available, pos, out, a, b)
+
+
+@overload(fill_excluding)
+def _overload_fill_excluding(graph, options, start, deg, k, state, count, available, pos, out, a, b):
+    if _excludes(options):
+        return _fill_excluding
+    return lambda graph, options, start, deg, k, state, count, available, pos, out, a, b: None
+
+
+@register_jitable
+def count_matches(graph, source, target):
+    """How many entries of row ``target`` are ``source``: the parallel edges ``source -> target``."""
+    count = 0
+    for p in range(graph.indptr[target], graph.indptr[target + 1]):
+        if graph.indices[p] == source:
+            count += 1
+    return count
+
+
+@register_jitable
+def fill_matches(graph, source, target, positions, out):
+    """Write the positions of the entries ``source`` of row ``target`` into ``positions[out:]``."""
+    c = 0
+    for p in range(graph.indptr[target], graph.indptr[target + 1]):
+        if graph.indices[p] == source:
+            positions[out + c] = p
+            c += 1

@@ -1,0 +1,100 @@
+"""Link-prediction bodies: negative draws and the positions of excluded edges (CPU drivers here).
+
+Negative draws are keyed like neighbour draws: a negative state per batch
+(:func:`negative_state`: the hop state of a reserved hop), a row state per *pair position*, and
+draw ``attempt * width + slot`` within it, so a negative depends only on ``(seed, key, pair
+position, draw)`` and every device returns the same bits.
+
+- ``binary`` (PyG): negative pair ``j`` draws its source (draw ``2d``) and target (``2d + 1``)
+  uniformly over the nodes, ``j`` its position among the negative pairs.
+- ``per_source`` / ``triplet`` (DGL's ``Uniform``, PyG's triplets): the ``slot``-th negative of
+  positive ``i`` keeps its source and draws a uniform target, keyed by ``i``.
+- strict mode redraws a negative that is an edge of the graph, up to :data:`MAX_NEGATIVE_REDRAWS`
+  times, and flags one that still is (the output counts them). Testing an edge ``u -> v`` scans
+  row ``v``: O(in-degree of the target).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from .exclusion import count_matches, fill_matches
+from .rng import draw, hop_state, row_state, uniform_below
+
+__all__ = [
+    "MAX_NEGATIVE_REDRAWS",
+    "negative_state",
+    "draw_negative",
+    "is_edge",
+    "draw_negatives",
+    "match_positions",
+]
+
+MAX_NEGATIVE_REDRAWS = 16
+_NEGATIVE_HOP = (1 << 63) + 0x4E45  # a hop index no neighbourhood uses: separates the two streams
+
+
+def negative_state(seed: int, key: int) -> np.uint64:
+    """The 64-bit state of one batch's negative draws."""
+    return hop_state(seed, key, _NEGATIVE_HOP)
+
+
+@register_jitable
+def is_edge(graph, source, target):
+    """Whether ``source -> target`` is an edge (``source`` an entry of row ``target``)."""
+    for p in range(graph.indptr[target], graph.indptr[target + 1]):
+        if graph.indices[p] == source:
+            return True
+    return False
+
+
+@register_jitable
+def draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict):
+    """``(source, target, still_an_edge)`` for negative ``slot`` of pair ``position``."""
+    row = row_state(state, position)
+    attempts = MAX_NEGATIVE_REDRAWS + 1 if strict else 1
+    s, t = source, source
+    for attempt in range(attempts):
+        d = attempt * width + slot
+        if fixed:
+            s = source
+            t = uniform_below(draw(row, d), num_nodes)
+        else:
+            s = uniform_below(draw(row, 2 * d), num_nodes)
+            t = uniform_below(draw(row, 2 * d + 1), num_nodes)
+        if not strict or not is_edge(graph, s, t):
+            return s, t, False
+    return s, t, True
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def draw_negatives(graph, state, num_nodes, sources, fixed, width, strict, out_src, out_dst, stayed):
+    """Fill negatives ``j = 0 .. len(out_dst) - 1``: with ``fixed``, negative ``j`` is slot
+    ``j % width`` of pair ``j // width`` (source ``sources[j // width]``); otherwise pair ``j``."""
+    for j in prange(out_dst.shape[0]):
+        if fixed:
+            position, slot, source = j // width, j % width, sources[j // width]
+        else:
+            position, slot, source = j, 0, 0
+        s, t, still = draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict)
+        out_src[j] = s
+        out_dst[j] = t
+        stayed[j] = 1 if still else 0
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def match_positions(graph, sources, targets):
+    """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]`` (parallel edges
+    included): what a link batch excludes."""
+    n = sources.shape[0]
+    offsets = np.zeros(n + 1, np.int64)
+    for i in prange(n):
+        offsets[i + 1] = count_matches(graph, sources[i], targets[i])
+    for i in range(n):
+        offsets[i + 1] += offsets[i]
+    positions = np.empty(offsets[n], np.int64)
+    for i in prange(n):
+        fill_matches(graph, sources[i], targets[i], positions, offsets[i])
+    return np.unique(positions)

@@ -1,0 +1,163 @@
+"""``NeighborSampler.sample_links``: pairs in, negatives drawn, neighbourhoods without leakage.
+
+See DESIGN.md, "Link prediction". The steps, each on the sampler's device through its driver:
+
+1. check ``pairs`` (2, B), ``labels`` and the options, before any kernel;
+2. draw the negatives (:mod:`._kernels.links`: keyed by ``(seed, key, pair position, draw)``);
+3. the seeds: the distinct endpoints of the returned pairs (sources, then targets, then triplet
+   negatives), in order of first appearance, and every pair's local positions;
+4. the excluded edges: every parallel edge ``source -> target`` of a positive pair (and
+   ``target -> source`` with ``exclude="reverse"``), as sorted CSR positions in the driver's
+   :class:`~._kernels.records.SampleOptions` for this one call;
+5. the neighbourhood of the seeds, exactly as :meth:`NeighborSampler.sample` samples it except
+   that rows never draw an excluded edge.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import as_device_array, on_gpu, to_numpy
+from ..validation import check_bool, check_int
+from .types import Adj, LinkSampleOutput
+
+__all__ = ["NEGATIVES", "EXCLUDES", "sample_links"]
+
+NEGATIVES = (None, "binary", "per_source", "triplet")
+EXCLUDES = (None, "self", "reverse")
+
+
+def _host_or_device(name: str, values, device):
+    """``values`` as an array of the sampler's device: host data as NumPy, GPU data as ``device.xp``."""
+    if values is None:
+        raise TypeError(f"{name} must be an array, got None")
+    if on_gpu(values):
+        if not device.is_cuda:
+            raise ValueError(
+                f"{name} live on a GPU but this sampler runs on {device}; pass host arrays or build the sampler "
+                "with device='cuda'"
+            )
+        return as_device_array(values, device)
+    if isinstance(values, (list, tuple)) and len(values) == 0:
+        return np.empty(0, np.int64)
+    return to_numpy(values)
+
+
+def check_pairs(pairs, num_nodes: int, device):
+    """``pairs`` as a C-contiguous int64 (2, B) array of ``device``'s module, every id in range."""
+    array = _host_or_device("pairs", pairs, device)
+    if array.dtype.kind not in "iu":
+        what = "bool" if array.dtype.kind == "b" else str(array.dtype)
+        raise TypeError(f"pairs must hold integer node ids (int32 or int64), got dtype {what}")
+    if array.ndim != 2 or array.shape[0] != 2:
+        raise ValueError(f"pairs must have shape (2, B): sources then targets, got shape {tuple(array.shape)}")
+    xp = np if isinstance(array, np.ndarray) else device.xp
+    if array.size:
+        bad = (array < 0) | (array >= num_nodes)
+        if xp is np:
+            out_of_range = bool(bad.any())
+        else:
+            from .._launch import to_host
+
+            out_of_range = bool(to_host(bad.any()))  # sync: one read of a GPU batch's pairs
+        if out_of_range:
+            row, column = (int(v) for v in np.unravel_index(int(xp.argmax(bad.reshape(-1))), bad.shape))
+            raise IndexError(
+                f"pairs must lie in [0, num_nodes = {num_nodes}): pairs[{row}, {column}] = {int(array[row, column])}"
+            )
+    return xp.ascontiguousarray(array, dtype=np.int64)
+
+
+def check_labels(labels, count: int, device):
+    """``labels`` as a 1-D numeric array of ``count`` entries on the sampler's device."""
+    array = _host_or_device("labels", labels, device)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"labels must hold numbers (bool, int or float), got dtype {array.dtype}")
+    if array.ndim != 1 or array.shape[0] != count:
+        raise ValueError(f"labels must have one entry per pair ({count},), got shape {tuple(array.shape)}")
+    return array
+
+
+def check_link_options(negatives, num_negatives, strict_negatives, exclude) -> tuple:
+    if negatives not in NEGATIVES:
+        raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
+    num_negatives = check_int("num_negatives", num_negatives, minimum=1)
+    strict = check_bool("strict_negatives", strict_negatives)
+    if exclude not in EXCLUDES:
+        raise ValueError(f"exclude must be one of {EXCLUDES}, got {exclude!r}")
+    return negatives, num_negatives, strict, exclude
+
+
+def _first_appearance(xp, sequence):
+    """``(distinct values in order of first appearance, position of each element among them)``."""
+    if sequence.size == 0:
+        return sequence, sequence
+    values, first, inverse = xp.unique(sequence, return_index=True, return_inverse=True)
+    order = xp.argsort(first)
+    rank = xp.empty_like(order)
+    rank[order] = xp.arange(len(order), dtype=order.dtype)
+    return values[order], rank[inverse.reshape(-1)].astype(np.int64)
+
+
+def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key) -> LinkSampleOutput:
+    """The work of :meth:`NeighborSampler.sample_links` (arguments checked here, in order)."""
+    device, driver = sampler.device, sampler._driver
+    pairs = check_pairs(pairs, sampler.num_nodes, device)
+    count = int(pairs.shape[1])
+    if labels is not None:
+        labels = check_labels(labels, count, device)
+    negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
+    key = sampler._next_key(key)
+    xp = np if isinstance(pairs, np.ndarray) else device.xp
+    with device:
+        pairs = xp.asarray(pairs) if xp is not np else pairs
+        if device.xp is not np and xp is np:  # host pairs for a GPU sampler: one upload
+            xp = device.xp
+            pairs = xp.asarray(pairs)
+        src, dst = pairs[0], pairs[1]
+        extra, stayed = None, None
+        if negatives is not None and count:
+            fixed = negatives != "binary"
+            total = num_negatives * count
+            neg_src, neg_dst, stayed = driver.negatives(
+                src, total, fixed=fixed, width=num_negatives if fixed else 1, strict=strict, key=key
+            )
+            if negatives == "triplet":
+                extra = neg_dst
+            else:
+                src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
+        num_pairs = int(src.shape[0])
+        sequence = xp.concatenate((src, dst) if extra is None else (src, dst, extra))
+        seeds, local = _first_appearance(xp, sequence)
+        pair_index = local[: 2 * num_pairs].reshape(2, num_pairs)
+        negative_targets = None if extra is None else local[2 * num_pairs :].reshape(count, num_negatives)
+        options = None
+        if exclude is not None and count:
+            ex_src, ex_dst = pairs[0], pairs[1]
+            if exclude == "reverse":
+                ex_src, ex_dst = xp.concatenate((ex_src, pairs[1])), xp.concatenate((ex_dst, pairs[0]))
+            positions = driver.excluded_positions(ex_src, ex_dst)
+            if positions.shape[0]:
+                options = driver.options._replace(excluded=positions)
+        n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options)
+        adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
+        out_labels = _labels(xp, labels, count, num_pairs - count if extra is None else 0)
+        false_negatives = None
+        if strict and stayed is not None:
+            from .._launch import to_host
+
+            false_negatives = int(to_host(stayed.sum()))  # sync
+        elif strict:
+            false_negatives = 0
+    return LinkSampleOutput(n_id, adjs, pair_index, out_labels, negative_targets, false_negatives)
+
+
+def _labels(xp, labels, positives: int, negatives: int):
+    if labels is None:
+        out = xp.zeros(positives + negatives, dtype=np.float32)
+        out[:positives] = 1
+        return out
+    labels = xp.asarray(labels)
+    if negatives == 0:
+        return labels
+    return xp.concatenate((labels, xp.zeros(negatives, dtype=labels.dtype)))
