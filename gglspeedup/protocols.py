@@ -5,6 +5,8 @@ Anything with these methods plugs in, gglspeedup's classes or a user's own:
 - :class:`Sampler`: ``sample(seeds, key=None) -> SampleOutput``. :class:`~gglspeedup.NeighborSampler`,
   a :class:`~gglspeedup.MultiDeviceSampler` rank (``sampler.sampler(rank)``), or a user sampler.
   The loader, the ``"presample"`` cache policy and the multi-device layer take one.
+- :class:`LinkSampler`: ``sample_links(pairs, labels=None, *, ..., key=None) -> LinkSampleOutput``,
+  what :class:`~gglspeedup.LinkLoader` takes (a :class:`~gglspeedup.NeighborSampler` is one).
 - :class:`FeatureSource`: ``gather(ids, out=None)``, ``source[ids]`` and ``stats()``.
   :class:`~gglspeedup.FeatureStore`, :class:`~gglspeedup.MultiDeviceFeature` (and its
   ``feature.rank(r)`` views) and :class:`~gglspeedup.distributed.DistFeature` are feature sources;
@@ -24,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from .sampling.types import SampleOutput
+from .sampling.types import LinkSampleOutput, SampleOutput
 
-__all__ = ["Sampler", "FeatureSource"]
+__all__ = ["Sampler", "LinkSampler", "FeatureSource"]
 
 
 @runtime_checkable
@@ -40,6 +42,18 @@ class Sampler(Protocol):
     """
 
     def sample(self, seeds: Any, key: int | None = None) -> SampleOutput: ...
+
+
+@runtime_checkable
+class LinkSampler(Protocol):
+    """Samples the neighbourhood of node pairs for link prediction.
+
+    ``sample_links(pairs, labels=None, *, negatives=None, num_negatives=1, strict_negatives=False,
+    exclude="self", key=None)`` returns a :class:`~gglspeedup.LinkSampleOutput` that keeps
+    DESIGN.md's link-prediction contract. :class:`~gglspeedup.LinkLoader` takes one.
+    """
+
+    def sample_links(self, pairs: Any, labels: Any = None, **options: Any) -> LinkSampleOutput: ...
 
 
 @runtime_checkable

@@ -12,8 +12,13 @@ and every batch's sampler key by ``(epoch, batch index)``, so two runs with the 
 same batches. An exception raised while preparing a batch is re-raised in the caller's loop.
 Host feature rows are gathered into a small pool of recycled buffers (``reuse_buffers``): a
 buffer is reused once the caller has dropped every batch that shared it, never before.
+
+:class:`LinkLoader` does the same over a (2, E) array of node pairs: each batch is
+``sampler.sample_links`` of the next pairs (negatives, exclusion of the batch's own edges from
+the neighbourhood) with the feature rows of its ``n_id``.
 """
 
+from .link import LinkBatch, LinkLoader
 from .node import Batch, NodeLoader
 
-__all__ = ["Batch", "NodeLoader"]
+__all__ = ["Batch", "NodeLoader", "LinkBatch", "LinkLoader"]

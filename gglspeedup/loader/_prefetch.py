@@ -79,7 +79,7 @@ class PrefetchIterator:
         self._thread = threading.Thread(
             target=_produce,
             args=(loader, epoch, slices, self._queue, self._stop),
-            name=f"gglspeedup-NodeLoader-epoch{epoch}",
+            name=f"gglspeedup-{type(loader).__name__}-epoch{epoch}",
             daemon=True,
         )
 
@@ -107,7 +107,9 @@ class PrefetchIterator:
                     break
                 except queue.Empty:
                     self.close()
-                    raise RuntimeError("the NodeLoader producer thread stopped without a result") from None
+                    raise RuntimeError(
+                        f"the {type(self._loader).__name__} producer thread stopped without a result"
+                    ) from None
         self._loader._count(wait_s=time.perf_counter() - start)
         if kind == "batch":
             return value

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import math
-import threading
 import time
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import backends
-from .._pool import BufferPool
 from ..device import aligned_empty, array_module
-from ..protocols import FeatureSource, Sampler
-from ..validation import check_bool, check_ids_in_range, check_int, int_array
-from ._prefetch import PrefetchIterator
+from ..protocols import Sampler
+from ..validation import check_ids_in_range, int_array
+from ._base import BaseLoader, num_nodes_of
 
 __all__ = ["Batch", "NodeLoader"]
 
@@ -42,23 +38,7 @@ class Batch(NamedTuple):
     batch_size: int
 
 
-# Pooled feature buffers beyond the prefetch queue: the producer's batch in progress, the
-# caller's current batch, and the previous one (kept alive by autograd until the next step).
-_SPARE_BUFFERS = 3
-
-
-def _num_nodes(sampler, features) -> int | None:
-    """The node count the seeds and labels must fit: the sampler's, else the feature rows'."""
-    count = getattr(sampler, "num_nodes", None)
-    if isinstance(count, (int, np.integer)):
-        return int(count)
-    shape = getattr(features, "shape", None)
-    if shape is not None and len(shape) >= 1 and isinstance(shape[0], (int, np.integer)):
-        return int(shape[0])
-    return None
-
-
-class NodeLoader:
+class NodeLoader(BaseLoader):
     """Iterate over seed nodes in mini-batches of sampled neighbourhoods and their features.
 
     Parameters
@@ -117,6 +97,8 @@ class NodeLoader:
     sampling, gathering, converting and waiting.
     """
 
+    _COUNTERS = ("seeds",)
+
     def __init__(
         self,
         sampler,
@@ -137,17 +119,10 @@ class NodeLoader:
                 f"sampler must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
                 f"got {type(sampler).__name__}"
             )
-        if not hasattr(features, "__getitem__"):
-            raise TypeError(
-                f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}"
-            )
+        self._setup(sampler, features, batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
         self.seeds = np.array(int_array("seeds", seeds), copy=True)
-        self.batch_size = check_int("batch_size", batch_size, minimum=1)
-        self.prefetch = check_int("prefetch", prefetch, minimum=0)
-        self.seed = check_int("seed", seed, minimum=0)
-        self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
-        self.reuse_buffers = check_bool("reuse_buffers", reuse_buffers)
-        num_nodes = _num_nodes(sampler, features)
+        self._num_items = len(self.seeds)
+        num_nodes = num_nodes_of(sampler, features)
         if num_nodes is not None:
             check_ids_in_range("seeds", self.seeds, num_nodes, what="num_nodes")
         if labels is not None:
@@ -159,54 +134,6 @@ class NodeLoader:
             if num_nodes is None and self.seeds.size and labels.shape[0] <= int(self.seeds.max()):
                 raise ValueError(f"labels has {labels.shape[0]} entries but seeds reach node {int(self.seeds.max())}")
         self.labels = labels
-        if backend is not None:
-            framework = getattr(backends.adapter(backend), "framework", None)
-            if framework is not None:
-                framework()  # ImportError naming the extra now, not on the first batch
-        self.backend = backend
-        self._alignment = backends.needs_alignment(backend) if backend is not None else 0
-        self.sampler, self.features = sampler, features
-        self._pool = self._make_pool(features)
-        self._gather_options = self._trusted_ids(sampler, features)
-        self.epoch = 0
-        self._stats = {
-            "batches": 0,
-            "seeds": 0,
-            "nodes": 0,
-            "edges": 0,
-            "sample_s": 0.0,
-            "gather_s": 0.0,
-            "convert_s": 0.0,
-            "wait_s": 0.0,
-        }
-        self._stats_lock = threading.Lock()
-
-    @staticmethod
-    def _trusted_ids(sampler, features) -> dict:
-        """``{"check": False}`` when every ``n_id`` the sampler returns is a row of ``features``
-        (a FeatureStore with at least the sampler's ``num_nodes`` rows): the store then skips its
-        range check, a device sync per batch on a GPU."""
-        from ..feature import FeatureStore
-
-        count = getattr(sampler, "num_nodes", None)
-        if isinstance(features, FeatureStore) and isinstance(count, (int, np.integer)) and count <= len(features):
-            return {"check": False}
-        return {}
-
-    def _make_pool(self, features):
-        """A buffer pool for a host feature source's rows, or ``None`` (no pooling)."""
-        if not self.reuse_buffers or not isinstance(features, FeatureSource):
-            return None
-        device, dtype = getattr(features, "device", None), getattr(features, "out_dtype", None)
-        shape = getattr(features, "shape", None)
-        if getattr(device, "xp", None) is not np or dtype is None or shape is None or len(shape) != 2:
-            return None
-        return BufferPool(shape[1], dtype, self.prefetch + _SPARE_BUFFERS)
-
-    def __len__(self) -> int:
-        if self.drop_last:
-            return len(self.seeds) // self.batch_size
-        return math.ceil(len(self.seeds) / self.batch_size)
 
     def __repr__(self) -> str:
         return (
@@ -215,50 +142,18 @@ class NodeLoader:
             f"backend={self.backend!r}, epoch={self.epoch})"
         )
 
-    def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter(loader)`` epoch ``epoch`` (its order and sampler keys)."""
-        self.epoch = check_int("epoch", epoch, minimum=0)
-
     def order(self, epoch: int) -> np.ndarray:
         """The seeds in the order epoch ``epoch`` visits them (int64, shape (S,))."""
-        if not self.shuffle:
-            return self.seeds
-        rng = np.random.default_rng([self.seed, check_int("epoch", epoch, minimum=0)])
-        return self.seeds[rng.permutation(len(self.seeds))]
+        return self._items_in_order(self._permutation(epoch))
 
-    def stats(self, reset: bool = False) -> dict:
-        """Cumulative counters: ``batches``, ``seeds``, ``nodes`` (rows gathered), ``edges`` (sampled),
-        and seconds spent in
-        ``sample_s``, ``gather_s``, ``convert_s`` (producer side) and ``wait_s`` (the caller
-        blocked waiting for a batch); with a buffer pool, ``buffers_reused``, ``buffers_allocated``
-        and ``buffers_unpooled`` (batches gathered into recycled, new pooled and fresh unpooled
-        memory). ``reset=True`` zeroes them after reading."""
-        with self._stats_lock:
-            out = dict(self._stats)
-            if self._pool is not None:
-                out.update({f"buffers_{name}": value for name, value in self._pool.stats.items()})
-                if reset:
-                    self._pool.stats.update(reused=0, allocated=0, unpooled=0)
-            if reset:
-                for name in self._stats:
-                    self._stats[name] = 0 if isinstance(self._stats[name], int) else 0.0
-        return out
-
-    def _count(self, **values) -> None:
-        with self._stats_lock:
-            for name, value in values.items():
-                self._stats[name] += value
+    def _items_in_order(self, permutation):
+        return self.seeds if permutation is None else self.seeds[permutation]
 
     def _make_batch(self, epoch: int, index: int, batch_seeds: np.ndarray) -> Batch:
         start = time.perf_counter()
-        n_id, adjs = self.sampler.sample(batch_seeds, key=epoch * len(self) + index)
+        n_id, adjs = self.sampler.sample(batch_seeds, key=self._key(epoch, index))
         sampled = time.perf_counter()
-        if self._pool is not None:
-            x = self.features.gather(n_id, out=self._pool.take(len(n_id)), **self._gather_options)
-        elif self._gather_options:
-            x = self.features.gather(n_id, **self._gather_options)
-        else:
-            x = self.features[n_id]
+        x = self._gather(n_id)
         y = None
         if self.labels is not None:
             xp = array_module(self.labels)
@@ -275,50 +170,7 @@ class NodeLoader:
             if ids_module is not xp:  # host labels, GPU sampler: y joins x and n_id on the device
                 y = ids_module.asarray(y)
         gathered = time.perf_counter()
-        batch = Batch(x, y, list(adjs), n_id, len(batch_seeds))
-        if self.backend is not None:
-            if self._alignment:
-                batch = backends.map_arrays(batch, functools.partial(_realign, alignment=self._alignment))
-            batch = backends.to(self.backend, batch)
-        done = time.perf_counter()
+        batch = self._convert(Batch(x, y, list(adjs), n_id, len(batch_seeds)))
         edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)
-        self._count(
-            batches=1,
-            seeds=len(batch_seeds),
-            nodes=len(n_id),
-            edges=edges,
-            sample_s=sampled - start,
-            gather_s=gathered - sampled,
-            convert_s=done - gathered,
-        )
+        self._timed(start, sampled, gathered, seeds=len(batch_seeds), nodes=len(n_id), edges=edges)
         return batch
-
-    def _slices(self, epoch: int) -> list:
-        order = self.order(epoch)
-        return [
-            order[start : start + self.batch_size] for start in range(0, len(self) * self.batch_size, self.batch_size)
-        ]
-
-    def __iter__(self):
-        epoch = self.epoch
-        self.epoch += 1
-        slices = self._slices(epoch)
-        if self.prefetch == 0:
-            return self._serial(epoch, slices)
-        return PrefetchIterator(self, epoch, slices)
-
-    def _serial(self, epoch: int, slices: list):
-        for index, batch_seeds in enumerate(slices):
-            yield self._make_batch(epoch, index, batch_seeds)
-
-
-def _realign(array, alignment: int):
-    """``array``, or an aligned copy of a host array that does not start on ``alignment`` bytes.
-
-    The sampler's small index arrays may be 16/32-byte aligned; TensorFlow and JAX need 64. The
-    copy happens here, on the producer thread, instead of (with a warning) in the backend."""
-    if not isinstance(array, np.ndarray) or array.size == 0 or array.ctypes.data % alignment == 0:
-        return array
-    out = aligned_empty(array.shape, array.dtype, alignment)
-    out[...] = array
-    return out

@@ -1,0 +1,208 @@
+"""LinkLoader: mini-batches of node pairs, their negatives, sampled neighbourhoods and features."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..protocols import LinkSampler
+from ..sampling.links import check_link_options
+from ..validation import check_ids_in_range, int_array
+from ._base import BaseLoader, num_nodes_of
+
+__all__ = ["LinkBatch", "LinkLoader"]
+
+
+class LinkBatch(NamedTuple):
+    """One link mini-batch, in the loader's backend.
+
+    x : tensor, shape (N, F)
+        Feature rows of ``n_id``.
+    adjs : list of Adj
+        The sampled hops, outermost first; ``adjs[-1]`` targets the pairs' endpoints
+        ``n_id[:adjs[-1].size[1]]``, so ``model(x, adjs)`` returns one row per endpoint.
+    n_id : tensor, int64, shape (N,)
+        Global node ids, the pairs' distinct endpoints first (order of first appearance).
+    pair_index : tensor, int64, shape (2, P)
+        Local (source, target) positions of every pair: the batch's pairs, then negative pairs.
+        Score pair ``j`` with ``h[pair_index[0, j]]`` and ``h[pair_index[1, j]]``.
+    labels : tensor, shape (P,)
+        The given labels (or 1.0) of the batch's pairs, then 0 for every negative pair.
+    negative_targets : tensor, int64, shape (batch_size, num_negatives), or None
+        ``negatives="triplet"``: local positions of each pair's negative targets.
+    num_false_negatives : int or None
+        ``strict_negatives=True``: negatives that are still graph edges after the redraws.
+    batch_size : int
+        Pairs of the loader's pair array in this batch (negatives not counted).
+    """
+
+    x: Any
+    adjs: list
+    n_id: Any
+    pair_index: Any
+    labels: Any
+    negative_targets: Any
+    num_false_negatives: Any
+    batch_size: int
+
+
+class LinkLoader(BaseLoader):
+    """Iterate over node pairs in mini-batches: negatives, leakage-free neighbourhoods, features.
+
+    Each batch is :meth:`NeighborSampler.sample_links` of the next ``batch_size`` pairs, with
+    the feature rows of its ``n_id``.
+
+    Parameters
+    ----------
+    sampler : LinkSampler
+        Anything with ``sample_links(pairs, labels=None, *, ..., key=None)``
+        (:class:`gglspeedup.protocols.LinkSampler`), e.g. a :class:`~gglspeedup.NeighborSampler`.
+    features : FeatureSource or array, shape (num_nodes, F)
+        As for :class:`~gglspeedup.NodeLoader`.
+    pairs : integer array-like, shape (2, E)
+        ``(source, target)`` pairs to iterate over (e.g. the training edges, or held-out
+        validation pairs with their labels), in ``[0, num_nodes)``.
+    batch_size : int
+        Pairs per batch (the last batch may be smaller unless ``drop_last``).
+    labels : array-like, shape (E,), optional
+        A number per pair (default: 1.0 each); negatives get 0.
+    negatives, num_negatives, strict_negatives, exclude
+        As for :meth:`NeighborSampler.sample_links` (checked here, at construction).
+    shuffle, drop_last, prefetch, backend, seed, reuse_buffers
+        As for :class:`~gglspeedup.NodeLoader`: ``shuffle`` permutes the pair columns every epoch,
+        keyed by ``(seed, epoch)``.
+
+    Raises
+    ------
+    TypeError
+        a sampler without ``sample_links``, features that cannot be indexed, non-integer pairs,
+        non-numeric labels, a wrongly typed option.
+    ValueError
+        pairs not (2, E), labels not (E,), an unknown ``negatives`` / ``exclude`` / backend, a count
+        out of range.
+    IndexError
+        a pair endpoint outside ``[0, num_nodes)`` (when the sampler or the features tell it).
+
+    Notes
+    -----
+    Batch ``i`` of epoch ``e`` samples (negatives included) with ``key = e * len(loader) + i``,
+    so it replays exactly; each ``iter(loader)`` is one epoch, as with :class:`NodeLoader`.
+    :meth:`stats` counts ``pairs`` (the loader's pairs), ``negatives`` (negative pairs or triplet
+    targets drawn), ``false_negatives`` (strict mode), ``nodes``, ``edges`` and the seconds spent.
+
+    Examples
+    --------
+    >>> import gglspeedup as gg, numpy as np
+    >>> graph = gg.CSRGraph.from_edge_index([[0, 1, 1, 2, 2, 3], [1, 0, 2, 1, 3, 2]], num_nodes=4)
+    >>> loader = gg.LinkLoader(gg.NeighborSampler(graph, [2]), np.eye(4, dtype=np.float32),
+    ...                        [[0, 2], [1, 3]], 2, negatives="binary", backend=None, prefetch=0)
+    >>> batch = next(iter(loader))
+    >>> batch.pair_index.shape, batch.labels.tolist()
+    ((2, 4), [1.0, 1.0, 0.0, 0.0])
+    """
+
+    _COUNTERS = ("pairs", "negatives", "false_negatives")
+
+    def __init__(
+        self,
+        sampler,
+        features,
+        pairs,
+        batch_size,
+        *,
+        labels=None,
+        negatives=None,
+        num_negatives=1,
+        strict_negatives=False,
+        exclude="self",
+        shuffle=True,
+        drop_last=False,
+        prefetch=2,
+        backend="torch",
+        seed=0,
+        reuse_buffers=True,
+    ):
+        if not isinstance(sampler, LinkSampler):
+            raise TypeError(
+                "sampler must have a sample_links(pairs, labels=None, *, ..., key=None) method "
+                f"(gglspeedup.protocols.LinkSampler), got {type(sampler).__name__}"
+            )
+        self._setup(sampler, features, batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
+        self.pairs = np.array(int_array("pairs", pairs, ndim=2), copy=True)
+        if self.pairs.shape[0] != 2:
+            raise ValueError(f"pairs must have shape (2, E): sources then targets, got shape {self.pairs.shape}")
+        self._num_items = self.pairs.shape[1]
+        self._columns = np.concatenate([self.pairs, np.arange(self._num_items, dtype=np.int64)[None]])
+        num_nodes = num_nodes_of(sampler, features)
+        if num_nodes is not None:
+            check_ids_in_range("pairs", self.pairs.reshape(-1), num_nodes, what="num_nodes")
+        if labels is not None:
+            from ..device import to_numpy
+
+            labels = to_numpy(labels) if not isinstance(labels, (list, tuple)) else np.asarray(labels)
+            if labels.dtype.kind not in "biuf":
+                raise TypeError(f"labels must hold numbers (bool, int or float), got dtype {labels.dtype}")
+            if labels.shape != (self._num_items,):
+                raise ValueError(f"labels must have one entry per pair ({self._num_items},), got shape {labels.shape}")
+            labels = np.array(labels, copy=True)
+        self.labels = labels
+        negatives, num_negatives, strict, exclude = check_link_options(
+            negatives, num_negatives, strict_negatives, exclude
+        )
+        self.options = {
+            "negatives": negatives,
+            "num_negatives": num_negatives,
+            "strict_negatives": strict,
+            "exclude": exclude,
+        }
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())
+        return (
+            f"LinkLoader(pairs={self._num_items}, batch_size={self.batch_size}, batches={len(self)}, {options}, "
+            f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, "
+            f"backend={self.backend!r}, epoch={self.epoch})"
+        )
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The pairs in the order epoch ``epoch`` visits them (int64, shape (2, E))."""
+        return self._items_in_order(self._permutation(epoch))[:2]
+
+    def _items_in_order(self, permutation):
+        """(3, E): sources, targets and each pair's column (to slice its label), permuted."""
+        return self._columns if permutation is None else self._columns[:, permutation]
+
+    def _make_batch(self, epoch: int, index: int, items: np.ndarray) -> LinkBatch:
+        start = time.perf_counter()
+        pairs = np.ascontiguousarray(items[:2])
+        labels = None if self.labels is None else self.labels[items[2]]
+        out = self.sampler.sample_links(pairs, labels, key=self._key(epoch, index), **self.options)
+        sampled = time.perf_counter()
+        x = self._gather(out.n_id)
+        gathered = time.perf_counter()
+        count = pairs.shape[1]
+        batch = LinkBatch(
+            x,
+            list(out.adjs),
+            out.n_id,
+            out.pair_index,
+            out.labels,
+            out.negative_targets,
+            out.num_false_negatives,
+            count,
+        )
+        batch = self._convert(batch)
+        negatives = out.negative_targets.size if out.negative_targets is not None else out.batch_size - count
+        self._timed(
+            start,
+            sampled,
+            gathered,
+            pairs=count,
+            negatives=int(negatives),
+            false_negatives=out.num_false_negatives or 0,
+            nodes=len(out.n_id),
+            edges=sum(int(adj.edge_index.shape[1]) for adj in out.adjs),
+        )
+        return batch
