@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 
+from .links import EdgeSplit, split_edges
 from .planetoid import load
 from .readers import read_ogb_node, read_reddit
 from .spec import parse_dataset_spec
@@ -33,6 +34,8 @@ __all__ = [
     "read_ogb_node",
     "read_reddit",
     "parse_dataset_spec",
+    "split_edges",
+    "EdgeSplit",
 ]
 
 _SYNTHETIC = ("synthetic_powerlaw", "synthetic_features", "synthetic_labels", "random_split")
