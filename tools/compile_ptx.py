@@ -45,8 +45,9 @@ def _kernels():
     from gglspeedup.sampling._kernels.records import GraphArrays, SampleOptions
 
     i64 = types.Array(types.int64, 1, "C")
-    plain = typeof(SampleOptions(False, False, False, np.zeros(1, np.int8)))  # sample(): no exclusion code
-    linked = typeof(SampleOptions(False, False, False, np.zeros(1, np.int64)))  # a link batch's exclusions
+    marker = np.zeros(1, np.int8)
+    plain = typeof(SampleOptions(False, False, False, marker, marker))  # sample(): no exclusion code
+    linked = typeof(SampleOptions(False, False, False, np.zeros(1, np.int64), np.zeros(1, np.uint8)))  # link batch
     for weight in (np.float64, np.float32):
         ints = np.zeros(1, np.int64)
         graph = typeof(GraphArrays(ints, ints, ints, np.zeros(1, weight), ints, np.zeros(1)))

@@ -8,7 +8,8 @@ See DESIGN.md, "Link prediction". The steps, each on the sampler's device throug
    negatives), in order of first appearance, and every pair's local positions;
 4. the excluded edges: every parallel edge ``source -> target`` of a positive pair (and
    ``target -> source`` with ``exclude="reverse"``), as sorted CSR positions in the driver's
-   :class:`~._kernels.records.SampleOptions` for this one call;
+   :class:`~._kernels.records.SampleOptions` for this one call, with a small hashed table of the
+   rows that hold them (so every other row skips the search);
 5. the neighbourhood of the seeds, exactly as :meth:`NeighborSampler.sample` samples it except
    that rows never draw an excluded edge.
 """
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..device import as_device_array, on_gpu, to_numpy
 from ..validation import check_bool, check_int
+from ._kernels.exclusion import row_filter
 from .types import Adj, LinkSampleOutput
 
 __all__ = ["NEGATIVES", "EXCLUDES", "sample_links"]
@@ -137,8 +139,8 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
             if exclude == "reverse":
                 ex_src, ex_dst = xp.concatenate((ex_src, pairs[1])), xp.concatenate((ex_dst, pairs[0]))
             positions = driver.excluded_positions(ex_src, ex_dst)
-            if positions.shape[0]:
-                options = driver.options._replace(excluded=positions)
+            if positions.shape[0]:  # rows ex_dst hold them: flagged, so the others skip the search
+                options = driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, ex_dst))
         n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
         out_labels = _labels(xp, labels, count, num_pairs - count if extra is None else 0)

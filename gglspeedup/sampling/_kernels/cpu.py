@@ -66,7 +66,7 @@ class CPUDriver:
     def __init__(self, graph, options: SampleOptions, seed: int):
         tables = weight_tables(graph.indptr, graph.weights) if options.weighted else None
         self.graph: GraphArrays = graph_arrays(graph, tables, lambda dtype: np.zeros(1, dtype))
-        self.options = options._replace(excluded=no_exclusions())
+        self.options = options._replace(excluded=no_exclusions(), excluded_rows=no_exclusions())
         self.seed = int(seed)
         self.num_nodes = graph.num_nodes
         self._free_maps: list[np.ndarray] = []

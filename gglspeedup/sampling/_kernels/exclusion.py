@@ -29,7 +29,16 @@ from numba.extending import overload, register_jitable
 
 from .rng import draw, uniform_01, uniform_below
 
-__all__ = ["excluded_slice", "count_excluded", "fill_excluding", "count_matches", "fill_matches"]
+__all__ = [
+    "ROW_FILTER_BITS",
+    "row_slot",
+    "row_filter",
+    "excluded_slice",
+    "count_excluded",
+    "fill_excluding",
+    "count_matches",
+    "fill_matches",
+]
 
 
 @register_jitable
@@ -44,15 +53,41 @@ def _bisect(array, lo, hi, value):
     return lo
 
 
-def _excluded_slice(options, start, end):
+ROW_FILTER_BITS = 15  # 32 KiB of flags: a few percent of rows search in vain with 2048 rows flagged
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+@register_jitable
+def row_slot(node):
+    """The flag of row ``node`` in ``SampleOptions.excluded_rows`` (Fibonacci hashing)."""
+    return np.int64((np.uint64(node) * np.uint64(_GOLDEN)) >> np.uint64(64 - ROW_FILTER_BITS))
+
+
+def row_filter(xp, rows):
+    """``SampleOptions.excluded_rows`` for the rows ``rows`` (an int64 array of ``xp``): uint8 flags,
+    1 at :func:`row_slot` of each. Must flag every row that holds an excluded position (more is
+    harmless: such a row only searches and finds nothing)."""
+    flags = xp.zeros(1 << ROW_FILTER_BITS, dtype=np.uint8)
+    slots = (rows.astype(np.uint64) * np.uint64(_GOLDEN)) >> np.uint64(64 - ROW_FILTER_BITS)
+    flags[slots.astype(np.int64)] = 1
+    return flags
+
+
+def _excluded_slice(options, node, start, end):
+    if options.excluded_rows[row_slot(node)] == 0:
+        return 0, 0  # the common case: one load from a small table, no search
     excluded = options.excluded
-    a = _bisect(excluded, 0, excluded.shape[0], start)
-    return a, _bisect(excluded, a, excluded.shape[0], end)
+    count = excluded.shape[0]
+    a = _bisect(excluded, 0, count, start)
+    if a == count or excluded[a] >= end:
+        return a, a
+    return a, _bisect(excluded, a, count, end)
 
 
-def excluded_slice(options, start, end):
-    """``(a, b)``: ``options.excluded[a:b]`` are the excluded positions within ``[start, end)``."""
-    return (0, 0) if options.excluded.dtype != np.int64 else _excluded_slice(options, start, end)
+def excluded_slice(options, node, start, end):
+    """``(a, b)``: ``options.excluded[a:b]`` are the excluded positions of row ``node``, whose
+    edges are ``[start, end)`` (empty, ``b <= a``, for most rows)."""
+    return (0, 0) if options.excluded.dtype != np.int64 else _excluded_slice(options, node, start, end)
 
 
 def _count_excluded(graph, options, a, b):
@@ -79,8 +114,8 @@ def _excludes(options) -> bool:
 
 
 @overload(excluded_slice)
-def _overload_excluded_slice(options, start, end):
-    return _excluded_slice if _excludes(options) else (lambda options, start, end: (0, 0))
+def _overload_excluded_slice(options, node, start, end):
+    return _excluded_slice if _excludes(options) else (lambda options, node, start, end: (0, 0))
 
 
 @overload(count_excluded)

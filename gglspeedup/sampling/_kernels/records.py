@@ -48,20 +48,24 @@ class SampleOptions(NamedTuple):
         positive pairs), or :func:`no_exclusions` (a one-element int8 marker) when the call
         excludes nothing. The two are different types, so the kernels of plain sampling are
         compiled without any exclusion code (:mod:`.exclusion`).
+    excluded_rows : uint8 array of ``2 ** ROW_FILTER_BITS`` flags, set at the hash slot of every
+        row that holds an excluded position (:func:`.exclusion.row_filter`), so most rows skip
+        the binary search; the marker when ``excluded`` is.
 
     The first three are fixed for a sampler's lifetime; a link batch swaps in its own
-    ``excluded`` (``options._replace``) for its one call.
+    ``excluded`` and ``excluded_rows`` (``options._replace``) for its one call.
     """
 
     replace: bool
     weighted: bool
     has_edge_ids: bool
     excluded: Any = None
+    excluded_rows: Any = None
 
 
 def no_exclusions(xp=np):
-    """The ``SampleOptions.excluded`` marker meaning "nothing excluded": a one-element int8 array
-    of array module ``xp`` (a type of its own; see :mod:`.exclusion`)."""
+    """The ``SampleOptions.excluded`` (and ``excluded_rows``) marker meaning "nothing excluded": a
+    one-element int8 array of array module ``xp`` (a type of its own; see :mod:`.exclusion`)."""
     return xp.zeros(1, dtype=np.int8)
 
 

@@ -69,7 +69,7 @@ def row_count(graph, options, node, k):
     """How many edges row ``node`` yields for fanout ``k`` (int64)."""
     if k == 0:
         return 0
-    a, b = excluded_slice(options, graph.indptr[node], graph.indptr[node + 1])
+    a, b = excluded_slice(options, node, graph.indptr[node], graph.indptr[node + 1])
     avail = row_available(graph, options, node, a, b)
     if k < 0 or avail == 0:
         return avail
@@ -90,7 +90,7 @@ def row_fill(graph, options, node, k, state, count, pos, out):
     weights, cum = graph.weights, graph.cum
     start = graph.indptr[node]
     deg = graph.indptr[node + 1] - start
-    a, b = excluded_slice(options, start, start + deg)
+    a, b = excluded_slice(options, node, start, start + deg)
     if b > a:  # edges this row must not draw: a separate path, so other rows draw as sample() does
         available = row_available(graph, options, node, a, b)
         fill_excluding(graph, options, start, deg, k, state, count, available, pos, out, a, b)
