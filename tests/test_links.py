@@ -12,11 +12,14 @@ from conftest import to_host
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 
 
-def _multigraph(num_nodes=40, num_edges=200, seed=0, weighted=False):
-    """Random edges stored in both directions, with parallel edges and self loops."""
+def _multigraph(num_nodes=40, num_edges=200, seed=0, weighted=False, ascending=False):
+    """Random edges stored in both directions, with parallel edges and self loops; ``ascending``:
+    every row lists its sources in ascending order (the excluded edges are then binary-searched)."""
     rng = np.random.default_rng(seed)
     edges = rng.integers(0, num_nodes, size=(2, num_edges))
     edges = np.concatenate([edges, edges[::-1], edges[:, :20]], axis=1)  # reverse copies + parallel ones
+    if ascending:
+        edges = edges[:, np.lexsort((edges[0], edges[1]))]
     weights = rng.random(edges.shape[1]) + 0.1 if weighted else None
     return gg.CSRGraph.from_edge_index(edges, num_nodes=num_nodes, weights=weights), edges
 
@@ -38,8 +41,9 @@ def _seeds_of(out):
 @pytest.mark.parametrize("replace", [False, True])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("exclude", ["self", "reverse"])
-def test_no_hop_contains_a_positive_pair_and_counts_are_min_k_available(device, replace, weighted, exclude):
-    graph, edges = _multigraph(weighted=weighted)
+@pytest.mark.parametrize("ascending", [False, True])
+def test_no_hop_contains_a_positive_pair_and_counts_are_min_k_available(device, replace, weighted, exclude, ascending):
+    graph, edges = _multigraph(weighted=weighted, ascending=ascending)
     sampler = gg.NeighborSampler(graph, [3, 2], replace=replace, weighted=weighted, device=device, seed=4)
     pairs = edges[:, [0, 1, 1, 5, 9, 12]]  # graph edges, one repeated
     pairs = np.concatenate([pairs, [[7, 7], [7, 7]]], axis=1)  # and a self pair
@@ -185,7 +189,7 @@ def test_a_graph_of_only_edges_reports_its_false_negatives():
 @pytest.mark.parametrize("exclude", [None, "self", "reverse"])
 @pytest.mark.parametrize("options", [{}, {"replace": True}, {"weighted": True}])
 def test_cpu_and_gpu_agree_bit_for_bit(mode, exclude, options):
-    graph, edges = _multigraph(num_nodes=16, num_edges=40, seed=5, weighted=True)
+    graph, edges = _multigraph(num_nodes=16, num_edges=40, seed=5, weighted=True, ascending=exclude == "reverse")
     pairs = edges[:, [0, 3, 3, 8]]
     outputs = [
         gg.NeighborSampler(graph, [2, -1], device=device, seed=7, **options).sample_links(
@@ -268,3 +272,22 @@ def test_link_output_converts_through_the_backends():
     assert isinstance(converted, gg.sampling.LinkSampleOutput)
     assert isinstance(converted.pair_index, torch.Tensor) and converted.negative_targets.shape == (4, 2)
     assert converted.num_false_negatives is None and converted.batch_size == 4
+
+
+def test_rows_ascending_is_told_apart_and_both_find_every_parallel_edge():
+    from gglspeedup.sampling._kernels.exclusion import rows_ascending
+
+    for ascending in (False, True):
+        graph, edges = _multigraph(ascending=ascending)
+        assert rows_ascending(np, graph.indptr, graph.indices) == ascending
+        driver = gg.NeighborSampler(graph, [2])._driver
+        pairs = edges[:, [0, 1, 2, 200]]  # 200: a reverse copy; the first 20 edges are doubled
+        positions = driver.excluded_positions(pairs[0].copy(), pairs[1].copy())
+        rows = np.repeat(np.arange(graph.num_nodes), graph.degree())
+        expected = [
+            p for p in range(graph.num_edges) if (graph.indices[p], rows[p]) in set(map(tuple, pairs.T.tolist()))
+        ]
+        np.testing.assert_array_equal(positions, expected)
+    assert rows_ascending(np, np.array([0, 2, 4]), np.array([3, 1, 0, 2])) is False
+    assert rows_ascending(np, np.array([0, 2, 4]), np.array([1, 3, 0, 2])) is True
+    assert rows_ascending(np, np.array([0, 0]), np.array([], np.int64)) is True

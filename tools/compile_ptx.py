@@ -70,8 +70,14 @@ def _kernels():
             types.Array(types.int8, 1, "C"),
         )
         yield f"link negatives ({tag} weights)", cuda_links._negatives_kernel, negatives, True
-        yield f"link exclusion count ({tag} weights)", cuda_links._count_matches_kernel, (graph, i64, i64, i64), False
-        fill = (graph, i64, i64, i64, i64)
+        flag = types.boolean
+        yield (
+            f"link exclusion count ({tag} weights)",
+            cuda_links._count_matches_kernel,
+            (graph, i64, i64, flag, i64),
+            False,
+        )
+        fill = (graph, i64, i64, flag, i64, i64)
         yield f"link exclusion fill ({tag} weights)", cuda_links._fill_matches_kernel, fill, False
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
     compact = (types.int64, types.int64, types.boolean, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)

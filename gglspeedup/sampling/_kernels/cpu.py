@@ -19,6 +19,7 @@ from numba import njit, prange
 
 from ..._intrinsics import prefetch
 from ..._threading import prefer_tbb
+from .exclusion import rows_ascending
 from .links import draw_negatives, match_positions, negative_state
 from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions
 from .rng import hop_state, row_state
@@ -71,6 +72,7 @@ class CPUDriver:
         self.num_nodes = graph.num_nodes
         self._free_maps: list[np.ndarray] = []
         self._lock = threading.Lock()
+        self._rows_ascending = None  # computed on the first link batch
 
     @property
     def weight_tables(self):
@@ -131,8 +133,10 @@ class CPUDriver:
 
     def excluded_positions(self, sources: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]``."""
+        if self._rows_ascending is None:
+            self._rows_ascending = rows_ascending(np, self.graph.indptr, self.graph.indices)
         with KERNEL_LOCK, _threads_for(len(sources) * 16):
-            return match_positions(self.graph, sources, targets)
+            return match_positions(self.graph, sources, targets, self._rows_ascending)
 
     def _acquire_map(self) -> np.ndarray:
         with self._lock:

@@ -106,6 +106,8 @@ class CUDADriver:
             self.graph: GraphArrays = device_view(arrays)  # numba views, made once
             self._placeholder = xp.zeros(1, dtype=np.int64)
             self.options = device_view(options._replace(excluded=no_exclusions(xp), excluded_rows=no_exclusions(xp)))
+        self._csr = (graph.indptr, graph.indices)  # CuPy or pinned NumPy arrays, for rows_ascending
+        self._rows_ascending = None  # computed on the first link batch
 
     @property
     def weight_tables(self):
@@ -134,9 +136,15 @@ class CUDADriver:
     def excluded_positions(self, sources, targets):
         """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]`` (device array)."""
         from .cuda_links import match_positions
+        from .exclusion import rows_ascending
 
         with self.device:
-            return match_positions(self.device, self.graph, sources, targets)
+            if self._rows_ascending is None:
+                indptr, indices = self._csr
+                from ...device import array_module
+
+                self._rows_ascending = rows_ascending(array_module(indices), indptr, indices)
+            return match_positions(self.device, self.graph, sources, targets, self._rows_ascending)
 
     def sample_all(self, seeds, fanouts, key: int, *, options: SampleOptions | None = None):
         """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.

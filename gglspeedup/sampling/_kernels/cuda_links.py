@@ -28,17 +28,17 @@ def _negatives_kernel(graph, state, num_nodes, sources, fixed, width, strict, ou
 
 
 @cuda.jit(cache=True)
-def _count_matches_kernel(graph, sources, targets, counts):
+def _count_matches_kernel(graph, sources, targets, sorted_rows, counts):
     i = cuda.grid(1)
     if i < sources.shape[0]:
-        counts[i + 1] = count_matches(graph, sources[i], targets[i])
+        counts[i + 1] = count_matches(graph, sources[i], targets[i], sorted_rows)
 
 
 @cuda.jit(cache=True)
-def _fill_matches_kernel(graph, sources, targets, offsets, positions):
+def _fill_matches_kernel(graph, sources, targets, sorted_rows, offsets, positions):
     i = cuda.grid(1)
     if i < sources.shape[0]:
-        fill_matches(graph, sources[i], targets[i], positions, offsets[i])
+        fill_matches(graph, sources[i], targets[i], sorted_rows, positions, offsets[i])
 
 
 def draw_negatives(device, graph, state, num_nodes, sources, fixed, width, strict, count):
@@ -65,14 +65,16 @@ def draw_negatives(device, graph, state, num_nodes, sources, fixed, width, stric
     return out_src, out_dst, stayed
 
 
-def match_positions(device, graph, sources, targets):
+def match_positions(device, graph, sources, targets, sorted_rows):
     """Sorted, distinct CSR positions of the edges ``sources[i] -> targets[i]`` (device array)."""
     xp = device.xp
     counts = xp.zeros(len(sources) + 1, dtype=np.int64)
-    launch_rows(_count_matches_kernel, device, len(sources), graph, sources, targets, counts)
+    launch_rows(_count_matches_kernel, device, len(sources), graph, sources, targets, sorted_rows, counts)
     offsets = xp.cumsum(counts)
     total = int(to_host(offsets[-1:])[0]) if len(sources) else 0  # sync: how many positions
     positions = xp.empty(total, dtype=np.int64)
     if total:
-        launch_rows(_fill_matches_kernel, device, len(sources), graph, sources, targets, offsets, positions)
+        launch_rows(
+            _fill_matches_kernel, device, len(sources), graph, sources, targets, sorted_rows, offsets, positions
+        )
     return xp.unique(positions)

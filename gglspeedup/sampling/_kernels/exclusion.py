@@ -33,6 +33,7 @@ __all__ = [
     "ROW_FILTER_BITS",
     "row_slot",
     "row_filter",
+    "rows_ascending",
     "excluded_slice",
     "count_excluded",
     "fill_excluding",
@@ -71,6 +72,16 @@ def row_filter(xp, rows):
     slots = (rows.astype(np.uint64) * np.uint64(_GOLDEN)) >> np.uint64(64 - ROW_FILTER_BITS)
     flags[slots.astype(np.int64)] = 1
     return flags
+
+
+def rows_ascending(xp, indptr, indices) -> bool:
+    """Whether every row of the CSR arrays (of array module ``xp``) lists its entries in ascending
+    order (then :func:`count_matches` binary-searches a row instead of scanning it). One pass over
+    ``indices``, done once per sampler, on the first link batch."""
+    if indices.shape[0] < 2:
+        return True
+    drops = xp.flatnonzero(indices[1:] < indices[:-1]) + 1  # entries smaller than the one before
+    return bool(drops.shape[0] == 0 or xp.isin(drops, indptr).all())  # sync: one flag, once
 
 
 def _excluded_slice(options, node, start, end):
@@ -126,13 +137,19 @@ def _overload_count_excluded(graph, options, a, b):
 @register_jitable
 def _skip(excluded, a, b, position):
     """The real position of virtual ``position`` (``start + j``): the ``j``-th position of the row
-    that is not excluded (``excluded[a:b]`` ascending)."""
-    for q in range(a, b):
-        if excluded[q] <= position:
-            position += 1
+    that is not excluded (``excluded[a:b]`` ascending and distinct).
+
+    ``excluded[q] - (q - a)`` (an excluded position less the excluded ones before it) never
+    decreases, and the answer is ``position`` plus the number of ``q`` with that value
+    ``<= position``: a binary search, so a hub holding hundreds of excluded edges stays cheap."""
+    lo, hi = a, b
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if excluded[mid] - (mid - a) <= position:
+            lo = mid + 1
         else:
-            break
-    return position
+            hi = mid
+    return position + (lo - a)
 
 
 @register_jitable
@@ -249,20 +266,37 @@ def _overload_fill_excluding(graph, options, start, deg, k, state, count, availa
 
 
 @register_jitable
-def count_matches(graph, source, target):
-    """How many entries of row ``target`` are ``source``: the parallel edges ``source -> target``."""
+def _first_match(graph, source, target, sorted_rows):
+    """``(first, end)``: where to look for entries ``source`` in row ``target``; a sorted row
+    starts at its first entry >= ``source`` (binary search), an unsorted one at its start."""
+    start, end = graph.indptr[target], graph.indptr[target + 1]
+    if sorted_rows:
+        return _bisect(graph.indices, start, end, source), end
+    return start, end
+
+
+@register_jitable
+def count_matches(graph, source, target, sorted_rows):
+    """How many entries of row ``target`` are ``source``: the parallel edges ``source -> target``
+    (``sorted_rows``: every row of the graph is ascending, so the search stops early)."""
+    first, end = _first_match(graph, source, target, sorted_rows)
     count = 0
-    for p in range(graph.indptr[target], graph.indptr[target + 1]):
+    for p in range(first, end):
         if graph.indices[p] == source:
             count += 1
+        elif sorted_rows:
+            break
     return count
 
 
 @register_jitable
-def fill_matches(graph, source, target, positions, out):
+def fill_matches(graph, source, target, sorted_rows, positions, out):
     """Write the positions of the entries ``source`` of row ``target`` into ``positions[out:]``."""
+    first, end = _first_match(graph, source, target, sorted_rows)
     c = 0
-    for p in range(graph.indptr[target], graph.indptr[target + 1]):
+    for p in range(first, end):
         if graph.indices[p] == source:
             positions[out + c] = p
             c += 1
+        elif sorted_rows:
+            break

@@ -85,16 +85,16 @@ def draw_negatives(graph, state, num_nodes, sources, fixed, width, strict, out_s
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def match_positions(graph, sources, targets):
+def match_positions(graph, sources, targets, sorted_rows):
     """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]`` (parallel edges
-    included): what a link batch excludes."""
+    included): what a link batch excludes. ``sorted_rows``: every row is ascending (binary search)."""
     n = sources.shape[0]
     offsets = np.zeros(n + 1, np.int64)
     for i in prange(n):
-        offsets[i + 1] = count_matches(graph, sources[i], targets[i])
+        offsets[i + 1] = count_matches(graph, sources[i], targets[i], sorted_rows)
     for i in range(n):
         offsets[i + 1] += offsets[i]
     positions = np.empty(offsets[n], np.int64)
     for i in prange(n):
-        fill_matches(graph, sources[i], targets[i], positions, offsets[i])
+        fill_matches(graph, sources[i], targets[i], sorted_rows, positions, offsets[i])
     return np.unique(positions)
