@@ -19,6 +19,7 @@ COMMANDS = {
     "sample": "neighbour sampling: sampled edges/s, ours vs DGL / PyG / NumPy",
     "gather": "feature gather: GB/s per cache ratio vs the tier's copy bandwidth and numpy.take",
     "multi": "multi-process sampling: per-rank throughput and scaling efficiency",
+    "link": "link-prediction sampling (negatives, exclusion): sampled edges/s vs DGL's edge sampler",
     "loader": "NodeLoader batches/s and gather GB/s, recycled output buffers vs fresh ones",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
 }
