@@ -17,6 +17,7 @@ SCRIPTS = {
     "train_sage_tensorflow": "tensorflow",
     "train_sage_paddle": "paddle",
     "gammagl_sage": None,
+    "link_prediction_torch": "torch",
 }
 OPTIONS = ["--dataset", "--device", "--fanouts", "--batch-size", "--cache-size"]
 TINY = [
@@ -56,7 +57,7 @@ def test_help_lists_the_common_options(name, capsys):
     assert all(option in text for option in OPTIONS), text
 
 
-@pytest.mark.parametrize("name", [n for n, module in sorted(SCRIPTS.items()) if module])
+@pytest.mark.parametrize("name", [n for n, module in sorted(SCRIPTS.items()) if module and not n.startswith("link")])
 def test_tiny_run_prints_epochs_and_the_sampling_share(name, capsys, tmp_path):
     pytest.importorskip(SCRIPTS[name])
     result = load_demo(name).main(TINY + ["--out", str(tmp_path)])
@@ -64,6 +65,30 @@ def test_tiny_run_prints_epochs_and_the_sampling_share(name, capsys, tmp_path):
     assert "epoch   1  loss" in out and "sample+gather" in out and "test accuracy" in out
     assert 0.0 <= result["test_acc"] <= 1.0 and result["seeds"] > 0 and result["edges"] > 0
     assert result["plot"] is not None and os.path.isfile(result["plot"])
+
+
+def test_tiny_link_prediction_run_reports_auc_per_epoch_and_for_the_test_pairs(capsys, tmp_path):
+    pytest.importorskip("torch")
+    argv = ["--dataset", "powerlaw:300:6", "--epochs", "2", "--fanouts", "4,3", "--batch-size", "128", "--hidden", "8"]
+    argv += ["--embedding", "8", "--no-progress", "--threads", "1", "--device", "cpu", "--runs", "2"]
+    result = load_demo("link_prediction_torch").main(argv + ["--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "epoch   2  loss" in out and "val AUC" in out and "test ROC-AUC" in out and "over 2 seeds" in out
+    assert len(result["test_aucs"]) == 2 and all(0.0 <= auc <= 1.0 for auc in result["test_aucs"])
+    assert result["test_auc"] == pytest.approx(np.mean(result["test_aucs"]))
+    assert result["pairs_per_s"] > 0 and result["edges_per_s"] > 0 and len(result["history"]) == 2
+    assert result["plot"] is not None and os.path.isfile(result["plot"])
+
+
+def test_main_job_runs_link_prediction_with_task_link():
+    done = subprocess.run(
+        [sys.executable, "-m", "gglspeedup.demo", "--task", "link", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0 and "--negatives" in done.stdout and "--exclude" in done.stdout
 
 
 def test_bad_fanouts_are_rejected_by_the_parser(capsys):

@@ -157,3 +157,13 @@ def test_bad_arguments_fail_at_construction(data, change, error, message):
     arguments.update(change)
     with pytest.raises(error, match=message):
         LinkLoader(arguments.pop("sampler"), x, arguments.pop("pairs"), arguments.pop("batch_size"), **arguments)
+
+
+def test_a_multi_device_rank_drives_a_link_loader_with_its_own_seed(data):
+    graph, x, pairs = data
+    multi = gg.MultiDeviceSampler(graph, ["cpu", "cpu"], [3, 2], seed=2)
+    batches = [list(LinkLoader(multi.rank(r), x, pairs, 5, backend=None, shuffle=False)) for r in (0, 1)]
+    plain = list(make_loader(data, shuffle=False))  # rank 0 samples like NeighborSampler(seed=2)
+    for a, b in zip(batches[0], plain):
+        assert_same_sample(gg.SampleOutput(a.n_id, a.adjs), gg.SampleOutput(b.n_id, b.adjs))
+    assert any(not np.array_equal(np.asarray(a.adjs[0].e_id), np.asarray(b.adjs[0].e_id)) for a, b in zip(*batches))

@@ -10,6 +10,8 @@ reuse it instead of copying it:
 - :mod:`.torch_models`: GraphSAGE / GAT on sampled blocks in PyTorch and the torch training
   step (imports torch; load it explicitly).
 - :mod:`.sage_cora`: the main job, ``python -m gglspeedup.demo`` (GraphSAGE on the bundled Cora).
+- :mod:`.link_cora`: link prediction, ``python -m gglspeedup.demo --task link`` (GraphSAGE
+  encoder and dot-product decoder on Cora / CiteSeer edges, test ROC-AUC).
 
 The scripts in the repository's ``demos/`` folder (TensorFlow, Paddle, GammaGL, multi-GPU,
 multi-machine) are built from these pieces.
@@ -17,7 +19,17 @@ multi-machine) are built from these pieces.
 
 from .cli import best_device, build_parser, cpu_threads, parse_fanouts
 from .data import CACHE_EVAL_MAX_NODES, ReplayLoader, TrainSetup, setup_training
-from .loop import INNER_BAR_MIN_BATCHES, EpochTimer, History, accuracy, fit, plot_history, progress, report
+from .loop import (
+    INNER_BAR_MIN_BATCHES,
+    EpochTimer,
+    History,
+    accuracy,
+    fit,
+    plot_history,
+    progress,
+    report,
+    roc_auc,
+)
 
 __all__ = [
     "build_parser",
@@ -33,6 +45,7 @@ __all__ = [
     "progress",
     "plot_history",
     "accuracy",
+    "roc_auc",
     "fit",
     "report",
     "INNER_BAR_MIN_BATCHES",

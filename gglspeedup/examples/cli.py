@@ -13,7 +13,7 @@ import os
 from ..device import gpu_available
 from ..validation import parse_fanouts as _check_fanout_text
 
-__all__ = ["build_parser", "parse_fanouts", "best_device", "cpu_threads"]
+__all__ = ["build_parser", "add_task_option", "parse_fanouts", "best_device", "cpu_threads"]
 
 
 def parse_fanouts(text: str) -> list[int]:
@@ -92,4 +92,16 @@ def build_parser(
     parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and init seed (default: %(default)s)")
     parser.add_argument("--out", default=None, help="folder for the loss/accuracy plot (default: no plot)")
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
+    return parser
+
+
+def add_task_option(parser: argparse.ArgumentParser, default: str) -> argparse.ArgumentParser:
+    """``--task node|link``: the main job's choice (``python -m gglspeedup.demo --task link``)."""
+    parser.add_argument(
+        "--task",
+        choices=("node", "link"),
+        default=default,
+        help="node classification (GraphSAGE, test accuracy) or link prediction (GraphSAGE encoder, "
+        "dot-product decoder, test ROC-AUC) (default: %(default)s)",
+    )
     return parser

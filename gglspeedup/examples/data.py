@@ -31,7 +31,7 @@ class TrainSetup:
     info: dict = field(default_factory=dict)
 
 
-def _normalize_rows(x: np.ndarray) -> np.ndarray:
+def normalize_rows(x: np.ndarray) -> np.ndarray:
     sums = x.sum(axis=1, keepdims=True)
     return np.divide(x, sums, out=np.zeros_like(x), where=sums > 0).astype(x.dtype, copy=False)
 
@@ -55,7 +55,7 @@ def setup_training(args, backend: str, *, eval_batch_size: int = 1024, normalize
     if normalize is None:
         normalize = args.dataset.strip().lower() in ("cora", "citeseer")
     if normalize:
-        x = _normalize_rows(x)
+        x = normalize_rows(x)
     y = np.asarray(y, dtype=np.int64)
     split = {name: ids[y[ids] >= 0] for name, ids in split.items()}
     features = gg.FeatureStore(x, device=device, cache_size=args.cache_size, graph=graph)

@@ -14,7 +14,17 @@ from .data import TrainSetup
 
 INNER_BAR_MIN_BATCHES = 20  # a per-batch bar inside each epoch only when an epoch has this many
 
-__all__ = ["History", "EpochTimer", "progress", "plot_history", "accuracy", "fit", "report", "INNER_BAR_MIN_BATCHES"]
+__all__ = [
+    "History",
+    "EpochTimer",
+    "progress",
+    "plot_history",
+    "accuracy",
+    "roc_auc",
+    "fit",
+    "report",
+    "INNER_BAR_MIN_BATCHES",
+]
 
 
 def progress(iterable, *, total=None, desc=None, disable=False, leave=False):
@@ -28,6 +38,25 @@ def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     """Share of rows whose arg-max equals the label."""
     logits, labels = np.asarray(logits), np.asarray(labels)
     return float((logits.argmax(axis=1) == labels).mean()) if len(labels) else float("nan")
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for binary ``labels`` (1 positive, 0 negative): the
+    probability that a random positive scores above a random negative, ties counting one half
+    (the Mann-Whitney U statistic over average ranks); ``nan`` without both classes.
+
+    >>> roc_auc(np.array([0.9, 0.2, 0.6, 0.6]), np.array([1, 0, 1, 0]))
+    0.875
+    """
+    from scipy.stats import rankdata
+
+    scores, labels = np.asarray(scores, dtype=np.float64).reshape(-1), np.asarray(labels).reshape(-1) > 0.5
+    positives = int(labels.sum())
+    negatives = len(labels) - positives
+    if positives == 0 or negatives == 0:
+        return float("nan")
+    ranks = rankdata(scores)
+    return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
 class EpochTimer:
@@ -103,9 +132,18 @@ class History:
         }
 
 
-def plot_history(history: History, out_dir: str, name: str = "gglspeedup-demo.png", title: str = "") -> str | None:
-    """Write loss and accuracy per epoch to ``out_dir/name``; return the path, or ``None`` (with a
-    warning) when matplotlib is not installed."""
+def plot_history(
+    history: History,
+    out_dir: str,
+    name: str = "gglspeedup-demo.png",
+    title: str = "",
+    *,
+    curves: tuple = (("train", "train_acc"), ("validation", "val_acc")),
+    metric: str = "accuracy",
+) -> str | None:
+    """Write the loss and the ``curves`` (``(label, row key)`` pairs, plotted against ``metric``)
+    per epoch to ``out_dir/name``; return the path, or ``None`` (with a warning) when matplotlib is
+    not installed."""
     try:
         import matplotlib
 
@@ -120,9 +158,9 @@ def plot_history(history: History, out_dir: str, name: str = "gglspeedup-demo.pn
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.5))
     ax_loss.plot(epochs, [row["loss"] for row in history.rows], color="tab:red")
     ax_loss.set(xlabel="epoch", ylabel="training loss", title="loss")
-    ax_acc.plot(epochs, [row["train_acc"] for row in history.rows], label="train")
-    ax_acc.plot(epochs, [row["val_acc"] for row in history.rows], label="validation")
-    ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy", ylim=(0, 1))
+    for label, key in curves:
+        ax_acc.plot(epochs, [row[key] for row in history.rows], label=label)
+    ax_acc.set(xlabel="epoch", ylabel=metric, title=metric, ylim=(0, 1))
     ax_acc.legend(loc="lower right")
     if title:
         fig.suptitle(title)

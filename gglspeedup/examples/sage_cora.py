@@ -4,6 +4,7 @@ prefetching loader, feeding PyTorch zero-copy, then print test accuracy and thro
     python -m gglspeedup.demo            # or the console script gglspeedup-demo, or
     python -m gglspeedup.examples.sage_cora
     python -m gglspeedup.demo --help     # dataset, device, fanouts, batch size, cache size, ...
+    python -m gglspeedup.demo --task link   # link prediction instead (gglspeedup.examples.link_cora)
 
 Runs on a real GPU when one is usable (CuPy + numba-cuda), else on the CPU. The model with the best
 validation accuracy (full-neighbourhood evaluation) is tested on the test split. A plot of loss and
@@ -27,8 +28,15 @@ def main(argv=None) -> int:
 def run(argv=None) -> dict:
     """Run the demo with command-line arguments ``argv`` (default: ``sys.argv[1:]``); return the
     result dict (``test_acc``, ``best_epoch``, ``seeds_per_s``, ``edges_per_s``, ``plot``, ...)."""
+    import argparse
+
     from . import cli, data, loop
 
+    chooser = cli.add_task_option(argparse.ArgumentParser(add_help=False), "node")
+    if chooser.parse_known_args(argv)[0].task == "link":  # before the node options reject link ones
+        from . import link_cora
+
+        return link_cora.run(argv)
     parser = cli.build_parser(
         "Train GraphSAGE on Cora with gglspeedup (sampling + gathering + zero-copy to PyTorch).",
         epochs=30,
@@ -37,7 +45,7 @@ def run(argv=None) -> dict:
         hidden=256,
     )
     parser.set_defaults(out=".")
-    args = parser.parse_args(argv)
+    args = cli.add_task_option(parser, "node").parse_args(argv)
     start = time.perf_counter()
     try:
         import torch

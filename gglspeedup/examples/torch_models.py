@@ -94,20 +94,31 @@ def conv_classes():
 
 
 class SAGE(nn.Module):
-    """GraphSAGE over sampled blocks: one :class:`SAGEConv` per hop, ReLU + dropout between."""
+    """GraphSAGE over sampled blocks: one :class:`SAGEConv` per hop, ReLU + dropout between;
+    ``input_dropout`` drops input features first (the link demo's regulariser on sparse
+    bag-of-words features)."""
 
     def __init__(
-        self, in_channels: int, hidden: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5, conv=None
+        self,
+        in_channels: int,
+        hidden: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        conv=None,
+        input_dropout: float = 0.0,
     ):
         super().__init__()
         conv = conv or conv_classes()[0]
         widths = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
         self.convs = nn.ModuleList(conv(widths[i], widths[i + 1]) for i in range(num_layers))
-        self.dropout = dropout
+        self.dropout, self.input_dropout = dropout, input_dropout
 
     def forward(self, x, adjs):
         if len(adjs) != len(self.convs):
             raise ValueError(f"the model has {len(self.convs)} layers but the batch has {len(adjs)} hops")
+        if self.input_dropout:
+            x = F.dropout(x, p=self.input_dropout, training=self.training)
         for i, (edge_index, _, size) in enumerate(adjs):  # outermost hop first
             x = self.convs[i]((x, x[: size[1]]), edge_index)
             if i != len(self.convs) - 1:

@@ -103,7 +103,8 @@ class MultiDeviceSampler(_PerProcessState):
     def rank(self, rank: int) -> Sampler:
         """Rank ``rank``'s sampler as a :class:`gglspeedup.protocols.Sampler` (``sample(seeds,
         key=None)``), e.g. for a :class:`~gglspeedup.NodeLoader` in that rank's process; the
-        counterpart of :meth:`MultiDeviceFeature.rank`. Same object as :meth:`sampler`."""
+        counterpart of :meth:`MultiDeviceFeature.rank`. Same object as :meth:`sampler`, so also a
+        :class:`gglspeedup.protocols.LinkSampler` for a :class:`~gglspeedup.LinkLoader`."""
         return self.sampler(rank)
 
     def set_fanouts(self, fanouts) -> MultiDeviceSampler:
