@@ -19,11 +19,11 @@ from numba import njit, prange
 
 from ..._intrinsics import prefetch
 from ..._threading import prefer_tbb
-from .exclusion import rows_ascending
+from .exclusion import excludes, row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_state
 from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions
 from .rng import hop_state, row_state
-from .rows import row_count, row_fill, row_finish, row_weight_table
+from .rows import row_count, row_count_unexcluded, row_fill, row_finish, row_weight_table
 
 __all__ = [
     "CPUDriver",
@@ -205,7 +205,11 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map):
     offsets = np.empty(num_targets + 1, np.int64)
     offsets[0] = 0
     for i in prange(num_targets):
-        offsets[i + 1] = row_count(graph, options, n_id[i], k)
+        offsets[i + 1] = row_count_unexcluded(graph, options, n_id[i], k)
+    if excludes(options):  # a link batch: recount the few rows that hold excluded edges
+        for i in prange(num_targets):
+            if row_flagged(options, n_id[i]):
+                offsets[i + 1] = row_count(graph, options, n_id[i], k)
     for i in range(num_targets):
         offsets[i + 1] += offsets[i]
     num_edges = offsets[num_targets]

@@ -34,6 +34,8 @@ __all__ = [
     "row_slot",
     "row_filter",
     "rows_ascending",
+    "row_flagged",
+    "excludes",
     "excluded_slice",
     "count_excluded",
     "fill_excluding",
@@ -84,6 +86,21 @@ def rows_ascending(xp, indptr, indices) -> bool:
     return bool(drops.shape[0] == 0 or xp.isin(drops, indptr).all())  # sync: one flag, once
 
 
+def _row_flagged(options, node):
+    return options.excluded_rows[row_slot(node)] != 0
+
+
+def row_flagged(options, node):
+    """Whether row ``node`` may hold excluded edges (its flag in ``options.excluded_rows``);
+    ``False`` at compile time for the "nothing excluded" marker."""
+    return False if options.excluded.dtype != np.int64 else _row_flagged(options, node)
+
+
+def excludes(options):
+    """Whether ``options`` carries excluded positions: a compile-time constant in kernels."""
+    return options.excluded.dtype == np.int64
+
+
 def _excluded_slice(options, node, start, end):
     if options.excluded_rows[row_slot(node)] == 0:
         return 0, 0  # the common case: one load from a small table, no search
@@ -127,6 +144,18 @@ def _excludes(options) -> bool:
 @overload(excluded_slice)
 def _overload_excluded_slice(options, node, start, end):
     return _excluded_slice if _excludes(options) else (lambda options, node, start, end: (0, 0))
+
+
+@overload(row_flagged)
+def _overload_row_flagged(options, node):
+    return _row_flagged if _excludes(options) else (lambda options, node: False)
+
+
+@overload(excludes)
+def _overload_excludes(options):
+    if _excludes(options):
+        return lambda options: True
+    return lambda options: False
 
 
 @overload(count_excluded)
