@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from ..._intrinsics import prefetch
 from ..._threading import prefer_tbb
-from .exclusion import excludes, row_flagged, rows_ascending
+from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_state
 from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions
 from .rng import hop_state, row_state
@@ -206,11 +206,9 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map):
     offsets[0] = 0
     for i in prange(num_targets):
         offsets[i + 1] = row_count_unexcluded(graph, options, n_id[i], k)
-    if excludes(options):  # a link batch: recount the few rows that hold excluded edges
-        for i in prange(num_targets):
-            if row_flagged(options, n_id[i]):
-                offsets[i + 1] = row_count(graph, options, n_id[i], k)
     for i in range(num_targets):
+        if row_flagged(options, n_id[i]):  # a link batch's row with excluded edges: recount it
+            offsets[i + 1] = row_count(graph, options, n_id[i], k)  # (a constant False otherwise)
         offsets[i + 1] += offsets[i]
     num_edges = offsets[num_targets]
 

@@ -35,7 +35,6 @@ __all__ = [
     "row_filter",
     "rows_ascending",
     "row_flagged",
-    "excludes",
     "excluded_slice",
     "count_excluded",
     "fill_excluding",
@@ -96,11 +95,6 @@ def row_flagged(options, node):
     return False if options.excluded.dtype != np.int64 else _row_flagged(options, node)
 
 
-def excludes(options):
-    """Whether ``options`` carries excluded positions: a compile-time constant in kernels."""
-    return options.excluded.dtype == np.int64
-
-
 def _excluded_slice(options, node, start, end):
     if options.excluded_rows[row_slot(node)] == 0:
         return 0, 0  # the common case: one load from a small table, no search
@@ -149,13 +143,6 @@ def _overload_excluded_slice(options, node, start, end):
 @overload(row_flagged)
 def _overload_row_flagged(options, node):
     return _row_flagged if _excludes(options) else (lambda options, node: False)
-
-
-@overload(excludes)
-def _overload_excludes(options):
-    if _excludes(options):
-        return lambda options: True
-    return lambda options: False
 
 
 @overload(count_excluded)
