@@ -36,7 +36,7 @@ def test_the_driver_owns_records_built_once(device, replace, weighted, edge_ids)
     driver = _driver_of(sampler)
     assert isinstance(driver.graph, GraphArrays)
     assert driver.options[:3] == SampleOptions(replace, weighted, edge_ids)[:3]
-    assert driver.options.excluded.dtype == np.int8  # the "nothing excluded" marker outside link batches
+    assert driver.options.excluded.dtype == np.int8 and np.ndim(driver.options.excluded) == 0  # the marker
     assert (driver.weight_tables is not None) == weighted
     seeds = np.array([0, 5, 5, 11], np.int64)
     n_id, hops = driver.sample_all(seeds, sampler.fanouts, 7)

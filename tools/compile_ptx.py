@@ -45,7 +45,7 @@ def _kernels():
     from gglspeedup.sampling._kernels.records import GraphArrays, SampleOptions
 
     i64 = types.Array(types.int64, 1, "C")
-    marker = np.zeros(1, np.int8)
+    marker = np.int8(0)
     plain = typeof(SampleOptions(False, False, False, marker, marker))  # sample(): no exclusion code
     linked = typeof(SampleOptions(False, False, False, np.zeros(1, np.int64), np.zeros(1, np.uint8)))  # link batch
     for weight in (np.float64, np.float32):

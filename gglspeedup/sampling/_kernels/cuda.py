@@ -105,7 +105,7 @@ class CUDADriver:
             arrays = graph_arrays(graph, tables, lambda dtype: xp.zeros(1, dtype=dtype))
             self.graph: GraphArrays = device_view(arrays)  # numba views, made once
             self._placeholder = xp.zeros(1, dtype=np.int64)
-            self.options = device_view(options._replace(excluded=no_exclusions(xp), excluded_rows=no_exclusions(xp)))
+            self.options = device_view(options._replace(excluded=no_exclusions(), excluded_rows=no_exclusions()))
         self._csr = (graph.indptr, graph.indices)  # CuPy or pinned NumPy arrays, for rows_ascending
         self._rows_ascending = None  # computed on the first link batch
 

@@ -2,12 +2,13 @@
 
 ``SampleOptions.excluded`` holds the CSR positions of the excluded edges as an int64 array, sorted
 ascending (so the excluded positions of one row are one slice of it, found by binary search), or
-the driver's one-element int8 *marker* when the call excludes nothing. The two are different
+the driver's int8 scalar *marker* when the call excludes nothing. The two are different
 *types*: :func:`excluded_slice`, :func:`count_excluded` and :func:`fill_excluding` are overloaded
 on it, and for the marker compile to constants, so the kernels plain sampling runs carry no
 exclusion code at all (a first version that tested a flag at run time slowed ``sample()`` by a
-fifth on the CPU). The marker is an array, not ``None`` or ``()``: CUDA kernels take neither, and
-Numba's parallel loops take no empty tuple. A row with excluded edges draws
+fifth on the CPU). The marker is an int8 scalar, not ``None`` or ``()`` (CUDA kernels take
+neither, and Numba's parallel loops take no empty tuple) and not an array (every call of a row
+body takes and drops a reference to each array of its records). A row with excluded edges draws
 ``min(k, available)`` among the others with the distribution it would have without them:
 
 - uniform rows draw *virtual* indices in ``[0, available)`` exactly as :mod:`.rows` draws real
