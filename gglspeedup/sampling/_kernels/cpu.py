@@ -135,7 +135,9 @@ class CPUDriver:
         """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]``."""
         if self._rows_ascending is None:
             self._rows_ascending = rows_ascending(np, self.graph.indptr, self.graph.indices)
-        with KERNEL_LOCK, _threads_for(len(sources) * 16):
+        # Each lookup is a binary search (or a scan) of a hub's row: a chain of cache misses worth
+        # about 64 drawn edges, so a batch of 1024 pairs already runs on every thread.
+        with KERNEL_LOCK, _threads_for(len(sources) * 64):
             return match_positions(self.graph, sources, targets, self._rows_ascending)
 
     def _acquire_map(self) -> np.ndarray:
