@@ -8,7 +8,7 @@ from numba import cuda
 
 from ..._launch import launch_rows, to_host
 from .exclusion import count_matches, fill_matches
-from .links import draw_negative
+from .links import fill_negative
 
 __all__ = ["draw_negatives", "match_positions"]
 
@@ -17,14 +17,7 @@ __all__ = ["draw_negatives", "match_positions"]
 def _negatives_kernel(graph, state, num_nodes, sources, fixed, width, strict, out_src, out_dst, stayed):
     j = cuda.grid(1)
     if j < out_dst.shape[0]:
-        if fixed:
-            position, slot, source = j // width, j % width, sources[j // width]
-        else:
-            position, slot, source = j, 0, 0
-        s, t, still = draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict)
-        out_src[j] = s
-        out_dst[j] = t
-        stayed[j] = 1 if still else 0
+        fill_negative(graph, state, num_nodes, sources, fixed, width, strict, j, out_src, out_dst, stayed)
 
 
 @cuda.jit(cache=True)

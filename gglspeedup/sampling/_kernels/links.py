@@ -27,6 +27,7 @@ __all__ = [
     "MAX_NEGATIVE_REDRAWS",
     "negative_state",
     "draw_negative",
+    "fill_negative",
     "is_edge",
     "draw_negatives",
     "match_positions",
@@ -69,19 +70,25 @@ def draw_negative(graph, state, position, slot, width, num_nodes, fixed, source,
     return s, t, True
 
 
+@register_jitable
+def fill_negative(graph, state, num_nodes, sources, fixed, width, strict, j, out_src, out_dst, stayed):
+    """Write negative ``j``: with ``fixed``, slot ``j % width`` of pair ``j // width`` (source
+    ``sources[j // width]``); otherwise pair ``j``. One body for the CPU loop and the GPU thread."""
+    if fixed:
+        position, slot, source = j // width, j % width, sources[j // width]
+    else:
+        position, slot, source = j, 0, 0
+    s, t, still = draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict)
+    out_src[j] = s
+    out_dst[j] = t
+    stayed[j] = 1 if still else 0
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def draw_negatives(graph, state, num_nodes, sources, fixed, width, strict, out_src, out_dst, stayed):
-    """Fill negatives ``j = 0 .. len(out_dst) - 1``: with ``fixed``, negative ``j`` is slot
-    ``j % width`` of pair ``j // width`` (source ``sources[j // width]``); otherwise pair ``j``."""
+    """Fill negatives ``j = 0 .. len(out_dst) - 1`` (:func:`fill_negative`)."""
     for j in prange(out_dst.shape[0]):
-        if fixed:
-            position, slot, source = j // width, j % width, sources[j // width]
-        else:
-            position, slot, source = j, 0, 0
-        s, t, still = draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict)
-        out_src[j] = s
-        out_dst[j] = t
-        stayed[j] = 1 if still else 0
+        fill_negative(graph, state, num_nodes, sources, fixed, width, strict, j, out_src, out_dst, stayed)
 
 
 @njit(parallel=True, cache=True, nogil=True)
