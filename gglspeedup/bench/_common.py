@@ -110,6 +110,13 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def apply_threads(threads: int | None) -> None:
+    """:func:`set_threads`, and DGL's thread count too when DGL is imported (import it first)."""
+    set_threads(threads)
+    if threads is not None and "dgl" in sys.modules:
+        sys.modules["dgl"].utils.set_num_threads(threads)
+
+
 def _installed(module: str) -> bool:
     import importlib.util
 
@@ -142,6 +149,47 @@ def machine_info() -> dict[str, Any]:
         info["torch"] = torch.__version__
         info["torch_threads"] = torch.get_num_threads()
     return info
+
+
+def machine_with_peers() -> dict[str, Any]:
+    """:func:`machine_info`, with DGL's thread count when DGL is imported."""
+    machine = machine_info()
+    if "dgl" in sys.modules:
+        machine["dgl_threads"] = sys.modules["dgl"].utils.get_num_threads()
+    return machine
+
+
+def machine_line(results: dict) -> str:
+    """The report's second header line: cores, thread counts, batches x rounds, seed."""
+    machine = results["machine"]
+    threads = ", ".join(f"{k} {machine[k]}" for k in ("numba_threads", "torch_threads", "dgl_threads") if k in machine)
+    return (
+        f"machine: {machine['usable_cores']} usable cores of {machine['cpu_count']}, {threads}; "
+        f"{results['batches']} timed batches x {results['repeats']} rounds (median) after "
+        f"{results['warmup']} warm-up batches, seed {results['seed']}"
+    )
+
+
+def edge_timing_fields(timing: Timing) -> dict[str, Any]:
+    """A sampling contender's row fields from its :class:`Timing`."""
+    return {
+        "edges_per_s": timing.edges_per_s,
+        "best_edges_per_s": timing.best_edges_per_s,
+        "batches_per_s": timing.batches_per_s,
+        "ms_per_batch": timing.ms_per_batch,
+        "edges_per_batch": timing.edges / timing.batches,
+        "round_s": [round(t, 4) for t in timing.round_seconds],
+    }
+
+
+def shown_edge_row(row: dict) -> dict:
+    """``row`` with the table's derived columns: M edges/s (median and best) and the notes."""
+    shown = dict(row)
+    if "edges_per_s" in row:
+        shown["edges_per_s_m"] = row["edges_per_s"] / 1e6
+        shown["best_edges_per_s_m"] = row["best_edges_per_s"] / 1e6
+    shown["detail"] = row["status"] if row["status"] != "ok" else f"{row['version']}; {row['note']}"
+    return shown
 
 
 @dataclass

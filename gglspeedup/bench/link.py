@@ -19,7 +19,6 @@ neighbourhood edges/s over all hops (the median round, and the fastest).
 
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
@@ -164,7 +163,15 @@ def run(args) -> dict:
     from .. import __version__
     from ..device import as_device
     from . import peers
-    from ._common import load_graph, machine_info, parse_fanouts, parse_names, set_threads, time_contenders
+    from ._common import (
+        apply_threads,
+        edge_timing_fields,
+        load_graph,
+        machine_with_peers,
+        parse_fanouts,
+        parse_names,
+        time_contenders,
+    )
 
     fanouts = parse_fanouts(args.fanouts)
     negatives = parse_negatives(args.negatives)
@@ -185,9 +192,7 @@ def run(args) -> dict:
             peers.import_dgl()  # before the thread settings, so that DGL's follow them
         except peers.PeerUnavailable:
             pass
-    set_threads(args.threads)
-    if args.threads is not None and "dgl" in sys.modules:
-        sys.modules["dgl"].utils.set_num_threads(args.threads)
+    apply_threads(args.threads)
     rows_of_edges = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(np.asarray(graph.indptr)))
     reverse = reverse_positions(graph) if exclude == "reverse" and "dgl" in wanted else None
     settings = [exclude] if exclude is None else [exclude, None]
@@ -218,17 +223,8 @@ def run(args) -> dict:
     for row in rows:
         timing = timings.get(row["name"])
         if timing is not None:
-            row.update(
-                edges_per_s=timing.edges_per_s,
-                best_edges_per_s=timing.best_edges_per_s,
-                ms_per_batch=timing.ms_per_batch,
-                edges_per_batch=timing.edges / timing.batches,
-                round_s=[round(t, 4) for t in timing.round_seconds],
-            )
+            row.update(edge_timing_fields(timing))
     _ratios(rows, timings, exclude)
-    machine = machine_info()
-    if "dgl" in sys.modules:
-        machine["dgl_threads"] = sys.modules["dgl"].utils.get_num_threads()
     results = {
         "command": "link",
         "graph": graph_info,
@@ -243,7 +239,7 @@ def run(args) -> dict:
         "placement": args.placement,
         "seed": int(args.seed),
         "threads": args.threads,
-        "machine": machine,
+        "machine": machine_with_peers(),
         "results": rows,
     }
     _print_report(results)
@@ -268,17 +264,13 @@ def _ratios(rows: list, timings: dict, exclude) -> None:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table
+    from ._common import format_table, machine_line, shown_edge_row
 
-    graph, machine = results["graph"], results["machine"]
-    threads = ", ".join(f"{k} {machine[k]}" for k in ("numba_threads", "torch_threads", "dgl_threads") if k in machine)
+    graph = results["graph"]
     print(
         f"link: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), fanouts "
         f"{results['fanouts']}, batch {results['batch']} edges, negatives {results['negatives']}, exclude "
-        f"{results['exclude']}, device {results['device']}\n"
-        f"machine: {machine['usable_cores']} usable cores of {machine['cpu_count']}, {threads}; "
-        f"{results['batches']} timed batches x {results['repeats']} rounds (median) after "
-        f"{results['warmup']} warm-up batches, seed {results['seed']}"
+        f"{results['exclude']}, device {results['device']}\n" + machine_line(results)
     )
     columns = [
         ("name", "contender", ""),
@@ -293,12 +285,8 @@ def _print_report(results: dict) -> None:
     ]
     table = []
     for row in results["results"]:
-        shown = dict(row)
-        if "edges_per_s" in row:
-            shown["edges_per_s_m"] = row["edges_per_s"] / 1e6
-            shown["best_edges_per_s_m"] = row["best_edges_per_s"] / 1e6
+        shown = shown_edge_row(row)
         if "exclusion_cost" in row:
             shown["exclusion_pct"] = 100 * row["exclusion_cost"]
-        shown["detail"] = row["status"] if row["status"] != "ok" else f"{row['version']}; {row['note']}"
         table.append(shown)
     print(format_table(table, columns))

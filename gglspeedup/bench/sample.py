@@ -13,7 +13,6 @@ edges are counted over all hops of a batch. The ratio columns are ours / peer in
 
 from __future__ import annotations
 
-import sys
 import time
 
 __all__ = ["add_arguments", "run"]
@@ -70,14 +69,6 @@ def _prepare_ours(graph, fanouts, seed, device, placement="auto"):
     return Contender(OURS, f"gglspeedup {__version__}", sample, convert=convert, sync=sync, note=note)
 
 
-def _apply_threads(threads) -> None:
-    from ._common import set_threads
-
-    set_threads(threads)
-    if threads is not None and "dgl" in sys.modules:
-        sys.modules["dgl"].utils.set_num_threads(threads)
-
-
 def _validate(args):
     from ..device import as_device
     from . import peers
@@ -98,7 +89,14 @@ def _validate(args):
 def run(args) -> dict:
     """Measure every contender; print the table; return the results as a JSON-able dict."""
     from . import peers
-    from ._common import load_graph, machine_info, seed_batches, time_contenders
+    from ._common import (
+        apply_threads,
+        edge_timing_fields,
+        load_graph,
+        machine_with_peers,
+        seed_batches,
+        time_contenders,
+    )
 
     fanouts, wanted, device = _validate(args)
     graph, graph_info = load_graph(args.graph)
@@ -109,7 +107,7 @@ def run(args) -> dict:
             peers.import_dgl()  # before the thread settings, so that DGL's follow them
         except peers.PeerUnavailable:
             pass  # reported below, when the peer is prepared
-    _apply_threads(args.threads)
+    apply_threads(args.threads)
 
     # Prepare everyone first, then time them interleaved round by round (time_contenders).
     rows, prepared = [], {}
@@ -137,23 +135,13 @@ def run(args) -> dict:
     for row in rows:
         timing = timings.get(row["name"])
         if timing is not None:
-            row.update(
-                edges_per_s=timing.edges_per_s,
-                best_edges_per_s=timing.best_edges_per_s,
-                batches_per_s=timing.batches_per_s,
-                ms_per_batch=timing.ms_per_batch,
-                edges_per_batch=timing.edges / timing.batches,
-                round_s=[round(t, 4) for t in timing.round_seconds],
-            )
+            row.update(edge_timing_fields(timing))
     if OURS in timings:
         for row in rows:
             if row["name"] in timings:
                 row["ratio"] = timings[OURS].edges_per_s / row["edges_per_s"]
                 row["best_ratio"] = timings[OURS].best_edges_per_s / row["best_edges_per_s"]
 
-    machine = machine_info()
-    if "dgl" in sys.modules:
-        machine["dgl_threads"] = sys.modules["dgl"].utils.get_num_threads()
     results = {
         "command": "sample",
         "graph": graph_info,
@@ -166,7 +154,7 @@ def run(args) -> dict:
         "placement": args.placement,
         "seed": int(args.seed),
         "threads": args.threads,
-        "machine": machine,
+        "machine": machine_with_peers(),
         "results": rows,
     }
     _print_report(results)
@@ -174,16 +162,12 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table
+    from ._common import format_table, machine_line, shown_edge_row
 
-    graph, machine = results["graph"], results["machine"]
-    threads = ", ".join(f"{k} {machine[k]}" for k in ("numba_threads", "torch_threads", "dgl_threads") if k in machine)
+    graph = results["graph"]
     print(
         f"sample: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
-        f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}\n"
-        f"machine: {machine['usable_cores']} usable cores of {machine['cpu_count']}, {threads}; "
-        f"{results['batches']} timed batches x {results['repeats']} rounds (median) after "
-        f"{results['warmup']} warm-up batches, seed {results['seed']}"
+        f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}\n" + machine_line(results)
     )
     columns = [
         ("name", "contender", ""),
@@ -196,12 +180,4 @@ def _print_report(results: dict) -> None:
         ("best_ratio", "best ours/peer", ".2f"),
         ("detail", "notes", ""),
     ]
-    table_rows = []
-    for row in results["results"]:
-        shown = dict(row)
-        if "edges_per_s" in row:
-            shown["edges_per_s_m"] = row["edges_per_s"] / 1e6
-            shown["best_edges_per_s_m"] = row["best_edges_per_s"] / 1e6
-        shown["detail"] = row["status"] if row["status"] != "ok" else f"{row['version']}; {row['note']}"
-        table_rows.append(shown)
-    print(format_table(table_rows, columns))
+    print(format_table([shown_edge_row(row) for row in results["results"]], columns))
