@@ -42,6 +42,10 @@ class CSRGraph:
         Neighbour ids in ``[0, num_nodes)``.
     num_nodes : int, optional
         Must equal ``len(indptr) - 1`` when given (a check that catches truncated inputs).
+    num_src_nodes : int, optional
+        The range of ``indices`` when it differs from the row count: a *bipartite* CSR (one
+        relation of a :class:`~gglspeedup.HeteroGraph`, rows the target type's nodes, entries the
+        source type's). Default: ``num_nodes``.
     edge_ids : int array, shape (num_edges,), optional
         The id reported as ``e_id`` for each CSR position (default: the position itself).
     weights : float array, shape (num_edges,), optional
@@ -54,7 +58,9 @@ class CSRGraph:
     (3, 3, [2, 1, 0])
     """
 
-    def __init__(self, indptr, indices, num_nodes=None, edge_ids=None, weights=None, *, _checked=False):
+    def __init__(
+        self, indptr, indices, num_nodes=None, edge_ids=None, weights=None, *, num_src_nodes=None, _checked=False
+    ):
         self.indptr = _as_index_array("indptr", indptr)
         self.indices = _as_index_array("indices", indices)
         self.edge_ids = None if edge_ids is None else _as_index_array("edge_ids", edge_ids)
@@ -67,6 +73,9 @@ class CSRGraph:
             num_nodes = _as_count("num_nodes", num_nodes)
             if num_nodes != len(self.indptr) - 1:
                 raise ValueError(f"num_nodes = {num_nodes} does not match len(indptr) - 1 = {len(self.indptr) - 1}")
+        self.num_src_nodes = (
+            len(self.indptr) - 1 if num_src_nodes is None else _as_count("num_src_nodes", num_src_nodes)
+        )
         self._check_shapes()
         if not _checked:
             self.validate()
@@ -102,12 +111,11 @@ class CSRGraph:
                 f"indptr must be non-decreasing: indptr[{position}] = {indptr[position]} < "
                 f"indptr[{position - 1}] = {indptr[position - 1]}"
             )
-        num_nodes = len(indptr) - 1
-        if indices.size and (indices.min() < 0 or indices.max() >= num_nodes):
-            position = _first_bad((indices < 0) | (indices >= num_nodes))
-            raise ValueError(
-                f"indices must lie in [0, num_nodes = {num_nodes}): indices[{position}] = {indices[position]}"
-            )
+        num_src = self.num_src_nodes
+        if indices.size and (indices.min() < 0 or indices.max() >= num_src):
+            position = _first_bad((indices < 0) | (indices >= num_src))
+            what = "num_nodes" if num_src == self.num_nodes else "num_src_nodes"
+            raise ValueError(f"indices must lie in [0, {what} = {num_src}): indices[{position}] = {indices[position]}")
         if self.weights is not None:
             weights = to_numpy(self.weights)
             bad = ~np.isfinite(weights) | (weights < 0)
@@ -118,14 +126,18 @@ class CSRGraph:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_edge_index(cls, edge_index, num_nodes=None, direction: str = "in", weights=None) -> CSRGraph:
+    def from_edge_index(
+        cls, edge_index, num_nodes=None, direction: str = "in", weights=None, *, num_src_nodes=None
+    ) -> CSRGraph:
         """Build from a ``[2, E]`` edge list (``edge_index[0]`` sources, ``edge_index[1]`` targets).
 
         ``direction="in"`` (PyG / GammaGL): row ``v`` lists the sources of edges into ``v``.
         ``direction="out"`` (the original gglspeedup's scipy semantics): row ``u`` lists the
         targets of edges out of ``u``. Duplicate edges and self loops are kept; rows keep the
         order of the input edges; ``edge_ids`` records each edge's column in ``edge_index``, so
-        sampled ``e_id`` index the caller's edge features directly.
+        sampled ``e_id`` index the caller's edge features directly. ``num_src_nodes`` (bipartite
+        graphs, ``direction="in"`` only) bounds ``edge_index[0]`` while ``num_nodes`` counts the
+        rows (the targets).
         """
         edge_index = _as_index_array("edge_index", edge_index, ndim=2)
         if edge_index.shape[0] != 2:
@@ -135,15 +147,21 @@ class CSRGraph:
         if edge_index.size and edge_index.min() < 0:
             position = _first_bad((edge_index < 0).any(axis=0))
             raise ValueError(f"edge_index[:, {position}] has a negative node id: {edge_index[:, position]}")
+        if num_src_nodes is not None and direction != "in":
+            raise ValueError("num_src_nodes (a bipartite graph) needs direction='in'")
         inferred = int(edge_index.max()) + 1 if edge_index.size else 0
         if num_nodes is None:
-            num_nodes = inferred
+            num_nodes = inferred if num_src_nodes is None else int(edge_index[1].max(initial=-1)) + 1
         num_nodes = _as_count("num_nodes", num_nodes)
-        if inferred > num_nodes:
-            position = _first_bad((edge_index >= num_nodes).any(axis=0))
+        bounds = (
+            (num_nodes, num_nodes) if num_src_nodes is None else (_as_count("num_src_nodes", num_src_nodes), num_nodes)
+        )
+        bad = (edge_index >= np.array(bounds, dtype=np.int64)[:, None]).any(axis=0)
+        if bad.any():
+            position = _first_bad(bad)
+            what = f"num_nodes = {num_nodes}" if num_src_nodes is None else f"(num_src_nodes, num_nodes) = {bounds}"
             raise ValueError(
-                f"edge_index[:, {position}] = {edge_index[:, position].tolist()} is out of range "
-                f"for num_nodes = {num_nodes}"
+                f"edge_index[:, {position}] = {edge_index[:, position].tolist()} is out of range for {what}"
             )
         rows, cols = (edge_index[1], edge_index[0]) if direction == "in" else (edge_index[0], edge_index[1])
         order = np.argsort(rows, kind="stable")
@@ -154,7 +172,7 @@ class CSRGraph:
             if len(weights) != len(order):
                 raise ValueError(f"weights must have one entry per edge ({len(order)}), got {len(weights)}")
             weights = weights[order]
-        graph = cls(indptr, cols[order], edge_ids=order, weights=weights, _checked=True)
+        graph = cls(indptr, cols[order], edge_ids=order, weights=weights, num_src_nodes=num_src_nodes, _checked=True)
         return graph.validate() if weights is not None else graph
 
     @classmethod
@@ -192,18 +210,21 @@ class CSRGraph:
 
     def __repr__(self) -> str:
         extras = "".join(f", {name}" for name in ("edge_ids", "weights") if getattr(self, name) is not None)
+        if self.num_src_nodes != self.num_nodes:
+            extras = f", num_src_nodes={self.num_src_nodes}{extras}"
         return (
             f"CSRGraph(num_nodes={self.num_nodes}, num_edges={self.num_edges}{extras}, "
             f"device={self.device}, placement={self.placement!r})"
         )
 
     def to_scipy(self):
-        """The graph as a ``scipy.sparse.csr_matrix`` (values: weights, or ones)."""
+        """The graph as a ``scipy.sparse.csr_matrix`` of shape ``(num_nodes, num_src_nodes)``
+        (values: weights, or ones)."""
         import scipy.sparse as sp
 
         data = to_numpy(self.weights) if self.weights is not None else np.ones(self.num_edges, np.float32)
         return sp.csr_matrix(
-            (data, to_numpy(self.indices), to_numpy(self.indptr)), shape=(self.num_nodes, self.num_nodes)
+            (data, to_numpy(self.indices), to_numpy(self.indptr)), shape=(self.num_nodes, self.num_src_nodes)
         )
 
     # ------------------------------------------------------------------ transforms
@@ -221,6 +242,8 @@ class CSRGraph:
         """
         order = _as_index_array("order", order)
         n = self.num_nodes
+        if self.num_src_nodes != n:
+            raise ValueError("permute needs a square graph; this one is bipartite (num_src_nodes != num_nodes)")
         if len(order) != n:
             raise ValueError(f"order must have num_nodes = {n} entries, got {len(order)}")
         if n and (order.min() < 0 or order.max() >= n):
@@ -283,6 +306,7 @@ class CSRGraph:
                     moved[name] = device.xp.array(host)  # simulator: a private NumPy copy
         graph = CSRGraph.__new__(CSRGraph)
         graph.__dict__.update(moved)
+        graph.num_src_nodes = self.num_src_nodes
         graph.device, graph.placement = device, placement
         return graph
 
@@ -290,6 +314,8 @@ class CSRGraph:
     def save(self, path: str | os.PathLike) -> None:
         """Write the graph to ``path`` (an uncompressed ``.npz``; no pickles)."""
         arrays = {"indptr": to_numpy(self.indptr), "indices": to_numpy(self.indices)}
+        if self.num_src_nodes != self.num_nodes:
+            arrays["num_src_nodes"] = np.int64(self.num_src_nodes)
         for name in ("edge_ids", "weights"):
             if getattr(self, name) is not None:
                 arrays[name] = to_numpy(getattr(self, name))
@@ -316,7 +342,7 @@ class CSRGraph:
         import zipfile
 
         try:
-            arrays = _load_npz(path, mmap)
+            arrays = load_npz(path, mmap)
         except (FileNotFoundError, IsADirectoryError, PermissionError):
             raise
         except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
@@ -326,10 +352,17 @@ class CSRGraph:
         missing = {"indptr", "indices"} - set(arrays)
         if missing:
             raise ValueError(f"{os.fspath(path)!r} is not a saved CSRGraph: missing {sorted(missing)}")
-        return cls(arrays["indptr"], arrays["indices"], edge_ids=arrays.get("edge_ids"), weights=arrays.get("weights"))
+        num_src = arrays.get("num_src_nodes")
+        return cls(
+            arrays["indptr"],
+            arrays["indices"],
+            edge_ids=arrays.get("edge_ids"),
+            weights=arrays.get("weights"),
+            num_src_nodes=None if num_src is None else int(num_src),
+        )
 
 
-def _load_npz(path, mmap: bool) -> dict[str, np.ndarray]:
+def load_npz(path, mmap: bool) -> dict[str, np.ndarray]:
     """Arrays of an uncompressed ``.npz``, memory-mapped member by member when ``mmap``."""
     import zipfile
 
@@ -340,7 +373,7 @@ def _load_npz(path, mmap: bool) -> dict[str, np.ndarray]:
     with zipfile.ZipFile(path) as archive:
         for info in archive.infolist():
             if info.compress_type != zipfile.ZIP_STORED:
-                return _load_npz(path, mmap=False)
+                return load_npz(path, mmap=False)
             name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             with archive.open(info) as member:
                 version = np.lib.format.read_magic(member)

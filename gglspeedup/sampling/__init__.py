@@ -1,8 +1,16 @@
-"""Multi-hop neighbour sampling (see DESIGN.md, "Sampling")."""
+"""Multi-hop neighbour sampling (see DESIGN.md, "Sampling" and "Typed graphs")."""
 
-from .types import Adj, LinkSampleOutput, SampleOutput
+from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput, LinkSampleOutput, SampleOutput
 
-__all__ = ["Adj", "SampleOutput", "LinkSampleOutput", "NeighborSampler"]
+__all__ = [
+    "Adj",
+    "SampleOutput",
+    "LinkSampleOutput",
+    "HeteroSampleOutput",
+    "HeteroLinkSampleOutput",
+    "NeighborSampler",
+    "HeteroNeighborSampler",
+]
 
 
 def __getattr__(name):
@@ -10,4 +18,8 @@ def __getattr__(name):
         from .sampler import NeighborSampler
 
         return NeighborSampler
+    if name == "HeteroNeighborSampler":
+        from .hetero import HeteroNeighborSampler
+
+        return HeteroNeighborSampler
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,7 +23,16 @@ from ..validation import check_bool, check_int
 from ._kernels.exclusion import row_filter
 from .types import Adj, LinkSampleOutput
 
-__all__ = ["NEGATIVES", "EXCLUDES", "sample_links"]
+__all__ = [
+    "NEGATIVES",
+    "EXCLUDES",
+    "sample_links",
+    "check_pairs",
+    "check_labels",
+    "check_link_options",
+    "first_appearance",
+    "link_labels",
+]
 
 NEGATIVES = (None, "binary", "per_source", "triplet")
 EXCLUDES = (None, "self", "reverse")
@@ -45,8 +54,10 @@ def _host_or_device(name: str, values, device):
     return to_numpy(values)
 
 
-def check_pairs(pairs, num_nodes: int, device):
-    """``pairs`` as a C-contiguous int64 (2, B) array of ``device``'s module, every id in range."""
+def check_pairs(pairs, num_nodes, device, names=("num_nodes", "num_nodes")):
+    """``pairs`` as a C-contiguous int64 (2, B) array of ``device``'s module, every id in range
+    (``num_nodes``: one count, or ``(num_sources, num_targets)`` for a typed graph's relation,
+    whose errors name the bounds ``names``)."""
     array = _host_or_device("pairs", pairs, device)
     if array.dtype.kind not in "iu":
         what = "bool" if array.dtype.kind == "b" else str(array.dtype)
@@ -54,8 +65,9 @@ def check_pairs(pairs, num_nodes: int, device):
     if array.ndim != 2 or array.shape[0] != 2:
         raise ValueError(f"pairs must have shape (2, B): sources then targets, got shape {tuple(array.shape)}")
     xp = np if isinstance(array, np.ndarray) else device.xp
+    bounds = (num_nodes, num_nodes) if isinstance(num_nodes, int) else tuple(num_nodes)
     if array.size:
-        bad = (array < 0) | (array >= num_nodes)
+        bad = (array < 0) | (array >= xp.asarray(np.array(bounds, np.int64)[:, None]))
         if xp is np:
             out_of_range = bool(bad.any())
         else:
@@ -64,9 +76,8 @@ def check_pairs(pairs, num_nodes: int, device):
             out_of_range = bool(to_host(bad.any()))  # sync: one read of a GPU batch's pairs
         if out_of_range:
             row, column = (int(v) for v in np.unravel_index(int(xp.argmax(bad.reshape(-1))), bad.shape))
-            raise IndexError(
-                f"pairs must lie in [0, num_nodes = {num_nodes}): pairs[{row}, {column}] = {int(array[row, column])}"
-            )
+            value = int(array[row, column])
+            raise IndexError(f"pairs must lie in [0, {names[row]} = {bounds[row]}): pairs[{row}, {column}] = {value}")
     return xp.ascontiguousarray(array, dtype=np.int64)
 
 
@@ -90,7 +101,7 @@ def check_link_options(negatives, num_negatives, strict_negatives, exclude) -> t
     return negatives, num_negatives, strict, exclude
 
 
-def _first_appearance(xp, sequence):
+def first_appearance(xp, sequence):
     """``(distinct values in order of first appearance, position of each element among them)``."""
     if sequence.size == 0:
         return sequence, sequence
@@ -130,7 +141,7 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
                 src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
         num_pairs = int(src.shape[0])
         sequence = xp.concatenate((src, dst) if extra is None else (src, dst, extra))
-        seeds, local = _first_appearance(xp, sequence)
+        seeds, local = first_appearance(xp, sequence)
         pair_index = local[: 2 * num_pairs].reshape(2, num_pairs)
         negative_targets = None if extra is None else local[2 * num_pairs :].reshape(count, num_negatives)
         options = None
@@ -143,7 +154,7 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
                 options = driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, ex_dst))
         n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
-        out_labels = _labels(xp, labels, count, num_pairs - count if extra is None else 0)
+        out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
         false_negatives = None
         if strict and stayed is not None:
             from .._launch import to_host
@@ -154,7 +165,7 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
     return LinkSampleOutput(n_id, adjs, pair_index, out_labels, negative_targets, false_negatives)
 
 
-def _labels(xp, labels, positives: int, negatives: int):
+def link_labels(xp, labels, positives: int, negatives: int):
     if labels is None:
         out = xp.zeros(positives + negatives, dtype=np.float32)
         out[:positives] = 1

@@ -11,7 +11,7 @@ from ..graph import as_csr_graph
 from ..validation import check_bool, check_fanouts, check_int
 from .types import Adj, LinkSampleOutput, SampleOutput
 
-__all__ = ["NeighborSampler"]
+__all__ = ["NeighborSampler", "check_seeds", "resolve_placement"]
 
 _PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
@@ -88,8 +88,6 @@ class NeighborSampler:
         if self.weighted and graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
         self.device = as_device(device).check_available()
-        if placement not in _PLACEMENTS:
-            raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
         self.placement = self._resolve_placement(graph, placement)
         self.graph = graph.to(self.device, self.placement)
         self.num_nodes = graph.num_nodes
@@ -109,25 +107,8 @@ class NeighborSampler:
         return cuda.CUDADriver(self.graph, options, self.seed, self.device, weight_tables=cpu.weight_tables)
 
     def _resolve_placement(self, graph, placement: str) -> str:
-        if not self.device.is_cuda:
-            if placement not in ("auto", "host"):
-                raise ValueError(
-                    f"placement {placement!r} needs a CUDA device; a CPU sampler reads the graph from host memory"
-                )
-            return "host"
-        if placement == "host":
-            raise ValueError("placement 'host' is for CPU samplers; on a CUDA device use 'device' or 'pinned'")
-        if placement != "auto":
-            return placement
-        if self.device.simulated:
-            return "device"
-        import cupy
-
-        with self.device:
-            free = cupy.cuda.runtime.memGetInfo()[0]
-        # weighted samplers add two tables: 8 bytes per node and per edge
-        needed = graph.nbytes + (8 * (graph.num_nodes + graph.num_edges) if self.weighted else 0)
-        return "device" if needed < _DEVICE_FIT_FRACTION * free else "pinned"
+        extra = 8 * (graph.num_nodes + graph.num_edges) if self.weighted else 0  # the weighted tables
+        return resolve_placement(self.device, placement, graph.nbytes + extra)
 
     def __repr__(self) -> str:
         return (
@@ -273,38 +254,69 @@ class NeighborSampler:
 
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):
-        if seeds is None:
-            raise TypeError("seeds must be a 1-D integer array, got None")
-        seeds_on_gpu = on_gpu(seeds)
-        if seeds_on_gpu and not self.device.is_cuda:
-            raise ValueError(
-                f"seeds live on a GPU but this sampler runs on {self.device}; pass host seeds "
-                "(e.g. seeds.cpu() / cupy.asnumpy(seeds)) or build the sampler with device='cuda'"
-            )
-        if seeds_on_gpu:
-            seeds = as_device_array(seeds, self.device)
-        else:
-            if isinstance(seeds, (list, tuple)) and len(seeds) == 0:
-                seeds = np.empty(0, np.int64)
-            seeds = to_numpy(seeds)
-        dtype = seeds.dtype
-        if dtype.kind not in "iu":
-            what = "bool" if dtype.kind == "b" else str(dtype)
-            raise TypeError(f"seeds must hold integers (int32 or int64), got dtype {what}")
-        if seeds.ndim != 1:
-            raise ValueError(f"seeds must be 1-D, got shape {tuple(seeds.shape)}")
-        xp = np if isinstance(seeds, np.ndarray) else self.device.xp
-        if seeds.size:
-            bad = (seeds < 0) | (seeds >= self.num_nodes)
-            if xp is np:
-                out_of_range = bool(bad.any())
-            else:
-                from .._launch import to_host
+        return check_seeds(seeds, self.num_nodes, self.device)
 
-                out_of_range = bool(to_host(bad.any()))  # sync: the one device read of a GPU batch's seeds
-            if out_of_range:
-                position = int(xp.argmax(bad))
-                raise IndexError(
-                    f"seeds must lie in [0, num_nodes = {self.num_nodes}): seeds[{position}] = {int(seeds[position])}"
-                )
-        return xp.ascontiguousarray(seeds, dtype=np.int64)
+
+def resolve_placement(device, placement: str, needed_bytes: int) -> str:
+    """The placement a sampler on ``device`` uses for a graph of ``needed_bytes`` (``"auto"``:
+    ``"device"`` below half the free GPU memory, else ``"pinned"``); a clear error for a
+    placement the device cannot take."""
+    if placement not in _PLACEMENTS:
+        raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
+    if not device.is_cuda:
+        if placement not in ("auto", "host"):
+            raise ValueError(
+                f"placement {placement!r} needs a CUDA device; a CPU sampler reads the graph from host memory"
+            )
+        return "host"
+    if placement == "host":
+        raise ValueError("placement 'host' is for CPU samplers; on a CUDA device use 'device' or 'pinned'")
+    if placement != "auto":
+        return placement
+    if device.simulated:
+        return "device"
+    import cupy
+
+    with device:
+        free = cupy.cuda.runtime.memGetInfo()[0]
+    return "device" if needed_bytes < _DEVICE_FIT_FRACTION * free else "pinned"
+
+
+def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
+    """``seeds`` as a contiguous int64 1-D array (host, or ``device``'s for GPU input), every id in
+    ``[0, num_nodes)``; ``name`` names the argument in errors."""
+    if seeds is None:
+        raise TypeError(f"{name} must be a 1-D integer array, got None")
+    seeds_on_gpu = on_gpu(seeds)
+    if seeds_on_gpu and not device.is_cuda:
+        raise ValueError(
+            f"{name} live on a GPU but this sampler runs on {device}; pass host seeds "
+            "(e.g. seeds.cpu() / cupy.asnumpy(seeds)) or build the sampler with device='cuda'"
+        )
+    if seeds_on_gpu:
+        seeds = as_device_array(seeds, device)
+    else:
+        if isinstance(seeds, (list, tuple)) and len(seeds) == 0:
+            seeds = np.empty(0, np.int64)
+        seeds = to_numpy(seeds)
+    dtype = seeds.dtype
+    if dtype.kind not in "iu":
+        what = "bool" if dtype.kind == "b" else str(dtype)
+        raise TypeError(f"{name} must hold integers (int32 or int64), got dtype {what}")
+    if seeds.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(seeds.shape)}")
+    xp = np if isinstance(seeds, np.ndarray) else device.xp
+    if seeds.size:
+        bad = (seeds < 0) | (seeds >= num_nodes)
+        if xp is np:
+            out_of_range = bool(bad.any())
+        else:
+            from .._launch import to_host
+
+            out_of_range = bool(to_host(bad.any()))  # sync: the one device read of a GPU batch's seeds
+        if out_of_range:
+            position = int(xp.argmax(bad))
+            raise IndexError(
+                f"{name} must lie in [0, num_nodes = {num_nodes}): {name}[{position}] = {int(seeds[position])}"
+            )
+    return xp.ascontiguousarray(seeds, dtype=np.int64)

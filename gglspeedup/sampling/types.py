@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Adj", "SampleOutput", "LinkSampleOutput"]
+__all__ = ["Adj", "SampleOutput", "LinkSampleOutput", "HeteroSampleOutput", "HeteroLinkSampleOutput"]
 
 
 class Adj(NamedTuple):
@@ -101,6 +101,78 @@ class LinkSampleOutput(NamedTuple):
         return SampleOutput(self.n_id, self.adjs)
 
     def to(self, backend: str) -> LinkSampleOutput:
+        """This output with every array converted zero-copy to ``backend``."""
+        from .. import backends
+
+        return backends.to(backend, self)
+
+
+class HeteroSampleOutput(NamedTuple):
+    """A sampled typed neighbourhood (:class:`~gglspeedup.HeteroNeighborSampler`).
+
+    n_id : dict node type -> int64 array
+        Local ids per node type: that type's seeds first (in order, duplicates kept), then the
+        nodes new at each hop in order of first appearance (relations in the graph's order, then
+        targets, then draws). Every node type of the graph has an entry (maybe empty).
+    adjs : list over hops, outermost first, of dict edge type -> :class:`Adj`
+        ``edge_index[0]`` indexes ``n_id[src_type]``, ``edge_index[1]`` indexes ``n_id[dst_type]``;
+        ``size == (src_type nodes in n_id after that hop, dst_type targets of that hop)``; ``e_id``
+        are the relation's edge ids. Every edge type has an entry at every hop (maybe empty).
+    num_sampled_nodes : dict node type -> list of ``len(fanouts) + 1`` ints
+        The type's seeds, then its nodes new at each hop, seed hop first (PyG's convention).
+    num_sampled_edges : dict edge type -> list of ``len(fanouts)`` ints, seed hop first.
+    """
+
+    n_id: Any
+    adjs: list
+    num_sampled_nodes: dict
+    num_sampled_edges: dict
+
+    @property
+    def batch_size(self) -> dict:
+        """Seeds per node type (``num_sampled_nodes[t][0]``)."""
+        return {t: counts[0] for t, counts in self.num_sampled_nodes.items()}
+
+    def to(self, backend: str) -> HeteroSampleOutput:
+        """This output with every array converted zero-copy to ``backend``."""
+        from .. import backends
+
+        return backends.to(backend, self)
+
+
+class HeteroLinkSampleOutput(NamedTuple):
+    """A typed link batch: pairs of one edge type, their labels and the typed neighbourhood.
+
+    n_id, adjs, num_sampled_nodes, num_sampled_edges : as :class:`HeteroSampleOutput`; the
+        seeds are the distinct sources (in ``n_id[edge_type[0]]``) and targets (in
+        ``n_id[edge_type[2]]``) of every returned pair, then triplet negatives, in order of first
+        appearance (one type's sources and targets share its list when both ends have that type).
+    edge_type : the ``(src_type, name, dst_type)`` of the pairs
+    pair_index : int64 (2, P): row 0 positions in ``n_id[src_type]``, row 1 in ``n_id[dst_type]``
+    labels, negative_targets, num_false_negatives : as :class:`LinkSampleOutput`
+    """
+
+    n_id: Any
+    adjs: list
+    num_sampled_nodes: dict
+    num_sampled_edges: dict
+    edge_type: tuple
+    pair_index: Any
+    labels: Any
+    negative_targets: Any = None
+    num_false_negatives: Any = None
+
+    @property
+    def batch_size(self) -> int:
+        """Number of returned pairs ``P`` (positives and negative pairs)."""
+        return int(self.pair_index.shape[1])
+
+    @property
+    def sample_output(self) -> HeteroSampleOutput:
+        """The neighbourhood as a :class:`HeteroSampleOutput`."""
+        return HeteroSampleOutput(self.n_id, self.adjs, self.num_sampled_nodes, self.num_sampled_edges)
+
+    def to(self, backend: str) -> HeteroLinkSampleOutput:
         """This output with every array converted zero-copy to ``backend``."""
         from .. import backends
 

@@ -12,7 +12,13 @@ import numpy as np
 from ..device import to_numpy
 from ..sampling.types import Adj, SampleOutput
 
-__all__ = ["reference_sample", "reference_hop_state", "reference_draw"]
+__all__ = [
+    "reference_sample",
+    "reference_hop_state",
+    "reference_draw",
+    "reference_relation_state",
+    "reference_hetero_sample",
+]
 
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15
@@ -152,3 +158,69 @@ def reference_sample(graph, seeds, fanouts, *, replace=False, weighted=False, se
         edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
         hops.append(Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id), num_targets)))
     return SampleOutput(np.array(n_id, dtype=np.int64), hops[::-1])
+
+
+def reference_relation_state(hop_state: int, edge_type) -> int:
+    """A relation's state within a hop: the hop state folded with the edge type's BLAKE2b key."""
+    import hashlib
+
+    key = int.from_bytes(hashlib.blake2b("\x1f".join(edge_type).encode(), digest_size=8).digest(), "little")
+    return _mix64(((hop_state ^ key) + _GAMMA) & _MASK)
+
+
+def reference_hetero_sample(graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0):
+    """What ``HeteroNeighborSampler(graph, fanouts, ...).sample(seeds, key=key)`` must return, as a
+    ``HeteroSampleOutput`` of host arrays, computed relation by relation and row by row in Python.
+
+    ``fanouts`` is a list (every relation) or a dict edge type -> list (missing types: zeros).
+    """
+    from ..sampling.types import HeteroSampleOutput
+
+    edge_types, node_types = graph.edge_types, graph.node_types
+    num_hops = len(next(iter(fanouts.values()))) if isinstance(fanouts, dict) else len(fanouts)
+    if not isinstance(fanouts, dict):
+        fanouts = {et: list(fanouts) for et in edge_types}
+    n_id = {t: [int(v) for v in to_numpy(np.asarray(seeds.get(t, []), dtype=np.int64))] for t in node_types}
+    local = {t: {} for t in node_types}
+    for t in node_types:
+        for i, node in enumerate(n_id[t]):
+            local[t].setdefault(node, i)
+    counts_n = {t: [len(n_id[t])] for t in node_types}
+    counts_e = {et: [] for et in edge_types}
+    adjs = []
+    for hop in range(num_hops):
+        hop_state = reference_hop_state(seed, key, hop)
+        targets = {t: list(n_id[t]) for t in node_types}
+        before = {t: len(n_id[t]) for t in node_types}
+        layer = {}
+        for et in edge_types:
+            src_type, _, dst_type = et
+            k = fanouts.get(et, [0] * num_hops)[hop]
+            rel = graph[et].to("cpu")
+            indptr, indices = to_numpy(rel.indptr), to_numpy(rel.indices)
+            edge_ids = None if rel.edge_ids is None else to_numpy(rel.edge_ids)
+            weights = None if rel.weights is None else to_numpy(rel.weights)
+            state = reference_relation_state(hop_state, et)
+            src, dst, e_id = [], [], []
+            for i, node in enumerate(targets[dst_type] if k != 0 else []):
+                start, end = int(indptr[node]), int(indptr[node + 1])
+                row_state = _row_state(state, node)
+                for p in _sample_row(start, end - start, weights, k, replace, weighted, row_state):
+                    neighbour = int(indices[p])
+                    if neighbour not in local[src_type]:
+                        local[src_type][neighbour] = len(n_id[src_type])
+                        n_id[src_type].append(neighbour)
+                    src.append(local[src_type][neighbour])
+                    dst.append(i)
+                    e_id.append(p if edge_ids is None else int(edge_ids[p]))
+            edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
+            layer[et] = Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id[src_type]), before[dst_type]))
+            counts_e[et].append(len(e_id))
+        for et in edge_types:  # sizes count every source of the hop, new ones of later relations too
+            adj = layer[et]
+            layer[et] = Adj(adj.edge_index, adj.e_id, (len(n_id[et[0]]), adj.size[1]))
+        for t in node_types:
+            counts_n[t].append(len(n_id[t]) - before[t])
+        adjs.append(layer)
+    arrays = {t: np.array(v, dtype=np.int64) for t, v in n_id.items()}
+    return HeteroSampleOutput(arrays, adjs[::-1], counts_n, counts_e)

@@ -110,9 +110,11 @@ class CPUDriver:
             self._free_maps.append(local_map)
         return n_id, hops
 
-    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int):
+    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None):
         """``(src, dst, stayed)``: ``count`` negatives of batch ``key`` (:func:`.links.draw_negatives`;
-        ``sources`` are the positives' sources when ``fixed``)."""
+        ``sources`` are the positives' sources when ``fixed``; ``space`` ``(num_sources,
+        num_targets, row_base)`` defaults to the whole graph)."""
+        space = (self.num_nodes, self.num_nodes, 0) if space is None else space
         out_src, out_dst = np.empty(count, np.int64), np.empty(count, np.int64)
         stayed = np.empty(count, np.int8)
         if count:
@@ -120,7 +122,7 @@ class CPUDriver:
                 draw_negatives(
                     self.graph,
                     negative_state(self.seed, key),
-                    self.num_nodes,
+                    tuple(np.int64(v) for v in space),
                     sources,
                     fixed,
                     width,

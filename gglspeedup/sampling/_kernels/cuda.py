@@ -114,8 +114,11 @@ class CUDADriver:
         """``(live, cum)`` of a weighted sampler, where the graph lives, else ``None``."""
         return (self.graph.live, self.graph.cum) if self.options.weighted else None
 
-    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int):
-        """``(src, dst, stayed)`` device arrays: ``count`` negatives of batch ``key``."""
+    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None):
+        """``(src, dst, stayed)`` device arrays: ``count`` negatives of batch ``key`` (``space``:
+        ``(num_sources, num_targets, row_base)``, default the whole graph)."""
+        num_nodes = self.graph.indptr.shape[0] - 1
+        space = (num_nodes, num_nodes, 0) if space is None else space
         from .cuda_links import draw_negatives
         from .links import negative_state
 
@@ -125,7 +128,7 @@ class CUDADriver:
                 self.device,
                 self.graph,
                 negative_state(self.seed, key),
-                self.graph.indptr.shape[0] - 1,
+                tuple(np.int64(v) for v in space),
                 sources,
                 fixed,
                 width,

@@ -14,10 +14,10 @@ __all__ = ["draw_negatives", "match_positions"]
 
 
 @cuda.jit(cache=True)
-def _negatives_kernel(graph, state, num_nodes, sources, fixed, width, strict, out_src, out_dst, stayed):
+def _negatives_kernel(graph, state, space, sources, fixed, width, strict, out_src, out_dst, stayed):
     j = cuda.grid(1)
     if j < out_dst.shape[0]:
-        fill_negative(graph, state, num_nodes, sources, fixed, width, strict, j, out_src, out_dst, stayed)
+        fill_negative(graph, state, space, sources, fixed, width, strict, j, out_src, out_dst, stayed)
 
 
 @cuda.jit(cache=True)
@@ -34,7 +34,7 @@ def _fill_matches_kernel(graph, sources, targets, sorted_rows, offsets, position
         fill_matches(graph, sources[i], targets[i], sorted_rows, positions, offsets[i])
 
 
-def draw_negatives(device, graph, state, num_nodes, sources, fixed, width, strict, count):
+def draw_negatives(device, graph, state, space, sources, fixed, width, strict, count):
     """``(src, dst, stayed)`` device arrays of ``count`` negatives (see :func:`.links.draw_negatives`)."""
     xp = device.xp
     out_src = xp.empty(count, dtype=np.int64)
@@ -46,7 +46,7 @@ def draw_negatives(device, graph, state, num_nodes, sources, fixed, width, stric
         count,
         graph,
         state,
-        num_nodes,
+        space,
         sources,
         fixed,
         width,

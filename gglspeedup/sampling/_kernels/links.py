@@ -52,8 +52,12 @@ def is_edge(graph, source, target):
 
 
 @register_jitable
-def draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict):
-    """``(source, target, still_an_edge)`` for negative ``slot`` of pair ``position``."""
+def draw_negative(graph, state, position, slot, width, space, fixed, source, strict):
+    """``(source, target, still_an_edge)`` for negative ``slot`` of pair ``position``.
+
+    ``space`` is ``(num_sources, num_targets, row_base)``: sources are drawn in
+    ``[0, num_sources)``, targets in ``[0, num_targets)``, and target ``t``'s row is
+    ``row_base + t`` (``(n, n, 0)`` for an untyped graph; a typed graph's relation otherwise)."""
     row = row_state(state, position)
     attempts = MAX_NEGATIVE_REDRAWS + 1 if strict else 1
     s, t = source, source
@@ -61,34 +65,34 @@ def draw_negative(graph, state, position, slot, width, num_nodes, fixed, source,
         d = attempt * width + slot
         if fixed:
             s = source
-            t = uniform_below(draw(row, d), num_nodes)
+            t = uniform_below(draw(row, d), space[1])
         else:
-            s = uniform_below(draw(row, 2 * d), num_nodes)
-            t = uniform_below(draw(row, 2 * d + 1), num_nodes)
-        if not strict or not is_edge(graph, s, t):
+            s = uniform_below(draw(row, 2 * d), space[0])
+            t = uniform_below(draw(row, 2 * d + 1), space[1])
+        if not strict or not is_edge(graph, s, space[2] + t):
             return s, t, False
     return s, t, True
 
 
 @register_jitable
-def fill_negative(graph, state, num_nodes, sources, fixed, width, strict, j, out_src, out_dst, stayed):
+def fill_negative(graph, state, space, sources, fixed, width, strict, j, out_src, out_dst, stayed):
     """Write negative ``j``: with ``fixed``, slot ``j % width`` of pair ``j // width`` (source
     ``sources[j // width]``); otherwise pair ``j``. One body for the CPU loop and the GPU thread."""
     if fixed:
         position, slot, source = j // width, j % width, sources[j // width]
     else:
         position, slot, source = j, 0, 0
-    s, t, still = draw_negative(graph, state, position, slot, width, num_nodes, fixed, source, strict)
+    s, t, still = draw_negative(graph, state, position, slot, width, space, fixed, source, strict)
     out_src[j] = s
     out_dst[j] = t
     stayed[j] = 1 if still else 0
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def draw_negatives(graph, state, num_nodes, sources, fixed, width, strict, out_src, out_dst, stayed):
+def draw_negatives(graph, state, space, sources, fixed, width, strict, out_src, out_dst, stayed):
     """Fill negatives ``j = 0 .. len(out_dst) - 1`` (:func:`fill_negative`)."""
     for j in prange(out_dst.shape[0]):
-        fill_negative(graph, state, num_nodes, sources, fixed, width, strict, j, out_src, out_dst, stayed)
+        fill_negative(graph, state, space, sources, fixed, width, strict, j, out_src, out_dst, stayed)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -13,6 +13,8 @@ multiplications raise NumPy's harmless "overflow encountered in scalar multiply"
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 from numba.extending import register_jitable
 
@@ -23,6 +25,8 @@ __all__ = [
     "GAMMA",
     "mix64",
     "hop_state",
+    "edge_type_key",
+    "relation_state",
     "row_state",
     "draw",
     "uniform_below",
@@ -52,6 +56,23 @@ def hop_state(seed: int, key: int, hop: int) -> np.uint64:
     state = splitmix64((state ^ (int(key) & MASK)) + gamma)
     state = splitmix64((state ^ (int(hop) & MASK)) + gamma)
     return np.uint64(state)
+
+
+def edge_type_key(edge_type) -> int:
+    """A 64-bit key of a typed graph's edge type ``(src_type, name, dst_type)``: the first 8
+    bytes (little-endian) of the BLAKE2b hash of the three names joined by the unit separator (0x1F). It
+    depends on the names only, so adding or reordering relations leaves other relations' draws
+    unchanged, in every process (unlike Python's salted ``hash``)."""
+    digest = hashlib.blake2b("\x1f".join(edge_type).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def relation_state(hop_state_, edge_key: int) -> np.uint64:
+    """The state of one relation's rows within a hop: :func:`hop_state` folded with the edge
+    type's key (:func:`edge_type_key`), so typed draws depend on ``(seed, key, hop, edge type,
+    node)``."""
+    gamma = int(GAMMA)
+    return np.uint64(splitmix64((int(hop_state_) ^ (int(edge_key) & MASK)) + gamma))
 
 
 @register_jitable

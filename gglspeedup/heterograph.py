@@ -1,0 +1,343 @@
+"""HeteroGraph: a typed graph, one bipartite CSR per relation, stored as one stacked CSR.
+
+A relation (edge type) ``(src_type, name, dst_type)`` is a :class:`~gglspeedup.CSRGraph` whose rows
+are the ``dst_type`` nodes and whose entries are ``src_type`` local ids (row ``v`` lists the
+sources of the edges into ``v``, as in :class:`~gglspeedup.CSRGraph`). Node ids are local per node
+type. Every relation's arrays live in one *stacked* CSR (:attr:`HeteroGraph.stacked`): relation
+``r``'s rows are rows ``row_base[r] .. row_base[r + 1]`` of it and its edges positions
+``edge_base[r] ..``, so a sampling kernel reads every relation of a hop from one set of arrays
+and :meth:`HeteroGraph.__getitem__` hands out per-relation views (no copy of ``indices``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from .device import as_device, to_numpy
+from .graph import CSRGraph, load_npz
+
+__all__ = ["HeteroGraph", "EdgeType", "check_edge_type"]
+
+EdgeType = tuple  # (src_type, name, dst_type), each a str
+
+
+def check_edge_type(value: Any, edge_types, name: str = "edge_type") -> tuple:
+    """``value`` as one of ``edge_types`` (a 3-tuple of str), or a clear error naming ``name``."""
+    if not (isinstance(value, (tuple, list)) and len(value) == 3 and all(isinstance(v, str) for v in value)):
+        raise TypeError(f"{name} must be a (src_type, name, dst_type) tuple of str, got {value!r}")
+    value = tuple(value)
+    if value not in edge_types:
+        raise ValueError(f"{name} {value!r} is not an edge type of the graph; known: {list(edge_types)}")
+    return value
+
+
+class HeteroGraph:
+    """A typed graph: relations ``(src_type, name, dst_type)`` over per-type local node ids.
+
+    Parameters
+    ----------
+    relations : dict
+        Edge type ``(src_type, name, dst_type)`` -> a :class:`~gglspeedup.CSRGraph` with
+        ``num_nodes[dst_type]`` rows and entries in ``[0, num_nodes[src_type])`` (build one with
+        ``CSRGraph.from_edge_index(ei, num_nodes=n_dst, num_src_nodes=n_src, weights=w)`` for
+        weights), or a (2, E) edge index ``[src; dst]`` of local ids (NumPy, list, DLPack
+        tensor), or a ``(src, dst)`` pair of 1-D arrays (DGL's edge dicts). Edge ids of an edge
+        index are its columns, as in ``CSRGraph.from_edge_index``.
+    num_nodes : dict
+        Node type -> count. Every type a relation names must be here; types without relations
+        are allowed.
+
+    Relations are checked like ``CSRGraph`` (the first bad position named, with its relation).
+    Either every relation has weights or none does.
+
+    Examples
+    --------
+    >>> g = HeteroGraph(
+    ...     {("author", "writes", "paper"): [[0, 1, 1], [0, 0, 2]], ("paper", "cites", "paper"): [[2], [0]]},
+    ...     {"author": 2, "paper": 3},
+    ... )
+    >>> g.num_edges[("author", "writes", "paper")], g[("author", "writes", "paper")].degree().tolist()
+    (3, [2, 0, 1])
+    >>> g.in_degree("paper").tolist(), g.out_degree("author").tolist()
+    ([3, 0, 1], [1, 2])
+    """
+
+    def __init__(self, relations, num_nodes):
+        self.num_nodes = _check_num_nodes(num_nodes)
+        if not isinstance(relations, dict):
+            raise TypeError(
+                f"relations must be a dict edge type -> CSRGraph or edge index, got {type(relations).__name__}"
+            )
+        if not relations:
+            raise ValueError("relations must name at least one edge type, got an empty dict")
+        graphs = {}
+        for edge_type, value in relations.items():
+            edge_type = self._check_type_names(edge_type)
+            if edge_type in graphs:
+                raise ValueError(f"relations names edge type {edge_type!r} twice")
+            graphs[edge_type] = self._as_relation(edge_type, value)
+        weighted = [et for et, g in graphs.items() if g.weights is not None]
+        if weighted and len(weighted) != len(graphs):
+            missing = next(et for et, g in graphs.items() if g.weights is None)
+            raise ValueError(f"either every relation has weights or none does: {missing!r} has none")
+        self._set_stack(_stack(list(graphs.values())), tuple(graphs), [g.edge_ids is not None for g in graphs.values()])
+
+    # ------------------------------------------------------------------ construction
+    def _set_stack(self, stacked: CSRGraph, edge_types: tuple, has_ids) -> None:
+        self.edge_types = edge_types
+        self.node_types = tuple(self.num_nodes)
+        self.stacked = stacked
+        dst_counts = [self.num_nodes[et[2]] for et in edge_types]
+        self.row_base = np.zeros(len(edge_types) + 1, np.int64)
+        np.cumsum(dst_counts, out=self.row_base[1:])
+        indptr = to_numpy(stacked.indptr)
+        self.edge_base = indptr[self.row_base].astype(np.int64)
+        self._has_edge_ids = tuple(bool(h) for h in has_ids)
+        self._views: dict = {}
+
+    @staticmethod
+    def _check_type_names(edge_type) -> tuple:
+        if not (isinstance(edge_type, tuple) and len(edge_type) == 3 and all(isinstance(v, str) for v in edge_type)):
+            raise TypeError(f"relations' keys must be (src_type, name, dst_type) tuples of str, got {edge_type!r}")
+        return edge_type
+
+    def _as_relation(self, edge_type, value) -> CSRGraph:
+        src, _, dst = edge_type
+        for role, node_type in (("source", src), ("target", dst)):
+            if node_type not in self.num_nodes:
+                raise ValueError(
+                    f"relation {edge_type!r}: {role} type {node_type!r} is not in num_nodes {list(self.num_nodes)}"
+                )
+        n_src, n_dst = self.num_nodes[src], self.num_nodes[dst]
+        if isinstance(value, CSRGraph):
+            graph = value.to("cpu")
+            if graph.num_nodes != n_dst:
+                raise ValueError(
+                    f"relation {edge_type!r}: its CSRGraph has {graph.num_nodes} rows but num_nodes[{dst!r}] = {n_dst}"
+                )
+            indices = to_numpy(graph.indices)
+            if indices.size and indices.max() >= n_src:
+                position = int(np.argmax(indices >= n_src))
+                raise ValueError(
+                    f"relation {edge_type!r}: indices must lie in [0, num_nodes[{src!r}] = {n_src}): "
+                    f"indices[{position}] = {indices[position]}"
+                )
+            return graph
+        if isinstance(value, tuple) and len(value) == 2:
+            from .validation import int_array
+
+            src_ids, dst_ids = (int_array(f"relations[{edge_type!r}][{i}]", v) for i, v in enumerate(value))
+            if len(src_ids) != len(dst_ids):
+                raise ValueError(
+                    f"relations[{edge_type!r}]: source and target arrays differ in length "
+                    f"({len(src_ids)} != {len(dst_ids)})"
+                )
+            value = np.stack((src_ids, dst_ids))
+        try:
+            return CSRGraph.from_edge_index(value, num_nodes=n_dst, num_src_nodes=n_src)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"relation {edge_type!r}: {error}") from None
+
+    @classmethod
+    def from_pyg(cls, data) -> HeteroGraph:
+        """From a ``torch_geometric.data.HeteroData`` (its ``edge_index_dict`` and node counts)."""
+        num_nodes = {node_type: int(data[node_type].num_nodes) for node_type in data.node_types}
+        relations = {tuple(et): data[et].edge_index for et in data.edge_types}
+        return cls(relations, num_nodes)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def num_edges(self) -> dict:
+        """Edge type -> number of edges."""
+        return {et: int(self.edge_base[r + 1] - self.edge_base[r]) for r, et in enumerate(self.edge_types)}
+
+    @property
+    def device(self):
+        return self.stacked.device
+
+    @property
+    def placement(self) -> str:
+        return self.stacked.placement
+
+    @property
+    def weighted(self) -> bool:
+        return self.stacked.weights is not None
+
+    @property
+    def nbytes(self) -> int:
+        return self.stacked.nbytes
+
+    def has_edge_ids(self, edge_type) -> bool:
+        """Whether ``edge_type`` was given edge ids (else ``e_id`` is the position in its CSR)."""
+        return self._has_edge_ids[self.edge_types.index(edge_type)]
+
+    def __getitem__(self, edge_type) -> CSRGraph:
+        """The relation ``edge_type`` as a bipartite :class:`CSRGraph` (a view of the stack)."""
+        edge_type = check_edge_type(edge_type, self.edge_types)
+        if edge_type not in self._views:
+            r = self.edge_types.index(edge_type)
+            (rb, re), (eb, ee) = self.row_base[r : r + 2], self.edge_base[r : r + 2]
+            s = self.stacked
+            view = CSRGraph.__new__(CSRGraph)
+            view.indptr = s.indptr[rb : re + 1] - eb
+            view.indices = s.indices[eb:ee]
+            view.edge_ids = s.edge_ids[eb:ee] if s.edge_ids is not None and self._has_edge_ids[r] else None
+            view.weights = None if s.weights is None else s.weights[eb:ee]
+            view.num_src_nodes = self.num_nodes[edge_type[0]]
+            view.device, view.placement = s.device, s.placement
+            self._views[edge_type] = view
+        return self._views[edge_type]
+
+    def in_degree(self, node_type: str) -> np.ndarray:
+        """Edges into each ``node_type`` node, summed over relations whose target type it is."""
+        degree = np.zeros(self._count(node_type), np.int64)
+        for et in self.edge_types:
+            if et[2] == node_type:
+                degree += self[et].to("cpu").degree()
+        return degree
+
+    def out_degree(self, node_type: str) -> np.ndarray:
+        """Edges out of each ``node_type`` node (how often it can be drawn as a neighbour),
+        summed over relations whose source type it is."""
+        n = self._count(node_type)
+        degree = np.zeros(n, np.int64)
+        for et in self.edge_types:
+            if et[0] == node_type:
+                degree += np.bincount(to_numpy(self[et].indices), minlength=n)
+        return degree
+
+    def _count(self, node_type) -> int:
+        if node_type not in self.num_nodes:
+            raise ValueError(f"node_type {node_type!r} is not a node type of the graph; known: {list(self.num_nodes)}")
+        return self.num_nodes[node_type]
+
+    def __repr__(self) -> str:
+        return (
+            f"HeteroGraph(num_nodes={self.num_nodes}, edge_types={len(self.edge_types)}, "
+            f"num_edges={int(self.edge_base[-1])}, device={self.device}, placement={self.placement!r})"
+        )
+
+    # ------------------------------------------------------------------ transforms
+    def node_offsets(self) -> dict:
+        """Node type -> offset of its ids in :meth:`to_homogeneous`'s id space (types in order)."""
+        counts = [self.num_nodes[t] for t in self.node_types]
+        return dict(zip(self.node_types, np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int).tolist()))
+
+    def to_homogeneous(self) -> tuple[CSRGraph, dict]:
+        """One untyped :class:`CSRGraph` over every node (type ``t``'s node ``i`` is node
+        ``offsets[t] + i``) holding every relation's edges; returns ``(graph, offsets)``. Its
+        ``edge_ids`` are positions in :attr:`stacked` (relation ``r``'s edges from
+        ``edge_base[r]``)."""
+        offsets = self.node_offsets()
+        host = self.stacked.to("cpu")
+        rows, cols, ids = [], [], []
+        for r, (src, _, dst) in enumerate(self.edge_types):
+            rel = self[self.edge_types[r]].to("cpu")
+            rows.append(np.repeat(np.arange(rel.num_nodes, dtype=np.int64) + offsets[dst], rel.degree()))
+            cols.append(to_numpy(rel.indices) + offsets[src])
+            ids.append(np.arange(self.edge_base[r], self.edge_base[r + 1], dtype=np.int64))
+        total = sum(self.num_nodes.values())
+        graph = CSRGraph.from_edge_index(
+            np.stack((np.concatenate(cols), np.concatenate(rows))),
+            num_nodes=total,
+            weights=None if host.weights is None else host.weights,
+        )
+        graph.edge_ids = np.concatenate(ids)[graph.edge_ids]
+        return graph, offsets
+
+    def to(self, device="cpu", placement: str | None = None) -> HeteroGraph:
+        """This graph with its stacked arrays where ``device`` reads them (see ``CSRGraph.to``)."""
+        device = as_device(device)
+        stacked = self.stacked.to(device, placement)
+        if stacked is self.stacked:
+            return self
+        graph = HeteroGraph.__new__(HeteroGraph)
+        graph.num_nodes = dict(self.num_nodes)
+        graph._set_stack(stacked, self.edge_types, self._has_edge_ids)
+        return graph
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the graph to ``path`` (an uncompressed ``.npz``; no pickles)."""
+        meta = {
+            "node_types": list(self.node_types),
+            "num_nodes": [self.num_nodes[t] for t in self.node_types],
+            "edge_types": [list(et) for et in self.edge_types],
+            "has_edge_ids": list(self._has_edge_ids),
+        }
+        host = self.stacked.to("cpu")
+        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        for name in ("indptr", "indices", "edge_ids", "weights"):
+            if getattr(host, name) is not None:
+                arrays[name] = to_numpy(getattr(host, name))
+        with open(path, "wb") as handle:
+            np.savez(handle, **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, mmap: bool = True) -> HeteroGraph:
+        """Read a graph written by :meth:`save` (memory-mapped with ``mmap=True``, as
+        ``CSRGraph.load``); raises ``ValueError`` naming ``path`` for anything else."""
+        import zipfile
+
+        try:
+            arrays = load_npz(path, mmap)
+            meta = json.loads(bytes(np.asarray(arrays.pop("meta"))).decode())
+            num_nodes = dict(zip(meta["node_types"], meta["num_nodes"]))
+            edge_types = tuple(tuple(et) for et in meta["edge_types"])
+            has_ids = meta["has_edge_ids"]
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{os.fspath(path)!r} is not a saved HeteroGraph (HeteroGraph.save): {error}") from None
+        stacked = CSRGraph(
+            arrays["indptr"], arrays["indices"], edge_ids=arrays.get("edge_ids"), weights=arrays.get("weights")
+        )
+        graph = cls.__new__(cls)
+        graph.num_nodes = _check_num_nodes(num_nodes)
+        graph._set_stack(stacked, edge_types, has_ids)
+        for edge_type in edge_types:  # the stack's checks do not know the types
+            graph._as_relation(edge_type, graph[edge_type])
+        return graph
+
+
+def _check_num_nodes(num_nodes) -> dict:
+    from .validation import check_int
+
+    if not isinstance(num_nodes, dict):
+        raise TypeError(f"num_nodes must be a dict node type -> count, got {type(num_nodes).__name__}")
+    checked = {}
+    for node_type, count in num_nodes.items():
+        if not isinstance(node_type, str):
+            raise TypeError(f"num_nodes' keys must be node type names (str), got {node_type!r}")
+        checked[node_type] = check_int(f"num_nodes[{node_type!r}]", count, minimum=0)
+    return checked
+
+
+def _stack(graphs: list) -> CSRGraph:
+    """One CSR holding ``graphs`` one after another (rows and edges), edge ids kept per relation."""
+    counts = [g.num_edges for g in graphs]
+    edge_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    indptr = [np.zeros(1, np.int64)] + [to_numpy(g.indptr)[1:] + edge_base[r] for r, g in enumerate(graphs)]
+    indices = np.concatenate([to_numpy(g.indices) for g in graphs])
+    with_ids = any(g.edge_ids is not None for g in graphs)
+    edge_ids = None
+    if with_ids:
+        edge_ids = np.concatenate(
+            [to_numpy(g.edge_ids) if g.edge_ids is not None else np.arange(g.num_edges) for g in graphs]
+        )
+    weights = None
+    if graphs[0].weights is not None:
+        dtype = np.result_type(*(g.weights.dtype for g in graphs))
+        weights = np.concatenate([to_numpy(g.weights).astype(dtype, copy=False) for g in graphs])
+    return CSRGraph(
+        np.concatenate(indptr),
+        indices,
+        edge_ids=edge_ids,
+        weights=weights,
+        num_src_nodes=max((g.num_src_nodes for g in graphs), default=0),
+        _checked=True,
+    )

@@ -1,0 +1,212 @@
+"""Typed (heterogeneous) sampling on the CPU: every relation of a hop in one kernel call.
+
+The typed graph is one *stacked* CSR (:class:`gglspeedup.HeteroGraph`): relation ``r``'s rows
+start at ``row_base[r]``, its entries are local ids of its source type. A hop's targets are laid
+out relation by relation (relation ``r``'s are every node of its target type in ``n_id``, in
+order), each with its relation's fanout and RNG state (:func:`.rng.relation_state`), and run
+through the same row bodies as untyped sampling (:mod:`.rows`): one parallel count, one parallel
+fill, then one serial relabel through a single ``global id -> local position`` map over every
+type (type ``t``'s node ``i`` at ``type_base[t] + i``), so new nodes enter their type's ``n_id`` in
+order of first appearance (relations in order, then targets, then draws).
+
+Each relation's edges are written as one contiguous (2, E_r) block of a flat buffer, so the
+per-relation ``edge_index`` handed to the caller is a zero-copy view.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..._intrinsics import prefetch
+from .cpu import KERNEL_LOCK, PARALLEL_MIN_WORK, CPUDriver, map_seeds, reset_map
+from .exclusion import row_flagged
+from .records import SampleOptions
+from .rng import row_state
+from .rows import row_count, row_count_unexcluded, row_fill, row_finish
+
+__all__ = ["TypedCPUDriver", "sample_typed_hop", "TypedHop"]
+
+_ROWS_PER_BLOCK = 256
+_PREFETCH_DISTANCE = 16
+
+
+class TypedHop(tuple):
+    """One typed hop as the drivers return it: ``(edges, e_id, edge_offsets, new_local, new_type)``.
+
+    edges : int64 flat buffer; relation ``r``'s (2, E_r) block starts at ``2 * edge_offsets[r]``
+    e_id : int64 (E,), relation-major; edge_offsets : int64 (R + 1,) (host)
+    new_local, new_type : int64 (M,): the hop's new nodes (local id, type index) in order
+    """
+
+    __slots__ = ()
+
+
+class TypedCPUDriver:
+    """Typed sampling on the CPU over a stacked graph (see the module docstring).
+
+    Parameters
+    ----------
+    stacked : CSRGraph
+        The typed graph's stacked CSR, host-placed.
+    options : SampleOptions
+    seed : int
+    type_counts : sequence of int
+        Nodes per node type, in the graph's node-type order.
+
+    The untyped :class:`~.cpu.CPUDriver` over the same stack (:attr:`flat`) draws negatives and
+    finds excluded positions for link batches; its records (weighted tables included) are shared.
+    """
+
+    def __init__(self, stacked, options: SampleOptions, seed: int, type_counts):
+        self.flat = CPUDriver(stacked, options, seed)
+        self.graph, self.options, self.seed = self.flat.graph, self.flat.options, int(seed)
+        counts = np.asarray(type_counts, np.int64)
+        self.type_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self.total_nodes = int(self.type_base[-1])
+        self._free_maps: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def sample_all(self, seeds: list, plan, key: int, *, options: SampleOptions | None = None):
+        """Sample every hop of a typed batch.
+
+        ``seeds``: one checked int64 host array per node type (empty for types without seeds).
+        ``plan``: a :class:`~gglspeedup.sampling.hetero.HopPlan` (per relation: source type,
+        target type, row base, edge base, fanouts, keys). Returns ``(n_id, hops)``: ``n_id`` one
+        array per type, ``hops`` one :class:`TypedHop` per hop, seed hop first.
+        """
+        options = self.options if options is None else options
+        local_map = self._acquire_map()
+        n_id = list(seeds)
+        hops = []
+        threads = numba.get_num_threads()
+        with KERNEL_LOCK:
+            try:
+                for t, ids in enumerate(n_id):
+                    base = self.type_base[t]
+                    n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)])
+                for hop in range(plan.num_hops):
+                    targets, rel_of, segments = plan.targets(n_id, hop)
+                    work = plan.work(segments, hop)
+                    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
+                    sizes = np.array([len(ids) for ids in n_id], np.int64)
+                    result = sample_typed_hop(
+                        self.graph,
+                        options,
+                        targets,
+                        rel_of,
+                        segments,
+                        plan.row_base,
+                        plan.fanouts[:, hop].copy(),
+                        plan.states(self.seed, key, hop),
+                        plan.src_type,
+                        plan.src_base(self.type_base),
+                        plan.edge_base,
+                        local_map,
+                        sizes,
+                    )
+                    edges, e_id, offsets, new_local, new_type = result
+                    n_id = plan.extend(n_id, new_local, new_type)
+                    hops.append(TypedHop((edges, e_id, offsets[segments], new_local, new_type)))
+            finally:
+                numba.set_num_threads(threads)
+            for t, ids in enumerate(n_id):
+                base = self.type_base[t]
+                reset_map(ids, local_map[base : base + self._count(t)])
+        with self._lock:  # only a clean map goes back (an exception above drops it)
+            self._free_maps.append(local_map)
+        return n_id, hops
+
+    def _count(self, t: int) -> int:
+        return int(self.type_base[t + 1] - self.type_base[t])
+
+    def _acquire_map(self) -> np.ndarray:
+        with self._lock:
+            if self._free_maps:
+                return self._free_maps.pop()
+        dtype = np.int32 if self.total_nodes < 2**30 else np.int64
+        return np.full(max(self.total_nodes, 1), -1, dtype=dtype)
+
+    def negatives(self, *args, **kwargs):
+        return self.flat.negatives(*args, **kwargs)
+
+    def excluded_positions(self, sources, rows):
+        return self.flat.excluded_positions(sources, rows)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sample_typed_hop(
+    graph, options, targets, rel_of, segments, row_base, ks, states, src_type, src_base, edge_base, local_map, sizes
+):
+    """One typed hop. Target ``i`` is node ``targets[i]`` of relation ``rel_of[i]`` (relation
+    ``r``'s targets are ``segments[r] .. segments[r + 1]``), drawn with fanout ``ks[r]`` and state
+    ``states[r]`` from stacked row ``row_base[r] + targets[i]``.
+
+    Returns ``(edges, e_id, offsets, new_local, new_type)``: ``offsets`` (T + 1,) per target, so
+    relation ``r``'s edges are ``offsets[segments[r]] ..``; ``edges`` the flat buffer of the
+    per-relation (2, E_r) blocks (row 0 the source's position in its type's ``n_id``, row 1 the
+    target's position ``i - segments[r]``); ``e_id`` relation-local edge ids; the new nodes in
+    order (local id, type index). ``local_map`` and ``sizes`` (per-type ``n_id`` lengths) are
+    updated with the new nodes.
+    """
+    num_targets = targets.shape[0]
+    num_relations = row_base.shape[0]
+    offsets = np.empty(num_targets + 1, np.int64)
+    offsets[0] = 0
+    for i in prange(num_targets):
+        r = rel_of[i]
+        offsets[i + 1] = row_count_unexcluded(graph, options, row_base[r] + targets[i], ks[r])
+    for i in range(num_targets):
+        row = row_base[rel_of[i]] + targets[i]
+        if row_flagged(options, row):  # a link batch's row with excluded edges: recount it
+            offsets[i + 1] = row_count(graph, options, row, ks[rel_of[i]])
+        offsets[i + 1] += offsets[i]
+    num_edges = offsets[num_targets]
+
+    edges = np.empty(2 * num_edges, np.int64)
+    e_id = np.empty(num_edges, np.int64)
+    col = np.empty(num_edges, np.int64)
+    num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
+    for block in prange(num_blocks):
+        lo = block * _ROWS_PER_BLOCK
+        hi = min(lo + _ROWS_PER_BLOCK, num_targets)
+        for i in range(lo, hi):
+            r = rel_of[i]
+            node = targets[i]
+            start = offsets[i]
+            count = offsets[i + 1] - start
+            row_fill(graph, options, row_base[r] + node, ks[r], row_state(states[r], node), count, e_id, start)
+            first = offsets[segments[r]]
+            width = offsets[segments[r + 1]] - first
+            local = i - segments[r]
+            for q in range(start, start + count):  # row 1 of relation r's (2, E_r) block
+                edges[2 * first + width + q - first] = local
+        row_finish(graph, options, e_id, col, offsets[lo], offsets[hi])
+
+    new_local = np.empty(num_edges, np.int64)
+    new_type = np.empty(num_edges, np.int64)
+    m = 0
+    for r in range(num_relations):
+        first = offsets[segments[r]]
+        stop = offsets[segments[r + 1]]
+        base = src_base[r]
+        t = src_type[r]
+        for q in range(first, stop):
+            if q + _PREFETCH_DISTANCE < stop:  # the map reads are the serial loop's misses
+                prefetch(local_map, base + col[q + _PREFETCH_DISTANCE])
+            u = col[q]
+            v = local_map[base + u]
+            if v < 0:
+                v = sizes[t]
+                local_map[base + u] = v
+                sizes[t] += 1
+                new_local[m] = u
+                new_type[m] = t
+                m += 1
+            edges[2 * first + q - first] = v
+            if not options.has_edge_ids:
+                e_id[q] -= edge_base[r]
+    return edges, e_id, offsets, new_local[:m], new_type[:m]

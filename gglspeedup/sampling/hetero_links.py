@@ -1,0 +1,120 @@
+"""``HeteroNeighborSampler.sample_links``: the link-prediction contract on one edge type.
+
+The steps of :mod:`.links`, typed: pairs of ``edge_type = (s, name, d)`` are checked against
+``num_nodes[s]`` and ``num_nodes[d]``; negatives draw sources in ``s`` and targets in ``d`` (strict
+mode tests ``edge_type``'s edges: its rows in the stacked CSR); the seeds are the pairs' distinct
+sources (type ``s``) and targets and triplet negatives (type ``d``), one list when ``s == d``; the
+excluded edges are ``edge_type``'s ``source -> target`` edges (and ``reverse_edge_type``'s
+``target -> source`` ones), as stacked CSR positions, so the same exclusion machinery applies.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..heterograph import check_edge_type
+from ._kernels.exclusion import row_filter
+from .links import check_labels, check_link_options, check_pairs, first_appearance, link_labels
+from .types import HeteroLinkSampleOutput
+
+__all__ = ["sample_typed_links"]
+
+
+def _check_reverse(graph, edge_type, reverse_edge_type, exclude):
+    if exclude != "reverse":
+        if reverse_edge_type is not None:
+            check_edge_type(reverse_edge_type, graph.edge_types, "reverse_edge_type")
+        return None
+    src, _, dst = edge_type
+    if reverse_edge_type is None:
+        if src != dst:
+            raise ValueError(
+                f"exclude='reverse' on {edge_type!r} needs reverse_edge_type: the relation ({dst!r}, ..., {src!r}) "
+                "holding the reverse edges"
+            )
+        return edge_type  # one node type: the relation stores both directions itself
+    reverse = check_edge_type(reverse_edge_type, graph.edge_types, "reverse_edge_type")
+    if reverse[0] != dst or reverse[2] != src:
+        raise ValueError(f"reverse_edge_type must go from {dst!r} to {src!r}, got {reverse!r}")
+    return reverse
+
+
+def sample_typed_links(
+    sampler, pairs, labels, edge_type, negatives, num_negatives, strict_negatives, exclude, reverse_edge_type, key
+) -> HeteroLinkSampleOutput:
+    """The work of :meth:`HeteroNeighborSampler.sample_links` (arguments checked here, in order)."""
+    graph, device, driver = sampler.graph, sampler.device, sampler._driver
+    edge_type = check_edge_type(edge_type, graph.edge_types)
+    src_type, _, dst_type = edge_type
+    r = graph.edge_types.index(edge_type)
+    bounds = (graph.num_nodes[src_type], graph.num_nodes[dst_type])
+    names = (f"num_nodes[{src_type!r}]", f"num_nodes[{dst_type!r}]")
+    pairs = check_pairs(pairs, bounds, device, names)
+    count = int(pairs.shape[1])
+    if labels is not None:
+        labels = check_labels(labels, count, device)
+    negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
+    reverse = _check_reverse(graph, edge_type, reverse_edge_type, exclude)
+    key = sampler._next_key(key)
+    xp = device.xp if device.is_cuda else np
+    with device:
+        pairs = xp.asarray(pairs)
+        src, dst = pairs[0], pairs[1]
+        extra, stayed = None, None
+        if negatives is not None and count:
+            fixed = negatives != "binary"
+            space = (bounds[0], bounds[1], int(graph.row_base[r]))
+            neg_src, neg_dst, stayed = driver.negatives(
+                src,
+                num_negatives * count,
+                fixed=fixed,
+                width=num_negatives if fixed else 1,
+                strict=strict,
+                key=key,
+                space=space,
+            )
+            if negatives == "triplet":
+                extra = neg_dst
+            else:
+                src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
+        num_pairs = int(src.shape[0])
+        seeds = [xp.empty(0, np.int64) for _ in graph.node_types]
+        s_index, d_index = graph.node_types.index(src_type), graph.node_types.index(dst_type)
+        targets = dst if extra is None else xp.concatenate((dst, extra))
+        if src_type == dst_type:
+            seeds[s_index], local = first_appearance(xp, xp.concatenate((src, targets)))
+            local_src, local_dst = local[:num_pairs], local[num_pairs:]
+        else:
+            seeds[s_index], local_src = first_appearance(xp, src)
+            seeds[d_index], local_dst = first_appearance(xp, targets)
+        pair_index = xp.stack((local_src, local_dst[:num_pairs]))
+        negative_targets = None if extra is None else local_dst[num_pairs:].reshape(count, num_negatives)
+        options = None
+        if exclude is not None and count:
+            options = _exclusions(graph, driver, xp, pairs, r, reverse)
+        n_id, adjs, counts_n, counts_e = sampler._run(seeds, key, options)
+        out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
+        false_negatives = None
+        if strict and stayed is not None:
+            from .._launch import to_host
+
+            false_negatives = int(to_host(stayed.sum()))  # sync
+        elif strict:
+            false_negatives = 0
+    return HeteroLinkSampleOutput(
+        n_id, adjs, counts_n, counts_e, edge_type, pair_index, out_labels, negative_targets, false_negatives
+    )
+
+
+def _exclusions(graph, driver, xp, pairs, r, reverse):
+    """The driver's options with the positive pairs' edges excluded (``None`` if there are none):
+    ``source -> target`` in relation ``r`` (row ``row_base[r] + target``), and with ``reverse``
+    ``target -> source`` in that relation (row ``row_base[reverse] + source``)."""
+    sources, rows = pairs[0], pairs[1] + int(graph.row_base[r])
+    if reverse is not None:
+        base = int(graph.row_base[graph.edge_types.index(reverse)])
+        sources, rows = xp.concatenate((sources, pairs[1])), xp.concatenate((rows, pairs[0] + base))
+    positions = driver.excluded_positions(sources, rows)
+    if not positions.shape[0]:
+        return None
+    return driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, rows))
