@@ -56,12 +56,13 @@ class HopPlan:
         return int((np.diff(segments) * np.where(ks > 0, ks, 16)).sum())
 
     @staticmethod
-    def extend(n_id: list, new_local, new_type, xp=np) -> list:
-        """Every type's ``n_id`` with its new nodes appended, in order."""
-        if len(new_local) == 0:
-            return n_id
+    def extend(n_id: list, new_nodes, type_offsets, xp=np) -> list:
+        """Every type's ``n_id`` with its new nodes (``new_nodes`` grouped by type, bounded by the
+        host array ``type_offsets``) appended."""
         return [
-            xp.concatenate((ids, new_local[new_type == t])) if bool((new_type == t).any()) else ids
+            xp.concatenate((ids, new_nodes[type_offsets[t] : type_offsets[t + 1]]))
+            if type_offsets[t + 1] > type_offsets[t]
+            else ids
             for t, ids in enumerate(n_id)
         ]
 
@@ -267,9 +268,9 @@ class HeteroNeighborSampler:
         counts_e = {et: [] for et in edge_types}
         sizes = list(seed_counts)
         adjs = []
-        for edges, e_id, offsets, _new_local, new_type in hops:
+        for edges, e_id, offsets, _new_nodes, type_offsets in hops:
             before = list(sizes)
-            new_counts = np.bincount(_host(new_type), minlength=len(types)) if len(new_type) else np.zeros(len(types))
+            new_counts = np.diff(type_offsets)
             for i, t in enumerate(types):
                 counts_n[t].append(int(new_counts[i]))
                 sizes[i] += int(new_counts[i])
@@ -321,11 +322,3 @@ class HeteroNeighborSampler:
                 key, self._key = self._key, self._key + 1
             return key
         return check_int("key", key, minimum=0, below=_UINT64_LIMIT)
-
-
-def _host(array) -> np.ndarray:
-    if isinstance(array, np.ndarray):
-        return array
-    from .._launch import to_host
-
-    return to_host(array)  # sync: per-type counts of a GPU hop

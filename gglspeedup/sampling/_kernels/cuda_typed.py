@@ -55,9 +55,10 @@ def _typed_fill_kernel(
 
 
 def relabel_typed(xp, n_id: list, type_base, typed_src):
-    """``(src_local, new_local, new_type)`` for a hop's edges whose sources have typed ids
+    """``(src_local, new_nodes, type_offsets)`` for a hop's edges whose sources have typed ids
     ``typed_src``: each source's position in its type's ``n_id`` (extended by the hop's new nodes,
-    in order of first appearance, as the CPU's serial relabel does), and the new nodes in order."""
+    in order of first appearance, as the CPU's serial relabel does), and the new nodes grouped by
+    type as :func:`.typed.group_by_type` groups them (``type_offsets`` on the host)."""
     num_types = len(n_id)
     known = [xp.asarray(ids) + int(type_base[t]) for t, ids in enumerate(n_id)]
     lengths = np.array([len(ids) for ids in n_id], np.int64)
@@ -80,14 +81,18 @@ def relabel_typed(xp, n_id: list, type_base, typed_src):
     new_groups = new_groups[xp.argsort(first[new_groups])]  # first positions are distinct
     new_type = group_type[new_groups]
     new_local = group_keys[new_groups] - xp.asarray(type_base)[new_type]
-    rank = xp.empty(new_groups.shape[0], dtype=np.int64)
+    counts = to_host(xp.bincount(new_type, minlength=num_types)) if new_type.shape[0] else np.zeros(num_types)
+    type_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)  # sync: new nodes per type
+    rank = xp.empty(new_groups.shape[0], dtype=np.int64)  # position among its type's new nodes
     for t in range(num_types):
         mask = new_type == t
-        rank[mask] = (xp.cumsum(mask) - 1)[mask] + int(lengths[t])
-    local[new_groups] = rank
+        rank[mask] = (xp.cumsum(mask) - 1)[mask]
+    local[new_groups] = rank + xp.asarray(lengths)[new_type]
+    grouped = xp.empty(new_groups.shape[0], dtype=np.int64)
+    grouped[rank + xp.asarray(type_offsets[:-1])[new_type]] = new_local
     inverse = xp.empty(keys.shape[0], dtype=np.int64)
     inverse[order] = group
-    return local[inverse[existing:]], new_local, new_type
+    return local[inverse[existing:]], grouped, type_offsets
 
 
 class TypedCUDADriver:
@@ -163,14 +168,14 @@ class TypedCUDADriver:
                 col,
                 dst,
             )
-        src_local, new_local, new_type = relabel_typed(xp, n_id, self.type_base, col)
+        src_local, new_nodes, type_offsets = relabel_typed(xp, n_id, self.type_base, col)
         edges = xp.empty(2 * num_edges, dtype=np.int64)
         for r in range(len(edge_offsets) - 1):
             first, stop = int(edge_offsets[r]), int(edge_offsets[r + 1])
             block = edges[2 * first : 2 * stop].reshape(2, stop - first)
             block[0] = src_local[first:stop]
             block[1] = dst[first:stop]
-        return TypedHop((edges, pos, edge_offsets, new_local, new_type))
+        return TypedHop((edges, pos, edge_offsets, new_nodes, type_offsets))
 
     def negatives(self, *args, **kwargs):
         return self.flat.negatives(*args, **kwargs)

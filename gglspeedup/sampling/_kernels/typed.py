@@ -28,18 +28,20 @@ from .records import SampleOptions
 from .rng import row_state
 from .rows import row_count, row_count_unexcluded, row_fill, row_finish
 
-__all__ = ["TypedCPUDriver", "sample_typed_hop", "TypedHop"]
+__all__ = ["TypedCPUDriver", "sample_typed_hop", "group_by_type", "TypedHop"]
 
 _ROWS_PER_BLOCK = 256
 _PREFETCH_DISTANCE = 16
+_ROW_PREFETCH = 4
 
 
 class TypedHop(tuple):
-    """One typed hop as the drivers return it: ``(edges, e_id, edge_offsets, new_local, new_type)``.
+    """One typed hop as the drivers return it: ``(edges, e_id, edge_offsets, new_nodes, type_offsets)``.
 
     edges : int64 flat buffer; relation ``r``'s (2, E_r) block starts at ``2 * edge_offsets[r]``
     e_id : int64 (E,), relation-major; edge_offsets : int64 (R + 1,) (host)
-    new_local, new_type : int64 (M,): the hop's new nodes (local id, type index) in order
+    new_nodes : int64 (M,): the hop's new nodes (local ids) grouped by type, each type's in order
+        of first appearance; type_offsets : int64 (num_types + 1,) (host) bounds the groups
     """
 
     __slots__ = ()
@@ -108,9 +110,9 @@ class TypedCPUDriver:
                         local_map,
                         sizes,
                     )
-                    edges, e_id, offsets, new_local, new_type = result
-                    n_id = plan.extend(n_id, new_local, new_type)
-                    hops.append(TypedHop((edges, e_id, offsets[segments], new_local, new_type)))
+                    edges, e_id, offsets, (new_nodes, type_offsets) = result
+                    n_id = plan.extend(n_id, new_nodes, type_offsets)
+                    hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
             finally:
                 numba.set_num_threads(threads)
             for t, ids in enumerate(n_id):
@@ -145,18 +147,21 @@ def sample_typed_hop(
     ``r``'s targets are ``segments[r] .. segments[r + 1]``), drawn with fanout ``ks[r]`` and state
     ``states[r]`` from stacked row ``row_base[r] + targets[i]``.
 
-    Returns ``(edges, e_id, offsets, new_local, new_type)``: ``offsets`` (T + 1,) per target, so
+    Returns ``(edges, e_id, offsets, (grouped, type_offsets))``: ``offsets`` (T + 1,) per target, so
     relation ``r``'s edges are ``offsets[segments[r]] ..``; ``edges`` the flat buffer of the
     per-relation (2, E_r) blocks (row 0 the source's position in its type's ``n_id``, row 1 the
-    target's position ``i - segments[r]``); ``e_id`` relation-local edge ids; the new nodes in
-    order (local id, type index). ``local_map`` and ``sizes`` (per-type ``n_id`` lengths) are
-    updated with the new nodes.
+    target's position ``i - segments[r]``); ``e_id`` relation-local edge ids; the new nodes
+    grouped by type (:func:`group_by_type`). ``local_map`` and ``sizes`` (per-type ``n_id``
+    lengths) are updated with the new nodes.
     """
     num_targets = targets.shape[0]
     num_relations = row_base.shape[0]
     offsets = np.empty(num_targets + 1, np.int64)
     offsets[0] = 0
     for i in prange(num_targets):
+        if i + _PREFETCH_DISTANCE < num_targets:  # rows of every relation: independent misses
+            ahead = i + _PREFETCH_DISTANCE
+            prefetch(graph.indptr, row_base[rel_of[ahead]] + targets[ahead])
         r = rel_of[i]
         offsets[i + 1] = row_count_unexcluded(graph, options, row_base[r] + targets[i], ks[r])
     for i in range(num_targets):
@@ -174,6 +179,8 @@ def sample_typed_hop(
         lo = block * _ROWS_PER_BLOCK
         hi = min(lo + _ROWS_PER_BLOCK, num_targets)
         for i in range(lo, hi):
+            if i + _ROW_PREFETCH < hi:  # a row's draws hide little: fetch later rows' offsets now
+                prefetch(graph.indptr, row_base[rel_of[i + _ROW_PREFETCH]] + targets[i + _ROW_PREFETCH])
             r = rel_of[i]
             node = targets[i]
             start = offsets[i]
@@ -209,4 +216,21 @@ def sample_typed_hop(
             edges[2 * first + q - first] = v
             if not options.has_edge_ids:
                 e_id[q] -= edge_base[r]
-    return edges, e_id, offsets, new_local[:m], new_type[:m]
+    return edges, e_id, offsets, group_by_type(new_local[:m], new_type[:m], sizes.shape[0])
+
+
+@njit(cache=True, nogil=True)
+def group_by_type(new_local, new_type, num_types):
+    """``(grouped, type_offsets)``: the new nodes of each type together (type order), each type's
+    in order of first appearance; type ``t``'s are ``grouped[type_offsets[t]:type_offsets[t + 1]]``."""
+    type_offsets = np.zeros(num_types + 1, np.int64)
+    for j in range(new_type.shape[0]):
+        type_offsets[new_type[j] + 1] += 1
+    for t in range(num_types):
+        type_offsets[t + 1] += type_offsets[t]
+    fill = type_offsets[:-1].copy()
+    grouped = np.empty(new_local.shape[0], np.int64)
+    for j in range(new_local.shape[0]):
+        grouped[fill[new_type[j]]] = new_local[j]
+        fill[new_type[j]] += 1
+    return grouped, type_offsets
