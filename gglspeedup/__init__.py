@@ -29,6 +29,7 @@ _LAZY_NAMES = {
     "HeteroSampleOutput": "gglspeedup.sampling",
     "HeteroLinkSampleOutput": "gglspeedup.sampling",
     "FeatureStore": "gglspeedup.feature",
+    "HeteroFeatureStore": "gglspeedup.feature",
     "MultiDeviceSampler": "gglspeedup.multigpu",
     "MultiDeviceFeature": "gglspeedup.multigpu",
     "NodeLoader": "gglspeedup.loader",

@@ -22,6 +22,7 @@ hanging; set a short timeout when a quick failure matters.
 from __future__ import annotations
 
 import functools
+import zlib
 
 import numpy as np
 
@@ -139,7 +140,18 @@ class DistFeature:
     Construction is a collective (it checks that every rank agrees on the partition, row shape
     and dtype, and fills the cache). Each lookup is one count exchange, one id exchange and one
     row exchange; each backward is one more row exchange.
+
+    Typed: dicts ``{node_type: local_rows}`` (``None``: no features) and ``{node_type: partition}``
+    give a :class:`~gglspeedup.feature.HeteroFeatureSource` over one ``DistFeature`` per type,
+    ``feat[{type: ids}] -> {type: rows}``; each lookup runs every type's exchange in sorted type
+    order (ranks may ask for different types). ``cache_size`` is one budget for every type's
+    remote rows (``cache_policy``: typed orders, else degree per byte over a ``HeteroGraph``).
     """
+
+    def __new__(cls, local_rows=None, *args, **kwargs):
+        if isinstance(local_rows, dict):
+            return _typed_dist_feature(cls, local_rows, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, local_rows, partition, group=None, *, cache_size=0, cache_policy=None, graph=None):
         import torch
@@ -380,3 +392,50 @@ class DistFeature:
                 f"({type(error).__name__}: {error})"
             ) from error
         return output
+
+
+def _typed_dist_feature(cls, local_rows: dict, partition, group=None, *, cache_size=0, cache_policy=None, graph=None):
+    """One ``cls`` per node type with rows, behind a collective :class:`HeteroFeatureSource`."""
+    import torch
+    import torch.distributed as dist
+
+    from .feature.hetero import HeteroFeatureSource
+
+    if not isinstance(partition, dict):
+        raise TypeError(f"typed local_rows (a dict) need partition as a dict node type -> partition, got {partition!r}")
+    featured = sorted(t for t, rows in local_rows.items() if rows is not None)
+    if any(t not in partition for t in featured):
+        raise ValueError(f"partition must have an entry for every node type with rows: {featured}")
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError("DistFeature needs torch.distributed initialised: call init_process_group first")
+    names = torch.tensor([zlib.crc32("\0".join(featured).encode())], dtype=torch.int64)
+    everyone = [torch.empty_like(names) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(everyone, names, group=group)  # every rank must build (and later ask) the same types
+    if any(int(t) != int(names) for t in everyone):
+        raise ValueError(f"ranks disagree on the node types with rows; this rank has {featured}")
+    plan, budget = {t: (None, 0) for t in featured}, parse_size(cache_size)
+    if budget:
+        plan = _typed_cache(local_rows, partition, featured, dist.get_rank(group), budget, cache_policy, graph)
+    sources = dict.fromkeys(local_rows)
+    for t in featured:
+        sources[t] = cls(local_rows[t], partition[t], group, cache_size=plan[t][1], cache_policy=plan[t][0])
+    return HeteroFeatureSource(sources, collective=True)
+
+
+def _typed_cache(local_rows, partition, featured, rank, budget, cache_policy, graph) -> dict:
+    """Node type -> (remote ids to cache, their bytes or 1): one budget split over the rows this
+    rank does not own. Every type gets at least 1 byte, so every rank joins every type's cache
+    exchange (a collective), with no rows where the split gave it none."""
+    from .feature.hetero_policies import plan_cache
+
+    if cache_policy is None and graph is None:
+        raise ValueError("cache_size > 0 needs graph= (degree order) or cache_policy= (typed orders)")
+    owner = {t: int_array(f"partition[{t!r}]", partition[t]) for t in featured}
+    row_bytes = {}  # as DistFeature counts them, from dtype and shape (a rank may own no rows of a type)
+    for t in featured:
+        rows = local_rows[t]
+        size = rows.element_size() if hasattr(rows, "element_size") else np.dtype(rows.dtype).itemsize
+        row_bytes[t] = max(1, size * int(np.prod(rows.shape[1:])))
+    skip = {t: o == rank for t, o in owner.items()}
+    cached = plan_cache(cache_policy, graph, {t: len(o) for t, o in owner.items()}, row_bytes, budget, skip=skip)
+    return {t: (ids, max(1, len(ids) * row_bytes[t])) for t, ids in cached.items()}

@@ -1,14 +1,17 @@
 """Feature rows by node id: a GPU cache of the hottest rows in front of pinned host memory.
 
-:class:`FeatureStore` is the public entry point; :mod:`gglspeedup.feature.policies` chooses which
-rows are cached; :func:`as_table` is the conversion every store applies to its table (for layers
-that share one table between stores). :func:`copy_contiguous` (the CPU gather's loop without the
-indirection: the ceiling ``bench gather`` measures against) and :func:`word_dtype` (the word a row
-is copied in) are the kernels' measuring tools. See DESIGN.md, "Features".
+:class:`FeatureStore` is the public entry point (:class:`HeteroFeatureStore` for typed graphs: one
+store per node type, one cache budget shared by all); :mod:`gglspeedup.feature.policies` (and
+:mod:`gglspeedup.feature.hetero_policies` across types) chooses which rows are cached;
+:func:`as_table` is the conversion every store applies to its table (for layers that share one
+table between stores). :func:`copy_contiguous` (the CPU gather's loop without the indirection: the
+ceiling ``bench gather`` measures against) and :func:`word_dtype` (the word a row is copied in) are
+the kernels' measuring tools. See DESIGN.md, "Features".
 """
 
 from ._inputs import as_table
 from ._kernels.gather import copy_contiguous, word_dtype
+from .hetero import HeteroFeatureSource, HeteroFeatureStore
 from .store import FeatureStore
 
-__all__ = ["FeatureStore", "as_table", "copy_contiguous", "word_dtype"]
+__all__ = ["FeatureStore", "HeteroFeatureStore", "HeteroFeatureSource", "as_table", "copy_contiguous", "word_dtype"]

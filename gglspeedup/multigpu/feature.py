@@ -30,6 +30,21 @@ def _gpu_index(ids):
     return None
 
 
+def _typed_tables(x, devices, cache_size: int, policy, graph) -> tuple[dict, dict]:
+    """Typed ``x``: node type -> shared table (``None`` without features), and node type -> shared
+    cached ids, the global split of :class:`~gglspeedup.feature.HeteroFeatureStore` computed once."""
+    from ..feature.hetero import check_tables
+    from ..feature.hetero_policies import plan_cache
+
+    tables = check_tables(x, graph)
+    featured = {t: table for t, table in tables.items() if table is not None}
+    row_bytes = {t: table.shape[1] * table.dtype.itemsize for t, table in featured.items()}
+    budget = cache_size if any(d.is_cuda for d in devices) else 0
+    cached = plan_cache(policy, graph, {t: len(table) for t, table in featured.items()}, row_bytes, budget)
+    shared = {t: None if table is None else share(table) for t, table in tables.items()}
+    return shared, {t: share(np.ascontiguousarray(ids, np.int64)) for t, ids in cached.items()}
+
+
 def _record(device):
     """An event recorded on ``device``'s current stream (``None`` under the simulator: one stream)."""
     if device.simulated:
@@ -101,8 +116,11 @@ class MultiDeviceFeature(_PerProcessState):
 
     Parameters
     ----------
-    x : array-like, shape (num_rows, dim)
-        Copied once into shared memory; CPU ranks gather from it in place.
+    x : array-like, shape (num_rows, dim), or dict node type -> array-like or None
+        Copied once into shared memory; CPU ranks gather from it in place. A dict gives typed
+        features: each rank's store is a :class:`~gglspeedup.feature.HeteroFeatureStore` (dict of
+        ids in, dict of rows out), every device caching the rows one global ranking picked
+        within ``cache_size`` (``mode="replicate"`` only).
     devices : list of devices
         ``devices[r]`` serves rank ``r``.
     cache_size : int or str
@@ -118,7 +136,7 @@ class MultiDeviceFeature(_PerProcessState):
         :meth:`MultiDeviceSampler.sample_scattered`); ``feature[ids]`` (one process per device)
         reads peers' rows from its own host tier instead. CPU devices, or GPUs without
         peer-to-peer access between every pair, fall back to ``"replicate"`` with a warning.
-    graph : CSRGraph, optional
+    graph : CSRGraph or HeteroGraph (typed ``x``), optional
         For the ``"degree"`` / ``"presample"`` policies.
 
     Which rank serves ``feature[ids]``
@@ -140,12 +158,20 @@ class MultiDeviceFeature(_PerProcessState):
         self.devices = _check_devices(devices)
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        self.typed = isinstance(x, dict)
+        if mode == "shard" and self.typed:
+            raise ValueError("mode='shard' deals one table's rows over the devices; typed x (a dict) needs 'replicate'")
         if mode == "shard":
             reason = _no_peer_access(self.devices)
             if reason:
                 warnings.warn(f"mode='shard' falls back to 'replicate': {reason}", RuntimeWarning, stacklevel=2)
                 mode = "replicate"
         self.mode = mode
+        if self.typed:  # one HeteroFeatureStore per rank, over shared tables
+            self.cache_size = parse_size(cache_size)
+            self._table, self._order = _typed_tables(x, self.devices, self.cache_size, policy, graph)
+            self._local_state()
+            return
         table = as_table(x)  # FeatureStore's own checks and conversion (a view when possible)
         self.cache_size = parse_size(cache_size)
         _name, compute_order = resolve_policy(policy, graph, table.shape[0], None)
@@ -160,7 +186,7 @@ class MultiDeviceFeature(_PerProcessState):
         self._order = share(order)
         self._local_state()
 
-    _PICKLED = ("devices", "mode", "cache_size", "_table", "_order")
+    _PICKLED = ("devices", "mode", "typed", "cache_size", "_table", "_order")
 
     def _local_state(self) -> None:
         self._lock = threading.Lock()
@@ -170,23 +196,40 @@ class MultiDeviceFeature(_PerProcessState):
         self._warned = False
 
     @property
-    def shape(self) -> tuple:
+    def shape(self):
+        """``(num_rows, dim)``; typed: node type -> that, for the types with features."""
+        if self.typed:
+            return {t: h.shape for t, h in self._table.items() if h is not None}
         return self._table.shape
 
     @property
-    def table(self) -> np.ndarray:
-        """The shared host table (a NumPy view of shared memory)."""
+    def table(self):
+        """The shared host table (a NumPy view of shared memory); typed: node type -> table or None."""
+        if self.typed:
+            return {t: None if h is None else h.array for t, h in self._table.items()}
         return self._table.array
+
+    def _dtype(self):
+        return {t: h.dtype for t, h in self._table.items() if h is not None} if self.typed else self._table.dtype
 
     def store(self, rank: int) -> FeatureSource:
         """Rank ``rank``'s :class:`~gglspeedup.FeatureStore`, built on first use in this process."""
-        from ..feature import FeatureStore
+        from ..feature import FeatureStore, HeteroFeatureStore
 
         rank = _check_rank(rank, self.num_devices)
         with self._lock:
             store = self._stores.get(rank)
             if store is None:
                 device = self.devices[rank]
+                if self.typed:  # the ranking holds the cached rows only, so the budget takes them all
+                    orders = {t: handle.array for t, handle in self._order.items()}
+                    budget = self.cache_size if device.is_cuda else 0
+                    self._stores[rank] = store = _build_on(
+                        rank,
+                        device,
+                        lambda: HeteroFeatureStore(self.table, device, budget, policy=orders, pin="register"),
+                    )
+                    return store
                 order = self._order.array
                 if self.mode == "shard":
                     order = order[rank :: self.num_devices]
@@ -264,6 +307,10 @@ class MultiDeviceFeature(_PerProcessState):
         """The rank ``feature[ids]`` serves here (see the class notes for the lookup order)."""
         if self._rank is not None:
             return self._rank
+        if isinstance(ids, dict):  # typed ids: the device of the first type's
+            ids = next(iter(ids.values()), None)
+        elif isinstance(ids, tuple) and len(ids) == 2 and isinstance(ids[0], str):
+            ids = ids[1]
         index = _gpu_index(ids)
         if index is not None:  # ids on a GPU: the (first) rank on that GPU, as the seed API did
             for rank, device in enumerate(self.devices):
@@ -310,6 +357,6 @@ class MultiDeviceFeature(_PerProcessState):
     def __repr__(self) -> str:
         devices = [str(d) for d in self.devices]
         return (
-            f"MultiDeviceFeature(shape={self.shape}, dtype={self._table.dtype}, devices={devices}, "
+            f"MultiDeviceFeature(shape={self.shape}, dtype={self._dtype()}, devices={devices}, "
             f"cache_size={self.cache_size}, mode={self.mode!r}, built_ranks={sorted(self._stores)})"
         )
