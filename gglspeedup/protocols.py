@@ -7,18 +7,26 @@ Anything with these methods plugs in, gglspeedup's classes or a user's own:
   The loader, the ``"presample"`` cache policy and the multi-device layer take one.
 - :class:`LinkSampler`: ``sample_links(pairs, labels=None, *, ..., key=None) -> LinkSampleOutput``,
   what :class:`~gglspeedup.LinkLoader` takes (a :class:`~gglspeedup.NeighborSampler` is one).
+- :class:`HeteroSampler` / :class:`HeteroLinkSampler`: their typed variants
+  (:class:`~gglspeedup.HeteroNeighborSampler` is both): seeds per node type, ``num_nodes`` a dict
+  node type -> count. A loader given a sampler whose ``num_nodes`` is a dict runs typed.
 - :class:`FeatureSource`: ``gather(ids, out=None)``, ``source[ids]`` and ``stats()``.
   :class:`~gglspeedup.FeatureStore`, :class:`~gglspeedup.MultiDeviceFeature` (and its
   ``feature.rank(r)`` views) and :class:`~gglspeedup.distributed.DistFeature` are feature sources;
   the loader gathers each batch's rows from one (into recycled buffers when ``gather`` writes into
   ``out``), and indexes plain arrays as ``features[n_id]``.
 
-Both are ``runtime_checkable``: ``isinstance(obj, Sampler)`` checks that the methods exist (not
-their signatures), which is how the loader and the policies reject a wrong argument early.
+All are ``runtime_checkable``: ``isinstance(obj, Sampler)`` checks that the methods exist (not
+their signatures), which is how the loader and the policies reject a wrong argument early. A typed
+sampler has the same method names as an untyped one, so ``isinstance`` cannot tell them apart:
+``num_nodes`` (a dict, or an int) does.
 
 >>> import gglspeedup as gg
 >>> graph = gg.CSRGraph([0, 1, 2], [1, 0])
 >>> isinstance(gg.NeighborSampler(graph, [1]), Sampler), isinstance(graph, Sampler)
+(True, False)
+>>> typed = gg.HeteroGraph({("a", "to", "b"): [[0], [0]]}, {"a": 1, "b": 1})
+>>> isinstance(gg.HeteroNeighborSampler(typed, [1]), HeteroSampler), isinstance(graph, HeteroSampler)
 (True, False)
 """
 
@@ -26,9 +34,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from .sampling.types import LinkSampleOutput, SampleOutput
+from .sampling.types import HeteroLinkSampleOutput, HeteroSampleOutput, LinkSampleOutput, SampleOutput
 
-__all__ = ["Sampler", "LinkSampler", "FeatureSource"]
+__all__ = ["Sampler", "LinkSampler", "HeteroSampler", "HeteroLinkSampler", "FeatureSource"]
 
 
 @runtime_checkable
@@ -54,6 +62,37 @@ class LinkSampler(Protocol):
     """
 
     def sample_links(self, pairs: Any, labels: Any = None, **options: Any) -> LinkSampleOutput: ...
+
+
+@runtime_checkable
+class HeteroSampler(Protocol):
+    """Samples the typed multi-hop neighbourhood of seeds given per node type.
+
+    ``sample({node_type: seeds}, key=None)`` returns a :class:`~gglspeedup.HeteroSampleOutput`
+    that keeps DESIGN.md's typed-graph contract (``n_id`` a dict node type -> ids, that type's
+    seeds first; ``adjs`` a list over hops, outermost first, of dict edge type -> ``Adj``).
+    ``num_nodes`` (node type -> count) is required: the loader checks seeds, labels and feature
+    rows against it. ``device`` and ``graph`` (for its ``edge_types``) are read when present.
+    """
+
+    num_nodes: dict
+
+    def sample(self, seeds: dict, key: int | None = None) -> HeteroSampleOutput: ...
+
+
+@runtime_checkable
+class HeteroLinkSampler(Protocol):
+    """Samples the typed neighbourhood of node pairs of one edge type for link prediction.
+
+    ``sample_links(pairs, labels=None, *, edge_type, negatives=None, num_negatives=1,
+    strict_negatives=False, exclude="self", reverse_edge_type=None, key=None)`` returns a
+    :class:`~gglspeedup.HeteroLinkSampleOutput`; ``num_nodes`` as for :class:`HeteroSampler`.
+    :class:`~gglspeedup.LinkLoader` takes one with ``edge_type``.
+    """
+
+    num_nodes: dict
+
+    def sample_links(self, pairs: Any, labels: Any = None, **options: Any) -> HeteroLinkSampleOutput: ...
 
 
 @runtime_checkable

@@ -16,9 +16,20 @@ buffer is reused once the caller has dropped every batch that shared it, never b
 :class:`LinkLoader` does the same over a (2, E) array of node pairs: each batch is
 ``sampler.sample_links`` of the next pairs (negatives, exclusion of the batch's own edges from
 the neighbourhood) with the feature rows of its ``n_id``.
+
+Both run typed over a :class:`~gglspeedup.HeteroNeighborSampler` (seeds a dict node type -> ids;
+pairs of one ``edge_type``; features a dict node type -> rows or a ``HeteroFeatureStore``) and
+yield :class:`HeteroBatch` / :class:`HeteroLinkBatch` (``x``, ``n_id``, ``y`` dicts per node type,
+``adjs`` a list of dicts per edge type), with the same keys, shuffling, prefetching and stats:
+
+>>> loader = NodeLoader(sampler, features, {"paper": train_ids}, 512, labels={"paper": y})  # doctest: +SKIP
+>>> for batch in loader:                                                                    # doctest: +SKIP
+...     out = model(batch.x, batch.adjs)["paper"][: batch.batch_size["paper"]]
+...     loss = F.cross_entropy(out, batch.y["paper"])
 """
 
+from .hetero import HeteroBatch, HeteroLinkBatch
 from .link import LinkBatch, LinkLoader
 from .node import Batch, NodeLoader
 
-__all__ = ["Batch", "NodeLoader", "LinkBatch", "LinkLoader"]
+__all__ = ["Batch", "NodeLoader", "LinkBatch", "LinkLoader", "HeteroBatch", "HeteroLinkBatch"]

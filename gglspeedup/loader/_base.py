@@ -1,9 +1,11 @@
 """What every loader shares: epochs and keys, shuffling, feature gathering, conversion, stats.
 
 A loader iterates ``items`` (seed nodes for :class:`~.node.NodeLoader`, pair columns for
-:class:`~.link.LinkLoader`) in batches. Batch ``i`` of epoch ``e`` samples with key
-``e * len(loader) + i`` and the order of epoch ``e`` is keyed by ``(seed, e)``, so every batch
-replays exactly. A subclass says what one batch is (``_make_batch``) and what it counts.
+:class:`~.link.LinkLoader`; typed seeds as ``(type position, id)`` columns) in batches. Batch ``i``
+of epoch ``e`` samples with key ``e * len(loader) + i`` and the order of epoch ``e`` is keyed by
+``(seed, e)``, so every batch replays exactly. A subclass says what one batch is (``_make_batch``)
+and what it counts. The row helpers here (:func:`pool_for`, :func:`gather_rows`,
+:func:`take_labels`) serve the untyped loaders and, type by type, the typed ones (:mod:`.hetero`).
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ import numpy as np
 
 from .. import backends
 from .._pool import BufferPool
-from ..device import aligned_empty
+from ..device import aligned_empty, array_module
 from ..protocols import FeatureSource
 from ..validation import check_bool, check_int
 from ._prefetch import PrefetchIterator
 
-__all__ = ["BaseLoader", "num_nodes_of"]
+__all__ = ["BaseLoader", "gather_rows", "num_nodes_of", "pool_for", "take_labels", "trusted_ids"]
 
 # Pooled feature buffers beyond the prefetch queue: the producer's batch in progress, the
 # caller's current batch, and the previous one (kept alive by autograd until the next step).
@@ -51,8 +53,12 @@ class BaseLoader:
     _COUNTERS: tuple = ()
     _num_items: int = 0
 
-    def _setup(self, sampler, features, batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers):
-        if not hasattr(features, "__getitem__"):
+    def _setup(
+        self, sampler, features, batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers, typed=False
+    ):
+        """Check and keep the shared arguments. ``typed``: the features are typed (checked and
+        pooled per type by the loader, :class:`~.hetero.TypedFeatures`), so no untyped pool here."""
+        if not typed and not hasattr(features, "__getitem__"):
             raise TypeError(
                 f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}"
             )
@@ -68,22 +74,22 @@ class BaseLoader:
         self.backend = backend
         self._alignment = backends.needs_alignment(backend) if backend is not None else 0
         self.sampler, self.features = sampler, features
-        self._pool = self._make_pool(features)
-        self._gather_options = _trusted_ids(sampler, features)
+        self._pool = None if typed else self._make_pool(features)
+        self._pools = [] if self._pool is None else [self._pool]  # every pool stats() reports
+        self._gather_options = {} if typed else trusted_ids(getattr(sampler, "num_nodes", None), features)
         self.epoch = 0
         self._stats = {name: 0 for name in ("batches",) + self._COUNTERS + ("nodes", "edges")}
         self._stats.update(sample_s=0.0, gather_s=0.0, convert_s=0.0, wait_s=0.0)
         self._stats_lock = threading.Lock()
 
+    @property
+    def _max_buffers(self) -> int:
+        """Pooled buffers per feature source: ``0`` without ``reuse_buffers``."""
+        return self.prefetch + _SPARE_BUFFERS if self.reuse_buffers else 0
+
     def _make_pool(self, features):
         """A buffer pool for a host feature source's rows, or ``None`` (no pooling)."""
-        if not self.reuse_buffers or not isinstance(features, FeatureSource):
-            return None
-        device, dtype = getattr(features, "device", None), getattr(features, "out_dtype", None)
-        shape = getattr(features, "shape", None)
-        if getattr(device, "xp", None) is not np or dtype is None or shape is None or len(shape) != 2:
-            return None
-        return BufferPool(shape[1], dtype, self.prefetch + _SPARE_BUFFERS)
+        return pool_for(features, self._max_buffers)
 
     # ------------------------------------------------------------------ epochs
     def __len__(self) -> int:
@@ -126,13 +132,8 @@ class BaseLoader:
 
     # ------------------------------------------------------------------ one batch
     def _gather(self, n_id):
-        """The feature rows of ``n_id``: into a pooled buffer, with the store's range check skipped
-        for a sampler's ids where that is safe, or by plain indexing."""
-        if self._pool is not None:
-            return self.features.gather(n_id, out=self._pool.take(len(n_id)), **self._gather_options)
-        if self._gather_options:
-            return self.features.gather(n_id, **self._gather_options)
-        return self.features[n_id]
+        """The feature rows of ``n_id`` (see :func:`gather_rows`)."""
+        return gather_rows(self.features, n_id, self._pool, self._gather_options)
 
     def _convert(self, batch):
         """``batch`` in the loader's backend (host arrays realigned first where it needs that)."""
@@ -158,10 +159,11 @@ class BaseLoader:
         recycled, new pooled and fresh unpooled memory). ``reset=True`` zeroes them after reading."""
         with self._stats_lock:
             out = dict(self._stats)
-            if self._pool is not None:
-                out.update({f"buffers_{name}": value for name, value in self._pool.stats.items()})
+            for pool in self._pools:  # typed loaders: one pool per node type, summed
+                for name, value in pool.stats.items():
+                    out[f"buffers_{name}"] = out.get(f"buffers_{name}", 0) + value
                 if reset:
-                    self._pool.stats.update(reused=0, allocated=0, unpooled=0)
+                    pool.stats.update(reused=0, allocated=0, unpooled=0)
             if reset:
                 for name in self._stats:
                     self._stats[name] = 0 if isinstance(self._stats[name], int) else 0.0
@@ -173,16 +175,55 @@ class BaseLoader:
                 self._stats[name] += value
 
 
-def _trusted_ids(sampler, features) -> dict:
-    """``{"check": False}`` when every ``n_id`` the sampler returns is a row of ``features``
-    (a FeatureStore with at least the sampler's ``num_nodes`` rows): the store then skips its
-    range check, a device sync per batch on a GPU."""
+def pool_for(features, max_buffers: int):
+    """A :class:`~gglspeedup._pool.BufferPool` of at most ``max_buffers`` buffers for the rows of a
+    host feature source with 2-D ``shape`` and an ``out_dtype``; ``None`` (no pooling) otherwise or
+    when ``max_buffers`` is 0."""
+    if not max_buffers or not isinstance(features, FeatureSource):
+        return None
+    device, dtype = getattr(features, "device", None), getattr(features, "out_dtype", None)
+    shape = getattr(features, "shape", None)
+    if getattr(device, "xp", None) is not np or dtype is None or shape is None or isinstance(shape, dict):
+        return None  # a typed store's shape is a dict: its types are pooled one by one
+    if len(shape) != 2:
+        return None
+    return BufferPool(shape[1], dtype, max_buffers)
+
+
+def gather_rows(features, ids, pool, options: dict):
+    """The rows of ``ids``: gathered into a buffer of ``pool`` (when given), with ``options``
+    (:func:`trusted_ids`) passed to ``features.gather``, or by plain indexing ``features[ids]``."""
+    if pool is not None:
+        return features.gather(ids, out=pool.take(len(ids)), **options)
+    if options:
+        return features.gather(ids, **options)
+    return features[ids]
+
+
+def trusted_ids(num_nodes, features) -> dict:
+    """``{"check": False}`` when every id a sampler over ``num_nodes`` nodes returns is a row of
+    ``features`` (a FeatureStore with at least ``num_nodes`` rows): the store then skips its range
+    check, a device sync per batch on a GPU."""
     from ..feature import FeatureStore
 
-    count = getattr(sampler, "num_nodes", None)
-    if isinstance(features, FeatureStore) and isinstance(count, (int, np.integer)) and count <= len(features):
+    if isinstance(features, FeatureStore) and isinstance(num_nodes, (int, np.integer)) and num_nodes <= len(features):
         return {"check": False}
     return {}
+
+
+def take_labels(labels, seeds: np.ndarray, ids_module):
+    """``labels[seeds]`` (host ``seeds``) in the array module of the sampler's ids ``ids_module``:
+    host labels into a 64-byte aligned array (TensorFlow and JAX share it), device labels indexed
+    on the device, host labels moved to a GPU sampler's device."""
+    xp = array_module(labels)
+    if xp is np:
+        shape = (len(seeds),) + labels.shape[1:]
+        y = np.take(labels, seeds, axis=0, out=aligned_empty(shape, labels.dtype))
+    else:
+        y = labels[xp.asarray(seeds)]
+    if ids_module is not xp:  # host labels, GPU sampler: y joins x and n_id on the device
+        y = ids_module.asarray(y)
+    return y
 
 
 def _realign(array, alignment: int):

@@ -1,4 +1,8 @@
-"""LinkLoader: mini-batches of node pairs, their negatives, sampled neighbourhoods and features."""
+"""LinkLoader: mini-batches of node pairs, their negatives, sampled neighbourhoods and features.
+
+Untyped (:class:`LinkBatch`) or, for a typed sampler and pairs of one ``edge_type``, typed
+(:class:`~gglspeedup.loader.HeteroLinkBatch`, see :mod:`.hetero`).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from ..protocols import LinkSampler
 from ..sampling.links import check_link_options
 from ..validation import check_ids_in_range, int_array
 from ._base import BaseLoader, num_nodes_of
+from .hetero import HeteroLinkBatch, TypedFeatures, check_typed_link, typed_num_nodes, typed_sizes
 
 __all__ = ["LinkBatch", "LinkLoader"]
 
@@ -56,20 +61,30 @@ class LinkLoader(BaseLoader):
 
     Parameters
     ----------
-    sampler : LinkSampler
+    sampler : LinkSampler or HeteroLinkSampler
         Anything with ``sample_links(pairs, labels=None, *, ..., key=None)``
-        (:class:`gglspeedup.protocols.LinkSampler`), e.g. a :class:`~gglspeedup.NeighborSampler`.
-    features : FeatureSource or array, shape (num_nodes, F)
+        (:class:`gglspeedup.protocols.LinkSampler`), e.g. a :class:`~gglspeedup.NeighborSampler`;
+        or a typed one (:class:`gglspeedup.protocols.HeteroLinkSampler`), e.g. a
+        :class:`~gglspeedup.HeteroNeighborSampler`, with ``edge_type``.
+    features : FeatureSource or array, shape (num_nodes, F); typed: dict or HeteroFeatureStore
         As for :class:`~gglspeedup.NodeLoader`.
     pairs : integer array-like, shape (2, E)
         ``(source, target)`` pairs to iterate over (e.g. the training edges, or held-out
-        validation pairs with their labels), in ``[0, num_nodes)``.
+        validation pairs with their labels), in ``[0, num_nodes)``; typed: sources in
+        ``[0, num_nodes[edge_type[0]])``, targets in ``[0, num_nodes[edge_type[2]])``.
     batch_size : int
         Pairs per batch (the last batch may be smaller unless ``drop_last``).
     labels : array-like, shape (E,), optional
         A number per pair (default: 1.0 each); negatives get 0.
     negatives, num_negatives, strict_negatives, exclude
         As for :meth:`NeighborSampler.sample_links` (checked here, at construction).
+    edge_type : tuple (src_type, name, dst_type), optional
+        Typed samplers only (required there): the pairs' edge type, forwarded to
+        :meth:`HeteroNeighborSampler.sample_links`; batches are then
+        :class:`~gglspeedup.loader.HeteroLinkBatch` es.
+    reverse_edge_type : tuple, optional
+        Typed samplers only: the relation holding the reverse edges, for ``exclude="reverse"``
+        between two node types.
     shuffle, drop_last, prefetch, backend, seed, reuse_buffers
         As for :class:`~gglspeedup.NodeLoader`: ``shuffle`` permutes the pair columns every epoch,
         keyed by ``(seed, epoch)``.
@@ -78,10 +93,13 @@ class LinkLoader(BaseLoader):
     ------
     TypeError
         a sampler without ``sample_links``, features that cannot be indexed, non-integer pairs,
-        non-numeric labels, a wrongly typed option.
+        non-numeric labels, a wrongly typed option; ``edge_type`` missing for a typed sampler or
+        given for an untyped one, an ``edge_type`` that is not a 3-tuple of str.
     ValueError
         pairs not (2, E), labels not (E,), an unknown ``negatives`` / ``exclude`` / backend, a count
-        out of range.
+        out of range; typed: an edge type the graph lacks, ``exclude="reverse"`` between two node
+        types without (or with a wrongly directed) ``reverse_edge_type``, features as for
+        :class:`~gglspeedup.NodeLoader`.
     IndexError
         a pair endpoint outside ``[0, num_nodes)`` (when the sampler or the features tell it).
 
@@ -117,6 +135,8 @@ class LinkLoader(BaseLoader):
         num_negatives=1,
         strict_negatives=False,
         exclude="self",
+        edge_type=None,
+        reverse_edge_type=None,
         shuffle=True,
         drop_last=False,
         prefetch=2,
@@ -129,15 +149,25 @@ class LinkLoader(BaseLoader):
                 "sampler must have a sample_links(pairs, labels=None, *, ..., key=None) method "
                 f"(gglspeedup.protocols.LinkSampler), got {type(sampler).__name__}"
             )
-        self._setup(sampler, features, batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
+        typed = typed_num_nodes(sampler)
+        if typed is not None and edge_type is None:
+            raise TypeError("a typed sampler needs edge_type: the (src_type, name, dst_type) of the pairs")
+        if typed is None and (edge_type is not None or reverse_edge_type is not None):
+            raise TypeError(
+                "edge_type and reverse_edge_type need a typed sampler (e.g. a HeteroNeighborSampler: num_nodes "
+                f"a dict node type -> count), got {type(sampler).__name__}"
+            )
+        options = (batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
+        self._setup(sampler, features, *options, typed=typed is not None)
         self.pairs = np.array(int_array("pairs", pairs, ndim=2), copy=True)
         if self.pairs.shape[0] != 2:
             raise ValueError(f"pairs must have shape (2, E): sources then targets, got shape {self.pairs.shape}")
         self._num_items = self.pairs.shape[1]
         self._columns = np.concatenate([self.pairs, np.arange(self._num_items, dtype=np.int64)[None]])
-        num_nodes = num_nodes_of(sampler, features)
-        if num_nodes is not None:
-            check_ids_in_range("pairs", self.pairs.reshape(-1), num_nodes, what="num_nodes")
+        if typed is None:
+            num_nodes = num_nodes_of(sampler, features)
+            if num_nodes is not None:
+                check_ids_in_range("pairs", self.pairs.reshape(-1), num_nodes, what="num_nodes")
         if labels is not None:
             from ..device import to_numpy
 
@@ -157,6 +187,11 @@ class LinkLoader(BaseLoader):
             "strict_negatives": strict,
             "exclude": exclude,
         }
+        self._typed = None
+        if typed is not None:
+            self.options.update(check_typed_link(sampler, typed, self.pairs, edge_type, reverse_edge_type, exclude))
+            self._typed = TypedFeatures(features, typed, self._max_buffers)
+            self._pools = self._typed.pools
 
     def __repr__(self) -> str:
         options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())
@@ -180,6 +215,8 @@ class LinkLoader(BaseLoader):
         labels = None if self.labels is None else self.labels[items[2]]
         out = self.sampler.sample_links(pairs, labels, key=self._key(epoch, index), **self.options)
         sampled = time.perf_counter()
+        if self._typed is not None:
+            return self._typed_batch(out, start, sampled, pairs.shape[1])
         x = self._gather(out.n_id)
         gathered = time.perf_counter()
         count = pairs.shape[1]
@@ -194,6 +231,30 @@ class LinkLoader(BaseLoader):
             count,
         )
         batch = self._convert(batch)
+        self._count_links(out, start, sampled, gathered, count, len(out.n_id), _edges(out.adjs))
+        return batch
+
+    def _typed_batch(self, out, start: float, sampled: float, count: int) -> HeteroLinkBatch:
+        x = self._typed.gather(out.n_id)
+        gathered = time.perf_counter()
+        batch = HeteroLinkBatch(
+            x,
+            list(out.adjs),
+            out.n_id,
+            out.pair_index,
+            out.labels,
+            out.negative_targets,
+            out.num_false_negatives,
+            count,
+            out.edge_type,
+            out.num_sampled_nodes,
+            out.num_sampled_edges,
+        )
+        batch = self._convert(batch)
+        self._count_links(out, start, sampled, gathered, count, *typed_sizes(out.n_id, out.adjs))
+        return batch
+
+    def _count_links(self, out, start, sampled, gathered, count: int, nodes: int, edges: int) -> None:
         negatives = out.negative_targets.size if out.negative_targets is not None else out.batch_size - count
         self._timed(
             start,
@@ -202,7 +263,10 @@ class LinkLoader(BaseLoader):
             pairs=count,
             negatives=int(negatives),
             false_negatives=out.num_false_negatives or 0,
-            nodes=len(out.n_id),
-            edges=sum(int(adj.edge_index.shape[1]) for adj in out.adjs),
+            nodes=nodes,
+            edges=edges,
         )
-        return batch
+
+
+def _edges(adjs) -> int:
+    return sum(int(adj.edge_index.shape[1]) for adj in adjs)

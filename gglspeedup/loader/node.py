@@ -1,4 +1,10 @@
-"""NodeLoader: mini-batches of seed nodes, their sampled neighbourhoods and feature rows."""
+"""NodeLoader: mini-batches of seed nodes, their sampled neighbourhoods and feature rows.
+
+Untyped (a :class:`~gglspeedup.NeighborSampler`: :class:`Batch`) or typed (a
+:class:`~gglspeedup.HeteroNeighborSampler` and seeds per node type:
+:class:`~gglspeedup.loader.HeteroBatch`, see :mod:`.hetero`), with the same keys, shuffling,
+prefetching and stats.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,20 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import backends
-from ..device import aligned_empty, array_module
+from ..device import array_module
 from ..protocols import Sampler
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, num_nodes_of
+from ._base import BaseLoader, num_nodes_of, take_labels
+from .hetero import (
+    HeteroBatch,
+    TypedFeatures,
+    check_typed_labels,
+    check_typed_seeds,
+    is_typed_seeds,
+    split_seeds,
+    typed_num_nodes,
+    typed_sizes,
+)
 
 __all__ = ["Batch", "NodeLoader"]
 
@@ -43,20 +59,29 @@ class NodeLoader(BaseLoader):
 
     Parameters
     ----------
-    sampler : Sampler
+    sampler : Sampler or HeteroSampler
         Anything with ``sample(seeds, key=None) -> SampleOutput``
-        (:class:`gglspeedup.protocols.Sampler`), e.g. a :class:`~gglspeedup.NeighborSampler`.
-    features : FeatureSource or array, shape (num_nodes, F)
+        (:class:`gglspeedup.protocols.Sampler`), e.g. a :class:`~gglspeedup.NeighborSampler`;
+        or a typed one (:class:`gglspeedup.protocols.HeteroSampler`, ``num_nodes`` a dict), e.g.
+        a :class:`~gglspeedup.HeteroNeighborSampler`, which makes the loader typed.
+    features : FeatureSource or array, shape (num_nodes, F); typed: dict or HeteroFeatureStore
         A :class:`~gglspeedup.FeatureStore` or any :class:`gglspeedup.protocols.FeatureSource`
         (rows gathered with ``features.gather(n_id, out=...)``), or an array indexed as
-        ``features[n_id]``.
-    seeds : 1-D integer array-like, shape (S,)
-        The nodes to iterate over (e.g. ``split["train"]``), in ``[0, num_nodes)``.
+        ``features[n_id]``. Typed: a dict node type -> one of those, shape (num_nodes[t], F_t)
+        (``None`` or left out: a type without features, absent from ``x``), or a typed store
+        with ``gather({type: ids}) -> {type: rows}`` (a ``HeteroFeatureStore``).
+    seeds : 1-D integer array-like, shape (S,); typed: dict node type -> 1-D ids
+        The nodes to iterate over (e.g. ``split["train"]``), in ``[0, num_nodes)``. Typed: a dict
+        (or a ``(node_type, ids)`` pair), ids in ``[0, num_nodes[type])``; the loader visits the
+        ``(type, id)`` list, types in the sampler's node-type order, shuffled across types.
     batch_size : int
-        Seeds per batch (the last batch may be smaller unless ``drop_last``).
-    labels : array, shape (num_nodes, ...), optional
+        Seeds per batch (the last batch may be smaller unless ``drop_last``); typed: seeds of all
+        types together.
+    labels : array, shape (num_nodes, ...), optional; typed: dict node type -> array
         One entry per node (checked against the sampler's ``num_nodes``, else the feature rows);
-        batches carry ``y = labels[batch_seeds]``, on the sampler's device.
+        batches carry ``y = labels[batch_seeds]``, on the sampler's device. Typed: one array per
+        node type with ``num_nodes[type]`` entries (one array alone: the only seed type's);
+        ``y[t] = labels[t][seeds of type t]`` for every seed type ``labels`` names.
     shuffle : bool
         Permute the seeds every epoch, keyed by ``(seed, epoch)``.
     drop_last : bool
@@ -83,18 +108,35 @@ class NodeLoader(BaseLoader):
     TypeError
         a sampler without ``sample``, features that cannot be indexed, non-integer seeds, a
         non-bool ``shuffle`` / ``drop_last`` / ``reuse_buffers``, a non-int ``batch_size`` /
-        ``prefetch`` / ``seed``.
+        ``prefetch`` / ``seed``; typed seeds with an untyped sampler or the reverse, untyped
+        features for a typed sampler, one labels array for several seed types.
     ValueError
-        seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range.
+        seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range;
+        typed: a node type the sampler does not know (in seeds, labels or features), features of a
+        type whose row count is not ``num_nodes[type]``.
     IndexError
-        a seed outside ``[0, num_nodes)`` (when the sampler or the features tell ``num_nodes``).
+        a seed outside ``[0, num_nodes)`` (when the sampler or the features tell ``num_nodes``);
+        typed: outside ``[0, num_nodes[type])``.
 
     Notes
     -----
     Each ``iter(loader)`` is one epoch and advances :attr:`epoch` (``set_epoch`` pins it, as
     with torch's ``DistributedSampler``). Batch ``i`` of epoch ``e`` samples with
     ``key = e * len(loader) + i``, so it replays exactly. :meth:`stats` reports the time spent
-    sampling, gathering, converting and waiting.
+    sampling, gathering, converting and waiting. A typed loader yields
+    :class:`~gglspeedup.loader.HeteroBatch` es: batch ``i`` is ``sampler.sample({type: its seeds
+    of that type}, key=...)`` (every seed type, maybe empty), with ``x`` per type with features;
+    its stats sum nodes and edges over the types.
+
+    Examples
+    --------
+    >>> import gglspeedup as gg, numpy as np
+    >>> graph = gg.HeteroGraph({("author", "writes", "paper"): [[0, 1, 1], [0, 0, 1]]}, {"author": 2, "paper": 2})
+    >>> loader = gg.NodeLoader(gg.HeteroNeighborSampler(graph, [2]), {"author": np.eye(2)},
+    ...                        {"paper": [0, 1]}, 2, shuffle=False, prefetch=0, backend=None)
+    >>> batch = next(iter(loader))
+    >>> batch.batch_size, batch.n_id["paper"].tolist(), sorted(batch.x)
+    ({'paper': 2}, [0, 1], ['author'])
     """
 
     _COUNTERS = ("seeds",)
@@ -119,7 +161,18 @@ class NodeLoader(BaseLoader):
                 f"sampler must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
                 f"got {type(sampler).__name__}"
             )
-        self._setup(sampler, features, batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
+        typed = typed_num_nodes(sampler)
+        if typed is None and is_typed_seeds(seeds):
+            raise TypeError(
+                "seeds per node type need a typed sampler (e.g. a HeteroNeighborSampler: num_nodes a dict "
+                f"node type -> count), got {type(sampler).__name__}"
+            )
+        options = (batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
+        self._setup(sampler, features, *options, typed=typed is not None)
+        self._typed = None
+        if typed is not None:
+            self._setup_typed(features, seeds, labels, typed)
+            return
         self.seeds = np.array(int_array("seeds", seeds), copy=True)
         self._num_items = len(self.seeds)
         num_nodes = num_nodes_of(sampler, features)
@@ -135,42 +188,60 @@ class NodeLoader(BaseLoader):
                 raise ValueError(f"labels has {labels.shape[0]} entries but seeds reach node {int(self.seeds.max())}")
         self.labels = labels
 
+    def _setup_typed(self, features, seeds, labels, num_nodes: dict) -> None:
+        """The typed mode: seeds, labels and features per node type (see :mod:`.hetero`)."""
+        self.seed_types, self._items = check_typed_seeds(seeds, num_nodes)
+        self._num_items = self._items.shape[1]
+        self.seeds = {t: self._items[1][self._items[0] == i] for i, t in enumerate(self.seed_types)}
+        self.labels = check_typed_labels(labels, self.seed_types, num_nodes)
+        self._typed = TypedFeatures(features, num_nodes, self._max_buffers)
+        self._pools = self._typed.pools
+
     def __repr__(self) -> str:
+        seeds = len(self.seeds) if self._typed is None else {t: len(ids) for t, ids in self.seeds.items()}
         return (
-            f"NodeLoader(seeds={len(self.seeds)}, batch_size={self.batch_size}, batches={len(self)}, "
+            f"NodeLoader(seeds={seeds}, batch_size={self.batch_size}, batches={len(self)}, "
             f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, "
             f"backend={self.backend!r}, epoch={self.epoch})"
         )
 
     def order(self, epoch: int) -> np.ndarray:
-        """The seeds in the order epoch ``epoch`` visits them (int64, shape (S,))."""
+        """The seeds in the order epoch ``epoch`` visits them (int64, shape (S,)); typed: shape
+        (2, S), row 0 each seed's position in :attr:`seed_types`, row 1 its id."""
         return self._items_in_order(self._permutation(epoch))
 
     def _items_in_order(self, permutation):
-        return self.seeds if permutation is None else self.seeds[permutation]
+        items = self.seeds if self._typed is None else self._items
+        return items if permutation is None else items[..., permutation]
 
     def _make_batch(self, epoch: int, index: int, batch_seeds: np.ndarray) -> Batch:
+        if self._typed is not None:
+            return self._make_typed_batch(epoch, index, batch_seeds)
         start = time.perf_counter()
         n_id, adjs = self.sampler.sample(batch_seeds, key=self._key(epoch, index))
         sampled = time.perf_counter()
         x = self._gather(n_id)
-        y = None
-        if self.labels is not None:
-            xp = array_module(self.labels)
-            if xp is np:  # 64-byte aligned, so TensorFlow and JAX can share it
-                y = np.take(
-                    self.labels,
-                    batch_seeds,
-                    axis=0,
-                    out=aligned_empty((len(batch_seeds),) + self.labels.shape[1:], self.labels.dtype),
-                )
-            else:
-                y = self.labels[xp.asarray(batch_seeds)]
-            ids_module = array_module(n_id)
-            if ids_module is not xp:  # host labels, GPU sampler: y joins x and n_id on the device
-                y = ids_module.asarray(y)
+        y = None if self.labels is None else take_labels(self.labels, batch_seeds, array_module(n_id))
         gathered = time.perf_counter()
         batch = self._convert(Batch(x, y, list(adjs), n_id, len(batch_seeds)))
         edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)
         self._timed(start, sampled, gathered, seeds=len(batch_seeds), nodes=len(n_id), edges=edges)
+        return batch
+
+    def _make_typed_batch(self, epoch: int, index: int, items: np.ndarray) -> HeteroBatch:
+        start = time.perf_counter()
+        seeds = split_seeds(items, self.seed_types)
+        out = self.sampler.sample(seeds, key=self._key(epoch, index))
+        sampled = time.perf_counter()
+        x = self._typed.gather(out.n_id)
+        y = None
+        if self.labels is not None:
+            ids_module = array_module(next(iter(out.n_id.values())))
+            y = {t: take_labels(self.labels[t], seeds[t], ids_module) for t in self.seed_types if t in self.labels}
+        gathered = time.perf_counter()
+        batch_size = {t: len(ids) for t, ids in seeds.items()}
+        batch = HeteroBatch(x, y, list(out.adjs), out.n_id, batch_size, out.num_sampled_nodes, out.num_sampled_edges)
+        batch = self._convert(batch)
+        nodes, edges = typed_sizes(out.n_id, out.adjs)
+        self._timed(start, sampled, gathered, seeds=items.shape[1], nodes=nodes, edges=edges)
         return batch
