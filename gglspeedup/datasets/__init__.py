@@ -1,5 +1,5 @@
-"""Datasets: the bundled Cora and CiteSeer graphs, synthetic benchmark graphs, and readers for
-graphs users already have on disk.
+"""Datasets: the bundled Cora, CiteSeer and WordNet graphs, synthetic benchmark graphs, and
+readers for graphs users already have on disk.
 
 Every loader returns the same 4-tuple ``(graph, x, y, split)``:
 
@@ -8,22 +8,28 @@ Every loader returns the same 4-tuple ``(graph, x, y, split)``:
 ``y``      int64 ``(num_nodes,)`` (``-1`` where a reader's file has no label)
 ``split``  dict of ascending int64 node-id arrays ``"train"``, ``"val"``, ``"test"``
 
+Typed datasets (:func:`load_wordnet`, :func:`load_igbh_like`) return a
+:class:`~gglspeedup.HeteroGraph` and the same three per node type: ``x[t]``, ``y[t]`` and
+``split[part][t]`` (only for the types that have them).
+
 >>> from gglspeedup import datasets
 >>> graph, x, y, split = datasets.load("cora")
 >>> graph.num_nodes, graph.num_edges, x.shape, len(split["train"])
 (2708, 10556, (2708, 1433), 140)
 
-Numba (used by the synthetic generator) loads on first use, not with this module.
+Numba (used by the synthetic generators) loads on first use, not with this module.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 
+from . import planetoid
 from .links import EdgeSplit, split_edges
-from .planetoid import load
 from .readers import read_ogb_node, read_reddit
 from .spec import parse_dataset_spec
+from .wordnet import HeteroEdgeSplit, load_wordnet, wordnet_link_split
 
 __all__ = [
     "load",
@@ -36,14 +42,39 @@ __all__ = [
     "parse_dataset_spec",
     "split_edges",
     "EdgeSplit",
+    "load_wordnet",
+    "wordnet_link_split",
+    "HeteroEdgeSplit",
+    "synthetic_igbh",
+    "synthetic_hetero_features",
+    "load_igbh_like",
 ]
 
-_SYNTHETIC = ("synthetic_powerlaw", "synthetic_features", "synthetic_labels", "random_split")
+_LAZY = {
+    **dict.fromkeys(("synthetic_powerlaw", "synthetic_features", "synthetic_labels", "random_split"), "synthetic"),
+    **dict.fromkeys(("synthetic_igbh", "synthetic_hetero_features", "load_igbh_like"), "synthetic_hetero"),
+}
+
+
+def load(name: str, root: str | os.PathLike | None = None, normalize: bool = False):
+    """Load a bundled dataset: ``(graph, x, y, split)``.
+
+    ``"cora"`` and ``"citeseer"`` (case-insensitive) are read by
+    :func:`gglspeedup.datasets.planetoid.load` (see it for the arguments and the counts);
+    ``"wordnet"`` by :func:`load_wordnet`, a typed dataset (a ``HeteroGraph`` and dicts per node
+    type). ``root`` names the folder holding the ``.npz`` file (default: the package's copy);
+    ``normalize`` divides each feature row by its sum.
+    """
+    if isinstance(name, str) and name.lower() == "wordnet":
+        return load_wordnet(root, normalize)
+    if isinstance(name, str) and name.lower() not in planetoid.NAMES:
+        raise ValueError(f"name must be one of {planetoid.NAMES}, got {name!r}; 'wordnet' loads the typed WordNet")
+    return planetoid.load(name, root, normalize)
 
 
 def __getattr__(name: str):
-    if name in _SYNTHETIC:
-        value = getattr(importlib.import_module(f"{__name__}.synthetic"), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

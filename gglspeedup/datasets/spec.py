@@ -1,11 +1,15 @@
 """Dataset strings (``--dataset`` of the demos, ``--graph`` of the benchmarks): one grammar.
 
 ``cora`` | ``citeseer`` | ``powerlaw:NUM_NODES:AVG_DEGREE[:SEED]`` | ``ogb:PATH`` | ``reddit:PATH``
-| ``file:PATH``. :func:`parse_spec` reads a string into a :class:`DatasetSpec`; :func:`load_spec`
-loads the dataset it names and :func:`load_spec_graph` only its graph. Two front ends use them:
-:func:`parse_dataset_spec` (a full dataset: graph, features, labels, split; the synthetic
-graph's seed comes from the caller) and ``gglspeedup.bench``'s ``--graph`` (a graph only, so
-``file:PATH`` and an explicit ``SEED`` are allowed there).
+| ``file:PATH``, and the typed datasets ``wordnet`` | ``igbh-like:NUM_PAPERS[:SEED]``.
+:func:`parse_spec` reads a string into a :class:`DatasetSpec`; :func:`load_spec` loads the dataset
+it names, :func:`load_spec_graph` only its (untyped) graph and :func:`load_spec_typed_graph` only
+its typed graph. Two front ends use them: :func:`parse_dataset_spec` (a full dataset: graph,
+features, labels, split; the powerlaw graph's seed comes from the caller) and
+``gglspeedup.bench``'s ``--graph`` (a graph only, so ``file:PATH`` and an explicit powerlaw
+``SEED`` are allowed there). A typed dataset's graph is a :class:`~gglspeedup.HeteroGraph` and
+its ``x``, ``y`` and ``split`` are dicts per node type; read as a ``--graph`` it is untyped
+(``HeteroGraph.to_homogeneous``).
 """
 
 from __future__ import annotations
@@ -19,23 +23,28 @@ __all__ = [
     "parse_spec",
     "load_spec",
     "load_spec_graph",
+    "load_spec_typed_graph",
     "parse_dataset_spec",
     "parse_count",
     "parse_powerlaw",
     "DATASET_KINDS",
+    "TYPED_KINDS",
     "GRAPH_KINDS",
     "GRAPH_SPEC_HELP",
 ]
 
-DATASET_KINDS = ("cora", "citeseer", "powerlaw", "ogb", "reddit")  # full datasets
+TYPED_KINDS = ("wordnet", "igbh-like")  # typed datasets (HeteroGraph, dicts per node type)
+DATASET_KINDS = ("cora", "citeseer", "powerlaw", "ogb", "reddit", *TYPED_KINDS)  # full datasets
 GRAPH_KINDS = (*DATASET_KINDS, "file")  # graphs (``file:`` holds a saved CSRGraph, no features)
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
 GRAPH_SPEC_HELP = (
     "graph to read: 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]' (synthetic power-law, "
     "gglspeedup.datasets.synthetic_powerlaw; NUM_NODES may read 2M or 500k), 'cora', 'citeseer' "
-    "(bundled), 'ogb:PATH', 'reddit:PATH' (datasets on disk), or 'file:PATH' (a CSRGraph saved "
-    "with CSRGraph.save)"
+    "(bundled), 'ogb:PATH', 'reddit:PATH' (datasets on disk), 'file:PATH' (a CSRGraph saved "
+    "with CSRGraph.save), or a typed graph read untyped: 'wordnet' (bundled), "
+    "'igbh-like:NUM_PAPERS[:SEED]' (synthetic IGBH-shaped)"
 )
+_TYPED_FORMS = "typed datasets: 'wordnet' or 'igbh-like:NUM_PAPERS[:SEED]'"
 
 
 class DatasetSpec(NamedTuple):
@@ -44,9 +53,9 @@ class DatasetSpec(NamedTuple):
     kind: str  # one of GRAPH_KINDS
     text: str  # the string as given
     path: str | None = None  # ogb, reddit, file
-    num_nodes: int | None = None  # powerlaw
+    num_nodes: int | None = None  # powerlaw; igbh-like: the number of papers
     avg_degree: float | None = None  # powerlaw
-    seed: int | None = None  # powerlaw, when the string names one
+    seed: int | None = None  # powerlaw, igbh-like: when the string names one
 
 
 def parse_count(text: str, label: str) -> int:
@@ -81,13 +90,16 @@ def parse_powerlaw(rest: str, label: str, *, with_seed: bool = False) -> tuple:
 def parse_spec(text: str, *, graph_only: bool = False) -> DatasetSpec:
     """Read a dataset string into a :class:`DatasetSpec` (nothing is loaded).
 
-    ``graph_only=False`` reads a ``--dataset`` (full datasets: ``DATASET_KINDS``, no ``SEED``);
-    ``graph_only=True`` reads a benchmark's ``--graph`` (``GRAPH_KINDS``: ``file:PATH`` too, and
-    ``powerlaw:N:D:SEED``; a ``file:`` path must exist). Errors are ``ValueError`` (``TypeError``
-    for a non-string) naming the string and the forms expected.
+    ``graph_only=False`` reads a ``--dataset`` (full datasets: ``DATASET_KINDS``, no powerlaw
+    ``SEED``); ``graph_only=True`` reads a benchmark's ``--graph`` (``GRAPH_KINDS``: ``file:PATH``
+    too, and ``powerlaw:N:D:SEED``; a ``file:`` path must exist). ``igbh-like:NUM_PAPERS[:SEED]``
+    takes its ``SEED`` in both. Errors are ``ValueError`` (``TypeError`` for a non-string) naming
+    the string and the forms expected.
 
     >>> parse_spec("powerlaw:2M:32")
     DatasetSpec(kind='powerlaw', text='powerlaw:2M:32', path=None, num_nodes=2000000, avg_degree=32, seed=None)
+    >>> parse_spec("igbh-like:2M:1")
+    DatasetSpec(kind='igbh-like', text='igbh-like:2M:1', path=None, num_nodes=2000000, avg_degree=None, seed=1)
     """
     label = f"--graph {text!r}" if graph_only else f"dataset spec {text!r}"
     if not isinstance(text, str):
@@ -100,9 +112,10 @@ def parse_spec(text: str, *, graph_only: bool = False) -> DatasetSpec:
         if graph_only:
             raise ValueError(f"{label} is not understood; {GRAPH_SPEC_HELP}")
         raise ValueError(
-            f"dataset spec must be 'cora', 'citeseer', 'powerlaw:N:D', 'ogb:PATH' or 'reddit:PATH', got {text!r}"
+            f"dataset spec must be 'cora', 'citeseer', 'powerlaw:N:D', 'ogb:PATH' or 'reddit:PATH', got {text!r} "
+            f"({_TYPED_FORMS})"
         )
-    if kind in ("cora", "citeseer"):
+    if kind in ("cora", "citeseer", "wordnet"):
         if rest:
             if graph_only:
                 raise ValueError(f"{label}: {kind!r} takes no arguments")
@@ -111,6 +124,15 @@ def parse_spec(text: str, *, graph_only: bool = False) -> DatasetSpec:
     if kind == "powerlaw":
         num_nodes, avg_degree, seed = parse_powerlaw(rest, label, with_seed=graph_only)
         return DatasetSpec(kind, text, num_nodes=num_nodes, avg_degree=avg_degree, seed=seed)
+    if kind == "igbh-like":
+        parts = rest.split(":") if rest else []
+        if len(parts) not in (1, 2):
+            raise ValueError(f"{label}: expected 'igbh-like:NUM_PAPERS[:SEED]'")
+        num_papers = parse_count(parts[0], f"{label}: NUM_PAPERS")
+        if num_papers < 1:
+            raise ValueError(f"{label}: NUM_PAPERS must be >= 1")
+        seed = parse_count(parts[1], f"{label}: SEED") if len(parts) == 2 else None
+        return DatasetSpec(kind, text, num_nodes=num_papers, seed=seed)
     if not rest:
         if graph_only:
             raise ValueError(f"{label}: expected '{kind}:PATH'")
@@ -122,7 +144,7 @@ def parse_spec(text: str, *, graph_only: bool = False) -> DatasetSpec:
 
 def load_spec_graph(spec: DatasetSpec):
     """The :class:`~gglspeedup.CSRGraph` of a parsed spec (a powerlaw graph with ``spec.seed``, 0
-    when the string names none)."""
+    when the string names none; a typed dataset's graph untyped, by ``HeteroGraph.to_homogeneous``)."""
     if spec.kind == "file":
         from ..graph import CSRGraph
 
@@ -131,7 +153,37 @@ def load_spec_graph(spec: DatasetSpec):
         from .synthetic import synthetic_powerlaw
 
         return synthetic_powerlaw(spec.num_nodes, spec.avg_degree, seed=spec.seed or 0)
+    if spec.kind in TYPED_KINDS:
+        return load_spec_typed_graph(spec).to_homogeneous()[0]
     return load_spec(spec)[0]
+
+
+def load_spec_typed_graph(spec):
+    """The :class:`~gglspeedup.HeteroGraph` of a typed dataset string or parsed spec: ``wordnet``,
+    ``igbh-like:NUM_PAPERS[:SEED]`` (seed 0 when the string names none) or ``file:PATH`` (a graph
+    saved with ``HeteroGraph.save``). A string is read as a ``--graph`` (:func:`parse_spec` with
+    ``graph_only=True``); an untyped kind raises ``ValueError``.
+
+    >>> load_spec_typed_graph("igbh-like:1000").num_nodes
+    {'paper': 1000, 'author': 1029, 'institute': 1, 'fos': 3}
+    """
+    if isinstance(spec, str):
+        spec = parse_spec(spec, graph_only=True)
+    elif not isinstance(spec, DatasetSpec):
+        raise TypeError(f"spec must be a dataset string or a DatasetSpec, got {type(spec).__name__}")
+    if spec.kind == "wordnet":
+        from .wordnet import load_wordnet
+
+        return load_wordnet()[0]
+    if spec.kind == "igbh-like":
+        from .synthetic_hetero import synthetic_igbh
+
+        return synthetic_igbh(spec.num_nodes, seed=spec.seed or 0)
+    if spec.kind == "file":
+        from ..heterograph import HeteroGraph
+
+        return HeteroGraph.load(spec.path)
+    raise ValueError(f"{spec.text!r} names an untyped graph ({spec.kind}); {_TYPED_FORMS}, or 'file:PATH'")
 
 
 def load_spec(spec: DatasetSpec, *, feature_dim: int = 128, num_classes: int = 16, seed: int = 0):
@@ -148,6 +200,15 @@ def load_spec(spec: DatasetSpec, *, feature_dim: int = 128, num_classes: int = 1
         y = synthetic_labels(spec.num_nodes, num_classes, seed=seed)
         x = synthetic_features(spec.num_nodes, feature_dim, seed=seed, labels=y)
         return graph, x, y, random_split(spec.num_nodes, seed=seed)
+    if spec.kind == "wordnet":
+        from .wordnet import load_wordnet
+
+        return load_wordnet()
+    if spec.kind == "igbh-like":
+        from .synthetic_hetero import load_igbh_like
+
+        seed = seed if spec.seed is None else spec.seed
+        return load_igbh_like(spec.num_nodes, seed, feature_dim=feature_dim, num_classes=num_classes)
     if spec.kind in ("ogb", "reddit"):
         from .readers import read_ogb_node, read_reddit
 
@@ -169,6 +230,12 @@ def parse_dataset_spec(spec: str, *, feature_dim: int = 128, num_classes: int = 
         :func:`read_ogb_node` on an OGB dataset folder (undirected, both edge directions).
     ``"reddit:PATH"``
         :func:`read_reddit` on a folder with DGL's Reddit files.
+    ``"wordnet"``
+        :func:`load_wordnet`, typed: a ``HeteroGraph`` and dicts per node type.
+    ``"igbh-like:N[:SEED]"``
+        :func:`load_igbh_like`, typed: :func:`synthetic_igbh` with ``N`` papers, ``feature_dim``
+        features for every node type, ``num_classes`` labels and a 60/20/20 split for papers;
+        ``SEED`` (default: ``seed``) seeds them all.
 
     >>> graph, x, y, split = parse_dataset_spec("powerlaw:1000:8")   # doctest: +SKIP
     """
