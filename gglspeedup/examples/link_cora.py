@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-__all__ = ["main", "run", "build_parser"]
+__all__ = ["main", "run", "build_parser", "setup_links", "sage_dot", "train"]
 
 
 def build_parser():
@@ -157,16 +157,10 @@ def setup_links(args, seed: int) -> dict:
     }
 
 
-def train(setup: dict, args, seed: int) -> dict:
-    """Train, keep the best validation epoch's weights, test them; the run's result dict."""
-    import torch
-    import torch.nn.functional as F
+def sage_dot(setup: dict, args):
+    """``(model, scores)``: the GraphSAGE encoder and the dot-product score of a batch's pairs."""
+    from .torch_models import SAGE, conv_classes
 
-    from .cli import cpu_threads
-    from .loop import INNER_BAR_MIN_BATCHES, EpochTimer, History, plot_history, progress, roc_auc
-    from .torch_models import SAGE, conv_classes, torch_device
-
-    torch.set_num_threads(cpu_threads(args))
     model = SAGE(
         setup["features"],
         args.hidden,
@@ -176,12 +170,30 @@ def train(setup: dict, args, seed: int) -> dict:
         conv=conv_classes()[0],
         input_dropout=args.input_dropout,
     )
-    model = model.to(torch_device(setup["device"]))
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
 
     def scores(batch):
         h = model(batch.x, batch.adjs)  # one row per endpoint: n_id[:adjs[-1].size[1]]
         return (h[batch.pair_index[0]] * h[batch.pair_index[1]]).sum(dim=-1)
+
+    return model, scores
+
+
+def train(setup: dict, args, seed: int, *, build=sage_dot, name="gglspeedup-link-demo.png", title=None) -> dict:
+    """Train, keep the best validation epoch's weights, test them; the run's result dict.
+
+    ``build(setup, args) -> (model, scores)`` makes the model (an ``nn.Module``) and the function
+    scoring a batch's pairs (logits, one per pair); default :func:`sage_dot`."""
+    import torch
+    import torch.nn.functional as F
+
+    from .cli import cpu_threads
+    from .loop import INNER_BAR_MIN_BATCHES, EpochTimer, History, plot_history, progress, roc_auc
+    from .torch_models import torch_device
+
+    torch.set_num_threads(cpu_threads(args))
+    model, scores = build(setup, args)
+    model = model.to(torch_device(setup["device"]))
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
 
     @torch.no_grad()
     def evaluate(loader) -> float:
@@ -252,8 +264,8 @@ def train(setup: dict, args, seed: int) -> dict:
         plot = plot_history(
             history,
             args.out,
-            name="gglspeedup-link-demo.png",
-            title=f"Link prediction on {args.dataset} (gglspeedup)",
+            name=name,
+            title=title or f"Link prediction on {args.dataset} (gglspeedup)",
             curves=(("train (sampled negatives)", "train_auc"), ("validation", "val_auc")),
             metric="ROC-AUC",
         )

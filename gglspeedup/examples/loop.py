@@ -21,6 +21,7 @@ __all__ = [
     "plot_history",
     "accuracy",
     "roc_auc",
+    "batch_count",
     "fit",
     "report",
     "INNER_BAR_MIN_BATCHES",
@@ -170,11 +171,17 @@ def plot_history(
     return path
 
 
+def batch_count(batch) -> int:
+    """Seeds of a batch: ``batch_size``, summed over node types for a typed batch."""
+    size = batch.batch_size
+    return int(sum(size.values())) if isinstance(size, dict) else int(size)
+
+
 def _evaluate(loader, eval_step) -> float:
     correct = total = 0
     for batch in loader:
         correct += int(eval_step(batch))
-        total += batch.batch_size
+        total += batch_count(batch)
     return correct / total if total else float("nan")
 
 
@@ -221,9 +228,10 @@ def fit(setup: TrainSetup, args, train_step, eval_step, *, snapshot=None, restor
             )
             for batch in batches:
                 loss, num_correct = train_step(batch)
-                loss_sum += float(loss) * batch.batch_size
+                size = batch_count(batch)
+                loss_sum += float(loss) * size
                 correct += int(num_correct)
-                seen += batch.batch_size
+                seen += size
         val_acc = _evaluate(setup.val_loader, eval_step)
         row = history.add(epoch, loss_sum / max(seen, 1), correct / max(seen, 1), val_acc, timer)
         log(History.line(row))
