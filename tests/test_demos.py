@@ -18,6 +18,8 @@ SCRIPTS = {
     "train_sage_paddle": "paddle",
     "gammagl_sage": None,
     "link_prediction_torch": "torch",
+    "rgcn_wordnet_torch": "torch",
+    "link_wordnet_torch": "torch",
 }
 OPTIONS = ["--dataset", "--device", "--fanouts", "--batch-size", "--cache-size"]
 TINY = [
@@ -57,7 +59,12 @@ def test_help_lists_the_common_options(name, capsys):
     assert all(option in text for option in OPTIONS), text
 
 
-@pytest.mark.parametrize("name", [n for n, module in sorted(SCRIPTS.items()) if module and not n.startswith("link")])
+TYPED = ("rgcn_wordnet_torch", "link_wordnet_torch")  # WordNet only: tried below, not on TINY's graph
+
+
+@pytest.mark.parametrize(
+    "name", [n for n, module in sorted(SCRIPTS.items()) if module and not n.startswith("link") and n not in TYPED]
+)
 def test_tiny_run_prints_epochs_and_the_sampling_share(name, capsys, tmp_path):
     pytest.importorskip(SCRIPTS[name])
     result = load_demo(name).main(TINY + ["--out", str(tmp_path)])
@@ -151,3 +158,35 @@ def test_gammagl_batches_have_the_format_graphsage_sample_model_reads(tl_backend
     assert subgs[-1].size[1] == data["batch_size"] == 8  # the last hop targets the seeds
     assert subgs[0].size[1] == subgs[1].size[0]  # the outer hop targets the inner hop's sources
     assert len(data["x"]) == subgs[0].size[0]
+
+
+WORDNET_QUICK = ["--epochs", "1", "--fanouts", "5,5", "--batch-size", "1024", "--hidden", "32", "--no-progress"]
+WORDNET_QUICK += ["--threads", "1", "--device", "cpu"]
+
+
+@pytest.mark.parametrize(("untyped", "floor"), [(False, 0.85), (True, 0.5)], ids=["typed", "untyped"])
+def test_rgcn_wordnet_demo_learns_the_lexicographer_files(untyped, floor, capsys, tmp_path):
+    """One epoch on the bundled WordNet: the typed model clears 85% test accuracy (0.886 here; 0.94 after 3
+    epochs at the defaults); the types-erased baseline runs the same model on one relation."""
+    pytest.importorskip("torch")
+    argv = WORDNET_QUICK + ["--out", str(tmp_path)] + (["--untyped"] if untyped else [])
+    result = load_demo("rgcn_wordnet_torch").main(argv)
+    out = capsys.readouterr().out
+    assert "epoch   1  loss" in out and "test accuracy" in out and ("one relation" in out) == untyped
+    assert result["test_acc"] >= floor and result["seeds"] == 94125 and result["edges"] > 0
+    assert result["plot"] is not None and os.path.isfile(result["plot"])
+
+
+def test_typed_link_demo_reports_filtered_auc_on_held_out_hypernyms(capsys, tmp_path):
+    pytest.importorskip("torch")
+    result = load_demo("link_wordnet_torch").main(WORDNET_QUICK + ["--embedding", "16", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "('noun', 'hypernym', 'noun')" in out and "val AUC" in out and "test ROC-AUC" in out
+    assert result["test_auc"] >= 0.8 and result["pairs_per_s"] > 0
+    assert result["plot"] is not None and os.path.isfile(result["plot"])
+
+
+def test_typed_link_demo_rejects_an_unknown_relation(capsys):
+    pytest.importorskip("torch")
+    with pytest.raises(SystemExit, match="not an edge type"):
+        load_demo("link_wordnet_torch").main(["--relation", "noun:cites:noun", "--epochs", "1"])
