@@ -41,7 +41,7 @@ def _kernels():
 
     from gglspeedup.feature._kernels import gather_cuda
     from gglspeedup.sampling._kernels import cuda as sampling_cuda
-    from gglspeedup.sampling._kernels import cuda_links, reindex
+    from gglspeedup.sampling._kernels import cuda_links, cuda_typed, reindex
     from gglspeedup.sampling._kernels.records import GraphArrays, SampleOptions
 
     i64 = types.Array(types.int64, 1, "C")
@@ -57,10 +57,15 @@ def _kernels():
             yield f"sampling count ({tag} weights{mode})", sampling_cuda._count_kernel, count, True
             fill = (graph, options, i64, types.int64, types.uint64, types.boolean, *([i64] * 8), types.int64)
             yield f"sampling fill + insert ({tag} weights{mode})", sampling_cuda._fill_insert_kernel, fill, True
+            typed_count = (graph, options, *([i64] * 5))
+            yield f"typed count ({tag} weights{mode})", cuda_typed._typed_count_kernel, typed_count, True
+            u64 = types.Array(types.uint64, 1, "C")
+            typed_fill = (graph, options, *([i64] * 5), u64, *([i64] * 6))
+            yield f"typed fill ({tag} weights{mode})", cuda_typed._typed_fill_kernel, typed_fill, True
         negatives = (
             graph,
             types.uint64,
-            types.int64,
+            types.UniTuple(types.int64, 3),  # (num_sources, num_targets, row_base)
             i64,
             types.boolean,
             types.int64,
