@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-__all__ = ["main", "run", "build_parser", "setup_links", "sage_dot", "train"]
+__all__ = ["main", "run", "run_seeds", "build_parser", "setup_links", "sage_dot", "train"]
 
 
 def build_parser():
@@ -74,7 +74,13 @@ def run(argv=None) -> dict:
     """Run the link-prediction demo with command-line arguments ``argv``; return a dict with
     ``test_auc`` (mean over runs), ``test_aucs``, ``best_epoch``, ``pairs_per_s``, ``edges_per_s``
     and ``plot`` (of the last run)."""
-    args = build_parser().parse_args(argv)
+    return run_seeds(build_parser().parse_args(argv), setup_links, what="link demo")
+
+
+def run_seeds(args, setup_fn, *, what: str, **train_options) -> dict:
+    """``args.runs`` runs with seeds ``args.seed ..``: ``setup_fn(args, seed)`` (a dict with a
+    ``banner``), then :func:`train` (``train_options`` passed on); the last run's result with
+    ``test_auc`` the mean over runs, ``test_aucs`` and ``test_auc_std``."""
     if args.runs < 1:
         sys.exit("--runs must be at least 1")
     try:
@@ -87,12 +93,12 @@ def run(argv=None) -> dict:
         seed = args.seed + run_index
         torch.manual_seed(seed)
         try:
-            setup = setup_links(args, seed)
+            setup = setup_fn(args, seed)
         except (RuntimeError, FileNotFoundError, ValueError) as error:
-            sys.exit(f"gglspeedup link demo: {error}")
+            sys.exit(f"gglspeedup {what}: {error}")
         if run_index == 0:
             print(setup["banner"] + f", torch {torch.__version__}")
-        results.append(train(setup, args, seed))
+        results.append(train(setup, args, seed, **train_options))
         print(f"run {run_index + 1}/{args.runs} (seed {seed}): test ROC-AUC {results[-1]['test_auc']:.4f}")
     result = dict(results[-1])
     aucs = [r["test_auc"] for r in results]

@@ -23,7 +23,6 @@ The weights of the best validation epoch are tested.
 from __future__ import annotations
 
 import sys
-import time
 
 import numpy as np
 
@@ -167,37 +166,14 @@ def rgcn_bilinear(setup: dict, args):
 def run(argv=None) -> dict:
     """Run the demo with command-line arguments ``argv``; a dict with ``test_auc`` (mean over runs),
     ``test_aucs``, ``best_epoch``, ``pairs_per_s``, ``edges_per_s`` and ``plot`` (last run)."""
-    args = build_parser().parse_args(argv)
-    if args.runs < 1:
-        sys.exit("--runs must be at least 1")
-    try:
-        import torch
-    except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
-    from .link_cora import train
+    from .link_cora import run_seeds
 
-    start = time.perf_counter()
-    results = []
-    for run_index in range(args.runs):
-        seed = args.seed + run_index
-        torch.manual_seed(seed)
-        try:
-            setup = _setup(args, seed)
-        except (RuntimeError, FileNotFoundError, ValueError) as error:
-            sys.exit(f"gglspeedup typed link demo: {error}")
-        if run_index == 0:
-            print(setup["banner"] + f", torch {torch.__version__}")
-        title = f"Link prediction on WordNet {setup['edge_type'][1]} (gglspeedup, R-GCN)"
-        results.append(train(setup, args, seed, build=rgcn_bilinear, name="gglspeedup-link-wordnet.png", title=title))
-        print(f"run {run_index + 1}/{args.runs} (seed {seed}): test ROC-AUC {results[-1]['test_auc']:.4f}")
-    result = dict(results[-1])
-    aucs = [r["test_auc"] for r in results]
-    result.update(test_aucs=aucs, test_auc=float(np.mean(aucs)), test_auc_std=float(np.std(aucs)))
-    if args.runs > 1:
-        print(f"test ROC-AUC over {args.runs} seeds: mean {np.mean(aucs):.4f}, std {np.std(aucs):.4f}")
-    result["total_s"] = time.perf_counter() - start
-    print(f"total time {result['total_s']:.1f} s")
-    return result
+    args = build_parser().parse_args(argv)
+    name = args.relation.split(":")[1] if args.relation.count(":") == 2 else args.relation
+    title = f"Link prediction on WordNet {name} (gglspeedup, R-GCN)"
+    return run_seeds(
+        args, _setup, what="typed link demo", build=rgcn_bilinear, name="gglspeedup-link-wordnet.png", title=title
+    )
 
 
 def main(argv=None) -> int:
