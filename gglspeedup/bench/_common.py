@@ -31,6 +31,7 @@ __all__ = [
     "Timing",
     "time_pass",
     "time_contenders",
+    "paired_ratio",
     "format_table",
 ]
 
@@ -269,6 +270,22 @@ def time_contenders(contenders: dict, rounds: int = 1) -> dict[str, Timing]:
             round_edges=edges[name],
         )
     return timings
+
+
+def paired_ratio(mine: Timing, other: Timing) -> float:
+    """The median over rounds of ``mine``'s edges/s / ``other``'s edges/s *in the same round*
+    (both timed by one :func:`time_contenders` call): a burst of load hits both halves of a pair."""
+    ratios = sorted(
+        (a_edges / a_s) / (b_edges / b_s)
+        for a_edges, a_s, b_edges, b_s in zip(
+            mine.round_edges, mine.round_seconds, other.round_edges, other.round_seconds
+        )
+        if a_s > 0 and b_s > 0 and b_edges > 0
+    )
+    if not ratios:
+        return float("nan")
+    middle = len(ratios) // 2
+    return ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
 
 
 def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]]) -> str:
