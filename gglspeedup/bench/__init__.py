@@ -20,7 +20,9 @@ COMMANDS = {
     "gather": "feature gather: GB/s per cache ratio vs the tier's copy bandwidth and numpy.take",
     "multi": "multi-process sampling: per-rank throughput and scaling efficiency",
     "link": "link-prediction sampling (negatives, exclusion): sampled edges/s vs DGL's edge sampler",
+    "hetero": "typed sampling: sampled edges/s, HeteroNeighborSampler vs DGL's typed sampler and vs untyped",
     "loader": "NodeLoader batches/s and gather GB/s, recycled output buffers vs fresh ones",
+    "pyg": "PyG's loaders batches/s: PyG's own sampler vs gglspeedup.pyg's, and the record conversion cost",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
 }
 

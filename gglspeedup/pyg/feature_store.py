@@ -1,0 +1,254 @@
+"""FeatureStore: gglspeedup's feature stores behind PyG's ``torch_geometric.data.FeatureStore``.
+
+A PyG tensor attribute is ``(group_name, attr_name, index)``: ``group_name`` is ``None`` for an
+untyped graph and the node type for a typed one. Each attribute here is backed by a gglspeedup
+feature source (a :class:`~gglspeedup.FeatureStore` with its device cache, one type of a
+:class:`~gglspeedup.HeteroFeatureStore`, a ``MultiDeviceFeature``, ``DistFeature``, ...); a
+lookup is that source's ``gather(index)`` handed to torch zero-copy (a CUDA store gives CUDA
+tensors). Typed attributes of one typed store are fetched with one dict-in, dict-out ``gather``
+per ``multi_get_tensor`` call, which is what PyG's loaders call once per batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import FeatureStore as PyGFeatureStore
+from torch_geometric.data import TensorAttr
+
+from ..device import to_numpy
+from .outputs import to_torch
+
+__all__ = ["FeatureStore"]
+
+
+@dataclass
+class _Entry:
+    source: Any  # has gather(ids) -> rows
+    squeeze: bool = False  # a 1-D attribute stored as one column
+    owner: Any = None  # the typed store this type belongs to (one gather per batch for all types)
+    node_type: Any = None
+
+
+class FeatureStore(PyGFeatureStore):
+    """PyG's ``FeatureStore`` over gglspeedup feature sources.
+
+    Parameters
+    ----------
+    features : dict, optional
+        Attribute -> data. Keys: ``"x"`` (group ``None``: an untyped graph) or ``(node_type,
+        "x")``. Values:
+
+        - a 2-D array or tensor: held by a :class:`gglspeedup.FeatureStore` built with
+          ``device``, ``cache_size``, ``policy`` and ``graph``;
+        - a 1-D array (labels, masks): held as one column (no cache), returned 1-D;
+        - a feature source (anything with ``gather(ids)``, e.g. a ``gglspeedup.FeatureStore``);
+        - for a typed graph, under an attribute name: a dict node type -> array or source (2-D
+          arrays become one :class:`gglspeedup.HeteroFeatureStore`: one cache budget over every
+          type), or a typed store itself (anything with ``feature_types`` and ``source(type)``).
+    device, cache_size, policy, graph
+        Options of the stores built from arrays (see :class:`gglspeedup.FeatureStore`); each 2-D
+        attribute gets its own ``cache_size`` budget (for a typed one, shared by its types).
+
+    Attributes are read-only once stored: ``put_tensor`` takes whole tables (``index=None``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> store = FeatureStore({"x": np.arange(6, dtype=np.float32).reshape(3, 2), "y": np.array([7, 8, 9])})
+    >>> store.get_tensor(group_name=None, attr_name="x", index=[2, 0]).tolist()
+    [[4.0, 5.0], [0.0, 1.0]]
+    >>> store.get_tensor(group_name=None, attr_name="y", index=1).item(), store.get_tensor_size(None, "y")
+    (8, (3,))
+    >>> sorted(attr.attr_name for attr in store.get_all_tensor_attrs())
+    ['x', 'y']
+    """
+
+    def __init__(self, features=None, *, device="cpu", cache_size=0, policy=None, graph=None):
+        super().__init__()
+        self._entries: dict = {}
+        self._options = {"device": device, "cache_size": cache_size, "policy": policy, "graph": graph}
+        if features is not None and not isinstance(features, dict):
+            raise TypeError(f"features must be a dict attribute -> data, got {type(features).__name__}")
+        for key, value in (features or {}).items():
+            group, name = (None, key) if isinstance(key, str) else _split_key(key)
+            self._add(group, name, value)
+
+    @classmethod
+    def from_data(cls, data, *, device="cpu", cache_size=0, policy=None, graph=None) -> FeatureStore:
+        """Every node-level tensor of a ``Data`` / ``HeteroData`` (``x``, ``y``, masks, ...)."""
+        from torch_geometric.data import HeteroData
+
+        features: dict = {}
+        typed = isinstance(data, HeteroData)
+        for group, store in [(t, data[t]) for t in data.node_types] if typed else [(None, data)]:
+            for key in store.keys():
+                value = store[key]
+                if isinstance(value, torch.Tensor) and key != "num_nodes" and store.is_node_attr(key):
+                    if typed:  # one dict per attribute: a HeteroFeatureStore (one budget) for 2-D ones
+                        features.setdefault(key, {})[group] = value
+                    else:
+                        features[key] = value
+        return cls(features, device=device, cache_size=cache_size, policy=policy, graph=graph)
+
+    # ------------------------------------------------------------------ building
+    def _add(self, group, name: str, value) -> None:
+        if isinstance(value, dict) or _is_typed_store(value):
+            if group is not None:
+                raise TypeError(
+                    f"a typed store or a dict node type -> data goes under an attribute name alone, not under "
+                    f"({group!r}, {name!r})"
+                )
+            for node_type, entry in self._typed_entries(name, value).items():
+                self._entries[(node_type, name)] = entry
+            return
+        self._entries[(group, name)] = self._entry(value, f"{name!r}" if group is None else f"({group!r}, {name!r})")
+
+    def _entry(self, value, what: str) -> _Entry:
+        if _is_source(value):
+            return _Entry(value)
+        array = to_numpy(value) if not isinstance(value, np.ndarray) else value
+        if array.ndim == 1:
+            return _Entry(self._store(array.reshape(-1, 1), cache_size=0), squeeze=True)
+        if array.ndim != 2:
+            raise ValueError(f"feature {what} must be 1-D or 2-D (rows, dim), got shape {tuple(array.shape)}")
+        return _Entry(self._store(array))
+
+    def _store(self, table, cache_size=None):
+        from ..feature import FeatureStore as Store
+
+        options = dict(self._options)
+        if cache_size is not None:
+            options.update(cache_size=cache_size, policy="none", graph=None)
+        return Store(table, **options)
+
+    def _typed_entries(self, name: str, value) -> dict:
+        if _is_typed_store(value):
+            return {t: _Entry(value.source(t), owner=value, node_type=t) for t in value.feature_types}
+        tables = {t: v for t, v in value.items() if v is not None}
+        if tables and all(not _is_source(v) and np.ndim(v) == 2 for v in tables.values()):
+            from ..feature import HeteroFeatureStore
+
+            options = self._options
+            store = HeteroFeatureStore(
+                dict(value), options["device"], options["cache_size"], options["policy"], options["graph"]
+            )
+            return self._typed_entries(name, store)
+        return {t: self._entry(v, f"({t!r}, {name!r})") for t, v in tables.items()}
+
+    # ------------------------------------------------------------------ PyG's FeatureStore API
+    def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
+        if attr.index is not None:
+            raise NotImplementedError(
+                "gglspeedup feature stores are read-only once built (rows may sit in a device cache): "
+                "put whole tables with index=None"
+            )
+        self._add(attr.group_name, attr.attr_name, tensor)
+        return True
+
+    def _get_tensor(self, attr: TensorAttr):
+        entry = self._lookup(attr)
+        ids, scalar = _as_ids(attr.index)
+        rows = entry.source.gather(ids)
+        return _finish(rows, entry.squeeze, scalar)
+
+    def _multi_get_tensor(self, attrs: list) -> list:
+        out: list = [None] * len(attrs)
+        typed: dict = {}  # owner -> {node_type: [(position, ids, scalar), ...]}
+        for position, attr in enumerate(attrs):
+            entry = self._lookup(attr)
+            ids, scalar = _as_ids(attr.index)
+            if entry.owner is None:
+                out[position] = _finish(entry.source.gather(ids), entry.squeeze, scalar)
+            else:
+                typed.setdefault(id(entry.owner), (entry.owner, []))[1].append((position, entry, ids, scalar))
+        for owner, asks in typed.values():
+            if len({entry.node_type for _, entry, _, _ in asks}) < len(asks):  # one type asked twice
+                for position, entry, ids, scalar in asks:
+                    out[position] = _finish(entry.source.gather(ids), False, scalar)
+                continue
+            rows = owner.gather({entry.node_type: ids for _, entry, ids, _ in asks})
+            for position, entry, _, scalar in asks:
+                out[position] = _finish(rows[entry.node_type], False, scalar)
+        return out
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        return self._entries.pop((attr.group_name, attr.attr_name), None) is not None
+
+    def _get_tensor_size(self, attr: TensorAttr):
+        entry = self._entries.get((attr.group_name, attr.attr_name))
+        if entry is None:
+            return None
+        shape = tuple(int(n) for n in getattr(entry.source, "shape", (len(entry.source),)))
+        return shape[:1] if entry.squeeze else shape
+
+    def get_all_tensor_attrs(self) -> list:
+        return [TensorAttr(group, name) for group, name in self._entries]
+
+    # ------------------------------------------------------------------ gglspeedup's view
+    def source(self, attr_name: str = "x", group_name=None):
+        """The gglspeedup feature source behind ``(group_name, attr_name)``."""
+        return self._lookup(TensorAttr(group_name, attr_name)).source
+
+    def stats(self) -> dict:
+        """Lookup counters of every attribute's source: ``attr_name`` (untyped) or ``(node_type,
+        attr_name)`` -> that source's ``stats()`` (rows from the device cache and from host
+        memory, hit rate, ...)."""
+        return {
+            name if group is None else (group, name): entry.source.stats()
+            for (group, name), entry in self._entries.items()
+            if hasattr(entry.source, "stats")
+        }
+
+    def __repr__(self) -> str:
+        names = [name if group is None else (group, name) for group, name in self._entries]
+        return f"{type(self).__name__}(attrs={names})"
+
+    def _lookup(self, attr) -> _Entry:
+        entry = self._entries.get((attr.group_name, attr.attr_name))
+        if entry is None:
+            known = [name if group is None else (group, name) for group, name in self._entries]
+            raise KeyError(
+                f"no feature ({attr.group_name!r}, {attr.attr_name!r}) in this FeatureStore; it holds {known}"
+            )
+        return entry
+
+
+def _split_key(key) -> tuple:
+    if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str)):
+        raise TypeError(f"features' keys must be an attribute name or a (node_type, attribute name) pair, got {key!r}")
+    return key
+
+
+def _is_source(value) -> bool:
+    """A gglspeedup feature source (``gather`` and ``stats``: not a tensor, whose ``gather`` differs)."""
+    return hasattr(value, "gather") and hasattr(value, "stats") and not isinstance(value, torch.Tensor)
+
+
+def _is_typed_store(value) -> bool:
+    return _is_source(value) and hasattr(value, "feature_types") and hasattr(value, "source")
+
+
+def _as_ids(index):
+    """``(ids for gather, whether one row was asked as a scalar)``."""
+    if index is None:
+        return slice(None), False
+    if isinstance(index, (int, np.integer)):
+        return [int(index)], True
+    if isinstance(index, torch.Tensor):
+        if index.dtype == torch.bool:
+            return index.nonzero().view(-1), False
+        return (index.view(-1), True) if index.dim() == 0 else (index, False)
+    if isinstance(index, np.ndarray) and index.dtype == np.bool_:
+        return np.flatnonzero(index), False
+    return index, False
+
+
+def _finish(rows, squeeze: bool, scalar: bool):
+    tensor = to_torch(rows)
+    if squeeze:
+        tensor = tensor.view(-1)
+    return tensor[0] if scalar else tensor

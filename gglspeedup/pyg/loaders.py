@@ -1,0 +1,185 @@
+"""NeighborLoader / LinkNeighborLoader: PyG's ``NodeLoader`` / ``LinkLoader`` on gglspeedup's Sampler.
+
+They take PyG's usual arguments (``num_neighbors``, ``input_nodes``, ``edge_label_index``,
+``edge_label``, ``neg_sampling``, ``batch_size``, ``shuffle``, ``num_workers``, ...) and yield what
+PyG's own loaders yield: ``Data`` / ``HeteroData`` batches with ``x``, ``y``, ``edge_index``,
+``n_id``, ``e_id``, ``batch_size``, ``num_sampled_nodes`` / ``num_sampled_edges`` (and
+``edge_label_index`` / ``edge_label`` or ``src_index`` / ``dst_pos_index`` / ``dst_neg_index`` for
+link batches). ``data`` is a ``Data`` / ``HeteroData`` (features indexed by PyG's ``filter_data``,
+edge attributes included) or a ``(FeatureStore, GraphStore)`` pair (features from the feature
+store: gglspeedup's device cache with :class:`~gglspeedup.pyg.FeatureStore`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_geometric.data import Data, GraphStore
+from torch_geometric.loader import LinkLoader, NodeLoader
+
+from ..graph import CSRGraph
+from .sampler import Sampler
+
+__all__ = ["NeighborLoader", "LinkNeighborLoader"]
+
+_SAMPLER_OPTIONS = ("seed", "device", "placement", "weighted", "exclude", "reverse_edge_types", "strict_negatives")
+
+
+class NeighborLoader(NodeLoader):
+    """PyG's ``NeighborLoader`` with gglspeedup's :class:`~gglspeedup.pyg.Sampler` underneath.
+
+    Parameters
+    ----------
+    data : Data, HeteroData or (FeatureStore, GraphStore)
+    num_neighbors : list of int or dict edge type -> list of int
+        Neighbours per hop, seed hop first (``-1``: all).
+    input_nodes : tensor, str or (node type, tensor), optional
+        Seeds (ids or a bool mask); ``None``: every node (untyped graphs).
+    replace : bool
+    neighbor_sampler : Sampler, optional
+        A ready sampler (the sampling options below are then ignored).
+    seed, device, placement, weighted
+        Sampling options of :class:`~gglspeedup.pyg.Sampler` (keyword only).
+    **kwargs
+        PyG's ``NodeLoader`` / ``torch.utils.data.DataLoader`` arguments: ``batch_size``,
+        ``shuffle``, ``drop_last``, ``num_workers``, ``transform``, ``filter_per_worker``, ...
+
+    PyG's ``subgraph_type`` other than ``"directional"``, ``disjoint=True`` and temporal sampling
+    (``time_attr``, ``input_time``) raise ``NotImplementedError``; ``weight_attr`` (weighted
+    sampling) is supported for a ``Data``.
+    """
+
+    def __init__(
+        self,
+        data,
+        num_neighbors,
+        input_nodes=None,
+        input_time=None,
+        replace=False,
+        *,
+        subgraph_type="directional",
+        disjoint=False,
+        time_attr=None,
+        weight_attr=None,
+        neighbor_sampler=None,
+        **kwargs,
+    ):
+        _check_unsupported(subgraph_type, disjoint, time_attr, input_time)
+        options = {name: kwargs.pop(name) for name in _SAMPLER_OPTIONS if name in kwargs}
+        if neighbor_sampler is None:
+            neighbor_sampler = _make_sampler(data, num_neighbors, replace, weight_attr, options)
+        input_nodes = _default_input_nodes(data, input_nodes, neighbor_sampler)
+        super().__init__(data=data, node_sampler=neighbor_sampler, input_nodes=input_nodes, **kwargs)
+
+    def __iter__(self):
+        _start_epoch(self.node_sampler, len(self))
+        return super().__iter__()
+
+
+class LinkNeighborLoader(LinkLoader):
+    """PyG's ``LinkNeighborLoader`` with gglspeedup's :class:`~gglspeedup.pyg.Sampler` underneath.
+
+    Parameters
+    ----------
+    data : Data, HeteroData or (FeatureStore, GraphStore)
+    num_neighbors : list of int or dict edge type -> list of int
+    edge_label_index : tensor (2, B), edge type, or (edge type, tensor), optional
+        The pairs (``None``: every edge). For an untyped ``(FeatureStore, GraphStore)`` pair a
+        plain (2, B) tensor is fine (PyG's own loader wants ``(None, tensor)`` there).
+    edge_label : tensor (B,), optional
+    replace : bool
+    neg_sampling : NegativeSampling, str or None
+        ``"binary"`` or ``"triplet"`` (or ``NegativeSampling(mode, amount)``), as PyG.
+    neg_sampling_ratio : float, optional
+        PyG's deprecated spelling of binary negatives.
+    seed, device, placement, weighted, exclude, reverse_edge_types, strict_negatives
+        Sampling options of :class:`~gglspeedup.pyg.Sampler` (keyword only); ``exclude="self"`` /
+        ``"reverse"`` keep the batch's own edges out of its neighbourhoods (PyG keeps them).
+    **kwargs
+        PyG's ``LinkLoader`` / ``DataLoader`` arguments (``batch_size``, ``shuffle``, ...).
+    """
+
+    def __init__(
+        self,
+        data,
+        num_neighbors,
+        edge_label_index=None,
+        edge_label=None,
+        edge_label_time=None,
+        replace=False,
+        *,
+        neg_sampling=None,
+        neg_sampling_ratio=None,
+        subgraph_type="directional",
+        disjoint=False,
+        time_attr=None,
+        weight_attr=None,
+        neighbor_sampler=None,
+        **kwargs,
+    ):
+        _check_unsupported(subgraph_type, disjoint, time_attr, edge_label_time)
+        options = {name: kwargs.pop(name) for name in _SAMPLER_OPTIONS if name in kwargs}
+        if neighbor_sampler is None:
+            neighbor_sampler = _make_sampler(data, num_neighbors, replace, weight_attr, options)
+        if _is_remote(data) and not neighbor_sampler.is_hetero:
+            if edge_label_index is None:
+                edge_label_index = _all_edges(neighbor_sampler)
+            if isinstance(edge_label_index, torch.Tensor):
+                edge_label_index = (None, edge_label_index)
+        super().__init__(
+            data=data,
+            link_sampler=neighbor_sampler,
+            edge_label_index=edge_label_index,
+            edge_label=edge_label,
+            neg_sampling=neg_sampling,
+            neg_sampling_ratio=neg_sampling_ratio,
+            **kwargs,
+        )
+
+    def __iter__(self):
+        _start_epoch(self.link_sampler, len(self))
+        return super().__iter__()
+
+
+def _start_epoch(sampler, num_batches: int) -> None:
+    if isinstance(sampler, Sampler):  # this epoch's batch keys, before any worker forks
+        sampler.start_epoch(num_batches)
+
+
+def _is_remote(data) -> bool:
+    return isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[1], GraphStore)
+
+
+def _make_sampler(data, num_neighbors, replace, weight_attr, options) -> Sampler:
+    source = data
+    if weight_attr is not None:
+        if not isinstance(data, Data):
+            raise NotImplementedError("weight_attr (weighted sampling) is supported for a torch_geometric Data only")
+        source = CSRGraph.from_edge_index(data.edge_index, num_nodes=data.num_nodes, weights=data[weight_attr])
+        options = {**options, "weighted": True}
+    return Sampler(source, num_neighbors, replace=replace, **options)
+
+
+def _default_input_nodes(data, input_nodes, sampler: Sampler):
+    """PyG's remote path takes no ``None`` seeds: every node (of the given type) instead."""
+    if not _is_remote(data):
+        return input_nodes
+    if input_nodes is None and not sampler.is_hetero:
+        return torch.arange(sampler.num_nodes)
+    if isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2 and input_nodes[1] is None:
+        return (input_nodes[0], torch.arange(sampler.num_nodes[input_nodes[0]]))
+    return input_nodes
+
+
+def _all_edges(sampler: Sampler) -> torch.Tensor:
+    graph = sampler.sampler.graph.to("cpu")
+    targets = torch.repeat_interleave(torch.arange(graph.num_nodes), torch.from_numpy(graph.degree()))
+    return torch.stack([torch.from_numpy(graph.indices.astype("int64", copy=False)), targets])
+
+
+def _check_unsupported(subgraph_type, disjoint, time_attr, time) -> None:
+    if str(getattr(subgraph_type, "value", subgraph_type)) != "directional":
+        raise NotImplementedError(f"gglspeedup samples directional subgraphs only, got subgraph_type={subgraph_type!r}")
+    if disjoint:
+        raise NotImplementedError("gglspeedup does not sample disjoint subgraphs (disjoint=True)")
+    if time_attr is not None or time is not None:
+        raise NotImplementedError("gglspeedup does not sample temporally (time_attr / input or edge label time)")
