@@ -144,6 +144,10 @@ def machine_info() -> dict[str, Any]:
         "numba": numba.__version__,
         "numba_threads": numba.get_num_threads(),
     }
+    try:  # known once a parallel kernel has run (the contenders' warm-up)
+        info["numba_threading_layer"] = numba.threading_layer()
+    except ValueError:
+        pass
     if "torch" in sys.modules or _installed("torch"):
         import torch
 
@@ -163,7 +167,8 @@ def machine_with_peers() -> dict[str, Any]:
 def machine_line(results: dict) -> str:
     """The report's second header line: cores, thread counts, batches x rounds, seed."""
     machine = results["machine"]
-    threads = ", ".join(f"{k} {machine[k]}" for k in ("numba_threads", "torch_threads", "dgl_threads") if k in machine)
+    keys = ("numba_threads", "numba_threading_layer", "torch_threads", "dgl_threads")
+    threads = ", ".join(f"{k} {machine[k]}" for k in keys if k in machine)
     return (
         f"machine: {machine['usable_cores']} usable cores of {machine['cpu_count']}, {threads}; "
         f"{results['batches']} timed batches x {results['repeats']} rounds (median) after "
