@@ -8,7 +8,7 @@ import numpy as np
 
 from ..heterograph import HeteroGraph, check_edge_type
 from ..validation import check_bool, check_fanouts, check_int
-from ._kernels.rng import edge_type_key, hop_state, relation_state
+from ._kernels.rng import edge_type_key, hop_state, relation_states
 from .sampler import check_seeds, resolve_placement
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
@@ -30,12 +30,12 @@ class HopPlan:
         self.edge_base = graph.edge_base[:-1].copy()
         self.fanouts = np.ascontiguousarray(fanouts, np.int64)
         self.num_hops = int(self.fanouts.shape[1])
-        self.keys = [edge_type_key(et) for et in graph.edge_types]
+        self.keys = np.array([edge_type_key(et) for et in graph.edge_types], np.uint64)
 
     def states(self, seed: int, key: int, hop: int) -> np.ndarray:
-        """uint64 (R,): every relation's RNG state at ``hop`` of batch ``key``."""
-        state = hop_state(seed, key, hop)
-        return np.array([relation_state(state, k) for k in self.keys], np.uint64)
+        """uint64 (R,): every relation's RNG state at ``hop`` of batch ``key``
+        (:func:`._kernels.rng.relation_state` of each relation, in one array operation)."""
+        return relation_states(hop_state(seed, key, hop), self.keys)
 
     def src_base(self, type_base: np.ndarray) -> np.ndarray:
         return type_base[self.src_type]

@@ -58,7 +58,7 @@ def relabel_typed(xp, n_id: list, type_base, typed_src):
     """``(src_local, new_nodes, type_offsets)`` for a hop's edges whose sources have typed ids
     ``typed_src``: each source's position in its type's ``n_id`` (extended by the hop's new nodes,
     in order of first appearance, as the CPU's serial relabel does), and the new nodes grouped by
-    type as :func:`.typed.group_by_type` groups them (``type_offsets`` on the host)."""
+    type as :func:`.typed.sample_typed_hop` groups them (``type_offsets`` on the host)."""
     num_types = len(n_id)
     known = [xp.asarray(ids) + int(type_base[t]) for t, ids in enumerate(n_id)]
     lengths = np.array([len(ids) for ids in n_id], np.int64)

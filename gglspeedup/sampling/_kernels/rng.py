@@ -27,6 +27,7 @@ __all__ = [
     "hop_state",
     "edge_type_key",
     "relation_state",
+    "relation_states",
     "row_state",
     "draw",
     "uniform_below",
@@ -73,6 +74,12 @@ def relation_state(hop_state_, edge_key: int) -> np.uint64:
     node)``."""
     gamma = int(GAMMA)
     return np.uint64(splitmix64((int(hop_state_) ^ (int(edge_key) & MASK)) + gamma))
+
+
+def relation_states(hop_state_, edge_keys: np.ndarray) -> np.ndarray:
+    """:func:`relation_state` of every key in ``edge_keys`` (uint64 array), as a uint64 array:
+    the same bits, one array operation (arrays wrap silently, as the scalar form's Python ints)."""
+    return _mix64((np.uint64(hop_state_) ^ edge_keys) + GAMMA)
 
 
 @register_jitable
