@@ -9,7 +9,7 @@ import numpy as np
 from ..heterograph import HeteroGraph, check_edge_type
 from ..validation import check_bool, check_fanouts, check_int
 from ._kernels.rng import edge_type_key, hop_state, relation_states
-from .sampler import check_seeds, resolve_placement
+from .sampler import BatchKeys, check_seeds, resolve_placement
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
 __all__ = ["HeteroNeighborSampler", "HopPlan"]
@@ -67,7 +67,7 @@ class HopPlan:
         ]
 
 
-class HeteroNeighborSampler:
+class HeteroNeighborSampler(BatchKeys):
     """Sample typed multi-hop neighbourhoods with a fanout per relation, reproducibly.
 
     Parameters
@@ -112,8 +112,7 @@ class HeteroNeighborSampler:
         if self.weighted and not graph.weighted:
             raise ValueError("weighted=True needs a graph whose relations have weights")
         self.device = as_device(device).check_available()
-        extra = 8 * (graph.stacked.num_nodes + graph.stacked.num_edges) if self.weighted else 0
-        self.placement = resolve_placement(self.device, placement, graph.nbytes + extra)
+        self.placement = resolve_placement(self.device, placement, graph.stacked, self.weighted)
         self.graph = graph.to(self.device, self.placement)
         self.num_nodes = dict(graph.num_nodes)
         self._key = 0
@@ -188,9 +187,7 @@ class HeteroNeighborSampler:
         clone.__dict__.update(self.__dict__)
         clone.fanouts = self._check_fanouts(self.graph, fanouts)
         clone._plan = HopPlan(self.graph, clone._fanout_matrix())
-        clone._lock = threading.Lock()
-        with self._lock:
-            clone._key = self._key
+        self._continue_keys(clone)
         return clone
 
     def sample(self, seeds, key=None) -> HeteroSampleOutput:
@@ -300,25 +297,14 @@ class HeteroNeighborSampler:
                 raise ValueError(
                     f"seeds names node type {node_type!r}, which the graph does not have; known: {list(self.num_nodes)}"
                 )
-        xp = None
-        out = []
-        for t in self.graph.node_types:
-            if t in seeds:
-                ids = check_seeds(seeds[t], self.num_nodes[t], self.device, name=f"seeds[{t!r}]")
-            else:
-                ids = np.empty(0, np.int64)
-            out.append(ids)
-            if not isinstance(ids, np.ndarray):
-                xp = self.device.xp
-        if xp is not None or self.device.is_cuda:  # one module for every type's ids
+        out = [
+            check_seeds(seeds[t], self.num_nodes[t], self.device, name=f"seeds[{t!r}]")
+            if t in seeds
+            else np.empty(0, np.int64)
+            for t in self.graph.node_types
+        ]
+        if self.device.is_cuda:  # one array module for every type's ids (host seeds uploaded once)
             xp = self.device.xp
             with self.device:
                 out = [xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in out]
         return out
-
-    def _next_key(self, key) -> int:
-        if key is None:
-            with self._lock:
-                key, self._key = self._key, self._key + 1
-            return key
-        return check_int("key", key, minimum=0, below=_UINT64_LIMIT)

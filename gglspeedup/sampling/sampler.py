@@ -11,14 +11,32 @@ from ..graph import as_csr_graph
 from ..validation import check_bool, check_fanouts, check_int
 from .types import Adj, LinkSampleOutput, SampleOutput
 
-__all__ = ["NeighborSampler", "check_seeds", "resolve_placement"]
+__all__ = ["NeighborSampler", "BatchKeys", "check_seeds", "resolve_placement"]
 
 _PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
 _DEVICE_FIT_FRACTION = 0.5  # "auto" keeps the graph in GPU memory below this share of free memory
 
 
-class NeighborSampler:
+class BatchKeys:
+    """The batch-key counter both samplers keep (``_key``, guarded by ``_lock``)."""
+
+    def _next_key(self, key) -> int:
+        """``key`` checked, or the counter's next value (advancing it) when ``key`` is None."""
+        if key is None:
+            with self._lock:
+                key, self._key = self._key, self._key + 1
+            return key
+        return check_int("key", key, minimum=0, below=_UINT64_LIMIT)
+
+    def _continue_keys(self, clone) -> None:
+        """Give ``clone`` a lock of its own and this sampler's counter value."""
+        clone._lock = threading.Lock()
+        with self._lock:
+            clone._key = self._key
+
+
+class NeighborSampler(BatchKeys):
     """Sample fixed-fanout multi-hop neighbourhoods of seed nodes, reproducibly.
 
     Parameters
@@ -88,7 +106,7 @@ class NeighborSampler:
         if self.weighted and graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
         self.device = as_device(device).check_available()
-        self.placement = self._resolve_placement(graph, placement)
+        self.placement = resolve_placement(self.device, placement, graph, self.weighted)
         self.graph = graph.to(self.device, self.placement)
         self.num_nodes = graph.num_nodes
         self._key = 0
@@ -105,10 +123,6 @@ class NeighborSampler:
         from ._kernels import cuda
 
         return cuda.CUDADriver(self.graph, options, self.seed, self.device, weight_tables=cpu.weight_tables)
-
-    def _resolve_placement(self, graph, placement: str) -> str:
-        extra = 8 * (graph.num_nodes + graph.num_edges) if self.weighted else 0  # the weighted tables
-        return resolve_placement(self.device, placement, graph.nbytes + extra)
 
     def __repr__(self) -> str:
         return (
@@ -139,9 +153,7 @@ class NeighborSampler:
         clone = NeighborSampler.__new__(NeighborSampler)
         clone.__dict__.update(self.__dict__)
         clone.fanouts = check_fanouts(fanouts)
-        clone._lock = threading.Lock()
-        with self._lock:
-            clone._key = self._key
+        self._continue_keys(clone)
         return clone
 
     def sample(self, seeds, key=None) -> SampleOutput:
@@ -244,23 +256,16 @@ class NeighborSampler:
 
         return sample_links(self, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key)
 
-    def _next_key(self, key) -> int:
-        """``key`` checked, or the counter's next value (advancing it) when ``key`` is None."""
-        if key is None:
-            with self._lock:
-                key, self._key = self._key, self._key + 1
-            return key
-        return check_int("key", key, minimum=0, below=_UINT64_LIMIT)
-
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):
         return check_seeds(seeds, self.num_nodes, self.device)
 
 
-def resolve_placement(device, placement: str, needed_bytes: int) -> str:
-    """The placement a sampler on ``device`` uses for a graph of ``needed_bytes`` (``"auto"``:
-    ``"device"`` below half the free GPU memory, else ``"pinned"``); a clear error for a
-    placement the device cannot take."""
+def resolve_placement(device, placement: str, graph, weighted: bool) -> str:
+    """The placement a sampler on ``device`` uses for ``graph`` (a CSRGraph; a typed graph's
+    stacked one): ``"auto"`` is ``"device"`` when the graph, with a weighted sampler's two tables
+    (8 bytes per row and per edge), takes less than half the free GPU memory, else ``"pinned"``;
+    a clear error for a placement the device cannot take."""
     if placement not in _PLACEMENTS:
         raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
     if not device.is_cuda:
@@ -279,7 +284,8 @@ def resolve_placement(device, placement: str, needed_bytes: int) -> str:
 
     with device:
         free = cupy.cuda.runtime.memGetInfo()[0]
-    return "device" if needed_bytes < _DEVICE_FIT_FRACTION * free else "pinned"
+    needed = graph.nbytes + (8 * (graph.num_nodes + graph.num_edges) if weighted else 0)
+    return "device" if needed < _DEVICE_FIT_FRACTION * free else "pinned"
 
 
 def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
