@@ -233,20 +233,18 @@ class HeteroGraph:
         ``edge_ids`` are positions in :attr:`stacked` (relation ``r``'s edges from
         ``edge_base[r]``)."""
         offsets = self.node_offsets()
-        host = self.stacked.to("cpu")
-        rows, cols, ids = [], [], []
-        for r, (src, _, dst) in enumerate(self.edge_types):
-            rel = self[self.edge_types[r]].to("cpu")
+        rows, cols = [], []
+        for edge_type in self.edge_types:  # in stacked order, so an edge's column is its stacked position
+            src, _, dst = edge_type
+            rel = self[edge_type].to("cpu")
             rows.append(np.repeat(np.arange(rel.num_nodes, dtype=np.int64) + offsets[dst], rel.degree()))
             cols.append(to_numpy(rel.indices) + offsets[src])
-            ids.append(np.arange(self.edge_base[r], self.edge_base[r + 1], dtype=np.int64))
-        total = sum(self.num_nodes.values())
+        weights = self.stacked.weights
         graph = CSRGraph.from_edge_index(
             np.stack((np.concatenate(cols), np.concatenate(rows))),
-            num_nodes=total,
-            weights=None if host.weights is None else host.weights,
+            num_nodes=sum(self.num_nodes.values()),
+            weights=None if weights is None else to_numpy(weights),
         )
-        graph.edge_ids = np.concatenate(ids)[graph.edge_ids]
         return graph, offsets
 
     def to(self, device="cpu", placement: str | None = None) -> HeteroGraph:
@@ -293,8 +291,12 @@ class HeteroGraph:
             raise
         except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, TypeError) as error:
             raise ValueError(f"{os.fspath(path)!r} is not a saved HeteroGraph (HeteroGraph.save): {error}") from None
-        stacked = CSRGraph(
-            arrays["indptr"], arrays["indices"], edge_ids=arrays.get("edge_ids"), weights=arrays.get("weights")
+        stacked = CSRGraph(  # entries are local ids of each relation's source type: bound by the largest
+            arrays["indptr"],
+            arrays["indices"],
+            edge_ids=arrays.get("edge_ids"),
+            weights=arrays.get("weights"),
+            num_src_nodes=max(num_nodes.values(), default=0),
         )
         graph = cls.__new__(cls)
         graph.num_nodes = _check_num_nodes(num_nodes)

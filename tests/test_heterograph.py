@@ -72,6 +72,14 @@ def test_save_and_load_round_trip(graph, tmp_path, mmap):
     assert out.num_sampled_edges == ref.num_sampled_edges
 
 
+def test_load_a_graph_whose_source_type_outnumbers_every_row(tmp_path):
+    """The stacked CSR has fewer rows than the largest source type has nodes: still loadable."""
+    graph = gg.HeteroGraph({WRITES: [[0, 99], [1, 1]]}, {"author": 100, "paper": 2})
+    graph.save(tmp_path / "wide.npz")
+    loaded = gg.HeteroGraph.load(tmp_path / "wide.npz")
+    assert loaded[WRITES].indices.tolist() == [0, 99] and loaded.num_nodes == {"author": 100, "paper": 2}
+
+
 def test_load_refuses_other_files(tmp_path, graph):
     path = tmp_path / "plain.npz"
     gg.CSRGraph([0, 1], [0]).save(path)
