@@ -108,17 +108,16 @@ class TypedCUDADriver:
         self.graph, self.options = self.flat.graph, self.flat.options
         counts = np.asarray(type_counts, np.int64)
         self.type_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self._plan_arrays = {}
+        self._uploaded = (None, ())
 
     def _device_plan(self, plan):
-        """The plan's per-relation arrays on the device, uploaded once per plan."""
-        cached = self._plan_arrays.get(id(plan))
-        if cached is None or cached[0] is not plan:
+        """The plan's per-relation arrays on the device, uploaded again only when the plan changes."""
+        uploaded_for, arrays = self._uploaded  # one tuple: threads read a plan with its own arrays
+        if uploaded_for is not plan:
             xp = self.device.xp
             arrays = tuple(xp.asarray(a) for a in (plan.row_base, plan.src_base(self.type_base), plan.edge_base))
-            cached = (plan, arrays)
-            self._plan_arrays = {id(plan): cached}
-        return cached[1]
+            self._uploaded = (plan, arrays)
+        return arrays
 
     def sample_all(self, seeds: list, plan, key: int, *, options=None):
         """As :meth:`.typed.TypedCPUDriver.sample_all`, with arrays of ``device.xp``."""
