@@ -44,6 +44,7 @@ _LAZY_NAMES = {
     "Multi_CGPUFeature": "gglspeedup.compat",
 }
 _LAZY_MODULES = (
+    "attention",
     "backends",
     "bench",
     "compat",
