@@ -78,6 +78,9 @@ def test_graph_store_serves_csc_without_a_copy_and_every_layout_with_edge_ids():
             dst = torch.repeat_interleave(torch.arange(30), col.diff())
         if layout == "csr":
             src, dst = torch.repeat_interleave(torch.arange(30), row.diff()), col
+        if layout == "coo":  # PyG's contract: COO in the order the edges were given, perm None
+            assert perm is None
+            perm = torch.arange(edge_index.shape[1])
         assert torch.equal(torch.from_numpy(edge_index[0])[perm], src), layout
         assert torch.equal(torch.from_numpy(edge_index[1])[perm], dst), layout
     assert torch.equal(store.get_edge_index(None, "csr")[0], pyg.GraphStore(graph).csr()[0])
@@ -96,7 +99,7 @@ def test_graph_store_put_edge_index_in_any_layout_builds_the_same_graph(layout):
     reference = pyg.GraphStore(gg.CSRGraph.from_edge_index(edge_index.numpy(), num_nodes=4))
     store = pyg.GraphStore()
     store.put_edge_index(reference.get_edge_index(None, layout), edge_type=None, layout=layout, size=(4, 4))
-    row, colptr = store.get_edge_index(None, "csc")
+    row, colptr, _ = store.csc()
     assert torch.equal(colptr, reference.get_edge_index(None, "csc")[1])
     assert sorted(row.tolist()) == sorted(reference.get_edge_index(None, "csc")[0].tolist())
     assert store.graph.num_nodes == 4

@@ -42,6 +42,33 @@ def num_nodes_of(sampler, features) -> int | None:
     return None
 
 
+def check_feature_rows(sampler, features) -> None:
+    """Refuse, at construction, a feature table with fewer rows than the sampler's graph has nodes
+    (a batch reaching those nodes would fail, or read past the table, mid-epoch)."""
+    count = getattr(sampler, "num_nodes", None)
+    shape = getattr(features, "shape", None)
+    if not isinstance(count, (int, np.integer)) or shape is None or len(shape) < 1:
+        return
+    rows = shape[0]
+    if isinstance(rows, (int, np.integer)) and rows < count:
+        raise ValueError(
+            f"features has {int(rows)} rows but the sampler's graph has num_nodes = {int(count)}: one row per node "
+            "is needed"
+        )
+
+
+def label_array(name: str, labels):
+    """``labels`` as an array (NumPy, or the framework's via DLPack); ``TypeError`` naming ``name``
+    for anything that is not an array (a number, a string, a dict)."""
+    if isinstance(labels, (list, tuple)):
+        return np.asarray(labels)
+    if isinstance(labels, (str, bytes, dict, int, float, bool, np.generic)) or not (
+        hasattr(labels, "__dlpack__") or hasattr(labels, "__array__") or hasattr(labels, "__cuda_array_interface__")
+    ):
+        raise TypeError(f"{name} must be an array with one entry per node, got {type(labels).__name__}")
+    return backends.from_(labels)
+
+
 class BaseLoader:
     """The machinery of :class:`~gglspeedup.NodeLoader` and :class:`~gglspeedup.LinkLoader`.
 
@@ -73,6 +100,8 @@ class BaseLoader:
                 framework()  # ImportError naming the extra now, not on the first batch
         self.backend = backend
         self._alignment = backends.needs_alignment(backend) if backend is not None else 0
+        if not typed:
+            check_feature_rows(sampler, features)
         self.sampler, self.features = sampler, features
         self._pool = None if typed else self._make_pool(features)
         self._pools = [] if self._pool is None else [self._pool]  # every pool stats() reports

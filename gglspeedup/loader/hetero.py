@@ -18,7 +18,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import backends
 from .._pool import BufferPool
 from ..heterograph import check_edge_type
 from ..validation import check_ids_in_range, int_array
@@ -155,7 +154,9 @@ def check_typed_labels(labels, seed_types: tuple, num_nodes: dict) -> dict | Non
                 f"labels names node type {node_type!r}, which the sampler does not know; its node types: "
                 f"{list(num_nodes)}"
             )
-        array = np.asarray(array) if isinstance(array, (list, tuple)) else backends.from_(array)
+        from ._base import label_array
+
+        array = label_array(f"labels[{node_type!r}]", array)
         if array.ndim < 1:
             raise ValueError(f"labels[{node_type!r}] must be an array indexed by node id, got shape {array.shape}")
         if array.shape[0] != num_nodes[node_type]:

@@ -170,12 +170,16 @@ class LinkLoader(BaseLoader):
                 check_ids_in_range("pairs", self.pairs.reshape(-1), num_nodes, what="num_nodes")
         if labels is not None:
             from ..device import to_numpy
+            from ._base import label_array
 
-            labels = to_numpy(labels) if not isinstance(labels, (list, tuple)) else np.asarray(labels)
+            labels = to_numpy(label_array("labels", labels))
             if labels.dtype.kind not in "biuf":
                 raise TypeError(f"labels must hold numbers (bool, int or float), got dtype {labels.dtype}")
             if labels.shape != (self._num_items,):
                 raise ValueError(f"labels must have one entry per pair ({self._num_items},), got shape {labels.shape}")
+            if labels.dtype.kind == "f" and not np.isfinite(labels).all():
+                position = int(np.argmax(~np.isfinite(labels)))
+                raise ValueError(f"labels must be finite numbers: labels[{position}] = {labels[position]}")
             labels = np.array(labels, copy=True)
         self.labels = labels
         negatives, num_negatives, strict, exclude = check_link_options(

@@ -13,11 +13,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import backends
 from ..device import array_module
 from ..protocols import Sampler
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, num_nodes_of, take_labels
+from ._base import BaseLoader, label_array, num_nodes_of, take_labels
 from .hetero import (
     HeteroBatch,
     TypedFeatures,
@@ -179,7 +178,7 @@ class NodeLoader(BaseLoader):
         if num_nodes is not None:
             check_ids_in_range("seeds", self.seeds, num_nodes, what="num_nodes")
         if labels is not None:
-            labels = backends.from_(labels)
+            labels = label_array("labels", labels)
             if labels.ndim < 1:
                 raise ValueError(f"labels must be an array indexed by node id, got shape {labels.shape}")
             if num_nodes is not None and labels.shape[0] != num_nodes:

@@ -11,6 +11,7 @@ per ``multi_get_tensor`` call, which is what PyG's loaders call once per batch.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,8 @@ class _Entry:
     squeeze: bool = False  # a 1-D attribute stored as one column
     owner: Any = None  # the typed store this type belongs to (one gather per batch for all types)
     node_type: Any = None
+    tables: Any = None  # the arrays the source was built from (one, or node type -> one for a typed store)
+    owned: bool = False  # ``tables`` are this store's copies (rows may be written in place)
 
 
 class FeatureStore(PyGFeatureStore):
@@ -53,7 +56,12 @@ class FeatureStore(PyGFeatureStore):
         Options of the stores built from arrays (see :class:`gglspeedup.FeatureStore`); each 2-D
         attribute gets its own ``cache_size`` budget (for a typed one, shared by its types).
 
-    Attributes are read-only once stored: ``put_tensor`` takes whole tables (``index=None``).
+    ``put_tensor(rows, group_name, attr_name, index=ids)`` writes rows into an attribute built from
+    an array (e.g. embeddings written back), through a copy of the caller's array made on the
+    first write; the attribute's store is rebuilt, so no device cache keeps an old row. For a new
+    attribute ``index`` must list every row id ``0 .. n-1`` once (the rows' ids, in any order).
+    Feature sources handed over as such (``gather`` objects) are read-only. A failed put leaves
+    the store as it was.
 
     Examples
     --------
@@ -110,12 +118,13 @@ class FeatureStore(PyGFeatureStore):
     def _entry(self, value, what: str) -> _Entry:
         if _is_source(value):
             return _Entry(value)
-        array = to_numpy(value) if not isinstance(value, np.ndarray) else value
+        array = _as_array(value, what)
         if array.ndim == 1:
-            return _Entry(self._store(array.reshape(-1, 1), cache_size=0), squeeze=True)
+            table = array.reshape(-1, 1)
+            return _Entry(self._store(table, cache_size=0), squeeze=True, tables=table)
         if array.ndim != 2:
             raise ValueError(f"feature {what} must be 1-D or 2-D (rows, dim), got shape {tuple(array.shape)}")
-        return _Entry(self._store(array))
+        return _Entry(self._store(array), tables=array)
 
     def _store(self, table, cache_size=None):
         from ..feature import FeatureStore as Store
@@ -133,21 +142,83 @@ class FeatureStore(PyGFeatureStore):
             from ..feature import HeteroFeatureStore
 
             options = self._options
+            tables = {t: _as_array(v, f"({t!r}, {name!r})") for t, v in value.items()}
             store = HeteroFeatureStore(
-                dict(value), options["device"], options["cache_size"], options["policy"], options["graph"]
+                dict(tables), options["device"], options["cache_size"], options["policy"], options["graph"]
             )
-            return self._typed_entries(name, store)
+            entries = self._typed_entries(name, store)
+            for entry in entries.values():
+                entry.tables = tables
+            return entries
         return {t: self._entry(v, f"({t!r}, {name!r})") for t, v in tables.items()}
 
     # ------------------------------------------------------------------ PyG's FeatureStore API
+    # PyG's TensorAttr compares its fields with ``!=``, which a NumPy index (a bool mask included)
+    # cannot answer: such an index is handed on as the torch tensor it stands for.
+    def get_tensor(self, *args, **kwargs):
+        return super().get_tensor(*_torch_index(args, kwargs), **kwargs)
+
+    def put_tensor(self, tensor, *args, **kwargs) -> bool:
+        return super().put_tensor(tensor, *_torch_index(args, kwargs), **kwargs)
+
+    def get_tensor_size(self, *args, **kwargs):
+        return super().get_tensor_size(*_torch_index(args, kwargs), **kwargs)
+
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
-        if attr.index is not None:
-            raise NotImplementedError(
-                "gglspeedup feature stores are read-only once built (rows may sit in a device cache): "
-                "put whole tables with index=None"
+        if attr.index is None or (isinstance(attr.index, slice) and attr.index == slice(None)):
+            self._add(attr.group_name, attr.attr_name, tensor)
+            return True
+        key = (attr.group_name, attr.attr_name)
+        what = f"({attr.group_name!r}, {attr.attr_name!r})"
+        rows = _as_array(tensor, what)
+        entry = self._entries.get(key)
+        if entry is None:  # a new attribute: index gives each row's id, every id once
+            ids = _index_ids(attr.index, len(rows) if rows.ndim else 0, what)
+            if rows.ndim == 0 or len(ids) != len(rows) or np.bincount(ids, minlength=len(rows)).max(initial=1) != 1:
+                raise ValueError(
+                    f"put_tensor of a new attribute {what} with an index: index must list every row id 0 .. n-1 "
+                    f"once for the n = {len(rows) if rows.ndim else 0} rows given"
+                )
+            table = np.empty_like(rows)
+            table[ids] = rows
+            self._add(attr.group_name, attr.attr_name, table)
+            return True
+        if entry.tables is None:
+            raise TypeError(
+                f"feature {what} is a feature source handed over as such ({type(entry.source).__name__}); its rows "
+                "cannot be written: put a whole table (index=None) instead"
             )
-        self._add(attr.group_name, attr.attr_name, tensor)
+        table = entry.tables if entry.owner is None else entry.tables[entry.node_type]
+        ids = _index_ids(attr.index, table.shape[0], what)
+        if entry.squeeze:
+            rows = rows.reshape(-1, 1) if rows.ndim == 1 else rows
+        expected = (len(ids), *table.shape[1:])
+        if tuple(rows.shape) != expected:
+            raise ValueError(f"put_tensor into {what}: rows must have shape {expected}, got {tuple(rows.shape)}")
+        if not entry.owned:  # never write into the caller's array
+            table = table.copy()
+        table[ids] = rows.astype(table.dtype, copy=False)
+        self._rebuild(entry, table)
         return True
+
+    def _rebuild(self, entry: _Entry, table) -> None:
+        """Point ``entry`` (and its typed store's other types) at a store over the written table."""
+        if entry.owner is None:
+            entry.source = self._store(table, cache_size=0 if entry.squeeze else None)
+            entry.tables, entry.owned = table, True
+            return
+        from ..feature import HeteroFeatureStore
+
+        tables = dict(entry.tables)
+        tables[entry.node_type] = table
+        options = self._options
+        store = HeteroFeatureStore(
+            dict(tables), options["device"], options["cache_size"], options["policy"], options["graph"]
+        )
+        for other in self._entries.values():
+            if other.owner is entry.owner:
+                other.owner, other.source, other.tables = store, store.source(other.node_type), tables
+                other.owned = other.owned or other.node_type == entry.node_type
 
     def _get_tensor(self, attr: TensorAttr):
         entry = self._lookup(attr)
@@ -183,7 +254,12 @@ class FeatureStore(PyGFeatureStore):
         if entry is None:
             return None
         shape = tuple(int(n) for n in getattr(entry.source, "shape", (len(entry.source),)))
-        return shape[:1] if entry.squeeze else shape
+        shape = shape[:1] if entry.squeeze else shape
+        if attr.index is not None and not (isinstance(attr.index, slice) and attr.index == slice(None)):
+            ids, scalar = _as_ids(attr.index)  # the size get_tensor(attr) returns
+            count = len(range(shape[0])[ids]) if isinstance(ids, slice) else int(np.size(to_numpy(ids)))
+            shape = shape[1:] if scalar else (count, *shape[1:])
+        return shape
 
     def get_all_tensor_attrs(self) -> list:
         return [TensorAttr(group, name) for group, name in self._entries]
@@ -205,7 +281,7 @@ class FeatureStore(PyGFeatureStore):
 
     def __repr__(self) -> str:
         names = [name if group is None else (group, name) for group, name in self._entries]
-        return f"{type(self).__name__}(attrs={names})"
+        return f"{type(self).__name__}(attrs={names})" if names else f"{type(self).__name__}()"
 
     def _lookup(self, attr) -> _Entry:
         entry = self._entries.get((attr.group_name, attr.attr_name))
@@ -245,6 +321,44 @@ def _as_ids(index):
     if isinstance(index, np.ndarray) and index.dtype == np.bool_:
         return np.flatnonzero(index), False
     return index, False
+
+
+def _torch_index(args: tuple, kwargs: dict) -> tuple:
+    """``args`` with a NumPy ``index`` (positional, keyword or in a TensorAttr) as a torch tensor;
+    ``kwargs`` is updated in place."""
+    if isinstance(kwargs.get("index"), np.ndarray):
+        kwargs["index"] = torch.from_numpy(np.ascontiguousarray(kwargs["index"]))
+    args = list(args)
+    if len(args) >= 3 and isinstance(args[2], np.ndarray):
+        args[2] = torch.from_numpy(np.ascontiguousarray(args[2]))
+    if args and isinstance(args[0], TensorAttr) and isinstance(args[0].index, np.ndarray):
+        args[0] = copy.copy(args[0])
+        args[0].index = torch.from_numpy(np.ascontiguousarray(args[0].index))
+    return tuple(args)
+
+
+def _as_array(value, what: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return to_numpy(value)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"feature {what} must be an array or a tensor, got {type(value).__name__}: {error}") from None
+
+
+def _index_ids(index, num_rows: int, what: str) -> np.ndarray:
+    """``index`` of a put as int64 host ids in ``[0, num_rows)`` (a bool mask: its true rows)."""
+    ids, _ = _as_ids(index)
+    if isinstance(ids, slice):
+        return np.arange(num_rows, dtype=np.int64)[ids]
+    ids = np.asarray(to_numpy(ids) if not isinstance(ids, (list, np.ndarray)) else ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"index of {what} must hold integer row ids or be a bool mask, got dtype {ids.dtype}")
+    ids = ids.reshape(-1).astype(np.int64, copy=False)
+    if ids.size and (ids.min() < 0 or ids.max() >= num_rows):
+        position = int(np.argmax((ids < 0) | (ids >= num_rows)))
+        raise IndexError(f"index of {what} must lie in [0, {num_rows}): index[{position}] = {ids[position]}")
+    return ids
 
 
 def _finish(rows, squeeze: bool, scalar: bool):

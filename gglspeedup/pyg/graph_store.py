@@ -14,13 +14,12 @@ import numpy as np
 import torch
 from torch_geometric.data import GraphStore as PyGGraphStore
 from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
-from torch_geometric.index import ptr2index
 
 from ..device import to_numpy
 from ..graph import CSRGraph, as_csr_graph
 from ..heterograph import HeteroGraph
 
-__all__ = ["GraphStore", "graph_from_pyg_store"]
+__all__ = ["GraphStore", "graph_from_pyg_store", "csr_of_data"]
 
 
 class GraphStore(PyGGraphStore):
@@ -32,12 +31,22 @@ class GraphStore(PyGGraphStore):
     graph : CSRGraph, HeteroGraph, scipy sparse matrix or None
         The graph (copied to the host if it lives on a GPU). ``None`` starts empty: add edge types
         with PyG's ``put_edge_index(edge_index, edge_type=..., layout="coo" | "csc" | "csr",
-        size=(num_src, num_dst))``.
+        size=(num_src, num_dst))``; ``edge_index`` is a ``(row, col)`` pair or, for COO, a stacked
+        ``[2, E]`` tensor.
 
-    Every edge type is listed once by ``get_all_edge_attrs()``, in the CSC layout it is stored in
-    (``size == (num_src_nodes, num_dst_nodes)``); ``get_edge_index(edge_type, layout)`` answers
-    COO, CSC and CSR. :attr:`graph` is the gglspeedup graph a :class:`~gglspeedup.pyg.Sampler`
-    samples from.
+    PyG's contract (its ``test_graph_store``): a layout that was put comes back exactly as put from
+    ``get_edge_index`` (COO in the order it was put), a layout that was not put raises
+    ``KeyError`` there and is converted by ``coo()`` / ``csr()`` / ``csc()``, and
+    ``get_all_edge_attrs()`` lists every ``(edge type, layout)`` put. An edge type's edge ids are
+    its positions in the COO it was put in (else in the CSC, else the CSR), so the ``perm`` of a
+    conversion indexes the edge features given in that order, and a COO conversion comes back in
+    that order with ``perm=None``. A graph handed to the constructor is stored as CSC (no copy: a
+    CSRGraph row ``v`` lists the sources of the edges into ``v``) and answers every layout from
+    ``get_edge_index``; its edge ids are the graph's ``edge_ids``. A failed put leaves the store
+    as it was.
+
+    :attr:`graph` is the gglspeedup graph a :class:`~gglspeedup.pyg.Sampler` samples from: typed
+    edge types must then be ``(src, name, dst)`` triples.
 
     Examples
     --------
@@ -52,110 +61,221 @@ class GraphStore(PyGGraphStore):
 
     def __init__(self, graph=None):
         super().__init__()
-        self._relations: dict = {}
-        self._num_nodes: dict = {}
-        self._hetero = None
+        self._puts: dict = {}  # (edge_type, EdgeLayout) -> (first, second, size, is_sorted) as put
+        self._given: dict = {}  # edge_type -> CSRGraph handed to the constructor
+        self._relations: dict = {}  # edge_type -> CSRGraph (built from the puts on demand)
         self._layouts: dict = {}
+        self._hetero = None
         if isinstance(graph, HeteroGraph):
             graph = graph.to("cpu")
-            self._hetero = graph
-            self._relations = {edge_type: graph[edge_type] for edge_type in graph.edge_types}
-            self._num_nodes = dict(graph.num_nodes)
+            self._given = {edge_type: graph[edge_type] for edge_type in graph.edge_types}
+            self._hetero, self._num_nodes_given = graph, dict(graph.num_nodes)
         elif graph is not None:
-            self._relations = {None: as_csr_graph(graph).to("cpu")}
+            self._given = {None: as_csr_graph(graph).to("cpu")}
 
     @classmethod
     def from_data(cls, data) -> GraphStore:
-        """From a ``torch_geometric.data.Data`` (its ``edge_index`` and ``num_nodes``) or a
-        ``HeteroData`` (:meth:`gglspeedup.HeteroGraph.from_pyg`)."""
+        """From a ``torch_geometric.data.Data`` (its ``edge_index`` and ``num_nodes``; no edges is
+        fine) or a ``HeteroData`` (:meth:`gglspeedup.HeteroGraph.from_pyg`)."""
         from torch_geometric.data import Data, HeteroData
 
         if isinstance(data, HeteroData):
             return cls(HeteroGraph.from_pyg(data))
         if isinstance(data, Data):
-            return cls(CSRGraph.from_edge_index(data.edge_index, num_nodes=data.num_nodes))
+            return cls(csr_of_data(data))
         raise TypeError(f"data must be a torch_geometric Data or HeteroData, got {type(data).__name__}")
 
     # ------------------------------------------------------------------ gglspeedup's view
+    def _edge_types(self) -> list:
+        return list(dict.fromkeys([*self._given, *(edge_type for edge_type, _ in self._puts)]))
+
     @property
     def is_hetero(self) -> bool:
-        return None not in self._relations
+        edge_types = self._edge_types()
+        return bool(edge_types) and None not in edge_types
 
     @property
     def graph(self):
         """The stored graph: a :class:`~gglspeedup.CSRGraph`, or a :class:`~gglspeedup.HeteroGraph`
         for typed edge types (built once from the relations put so far)."""
-        if not self._relations:
+        edge_types = self._edge_types()
+        if not edge_types:
             raise ValueError("the GraphStore holds no edges yet; put_edge_index(...) first")
         if not self.is_hetero:
-            return self._relations[None]
+            return self._relation(None)
         if self._hetero is None:
-            self._hetero = HeteroGraph(dict(self._relations), dict(self._num_nodes))
+            for edge_type in edge_types:
+                if not (isinstance(edge_type, tuple) and len(edge_type) == 3):
+                    raise ValueError(
+                        f"edge type {edge_type!r} is not a (src, name, dst) triple: a typed graph to sample from "
+                        "needs its node types"
+                    )
+            relations = {edge_type: self._relation(edge_type) for edge_type in edge_types}
+            self._hetero = HeteroGraph(relations, self.num_nodes)
         return self._hetero
 
     @property
     def num_nodes(self):
-        """Node count (an int), or node type -> count for typed graphs."""
-        return dict(self._num_nodes) if self.is_hetero else self.graph.num_nodes
+        """Node count (an int), or node type -> count for typed graphs (the largest size any
+        relation gives the type)."""
+        if not self.is_hetero:
+            return self.graph.num_nodes
+        counts = dict(getattr(self, "_num_nodes_given", {}))
+        for edge_type in self._edge_types():
+            relation = self._relation(edge_type)
+            for node_type, count in ((edge_type[0], relation.num_src_nodes), (edge_type[-1], relation.num_nodes)):
+                counts[node_type] = max(counts.get(node_type, 0), int(count))
+        return counts
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(graph={self.graph!r})" if self._relations else f"{type(self).__name__}()"
+        return f"{type(self).__name__}(graph={self.graph!r})" if self._given else f"{type(self).__name__}()"
 
     # ------------------------------------------------------------------ PyG's GraphStore API
     def get_all_edge_attrs(self) -> list:
-        return [
+        attrs = [
             EdgeAttr(edge_type, EdgeLayout.CSC, is_sorted=True, size=(int(g.num_src_nodes), int(g.num_nodes)))
-            for edge_type, g in self._relations.items()
+            for edge_type, g in self._given.items()
         ]
+        for (edge_type, layout), (_, _, size, is_sorted) in self._puts.items():
+            if edge_type not in self._given:
+                attrs.append(EdgeAttr(edge_type, layout, is_sorted=is_sorted, size=size))
+        return attrs
 
     def _get_edge_index(self, edge_attr: EdgeAttr):
-        if edge_attr.edge_type not in self._relations:
-            return None
-        row, col, _ = self._layout(edge_attr.edge_type, EdgeLayout(edge_attr.layout))
-        return row, col
+        layout = EdgeLayout(edge_attr.layout)
+        put = self._puts.get((edge_attr.edge_type, layout))
+        if put is not None:
+            return put[0], put[1]
+        if edge_attr.edge_type in self._given:
+            row, col, _ = self._layout(edge_attr.edge_type, layout)
+            return row, col
+        return None  # PyG's get_edge_index raises KeyError
 
     def _edge_to_layout(self, attr: EdgeAttr, layout: EdgeLayout, store: bool = False):
         # PyG's base class converts from the stored layout and knows no edge ids; every layout is
         # answered here, with the edge id of each entry as ``perm``.
-        if attr.edge_type not in self._relations:
+        if attr.edge_type not in self._edge_types():
             raise KeyError(f"'edge_index' for '{attr}' not found")
-        return self._layout(attr.edge_type, EdgeLayout(layout))
+        layout = EdgeLayout(layout)
+        row, col, perm = self._layout(attr.edge_type, layout)
+        if store and (attr.edge_type, layout) not in self._puts and attr.edge_type not in self._given:
+            self._puts[(attr.edge_type, layout)] = (row, col, attr.size, perm is None)
+        return row, col, perm
 
     def _put_edge_index(self, edge_index, edge_attr: EdgeAttr) -> bool:
-        edge_type = edge_attr.edge_type
-        if self._relations and (edge_type is None) != (None in self._relations):
+        edge_type, layout, size = edge_attr.edge_type, EdgeLayout(edge_attr.layout), edge_attr.size
+        _check_edge_type(edge_type)
+        edge_types = [et for et in self._edge_types() if et != edge_type]
+        if edge_types and (edge_type is None) != (None in edge_types):
             raise ValueError(
                 "a GraphStore holds either one untyped edge set (edge_type=None) or typed edge types "
                 f"(src, name, dst), not both; got edge_type={edge_type!r}"
             )
-        graph = _as_relation(edge_index, EdgeLayout(edge_attr.layout), edge_attr.size, typed=edge_type is not None)
-        self._relations[edge_type] = graph
-        if edge_type is not None:
-            src, _, dst = edge_type
-            for node_type, count in ((src, graph.num_src_nodes), (dst, graph.num_nodes)):
-                self._num_nodes[node_type] = max(self._num_nodes.get(node_type, 0), int(count))
-        self._forget()
+        first, second = _as_pair(edge_index, layout)
+        size = _check_size(size)
+        # Every check (and the relation build) runs before the store changes.
+        relation = _as_relation(first, second, layout, size, typed=edge_type is not None)
+        self._given.pop(edge_type, None)
+        self._puts[(edge_type, layout)] = (first, second, size, bool(edge_attr.is_sorted))
+        self._forget(edge_type)
+        if _PREFERRED.index(layout) <= min(_PREFERRED.index(lo) for et, lo in self._puts if et == edge_type):
+            self._relations[edge_type] = relation
         return True
 
     def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
-        if edge_attr.edge_type not in self._relations:
-            return False
-        del self._relations[edge_attr.edge_type]
-        self._forget()
-        return True
+        edge_type, layout = edge_attr.edge_type, EdgeLayout(edge_attr.layout)
+        if self._puts.pop((edge_type, layout), None) is not None:
+            self._forget(edge_type)
+            return True
+        if edge_type in self._given and layout == EdgeLayout.CSC:
+            del self._given[edge_type]
+            self._forget(edge_type)
+            return True
+        return False
 
     # ------------------------------------------------------------------ layouts
-    def _forget(self) -> None:
-        self._layouts.clear()
+    def _forget(self, edge_type) -> None:
+        self._relations.pop(edge_type, None)
+        for key in [key for key in self._layouts if key[0] == edge_type]:
+            del self._layouts[key]
         self._hetero = None
+
+    def _relation(self, edge_type) -> CSRGraph:
+        """The CSRGraph of ``edge_type``: the one given, or built from its preferred put layout."""
+        if edge_type in self._given:
+            return self._given[edge_type]
+        if edge_type not in self._relations:
+            layout = min((lo for et, lo in self._puts if et == edge_type), key=_PREFERRED.index)
+            first, second, size, _ = self._puts[(edge_type, layout)]
+            self._relations[edge_type] = _as_relation(first, second, layout, size, typed=edge_type is not None)
+        return self._relations[edge_type]
 
     def _layout(self, edge_type, layout: EdgeLayout) -> tuple:
         """``(row, col, perm)`` of ``edge_type`` in ``layout`` (torch tensors; ``perm`` the edge id
         of every entry, ``None`` when the entries are in edge-id order already)."""
         key = (edge_type, layout)
         if key not in self._layouts:
-            self._layouts[key] = _layout_of(self._relations[edge_type], layout)
+            self._layouts[key] = _layout_of(self._relation(edge_type), layout)
         return self._layouts[key]
+
+
+# The layout an edge type's edge ids count in, when several were put: PyG converts from COO first.
+_PREFERRED = (EdgeLayout.COO, EdgeLayout.CSC, EdgeLayout.CSR)
+
+
+def _check_edge_type(edge_type) -> None:
+    ok = edge_type is None or isinstance(edge_type, str)
+    ok = ok or (isinstance(edge_type, tuple) and len(edge_type) == 3 and all(isinstance(v, str) for v in edge_type))
+    if not ok:
+        raise ValueError(
+            f"edge_type must be None (an untyped graph), a (src, name, dst) tuple of str or a str, got {edge_type!r}"
+        )
+
+
+def _check_size(size):
+    if size is None:
+        return None
+    if not (isinstance(size, (tuple, list)) and len(size) == 2):
+        raise ValueError(f"size must be (num_src_nodes, num_dst_nodes), got {size!r}")
+    from ..validation import check_int
+
+    return tuple(check_int(f"size[{i}]", value, minimum=0) for i, value in enumerate(size))
+
+
+def _as_pair(edge_index, layout: EdgeLayout) -> tuple:
+    """``edge_index`` as two 1-D int64 host tensors: a ``(row, col)`` pair, or for COO a stacked
+    ``[2, E]`` tensor (PyG's stores take both)."""
+    if isinstance(edge_index, (tuple, list)) and len(edge_index) == 2:
+        parts = edge_index
+    elif layout == EdgeLayout.COO and hasattr(edge_index, "shape") and len(edge_index.shape) == 2:
+        if int(edge_index.shape[0]) != 2:
+            raise ValueError(f"edge_index must have shape [2, num_edges], got {tuple(edge_index.shape)}")
+        parts = (edge_index[0], edge_index[1])
+    else:
+        expected = "a (row, col) pair or a [2, num_edges] tensor" if layout == EdgeLayout.COO else "a (row, col) pair"
+        raise TypeError(f"edge_index must be {expected} for layout {layout.value!r}, got {type(edge_index).__name__}")
+    out = []
+    for i, part in enumerate(parts):
+        array = to_numpy(part) if not isinstance(part, np.ndarray) else part
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"edge_index[{i}] must hold integers, got dtype {array.dtype}")
+        if array.ndim != 1:
+            raise ValueError(f"edge_index[{i}] must be 1-D, got shape {tuple(array.shape)}")
+        out.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64)))
+    if layout == EdgeLayout.COO and out[0].numel() != out[1].numel():
+        raise ValueError(f"edge_index's rows differ in length ({out[0].numel()} != {out[1].numel()})")
+    return tuple(out)
+
+
+def csr_of_data(data) -> CSRGraph:
+    """The CSRGraph of a ``Data``: its ``edge_index`` (none: a graph without edges) over ``num_nodes``."""
+    edge_index = data.edge_index if "edge_index" in data else None
+    num_nodes = data.num_nodes
+    if edge_index is None:
+        if num_nodes is None:
+            raise ValueError("a Data without edge_index needs num_nodes")
+        edge_index = np.empty((2, 0), np.int64)
+    return CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes)
 
 
 def _layout_of(graph: CSRGraph, layout: EdgeLayout) -> tuple:
@@ -164,13 +284,17 @@ def _layout_of(graph: CSRGraph, layout: EdgeLayout) -> tuple:
     if layout == EdgeLayout.CSC:  # the stored arrays themselves
         return _tensor(indices), _tensor(indptr), _tensor(edge_ids)
     targets = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(indptr))
-    if layout == EdgeLayout.COO:
-        return _tensor(indices), torch.from_numpy(targets), _tensor(edge_ids)
-    order = np.argsort(indices, kind="stable")  # CSR: by source, targets ascending within a source
+    ids = np.arange(len(indices), dtype=np.int64) if edge_ids is None else np.asarray(edge_ids, np.int64)
+    if layout == EdgeLayout.COO:  # in edge-id order: the order the edges were put in
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        in_order = bool(np.array_equal(sorted_ids, np.arange(len(ids))))
+        row, col = np.ascontiguousarray(indices[order], np.int64), targets[order]
+        return torch.from_numpy(row), torch.from_numpy(col), None if in_order else torch.from_numpy(sorted_ids)
+    order = np.lexsort((ids, indices))  # CSR: by source, then edge id (PyG's stable sort of the COO)
     rowptr = np.zeros(graph.num_src_nodes + 1, np.int64)
     np.cumsum(np.bincount(indices, minlength=graph.num_src_nodes), out=rowptr[1:])
-    perm = order if edge_ids is None else edge_ids[order]
-    return torch.from_numpy(rowptr), torch.from_numpy(targets[order]), torch.from_numpy(perm)
+    return torch.from_numpy(rowptr), torch.from_numpy(targets[order]), torch.from_numpy(ids[order])
 
 
 def _tensor(array):
@@ -181,27 +305,38 @@ def _tensor(array):
     return to_torch(np.asarray(array, dtype=np.int64))
 
 
-def _as_relation(edge_index, layout: EdgeLayout, size, typed: bool) -> CSRGraph:
-    """The CSRGraph (rows = targets) of a PyG edge index in ``layout``; ``size`` ``(num_src, num_dst)``."""
-    if not (isinstance(edge_index, (tuple, list)) and len(edge_index) == 2):
-        raise TypeError(f"edge_index must be a (row, col) pair of tensors for layout {layout.value!r}")
-    first, second = (torch.as_tensor(part).to(torch.int64).cpu() for part in edge_index)
-    if layout == EdgeLayout.CSC:  # (row, colptr)
-        num_src = None if size is None else int(size[0])
-        if num_src is None and typed:
-            num_src = int(first.max()) + 1 if first.numel() else 0
-        return CSRGraph(second.numpy(), first.numpy(), num_src_nodes=num_src)
-    if layout == EdgeLayout.CSR:  # (rowptr, col) -> COO
-        first = ptr2index(first, int(second.numel()))
-    coo = torch.stack([first, second]).numpy()
-    if size is not None:
-        num_src, num_dst = int(size[0]), int(size[1])
-    elif typed:
-        num_src, num_dst = (int(part.max()) + 1 if part.numel() else 0 for part in (first, second))
-    else:
-        num_src = num_dst = int(coo.max()) + 1 if coo.size else 0
-    bipartite = typed or num_src != num_dst
-    return CSRGraph.from_edge_index(coo, num_nodes=num_dst, num_src_nodes=num_src if bipartite else None)
+def _as_relation(first, second, layout: EdgeLayout, size, typed: bool) -> CSRGraph:
+    """The CSRGraph (rows = targets) of a PyG edge index in ``layout``; ``size`` ``(num_src,
+    num_dst)``. Its edge ids are the entries' positions in the layout as put."""
+    first, second = first.numpy(), second.numpy()
+    try:
+        if layout == EdgeLayout.CSC:  # (row, colptr)
+            num_src = None if size is None else size[0]
+            if size is not None and size[1] != len(second) - 1:
+                raise ValueError(f"colptr has {len(second)} entries but size[1] = {size[1]} (num_dst_nodes + 1 needed)")
+            if num_src is None:
+                num_src = int(first.max()) + 1 if first.size else 0
+                num_src = num_src if typed else max(num_src, len(second) - 1)
+            bipartite = typed or num_src != len(second) - 1
+            return CSRGraph(second, first, num_src_nodes=num_src if bipartite else None)
+        if layout == EdgeLayout.CSR:  # (rowptr, col): checked as an out-CSR, then as COO
+            num_dst = size[1] if size is not None else (int(second.max()) + 1 if second.size else 0)
+            if size is not None and size[0] != len(first) - 1:
+                raise ValueError(f"rowptr has {len(first)} entries but size[0] = {size[0]} (num_src_nodes + 1 needed)")
+            CSRGraph(first, second, num_src_nodes=num_dst)
+            first = np.repeat(np.arange(len(first) - 1, dtype=np.int64), np.diff(first))
+        if size is not None:
+            num_src, num_dst = size
+        elif typed:
+            num_src, num_dst = (int(part.max()) + 1 if part.size else 0 for part in (first, second))
+        else:
+            num_src = num_dst = max(int(first.max(initial=-1)), int(second.max(initial=-1))) + 1
+        bipartite = typed or num_src != num_dst
+        return CSRGraph.from_edge_index(
+            np.stack([first, second]), num_nodes=num_dst, num_src_nodes=num_src if bipartite else None
+        )
+    except ValueError as error:
+        raise ValueError(f"edge_index ({layout.value}): {error}") from None
 
 
 def graph_from_pyg_store(graph_store):

@@ -122,7 +122,7 @@ class LinkNeighborLoader(LinkLoader):
             neighbor_sampler = _make_sampler(data, num_neighbors, replace, weight_attr, options)
         if _is_remote(data) and not neighbor_sampler.is_hetero:
             if edge_label_index is None:
-                edge_label_index = _all_edges(neighbor_sampler)
+                edge_label_index = _all_edges(data[1], neighbor_sampler)
             if isinstance(edge_label_index, torch.Tensor):
                 edge_label_index = (None, edge_label_index)
         super().__init__(
@@ -170,10 +170,19 @@ def _default_input_nodes(data, input_nodes, sampler: Sampler):
     return input_nodes
 
 
-def _all_edges(sampler: Sampler) -> torch.Tensor:
-    graph = sampler.sampler.graph.to("cpu")
-    targets = torch.repeat_interleave(torch.arange(graph.num_nodes), torch.from_numpy(graph.degree()))
-    return torch.stack([torch.from_numpy(graph.indices.astype("int64", copy=False)), targets])
+def _all_edges(graph_store, sampler: Sampler) -> torch.Tensor:
+    """Every edge as a (2, E) COO in edge-id order: the order the edges (and so an ``edge_label``
+    given for them) were put in, as PyG's own stores return it."""
+    from torch_geometric.data.graph_store import EdgeLayout
+
+    from .graph_store import _layout_of
+
+    if isinstance(graph_store, GraphStore) and graph_store.get_all_edge_attrs():
+        row, col, _ = graph_store.coo()
+        if not isinstance(row, dict):
+            return torch.stack([row, col])
+    row, col, _ = _layout_of(sampler.sampler.graph.to("cpu"), EdgeLayout.COO)  # ascending edge ids
+    return torch.stack([row, col])
 
 
 def _check_unsupported(subgraph_type, disjoint, time_attr, time) -> None:

@@ -14,7 +14,14 @@ import numpy as np
 
 from ..heterograph import check_edge_type
 from ._kernels.exclusion import row_filter
-from .links import check_labels, check_link_options, check_pairs, first_appearance, link_labels
+from .links import (
+    check_labels,
+    check_link_options,
+    check_negative_count,
+    check_pairs,
+    first_appearance,
+    link_labels,
+)
 from .types import HeteroLinkSampleOutput
 
 __all__ = ["sample_typed_links"]
@@ -54,6 +61,8 @@ def sample_typed_links(
     if labels is not None:
         labels = check_labels(labels, count, device)
     negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
+    if negatives is not None:
+        check_negative_count(num_negatives, count)
     reverse = _check_reverse(graph, edge_type, reverse_edge_type, exclude)
     key = sampler._next_key(key)
     xp = device.xp if device.is_cuda else np
@@ -77,6 +86,8 @@ def sample_typed_links(
                 extra = neg_dst
             else:
                 src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
+        elif negatives == "triplet":  # no pairs: a (0, num_negatives) matrix all the same
+            extra = xp.empty(0, np.int64)
         num_pairs = int(src.shape[0])
         seeds = [xp.empty(0, np.int64) for _ in graph.node_types]
         s_index, d_index = graph.node_types.index(src_type), graph.node_types.index(dst_type)

@@ -16,6 +16,8 @@ See DESIGN.md, "Link prediction". The steps, each on the sampler's device throug
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..device import as_device_array, on_gpu, to_numpy
@@ -30,6 +32,7 @@ __all__ = [
     "check_pairs",
     "check_labels",
     "check_link_options",
+    "check_negative_count",
     "first_appearance",
     "link_labels",
 ]
@@ -88,7 +91,38 @@ def check_labels(labels, count: int, device):
         raise TypeError(f"labels must hold numbers (bool, int or float), got dtype {array.dtype}")
     if array.ndim != 1 or array.shape[0] != count:
         raise ValueError(f"labels must have one entry per pair ({count},), got shape {tuple(array.shape)}")
+    if array.dtype.kind == "f" and count:
+        finite = np.isfinite(array) if isinstance(array, np.ndarray) else device.xp.isfinite(array)
+        bad = ~finite
+        if isinstance(array, np.ndarray):
+            any_bad = bool(bad.any())
+        else:
+            from .._launch import to_host
+
+            any_bad = bool(to_host(bad.any()))  # sync: one read per link batch with float labels
+        if any_bad:
+            position = int(bad.argmax())
+            raise ValueError(f"labels must be finite numbers: labels[{position}] = {float(array[position])}")
     return array
+
+
+def check_negative_count(num_negatives: int, count: int) -> None:
+    """Refuse ``num_negatives * count`` negatives that no machine's memory holds (about 24 bytes
+    each: source, target, flag), before anything is allocated."""
+    limit = _memory_bytes()
+    if num_negatives * count * 24 > limit:
+        raise ValueError(
+            f"num_negatives = {num_negatives} for {count} pairs asks for {num_negatives * count} negatives "
+            f"(about {num_negatives * count * 24 / 2**30:.3g} GiB), more than this machine's memory "
+            f"({limit / 2**30:.3g} GiB)"
+        )
+
+
+def _memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 1 << 40
 
 
 def check_link_options(negatives, num_negatives, strict_negatives, exclude) -> tuple:
@@ -120,6 +154,8 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
     if labels is not None:
         labels = check_labels(labels, count, device)
     negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
+    if negatives is not None:
+        check_negative_count(num_negatives, count)
     key = sampler._next_key(key)
     xp = np if isinstance(pairs, np.ndarray) else device.xp
     with device:
@@ -139,6 +175,8 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
                 extra = neg_dst
             else:
                 src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
+        elif negatives == "triplet":  # no pairs: a (0, num_negatives) matrix all the same
+            extra = xp.empty(0, np.int64)
         num_pairs = int(src.shape[0])
         sequence = xp.concatenate((src, dst) if extra is None else (src, dst, extra))
         seeds, local = first_appearance(xp, sequence)

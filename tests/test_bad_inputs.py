@@ -1,0 +1,75 @@
+"""Bad inputs at the public surfaces (issue 26, parts B and C): each gets a clear error naming the
+argument before any kernel runs, never a crash, a wrong answer or another library's error."""
+
+import numpy as np
+import pytest
+
+import gglspeedup as gg
+
+from conftest import to_host
+
+
+@pytest.fixture(scope="module")
+def small():
+    edge_index = np.array([[1, 2, 3, 0, 2, 4, 5, 1], [0, 0, 1, 2, 3, 3, 4, 5]])
+    return gg.CSRGraph.from_edge_index(edge_index, num_nodes=6)
+
+
+def _typed():
+    return gg.HeteroGraph(
+        {("a", "to", "b"): [[0, 1, 2], [0, 1, 1]], ("b", "back", "a"): [[0, 1], [0, 2]]}, {"a": 3, "b": 2}
+    )
+
+
+# ------------------------------------------------------------- B13: loaders check up front
+def test_node_loader_refuses_a_feature_table_shorter_than_the_graph(small):
+    sampler = gg.NeighborSampler(small, [2])
+    with pytest.raises(ValueError, match="features has 4 rows.*num_nodes = 6"):
+        gg.NodeLoader(sampler, np.zeros((4, 2), np.float32), [0, 1], 2, backend=None)
+    with pytest.raises(ValueError, match="features has 4 rows"):
+        gg.LinkLoader(sampler, np.zeros((4, 2), np.float32), [[0], [1]], 2, backend=None)
+
+
+@pytest.mark.parametrize("labels", [3, "y", {"a": 3}, 2.5])
+def test_node_loader_labels_that_are_not_arrays_raise_a_type_error_naming_labels(small, labels):
+    sampler = gg.NeighborSampler(small, [2])
+    with pytest.raises(TypeError, match="labels"):
+        gg.NodeLoader(sampler, np.zeros((6, 2), np.float32), [0, 1], 2, labels=labels, backend=None)
+
+
+def test_typed_node_loader_label_that_is_not_an_array_names_its_type():
+    sampler = gg.HeteroNeighborSampler(_typed(), [1])
+    features = {"a": np.zeros((3, 1), np.float32), "b": np.zeros((2, 1), np.float32)}
+    with pytest.raises(TypeError, match=r"labels\['a'\]"):
+        gg.NodeLoader(sampler, features, {"a": [0]}, 2, labels={"a": 3}, backend=None)
+
+
+# -------------------------------------------------------- B14: link labels and empty triplets
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_sample_links_refuses_non_finite_labels(small, bad):
+    labels = np.array([1.0, bad])
+    with pytest.raises(ValueError, match=r"labels must be finite.*labels\[1\]"):
+        gg.NeighborSampler(small, [2]).sample_links([[0, 1], [1, 2]], labels)
+    with pytest.raises(ValueError, match=r"labels must be finite"):
+        gg.HeteroNeighborSampler(_typed(), [1]).sample_links([[0, 1], [0, 1]], labels, edge_type=("a", "to", "b"))
+    with pytest.raises(ValueError, match=r"labels must be finite"):
+        gg.LinkLoader(gg.NeighborSampler(small, [2]), np.zeros((6, 1)), [[0, 1], [1, 2]], 2, labels=labels)
+
+
+def test_triplets_on_zero_pairs_give_an_empty_matrix(small):
+    out = gg.NeighborSampler(small, [2]).sample_links(np.empty((2, 0), np.int64), negatives="triplet", num_negatives=3)
+    assert to_host(out.negative_targets).shape == (0, 3)
+    typed = gg.HeteroNeighborSampler(_typed(), [1]).sample_links(
+        np.empty((2, 0), np.int64), edge_type=("a", "to", "b"), negatives="triplet", num_negatives=2
+    )
+    assert to_host(typed.negative_targets).shape == (0, 2)
+
+
+# ------------------------------------------------------------------ C17: huge negative counts
+def test_a_negative_count_no_memory_holds_is_refused_by_name(small):
+    with pytest.raises(ValueError, match="num_negatives = 1000000000000"):
+        gg.NeighborSampler(small, [2]).sample_links([[0], [1]], negatives="binary", num_negatives=10**12)
+    with pytest.raises(ValueError, match="num_negatives"):
+        gg.HeteroNeighborSampler(_typed(), [1]).sample_links(
+            [[0], [0]], edge_type=("a", "to", "b"), negatives="triplet", num_negatives=10**12
+        )

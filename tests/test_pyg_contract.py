@@ -1,0 +1,152 @@
+"""gglspeedup.pyg against PyG's remote-backend contract (issue 26, part A): COO order, puts,
+empty graphs, input checks. PyG's own tests run against these classes in tools/pyg_conformance.py."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from torch_geometric.loader import LinkLoader  # noqa: E402
+
+import gglspeedup as gg  # noqa: E402
+from gglspeedup import pyg  # noqa: E402
+
+
+def _distinct_edges(num_nodes, count, seed):
+    """``count`` distinct (source, target) pairs, in random order."""
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(num_nodes * num_nodes, count, replace=False)
+    return np.stack([flat // num_nodes, flat % num_nodes]).astype(np.int64)
+
+
+def _check_labels(batches, label_of):
+    seen = 0
+    for batch, node in batches:
+        pairs = node[batch.edge_label_index]
+        for (u, v), label in zip(pairs.T.tolist(), batch.edge_label.tolist()):
+            assert label == label_of[(u, v)], (u, v)
+            seen += 1
+    return seen
+
+
+# ------------------------------------------------------------------------------- A1: COO order
+def test_typed_store_coo_comes_back_in_put_order_so_pygs_link_loader_labels_every_pair_right():
+    edges = _distinct_edges(30, 120, seed=0)
+    label = torch.arange(120, dtype=torch.float32) * 3 + 1  # one distinct label per pair
+    label_of = {tuple(pair): float(value) for pair, value in zip(edges.T.tolist(), label.tolist())}
+    edge_type = ("a", "to", "a")
+    graph_store, feature_store = pyg.GraphStore(), pyg.FeatureStore({("a", "x"): np.zeros((30, 1), np.float32)})
+    graph_store.put_edge_index(torch.from_numpy(edges), edge_type=edge_type, layout="coo", size=(30, 30))
+    row, col, perm = graph_store.coo([edge_type])
+    assert perm[edge_type] is None and torch.equal(
+        torch.stack([row[edge_type], col[edge_type]]), torch.from_numpy(edges)
+    )
+    data = (feature_store, graph_store)
+    sampler = pyg.Sampler(data, num_neighbors=[2])
+    loader = LinkLoader(data, sampler, edge_label_index=edge_type, edge_label=label, batch_size=48, shuffle=True)
+    batches = [(b[edge_type], b["a"].n_id) for b in loader]
+    assert _check_labels(batches, label_of) == 120
+
+
+@pytest.mark.parametrize("from_put", [False, True])
+def test_our_link_loader_over_every_edge_keeps_each_label_with_its_pair(from_put):
+    edges = _distinct_edges(40, 150, seed=1)
+    label = torch.arange(150, dtype=torch.float32) + 0.5
+    label_of = {tuple(pair): float(value) for pair, value in zip(edges.T.tolist(), label.tolist())}
+    if from_put:
+        graph_store = pyg.GraphStore()
+        graph_store.put_edge_index((torch.from_numpy(edges[0]), torch.from_numpy(edges[1])), None, "coo", size=(40, 40))
+    else:
+        graph_store = pyg.GraphStore(gg.CSRGraph.from_edge_index(edges, num_nodes=40))
+    data = (pyg.FeatureStore({"x": np.zeros((40, 1), np.float32)}), graph_store)
+    loader = pyg.LinkNeighborLoader(data, [2], edge_label=label, batch_size=64, shuffle=True)
+    assert _check_labels([(b, b.n_id) for b in loader], label_of) == 150
+
+
+# ------------------------------------------------------------------------------ A2, A4: puts
+def test_put_edge_index_takes_a_stacked_coo_tensor():
+    edges = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    stacked, pair = pyg.GraphStore(), pyg.GraphStore()
+    stacked.put_edge_index(edges, edge_type=None, layout="coo", size=(3, 3))
+    pair.put_edge_index((edges[0], edges[1]), edge_type=None, layout="coo", size=(3, 3))
+    for layout in ("coo", "csc", "csr"):
+        for a, b in zip(getattr(stacked, layout)(), getattr(pair, layout)()):
+            assert (a is None and b is None) or torch.equal(a, b)
+    with pytest.raises(ValueError, match="edge_index must have shape"):
+        stacked.put_edge_index(torch.zeros(3, 4, dtype=torch.long), edge_type=None, layout="coo", size=(3, 3))
+
+
+@pytest.mark.parametrize(
+    "edge_type, edge_index, size, error",
+    [
+        (("a", "b"), torch.tensor([[0], [1]]), (2, 2), ValueError),  # not a triple
+        (None, torch.tensor([[0], [1]]), (2, 2), ValueError),  # untyped beside typed
+        (("a", "to", "a"), (torch.tensor([0, 1]), torch.tensor([1])), (2, 2), ValueError),  # rows differ
+        (("a", "to", "a"), torch.tensor([[0], [5]]), (2, 2), ValueError),  # out of range
+        (("a", "to", "a"), torch.tensor([[0.0], [1.0]]), (2, 2), TypeError),  # not integers
+    ],
+)
+def test_a_failed_put_leaves_the_store_as_it_was(edge_type, edge_index, size, error):
+    store = pyg.GraphStore()
+    store.put_edge_index(torch.tensor([[0, 1], [1, 0]]), edge_type=("a", "to", "a"), layout="coo", size=(2, 2))
+    before = [(attr.edge_type, attr.layout) for attr in store.get_all_edge_attrs()]
+    coo_before = store.coo()
+    with pytest.raises(error):
+        store.put_edge_index(edge_index, edge_type=edge_type, layout="coo", size=size)
+    assert [(attr.edge_type, attr.layout) for attr in store.get_all_edge_attrs()] == before
+    assert torch.equal(store.coo()[0][("a", "to", "a")], coo_before[0][("a", "to", "a")])
+    assert store.graph.num_edges == {("a", "to", "a"): 2}
+
+
+# ------------------------------------------------------------------ A7, A9: feature store rows
+def test_put_tensor_with_an_index_writes_rows_without_touching_the_callers_array():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    store = pyg.FeatureStore({"x": x})
+    assert store.get_tensor(None, "x", index=torch.tensor([1])).tolist() == [[2.0, 3.0]]  # read once first
+    store.put_tensor(
+        torch.tensor([[-1.0, -2.0], [-3.0, -4.0]]), group_name=None, attr_name="x", index=torch.tensor([4, 1])
+    )
+    expected = x.copy()
+    expected[[4, 1]] = [[-1, -2], [-3, -4]]
+    assert np.array_equal(store.get_tensor(None, "x", None).numpy(), expected)
+    assert x[1].tolist() == [2.0, 3.0]  # the caller's table is untouched
+    with pytest.raises(ValueError, match="rows must have shape"):
+        store.put_tensor(torch.zeros(2, 3), group_name=None, attr_name="x", index=torch.tensor([0, 1]))
+    with pytest.raises(IndexError, match="index"):
+        store.put_tensor(torch.zeros(1, 2), group_name=None, attr_name="x", index=torch.tensor([6]))
+    assert np.array_equal(store.get_tensor(None, "x", None).numpy(), expected)  # failed puts changed nothing
+
+
+def test_put_tensor_with_an_index_on_a_typed_attribute_rebuilds_its_store():
+    tables = {"a": np.zeros((3, 2), np.float32), "b": np.ones((4, 2), np.float32)}
+    store = pyg.FeatureStore({"x": tables})
+    store.put_tensor(torch.full((1, 2), 7.0), group_name="b", attr_name="x", index=torch.tensor([2]))
+    rows = store.multi_get_tensor([("a", "x", torch.tensor([0])), ("b", "x", torch.tensor([2, 0]))])
+    assert rows[0].tolist() == [[0.0, 0.0]] and rows[1].tolist() == [[7.0, 7.0], [1.0, 1.0]]
+
+
+def test_a_new_attribute_put_with_an_index_places_each_row_at_its_id():
+    store = pyg.FeatureStore()
+    store.put_tensor(torch.tensor([10, 20, 30]), group_name="p", attr_name="y", index=torch.tensor([2, 0, 1]))
+    assert store.get_tensor("p", "y", None).tolist() == [20, 30, 10]
+    with pytest.raises(ValueError, match="every row id"):
+        store.put_tensor(torch.tensor([1, 2]), group_name="p", attr_name="z", index=torch.tensor([0, 0]))
+    assert store.get_tensor_size("p", "z") is None
+
+
+def test_get_tensor_size_follows_the_index_and_remove_tensor_reports_absence():
+    store = pyg.FeatureStore({"x": np.zeros((5, 3), np.float32)})
+    assert tuple(store.get_tensor_size(None, "x")) == (5, 3)
+    assert tuple(store.get_tensor_size(None, "x", index=torch.tensor([0, 4]))) == (2, 3)
+    assert store.remove_tensor(None, "x", None) and not store.remove_tensor(None, "x", None)
+
+
+def test_get_tensor_takes_a_numpy_bool_mask_like_a_torch_one():
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    store = pyg.FeatureStore({"x": x})
+    mask = np.array([True, False, True, False])
+    assert torch.equal(
+        store.get_tensor(None, "x", index=mask), store.get_tensor(None, "x", index=torch.from_numpy(mask))
+    )
+    assert store.get_tensor(None, "x", index=mask).tolist() == x[mask].tolist()
