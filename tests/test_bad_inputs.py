@@ -24,7 +24,7 @@ def _typed():
 # ------------------------------------------------------------- B13: loaders check up front
 def test_node_loader_refuses_a_feature_table_shorter_than_the_graph(small):
     sampler = gg.NeighborSampler(small, [2])
-    with pytest.raises(ValueError, match="features has 4 rows.*num_nodes = 6"):
+    with pytest.raises(ValueError, match=r"features has 4 rows.*num_nodes = 6"):
         gg.NodeLoader(sampler, np.zeros((4, 2), np.float32), [0, 1], 2, backend=None)
     with pytest.raises(ValueError, match="features has 4 rows"):
         gg.LinkLoader(sampler, np.zeros((4, 2), np.float32), [[0], [1]], 2, backend=None)
