@@ -55,7 +55,17 @@ def _kernels():
         for mode, options in (("", plain), (", excluding", linked)):
             count = (graph, options, i64, types.int64, i64)
             yield f"sampling count ({tag} weights{mode})", sampling_cuda._count_kernel, count, True
-            fill = (graph, options, i64, types.int64, types.uint64, types.boolean, *([i64] * 8), types.int64)
+            fill = (
+                graph,
+                options,
+                i64,
+                types.int64,
+                types.int64,
+                types.uint64,
+                types.boolean,
+                *([i64] * 8),
+                types.int64,
+            )
             yield f"sampling fill + insert ({tag} weights{mode})", sampling_cuda._fill_insert_kernel, fill, True
             typed_count = (graph, options, *([i64] * 5))
             yield f"typed count ({tag} weights{mode})", cuda_typed._typed_count_kernel, typed_count, True
@@ -85,7 +95,7 @@ def _kernels():
         fill = (graph, i64, i64, flag, i64, i64)
         yield f"link exclusion fill ({tag} weights)", cuda_links._fill_matches_kernel, fill, False
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
-    compact = (types.int64, types.int64, types.boolean, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+    compact = (types.int64, types.int64, types.int64, types.boolean, *([i64] * 10))
     yield "relabel compact", reindex.compact_kernel, compact, False
     for word in (types.uint64, types.uint32, types.uint16, types.uint8):
         for index in (types.int32, types.int64):

@@ -9,7 +9,7 @@ import numpy as np
 from ..heterograph import HeteroGraph, check_edge_type
 from ..validation import check_bool, check_fanouts, check_int
 from ._kernels.rng import edge_type_key, hop_state, relation_states
-from .sampler import BatchKeys, check_seeds, resolve_placement
+from .sampler import BatchKeys, check_expand, check_seeds, resolve_placement
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
 __all__ = ["HeteroNeighborSampler", "HopPlan"]
@@ -50,6 +50,19 @@ class HopPlan:
         rel_of = xp.asarray(np.repeat(np.arange(len(lengths), dtype=np.int64), lengths))
         return targets, rel_of, segments
 
+    @staticmethod
+    def frontier(n_id: list, starts) -> list:
+        """Every type's nodes from ``starts[t]`` on (the last hop's new nodes, under PyG's rule)."""
+        return [ids[start:] if start else ids for ids, start in zip(n_id, starts)]
+
+    def shift_targets(self, edges, edge_offsets, starts) -> None:
+        """Add ``starts[target type]`` to row 1 of each relation's (2, E_r) block of ``edges``
+        (target positions within a frontier become positions in the whole ``n_id``)."""
+        for r, t in enumerate(self.dst_type):
+            first, stop = int(edge_offsets[r]), int(edge_offsets[r + 1])
+            if starts[t] and stop > first:
+                edges[2 * first + (stop - first) : 2 * stop] += starts[t]
+
     def work(self, segments: np.ndarray, hop: int) -> int:
         """Draws a hop makes, about (``-1`` counted as 16 per row), to pick the CPU thread count."""
         ks = self.fanouts[:, hop]
@@ -79,9 +92,12 @@ class HeteroNeighborSampler(BatchKeys):
         same length; an edge type left out draws nothing).
     replace, weighted, seed, device, placement
         As :class:`~gglspeedup.NeighborSampler` (``weighted`` needs a graph with weights).
+    expand : {"all", "new"}
+        As :class:`~gglspeedup.NeighborSampler`: ``"new"`` (PyG's rule) makes only the nodes first
+        reached at hop ``h - 1`` targets at hop ``h``.
 
     At hop ``h`` every node of every type in ``n_id`` after hop ``h - 1`` (the seeds at hop 0) is a
-    target of every relation into its type. The draws of a target in a relation depend only on
+    target of every relation into its type (``expand="all"``). The draws of a target in a relation depend only on
     ``(seed, key, hop, edge type, node)`` (the edge type by its names: see
     ``_kernels.rng.edge_type_key``), so the CPU, the simulator and a GPU return the same bits,
     and adding a relation to the graph does not change the others' draws. Batch keys work as in
@@ -101,12 +117,15 @@ class HeteroNeighborSampler(BatchKeys):
     ({'author': [0, 2], 'paper': [1, 1]}, (2, 1))
     """
 
-    def __init__(self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto"):
+    def __init__(
+        self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto", expand="all"
+    ):
         from ..device import as_device
 
         if not isinstance(graph, HeteroGraph):
             raise TypeError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
         self.fanouts = self._check_fanouts(graph, fanouts)
+        self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and not graph.weighted:
@@ -259,7 +278,7 @@ class HeteroNeighborSampler(BatchKeys):
         graph, plan = self.graph, self._plan
         seed_counts = [len(s) for s in seeds]
         with self.device:
-            n_id, hops = self._driver.sample_all(seeds, plan, key, options=options)
+            n_id, hops = self._driver.sample_all(seeds, plan, key, options=options, expand=self.expand)
         types, edge_types = graph.node_types, graph.edge_types
         counts_n = {t: [seed_counts[i]] for i, t in enumerate(types)}
         counts_e = {et: [] for et in edge_types}

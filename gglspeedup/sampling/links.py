@@ -190,7 +190,7 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
             positions = driver.excluded_positions(ex_src, ex_dst)
             if positions.shape[0]:  # rows ex_dst hold them: flagged, so the others skip the search
                 options = driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, ex_dst))
-        n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options)
+        n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options, expand=sampler.expand)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
         out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
         false_negatives = None

@@ -11,7 +11,7 @@ from ..graph import as_csr_graph
 from ..validation import check_bool, check_fanouts, check_int
 from .types import Adj, LinkSampleOutput, SampleOutput
 
-__all__ = ["NeighborSampler", "BatchKeys", "check_seeds", "resolve_placement"]
+__all__ = ["NeighborSampler", "BatchKeys", "check_seeds", "check_expand", "resolve_placement"]
 
 _PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
@@ -65,6 +65,14 @@ class NeighborSampler(BatchKeys):
         memory read directly by the kernels over PCIe (``"pinned"``, for graphs larger than the
         GPU). ``"auto"`` picks ``"device"`` when the graph takes less than half the free GPU
         memory. A CPU sampler accepts only ``"auto"`` / ``"host"``.
+    expand : {"all", "new"}
+        Which nodes hop ``h + 1`` draws for. ``"all"`` (the default, layer blocks as GammaGL and
+        PyG v1 use them): every node in ``n_id`` after hop ``h``, seeds included, so each
+        ``Adj`` is a complete bipartite block for one layer. ``"new"`` (PyG's ``NeighborSampler``
+        rule, what :mod:`gglspeedup.pyg` uses): only the nodes first reached at hop ``h`` (the
+        seeds at hop 0), so no edge is drawn twice and the hops are PyG's
+        ``num_sampled_nodes`` / ``num_sampled_edges``. Either way a node's draws at hop ``h``
+        depend only on ``(seed, key, h, node)``, and ``edge_index`` holds positions in ``n_id``.
 
     Notes
     -----
@@ -98,9 +106,12 @@ class NeighborSampler(BatchKeys):
     ([0, 0], [(5, 4), (4, 2)])
     """
 
-    def __init__(self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto"):
+    def __init__(
+        self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto", expand="all"
+    ):
         graph = as_csr_graph(graph)
         self.fanouts = check_fanouts(fanouts)
+        self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and graph.weights is None:
@@ -125,9 +136,10 @@ class NeighborSampler(BatchKeys):
         return cuda.CUDADriver(self.graph, options, self.seed, self.device, weight_tables=cpu.weight_tables)
 
     def __repr__(self) -> str:
+        expand = "" if self.expand == "all" else f", expand={self.expand!r}"
         return (
             f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
-            f"seed={self.seed}, device={self.device}, placement={self.placement!r}, graph={self.graph!r})"
+            f"seed={self.seed}, device={self.device}, placement={self.placement!r}{expand}, graph={self.graph!r})"
         )
 
     def __getstate__(self):
@@ -185,7 +197,7 @@ class NeighborSampler(BatchKeys):
         """
         seeds = self._check_seeds(seeds)
         key = self._next_key(key)
-        n_id, hops = self._driver.sample_all(seeds, self.fanouts, key)
+        n_id, hops = self._driver.sample_all(seeds, self.fanouts, key, expand=self.expand)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
         return SampleOutput(n_id, adjs)
 
@@ -259,6 +271,16 @@ class NeighborSampler(BatchKeys):
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):
         return check_seeds(seeds, self.num_nodes, self.device)
+
+
+EXPANDS = ("all", "new")
+
+
+def check_expand(expand) -> str:
+    """``expand`` checked: ``"all"`` (every node so far, layer blocks) or ``"new"`` (PyG's rule)."""
+    if expand not in EXPANDS:
+        raise ValueError(f"expand must be one of {EXPANDS}, got {expand!r}")
+    return expand
 
 
 def resolve_placement(device, placement: str, graph, weighted: bool) -> str:

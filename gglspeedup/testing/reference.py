@@ -128,9 +128,12 @@ def _successive(start, deg, weights, k, state):
     return chosen
 
 
-def reference_sample(graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0) -> SampleOutput:
-    """What ``NeighborSampler(graph, fanouts, replace=..., weighted=..., seed=seed).sample(seeds,
-    key=key)`` must return, computed row by row in Python (host NumPy arrays, int64)."""
+def reference_sample(
+    graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0, expand="all"
+) -> SampleOutput:
+    """What ``NeighborSampler(graph, fanouts, replace=..., weighted=..., seed=seed,
+    expand=expand).sample(seeds, key=key)`` must return, computed row by row in Python (host NumPy
+    arrays, int64). ``expand="new"``: hop ``h + 1`` draws only for the nodes new at hop ``h``."""
     indptr = to_numpy(graph.indptr)
     indices = to_numpy(graph.indices)
     edge_ids = None if graph.edge_ids is None else to_numpy(graph.edge_ids)
@@ -140,11 +143,12 @@ def reference_sample(graph, seeds, fanouts, *, replace=False, weighted=False, se
     for i, node in enumerate(n_id):
         local.setdefault(node, i)
     hops = []
+    first = 0
     for hop, k in enumerate(fanouts):
         hop_state = reference_hop_state(seed, key, hop)
         num_targets = len(n_id)
         src, dst, e_id = [], [], []
-        for i in range(num_targets):
+        for i in range(first, num_targets):
             node = n_id[i]
             start, end = int(indptr[node]), int(indptr[node + 1])
             for p in _sample_row(start, end - start, weights, k, replace, weighted, _row_state(hop_state, node)):
@@ -157,6 +161,7 @@ def reference_sample(graph, seeds, fanouts, *, replace=False, weighted=False, se
                 e_id.append(p if edge_ids is None else int(edge_ids[p]))
         edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
         hops.append(Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id), num_targets)))
+        first = num_targets if expand == "new" else 0
     return SampleOutput(np.array(n_id, dtype=np.int64), hops[::-1])
 
 
@@ -168,11 +173,12 @@ def reference_relation_state(hop_state: int, edge_type) -> int:
     return _mix64(((hop_state ^ key) + _GAMMA) & _MASK)
 
 
-def reference_hetero_sample(graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0):
+def reference_hetero_sample(graph, seeds, fanouts, *, replace=False, weighted=False, seed=0, key=0, expand="all"):
     """What ``HeteroNeighborSampler(graph, fanouts, ...).sample(seeds, key=key)`` must return, as a
     ``HeteroSampleOutput`` of host arrays, computed relation by relation and row by row in Python.
 
-    ``fanouts`` is a list (every relation) or a dict edge type -> list (missing types: zeros).
+    ``fanouts`` is a list (every relation) or a dict edge type -> list (missing types: zeros);
+    ``expand="new"``: hop ``h + 1``'s targets are only the nodes of each type new at hop ``h``.
     """
     from ..sampling.types import HeteroSampleOutput
 
@@ -188,6 +194,7 @@ def reference_hetero_sample(graph, seeds, fanouts, *, replace=False, weighted=Fa
     counts_n = {t: [len(n_id[t])] for t in node_types}
     counts_e = {et: [] for et in edge_types}
     adjs = []
+    starts = {t: 0 for t in node_types}
     for hop in range(num_hops):
         hop_state = reference_hop_state(seed, key, hop)
         targets = {t: list(n_id[t]) for t in node_types}
@@ -203,6 +210,8 @@ def reference_hetero_sample(graph, seeds, fanouts, *, replace=False, weighted=Fa
             state = reference_relation_state(hop_state, et)
             src, dst, e_id = [], [], []
             for i, node in enumerate(targets[dst_type] if k != 0 else []):
+                if i < starts[dst_type]:
+                    continue
                 start, end = int(indptr[node]), int(indptr[node + 1])
                 row_state = _row_state(state, node)
                 for p in _sample_row(start, end - start, weights, k, replace, weighted, row_state):
@@ -221,6 +230,7 @@ def reference_hetero_sample(graph, seeds, fanouts, *, replace=False, weighted=Fa
             layer[et] = Adj(adj.edge_index, adj.e_id, (len(n_id[et[0]]), adj.size[1]))
         for t in node_types:
             counts_n[t].append(len(n_id[t]) - before[t])
+            starts[t] = before[t] if expand == "new" else 0
         adjs.append(layer)
     arrays = {t: np.array(v, dtype=np.int64) for t, v in n_id.items()}
     return HeteroSampleOutput(arrays, adjs[::-1], counts_n, counts_e)

@@ -79,11 +79,16 @@ class CPUDriver:
         """``(live, cum)`` of a weighted sampler (see :func:`weight_tables`), else ``None``."""
         return (self.graph.live, self.graph.cum) if self.options.weighted else None
 
-    def sample_all(self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions | None = None):
+    def sample_all(
+        self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions | None = None, expand: str = "all"
+    ):
         """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.
 
         ``seeds`` is a checked int64 host array, ``fanouts`` checked ints, ``key`` the batch key;
         ``options`` replaces the driver's record for this call (a link batch's exclusions).
+        ``expand``: ``"all"`` (hop ``h + 1``'s targets are every node in ``n_id``) or ``"new"``
+        (only the nodes first reached at hop ``h``: PyG's rule); target positions index ``n_id``
+        either way, so ``size`` is ``(len(n_id) after, len(n_id) before)``.
         """
         options = self.options if options is None else options
         if self.num_nodes < 2**30 and len(seeds) >= 2**31 - self.num_nodes:  # int32 map: local ids fit
@@ -94,14 +99,17 @@ class CPUDriver:
         with KERNEL_LOCK:
             try:
                 n_id = map_seeds(seeds, local_map)
+                first = 0  # the first target's position in n_id
                 for hop, k in enumerate(fanouts):
                     num_targets = len(n_id)
-                    work = num_targets * (k if k > 0 else 16)
+                    work = (num_targets - first) * (k if k > 0 else 16)
                     numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
                     n_id, edge_index, e_id = sample_hop(
-                        self.graph, options, n_id, k, hop_state(self.seed, key, hop), local_map
+                        self.graph, options, n_id, k, hop_state(self.seed, key, hop), local_map, first
                     )
                     hops.append((edge_index, e_id, (len(n_id), num_targets)))
+                    if expand == "new":
+                        first = num_targets
             finally:
                 numba.set_num_threads(threads)
             reset_map(n_id, local_map)
@@ -196,23 +204,27 @@ def reset_map(n_id, local_map):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def sample_hop(graph, options, n_id, k, hop_state_, local_map):
-    """Sample one hop for every target in ``n_id`` and extend ``n_id`` with the new nodes.
+def sample_hop(graph, options, n_id, k, hop_state_, local_map, first):
+    """Sample one hop for the targets ``n_id[first:]`` and extend ``n_id`` with the new nodes.
 
     Returns ``(n_id_next, edge_index, e_id)``: ``n_id_next`` (int64, ``n_id`` then new nodes in
     order of first appearance), ``edge_index`` (int64, shape (2, E): local source, local
-    target), ``e_id`` (int64, shape (E,)). ``local_map`` must already map every node of
-    ``n_id`` to its first position and is updated with the new nodes.
+    target, both positions in ``n_id_next``), ``e_id`` (int64, shape (E,)). ``local_map`` must
+    already map every node of ``n_id`` to its first position and is updated with the new nodes.
+    ``first = 0`` expands every node; the position where the last hop's new nodes start expands
+    those only (PyG's rule).
     """
     indptr = graph.indptr
-    num_targets = n_id.shape[0]
+    num_known = n_id.shape[0]
+    targets = n_id[first:]
+    num_targets = targets.shape[0]
     offsets = np.empty(num_targets + 1, np.int64)
     offsets[0] = 0
     for i in prange(num_targets):
-        offsets[i + 1] = row_count_unexcluded(graph, options, n_id[i], k)
+        offsets[i + 1] = row_count_unexcluded(graph, options, targets[i], k)
     for i in range(num_targets):
-        if row_flagged(options, n_id[i]):  # a link batch's row with excluded edges: recount it
-            offsets[i + 1] = row_count(graph, options, n_id[i], k)  # (a constant False otherwise)
+        if row_flagged(options, targets[i]):  # a link batch's row with excluded edges: recount it
+            offsets[i + 1] = row_count(graph, options, targets[i], k)  # (a constant False otherwise)
         offsets[i + 1] += offsets[i]
     num_edges = offsets[num_targets]
 
@@ -227,18 +239,18 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map):
         hi = min(lo + _ROWS_PER_BLOCK, num_targets)
         for i in range(lo, hi):
             if i + _ROW_PREFETCH < hi:  # a row's draws hide little: fetch later rows' offsets now
-                prefetch(indptr, n_id[i + _ROW_PREFETCH])
-            node = n_id[i]
+                prefetch(indptr, targets[i + _ROW_PREFETCH])
+            node = targets[i]
             start = offsets[i]
             count = offsets[i + 1] - start
             row_fill(graph, options, node, k, row_state(hop_state_, node), count, e_id, start)
             for q in range(start, start + count):
-                edge_index[1, q] = i
+                edge_index[1, q] = first + i
         row_finish(graph, options, e_id, col, offsets[lo], offsets[hi])
 
-    n_id_next = np.empty(num_targets + num_edges, np.int64)
-    n_id_next[:num_targets] = n_id
-    size = num_targets
+    n_id_next = np.empty(num_known + num_edges, np.int64)
+    n_id_next[:num_known] = n_id
+    size = num_known
     for q in range(num_edges):
         if q + _PREFETCH_DISTANCE < num_edges:  # the map reads are the serial loop's misses
             prefetch(local_map, col[q + _PREFETCH_DISTANCE])

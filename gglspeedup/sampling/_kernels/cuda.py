@@ -44,31 +44,35 @@ def _count_kernel(graph, options, n_id, k, counts):
 
 @cuda.jit(cache=True)
 def _fill_insert_kernel(
-    graph, options, n_id, k, hop_state_, padded, offsets, counts, pos, col, dst, keys, first, slot_of, mask
+    graph, options, n_id, lo, k, hop_state_, padded, offsets, counts, pos, col, dst, keys, first, slot_of, mask
 ):
-    """Row ``i``: draw into its slots (padded: ``i*k ..``, packed: ``offsets[i] ..``), finish them
-    (neighbours in ``col``, edge ids in ``pos``), and enter the target and neighbours in the table."""
+    """Node ``i`` of ``n_id`` enters the table; a target (``i >= lo``, row ``j = i - lo``) also
+    draws into its slots (padded: ``j*k ..``, packed: ``offsets[j] ..``), finishes them
+    (neighbours in ``col``, edge ids in ``pos``) and enters its neighbours. ``lo = 0`` expands
+    every node; the start of the last hop's new nodes expands those only (PyG's rule)."""
     i = cuda.grid(1)
-    num_targets = n_id.shape[0]
-    if i < num_targets:
+    num_known = n_id.shape[0]
+    if i < num_known:
         node = n_id[i]
-        if padded:
-            count = row_count(graph, options, node, k)
-            counts[i + 1] = count
-            start = i * k
-        else:
-            start = offsets[i]
-            count = offsets[i + 1] - start
-        row_fill(graph, options, node, k, row_state(hop_state_, node), count, pos, start)
-        row_finish(graph, options, pos, col, start, start + count)
         slot_of[i] = insert(keys, first, node, i, mask)
-        for q in range(start, start + count):
-            slot_of[num_targets + q] = insert(keys, first, col[q], num_targets + q, mask)
-            if not padded:
-                dst[q] = i
-        if padded:
-            for q in range(start + count, start + k):
-                slot_of[num_targets + q] = -1
+        if i >= lo:
+            j = i - lo
+            if padded:
+                count = row_count(graph, options, node, k)
+                counts[j + 1] = count
+                start = j * k
+            else:
+                start = offsets[j]
+                count = offsets[j + 1] - start
+            row_fill(graph, options, node, k, row_state(hop_state_, node), count, pos, start)
+            row_finish(graph, options, pos, col, start, start + count)
+            for q in range(start, start + count):
+                slot_of[num_known + q] = insert(keys, first, col[q], num_known + q, mask)
+                if not padded:
+                    dst[q] = i
+            if padded:
+                for q in range(start + count, start + k):
+                    slot_of[num_known + q] = -1
 
 
 class CUDADriver:
@@ -149,40 +153,45 @@ class CUDADriver:
                 self._rows_ascending = rows_ascending(array_module(indices), indptr, indices)
             return match_positions(self.device, self.graph, sources, targets, self._rows_ascending)
 
-    def sample_all(self, seeds, fanouts, key: int, *, options: SampleOptions | None = None):
+    def sample_all(self, seeds, fanouts, key: int, *, options: SampleOptions | None = None, expand: str = "all"):
         """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.
 
         ``seeds`` is a checked int64 host or device array; outputs are arrays of ``device.xp``.
-        ``options`` replaces the driver's record for this call (a link batch's exclusions).
+        ``options`` replaces the driver's record for this call (a link batch's exclusions);
+        ``expand`` as in :meth:`.cpu.CPUDriver.sample_all`.
         """
         options = self.options if options is None else device_view(options)
         xp = self.device.xp
         with self.device:
             n_id = xp.ascontiguousarray(xp.asarray(seeds), dtype=np.int64)
             hops = []
+            lo = 0
             for hop, k in enumerate(fanouts):
-                num_targets = int(n_id.shape[0])
-                n_id, edge_index, e_id = self._hop(n_id, k, hop_state(self.seed, key, hop), options)
-                hops.append((edge_index, e_id, (int(n_id.shape[0]), num_targets)))
+                num_known = int(n_id.shape[0])
+                n_id, edge_index, e_id = self._hop(n_id, lo, k, hop_state(self.seed, key, hop), options)
+                hops.append((edge_index, e_id, (int(n_id.shape[0]), num_known)))
+                if expand == "new":
+                    lo = num_known
         return n_id, hops
 
-    def _hop(self, n_id, k: int, state, options):
+    def _hop(self, n_id, lo: int, k: int, state, options):
         device, graph, xp = self.device, self.graph, self.device.xp
-        num_targets = int(n_id.shape[0])
+        num_known = int(n_id.shape[0])
+        num_targets = num_known - lo
         padded = k >= 0
         counts = xp.zeros(num_targets + 1, dtype=np.int64)
         if padded:
             offsets, slots = counts, num_targets * k
         else:
-            launch_rows(_count_kernel, device, num_targets, graph, options, n_id, k, counts)
+            launch_rows(_count_kernel, device, num_targets, graph, options, n_id[lo:], k, counts)
             offsets = xp.cumsum(counts)
             slots = int(to_host(offsets[-1:])[0]) if num_targets else 0  # sync: the hop's edge count
         if slots == 0:
             return n_id, xp.empty((2, 0), dtype=np.int64), xp.empty(0, dtype=np.int64)
-        capacity = table_capacity(num_targets + slots)
+        capacity = table_capacity(num_known + slots)
         keys = xp.full(capacity, EMPTY, dtype=np.int64)
         first = xp.full(capacity, NO_POSITION, dtype=np.int64)
-        slot_of = xp.empty(num_targets + slots, dtype=np.int64)
+        slot_of = xp.empty(num_known + slots, dtype=np.int64)
         pos = xp.empty(slots, dtype=np.int64)
         col = xp.empty(slots, dtype=np.int64)
         edge_index = None if padded else xp.empty((2, slots), dtype=np.int64)
@@ -190,10 +199,11 @@ class CUDADriver:
         launch_rows(
             _fill_insert_kernel,
             device,
-            num_targets,
+            num_known,
             graph,
             options,
             n_id,
+            lo,
             k,
             state,
             padded,
@@ -208,7 +218,7 @@ class CUDADriver:
             capacity - 1,
         )
         flags = xp.empty(slots, dtype=np.int64)
-        launch_rows(flag_kernel, device, slots, slot_of, first, num_targets, flags)
+        launch_rows(flag_kernel, device, slots, slot_of, first, num_known, flags)
         ranks = xp.cumsum(flags)
         if padded:
             offsets = xp.cumsum(counts)
@@ -218,13 +228,14 @@ class CUDADriver:
         else:
             num_new = int(to_host(ranks[-1:])[0])  # sync: the size of the next n_id
             e_id = pos
-        n_id_next = xp.empty(num_targets + num_new, dtype=np.int64)
-        n_id_next[:num_targets] = n_id
+        n_id_next = xp.empty(num_known + num_new, dtype=np.int64)
+        n_id_next[:num_known] = n_id
         launch_rows(
             compact_kernel,
             device,
             slots,
-            num_targets,
+            num_known,
+            lo,
             max(k, 1),
             padded,
             offsets,

@@ -119,7 +119,7 @@ class TypedCUDADriver:
             self._uploaded = (plan, arrays)
         return arrays
 
-    def sample_all(self, seeds: list, plan, key: int, *, options=None):
+    def sample_all(self, seeds: list, plan, key: int, *, options=None, expand: str = "all"):
         """As :meth:`.typed.TypedCPUDriver.sample_all`, with arrays of ``device.xp``."""
         options = self.options if options is None else device_view(options)
         xp = self.device.xp
@@ -127,11 +127,15 @@ class TypedCUDADriver:
             row_base, src_base, edge_base = self._device_plan(plan)
             n_id = [xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in seeds]
             hops = []
+            starts = [0] * len(n_id)
             for hop in range(plan.num_hops):
-                targets, rel_of, segments = plan.targets(n_id, hop, xp)
+                targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop, xp)
                 ks = xp.asarray(plan.fanouts[:, hop].copy())
                 states = xp.asarray(plan.states(self.seed, key, hop))
                 hop_out = self._hop(options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id)
+                if expand == "new":
+                    plan.shift_targets(hop_out[0], hop_out[2], starts)
+                    starts = [len(ids) for ids in n_id]
                 n_id = plan.extend(n_id, hop_out[3], hop_out[4], xp)
                 hops.append(hop_out)
         return n_id, hops

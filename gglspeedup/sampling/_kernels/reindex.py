@@ -74,12 +74,14 @@ def flag_kernel(slot_of, first, num_targets, flags):
 
 
 @cuda.jit(cache=True)
-def compact_kernel(num_targets, k, padded, offsets, pos, col, slot_of, first, ranks, src, dst, e_id, n_id_next):
+def compact_kernel(num_targets, lo, k, padded, offsets, pos, col, slot_of, first, ranks, src, dst, e_id, n_id_next):
     """Write neighbour slot ``e``'s edge to its packed place ``q``.
 
-    Padded layout (``padded``): slot ``e`` belongs to row ``e // k`` and goes to
-    ``offsets[row] + e % k``, carrying its edge id (``pos``) and target row (``dst``, ``e_id``
-    written here). Packed layout: ``q = e`` and ``dst`` / ``e_id`` are already final.
+    ``num_targets`` counts the nodes entered before the neighbours (every node of ``n_id``),
+    ``lo`` the first of them that drew. Padded layout (``padded``): slot ``e`` belongs to row
+    ``e // k`` (node ``lo + e // k``) and goes to ``offsets[row] + e % k``, carrying its edge id
+    (``pos``) and target (``dst``, ``e_id`` written here). Packed layout: ``q = e`` and ``dst`` /
+    ``e_id`` are already final.
     """
     e = cuda.grid(1)
     if e < slot_of.shape[0] - num_targets:
@@ -89,7 +91,7 @@ def compact_kernel(num_targets, k, padded, offsets, pos, col, slot_of, first, ra
                 row = e // k
                 q = offsets[row] + e - row * k
                 e_id[q] = pos[e]
-                dst[q] = row
+                dst[q] = lo + row
             else:
                 q = e
             position = first[slot]

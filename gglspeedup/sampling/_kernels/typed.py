@@ -72,13 +72,15 @@ class TypedCPUDriver:
         self._free_maps: list[np.ndarray] = []
         self._lock = threading.Lock()
 
-    def sample_all(self, seeds: list, plan, key: int, *, options: SampleOptions | None = None):
+    def sample_all(self, seeds: list, plan, key: int, *, options: SampleOptions | None = None, expand: str = "all"):
         """Sample every hop of a typed batch.
 
         ``seeds``: one checked int64 host array per node type (empty for types without seeds).
         ``plan``: a :class:`~gglspeedup.sampling.hetero.HopPlan` (per relation: source type,
         target type, row base, edge base, fanouts, keys). Returns ``(n_id, hops)``: ``n_id`` one
-        array per type, ``hops`` one :class:`TypedHop` per hop, seed hop first.
+        array per type, ``hops`` one :class:`TypedHop` per hop, seed hop first. ``expand="new"``
+        draws at hop ``h + 1`` only for the nodes first reached at hop ``h`` (PyG's rule); target
+        positions index each type's whole ``n_id`` either way.
         """
         options = self.options if options is None else options
         local_map = self._acquire_map()
@@ -90,8 +92,9 @@ class TypedCPUDriver:
                 for t, ids in enumerate(n_id):
                     base = self.type_base[t]
                     n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)])
+                starts = [0] * len(n_id)
                 for hop in range(plan.num_hops):
-                    targets, rel_of, segments = plan.targets(n_id, hop)
+                    targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop)
                     work = plan.work(segments, hop)
                     numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
@@ -111,6 +114,9 @@ class TypedCPUDriver:
                         sizes,
                     )
                     edges, e_id, offsets, (new_nodes, type_offsets) = result
+                    if expand == "new":
+                        plan.shift_targets(edges, offsets[segments], starts)
+                        starts = [len(ids) for ids in n_id]
                     n_id = plan.extend(n_id, new_nodes, type_offsets)
                     hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
             finally:
