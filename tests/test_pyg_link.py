@@ -105,10 +105,8 @@ def test_link_neighbor_loader_on_stores_takes_a_plain_tensor_or_every_edge(store
     assert len(batches) == 3 and all(b.edge_label.tolist() == [1.0] * 10 + [0.0] * 10 for b in batches)
     every = pyg.LinkNeighborLoader(data, [1], batch_size=4096)
     assert sum(b.input_id.numel() for b in every) == graph.num_edges
-    with pytest.raises(NotImplementedError, match="uniformly"):
-        next(
-            iter(pyg.LinkNeighborLoader(data, [1], pairs, neg_sampling=NegativeSampling("binary", 1, torch.ones(2708))))
-        )
+    with pytest.raises(ValueError, match="src_weight must have one entry per node"):  # weighted negatives: checked
+        next(iter(pyg.LinkNeighborLoader(data, [1], pairs, neg_sampling=NegativeSampling("binary", 1, torch.ones(9)))))
 
 
 def test_strict_negatives_are_not_graph_edges(stores):

@@ -8,9 +8,10 @@ never copied into this project, and run with pytest in one of three modes:
 - ``stores``: ``torch_geometric.testing.MyFeatureStore`` / ``MyGraphStore`` replaced by
   subclasses of :class:`gglspeedup.pyg.FeatureStore` / :class:`gglspeedup.pyg.GraphStore`
   (named as PyG's, so ``repr`` checks read the same), under PyG's sampler;
-- ``full``: the stores and PyG's ``NeighborSampler`` (wherever PyG's loaders and tests import it)
-  replaced by :class:`gglspeedup.pyg.NeighborSampler`; PyG's ``onlyNeighborSampler`` gate then
-  counts ours as an installed sampler.
+- ``full``: the stores and PyG's ``NeighborSampler`` (wherever PyG's loaders and tests import it,
+  PyG's ``BidirectionalNeighborSampler`` included, which composes two of them) replaced by
+  :class:`gglspeedup.pyg.NeighborSampler`; PyG's ``onlyNeighborSampler`` gate then counts ours
+  as an installed sampler.
 
 The swap is a pytest plugin written next to the extracted files and loaded with ``-p``; it patches
 module attributes before the test modules import them. Usage (the peer venv has pyg-lib)::

@@ -15,6 +15,8 @@ subpackage is those three over gglspeedup, plus two conveniences:
   binary and triplet) over :class:`~gglspeedup.NeighborSampler` /
   :class:`~gglspeedup.HeteroNeighborSampler`, returning PyG's ``SamplerOutput`` /
   ``HeteroSamplerOutput`` filled as PyG's own ``NeighborSampler`` fills them;
+- :class:`NeighborSampler`: :class:`Sampler` taking PyG's ``NeighborSampler`` argument list, to
+  hand to PyG's own loaders (``neighbor_sampler=``);
 - :class:`NeighborLoader`, :class:`LinkNeighborLoader`: PyG's ``NodeLoader`` / ``LinkLoader``
   driven by :class:`Sampler`, taking PyG's usual arguments and yielding ``Data`` / ``HeteroData``.
 
@@ -53,6 +55,7 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
 from .feature_store import FeatureStore  # noqa: E402
 from .graph_store import GraphStore  # noqa: E402
 from .loaders import LinkNeighborLoader, NeighborLoader  # noqa: E402
+from .neighbor_sampler import NeighborSampler  # noqa: E402
 from .outputs import hetero_sampler_output, sampler_output  # noqa: E402
 from .sampler import Sampler  # noqa: E402
 
@@ -60,6 +63,7 @@ __all__ = [
     "FeatureStore",
     "GraphStore",
     "Sampler",
+    "NeighborSampler",
     "NeighborLoader",
     "LinkNeighborLoader",
     "sampler_output",

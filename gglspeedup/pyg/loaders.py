@@ -13,10 +13,9 @@ store: gglspeedup's device cache with :class:`~gglspeedup.pyg.FeatureStore`).
 from __future__ import annotations
 
 import torch
-from torch_geometric.data import Data, GraphStore
+from torch_geometric.data import GraphStore
 from torch_geometric.loader import LinkLoader, NodeLoader
 
-from ..graph import CSRGraph
 from .sampler import Sampler
 
 __all__ = ["NeighborLoader", "LinkNeighborLoader"]
@@ -43,9 +42,10 @@ class NeighborLoader(NodeLoader):
         PyG's ``NodeLoader`` / ``torch.utils.data.DataLoader`` arguments: ``batch_size``,
         ``shuffle``, ``drop_last``, ``num_workers``, ``transform``, ``filter_per_worker``, ...
 
-    PyG's ``subgraph_type`` other than ``"directional"``, ``disjoint=True`` and temporal sampling
-    (``time_attr``, ``input_time``) raise ``NotImplementedError``; ``weight_attr`` (weighted
-    sampling) is supported for a ``Data``.
+    ``subgraph_type`` (``"directional"``, ``"bidirectional"``, ``"induced"``; PyG's
+    ``directed=False`` is ``"induced"``) and ``weight_attr`` (weighted sampling) work as in PyG;
+    ``disjoint=True`` and temporal sampling (``time_attr``, ``input_time``) raise
+    ``NotImplementedError``.
     """
 
     def __init__(
@@ -61,12 +61,15 @@ class NeighborLoader(NodeLoader):
         time_attr=None,
         weight_attr=None,
         neighbor_sampler=None,
+        directed=True,
         **kwargs,
     ):
-        _check_unsupported(subgraph_type, disjoint, time_attr, input_time)
+        _check_unsupported(disjoint, time_attr, input_time)
         options = {name: kwargs.pop(name) for name in _SAMPLER_OPTIONS if name in kwargs}
         if neighbor_sampler is None:
-            neighbor_sampler = _make_sampler(data, num_neighbors, replace, weight_attr, options)
+            neighbor_sampler = _make_sampler(
+                data, num_neighbors, replace, weight_attr, _subgraph(subgraph_type, directed), options
+            )
         input_nodes = _default_input_nodes(data, input_nodes, neighbor_sampler)
         super().__init__(data=data, node_sampler=neighbor_sampler, input_nodes=input_nodes, **kwargs)
 
@@ -114,12 +117,16 @@ class LinkNeighborLoader(LinkLoader):
         time_attr=None,
         weight_attr=None,
         neighbor_sampler=None,
+        directed=True,
         **kwargs,
     ):
-        _check_unsupported(subgraph_type, disjoint, time_attr, edge_label_time)
+        _check_unsupported(disjoint, time_attr, edge_label_time)
         options = {name: kwargs.pop(name) for name in _SAMPLER_OPTIONS if name in kwargs}
         if neighbor_sampler is None:
-            neighbor_sampler = _make_sampler(data, num_neighbors, replace, weight_attr, options)
+            neighbor_sampler = _make_sampler(
+                data, num_neighbors, replace, weight_attr, _subgraph(subgraph_type, directed), options
+            )
+        edge_label_index, edge_label = _check_label_index(edge_label_index, edge_label)
         if _is_remote(data) and not neighbor_sampler.is_hetero:
             if edge_label_index is None:
                 edge_label_index = _all_edges(data[1], neighbor_sampler)
@@ -149,23 +156,50 @@ def _is_remote(data) -> bool:
     return isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[1], GraphStore)
 
 
-def _make_sampler(data, num_neighbors, replace, weight_attr, options) -> Sampler:
-    source = data
-    if weight_attr is not None:
-        if not isinstance(data, Data):
-            raise NotImplementedError("weight_attr (weighted sampling) is supported for a torch_geometric Data only")
-        source = CSRGraph.from_edge_index(data.edge_index, num_nodes=data.num_nodes, weights=data[weight_attr])
-        options = {**options, "weighted": True}
-    return Sampler(source, num_neighbors, replace=replace, **options)
+def _make_sampler(data, num_neighbors, replace, weight_attr, subgraph_type, options) -> Sampler:
+    from .neighbor_sampler import NeighborSampler
+
+    return NeighborSampler(
+        data, num_neighbors, subgraph_type=subgraph_type, replace=replace, weight_attr=weight_attr, **options
+    )
+
+
+def _subgraph(subgraph_type, directed):
+    return "induced" if not directed else subgraph_type
+
+
+def _check_label_index(edge_label_index, edge_label):
+    """Refuse, by name, pairs that are not (2, B) and labels that are not one per pair."""
+    pairs = edge_label_index
+    if isinstance(pairs, (tuple, list)) and len(pairs) == 2 and not isinstance(pairs[0], (str, int)):
+        pairs = pairs[1]  # (edge type or None, pairs)
+    elif isinstance(pairs, (tuple, list)) and len(pairs) == 2 and isinstance(pairs[1], torch.Tensor):
+        pairs = pairs[1]
+    if isinstance(pairs, torch.Tensor):
+        if pairs.dim() != 2 or pairs.size(0) != 2:
+            raise ValueError(f"edge_label_index must have shape (2, num_pairs), got {tuple(pairs.shape)}")
+        if edge_label is not None:
+            edge_label = torch.as_tensor(edge_label)
+            if edge_label.dim() < 1 or edge_label.size(0) != pairs.size(1):
+                raise ValueError(
+                    f"edge_label must have one entry per pair ({pairs.size(1)}), got shape {tuple(edge_label.shape)}"
+                )
+    return edge_label_index, edge_label
 
 
 def _default_input_nodes(data, input_nodes, sampler: Sampler):
     """PyG's remote path takes no ``None`` seeds: every node (of the given type) instead."""
+    typed_pair = isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2 and isinstance(input_nodes[0], str)
+    if (typed_pair or isinstance(input_nodes, str)) and not sampler.is_hetero:
+        raise ValueError(
+            f"input_nodes names node type {input_nodes[0] if typed_pair else input_nodes!r} but the graph is untyped: "
+            "pass the seed ids (a tensor) or None"
+        )
     if not _is_remote(data):
         return input_nodes
     if input_nodes is None and not sampler.is_hetero:
         return torch.arange(sampler.num_nodes)
-    if isinstance(input_nodes, (tuple, list)) and len(input_nodes) == 2 and input_nodes[1] is None:
+    if typed_pair and input_nodes[1] is None:
         return (input_nodes[0], torch.arange(sampler.num_nodes[input_nodes[0]]))
     return input_nodes
 
@@ -185,9 +219,7 @@ def _all_edges(graph_store, sampler: Sampler) -> torch.Tensor:
     return torch.stack([row, col])
 
 
-def _check_unsupported(subgraph_type, disjoint, time_attr, time) -> None:
-    if str(getattr(subgraph_type, "value", subgraph_type)) != "directional":
-        raise NotImplementedError(f"gglspeedup samples directional subgraphs only, got subgraph_type={subgraph_type!r}")
+def _check_unsupported(disjoint, time_attr, time) -> None:
     if disjoint:
         raise NotImplementedError("gglspeedup does not sample disjoint subgraphs (disjoint=True)")
     if time_attr is not None or time is not None:

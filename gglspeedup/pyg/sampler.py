@@ -3,11 +3,13 @@
 ``sample_from_nodes`` / ``sample_from_edges`` return PyG's ``SamplerOutput`` /
 ``HeteroSamplerOutput`` filled as PyG's own ``NeighborSampler`` fills them (see
 :mod:`gglspeedup.pyg.outputs`), so PyG's ``NodeLoader`` / ``LinkLoader``, ``filter_data``,
-``trim_to_layer`` and ``to_hetero`` models run unchanged. Two differences in what is sampled, both
-gglspeedup's contract (docs/DESIGN.md, "Sampling"): hop ``h + 1`` draws neighbours of *every* node
-sampled so far (seeds included), not only of the nodes new at hop ``h``, so a seed's edges come
-from every hop; and a draw depends only on ``(seed, batch key, hop, node)``, identical on every
-device.
+``trim_to_layer`` and ``to_hetero`` models run unchanged. What is sampled follows PyG's rule
+(``expand="new"``): hop ``h + 1`` draws neighbours only of the nodes first reached at hop ``h``,
+so no edge comes twice and ``num_sampled_nodes`` / ``num_sampled_edges`` are hop-ordered as PyG's;
+a draw depends only on ``(seed, batch key, hop, node)``, identical on every device. PyG's
+``subgraph_type`` (``"bidirectional"``: every sampled edge with its reverse, PyG's own
+``to_bidirectional``; ``"induced"``: every edge among the sampled nodes) and
+``sample_direction="backward"`` (along out-edges) are applied here.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import torch
 from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NegativeSampling, NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
-from ..graph import CSRGraph
 from ..heterograph import HeteroGraph
 from ..sampling import HeteroNeighborSampler, NeighborSampler
+from .graphs import NO_EDGES, graph_of, with_empty_relation
 from .outputs import binary_labels, hetero_sampler_output, link_metadata, sampler_output
+from .subgraphs import SUBGRAPH_TYPES, finish_output, weighted_negatives
 
-__all__ = ["Sampler", "graph_of"]
+__all__ = ["Sampler", "graph_of"]  # graph_of: from .graphs, kept here for callers
 
 _EXCLUDES = (None, "self", "reverse")
 
@@ -37,9 +40,10 @@ class Sampler(BaseSampler):
     ----------
     data
         What to sample from: a ``(FeatureStore, GraphStore)`` pair (any PyG stores; ours hand over
-        their graph as is), a :class:`~gglspeedup.pyg.GraphStore`, a ``Data`` / ``HeteroData``, a
-        :class:`~gglspeedup.CSRGraph` / :class:`~gglspeedup.HeteroGraph`, or a ready
-        ``NeighborSampler`` / ``HeteroNeighborSampler`` (then ``num_neighbors`` may be left out).
+        their graph as is), a :class:`~gglspeedup.pyg.GraphStore`, a ``Data`` / ``HeteroData`` (no
+        edges is fine), a :class:`~gglspeedup.CSRGraph` / :class:`~gglspeedup.HeteroGraph`, or a
+        ready ``NeighborSampler`` / ``HeteroNeighborSampler`` (then ``num_neighbors`` may be left
+        out; it is used with ``expand`` set to this sampler's).
     num_neighbors : list of int, dict edge type -> list, or PyG's ``NumNeighbors``
         Neighbours per hop, seed hop first (``-1``: all). A dict must cover every edge type unless
         a ``NumNeighbors(values, default=...)`` gives the rest (PyG's rule).
@@ -56,6 +60,18 @@ class Sampler(BaseSampler):
         relation from ``dst`` to ``src``.
     strict_negatives : bool
         Redraw negatives that are graph edges (PyG draws them approximately, keeping such edges).
+    subgraph_type : {"directional", "bidirectional", "induced"}
+        PyG's: the sampled edges as drawn; with each one's reverse among the sampled nodes too
+        (``num_sampled_*`` then ``None``, as PyG); every edge between sampled nodes.
+    sample_direction : {"forward", "backward"}
+        ``"backward"`` samples along out-edges (PyG's option): over the transposed graph, with
+        each edge reported ``source -> target`` as stored.
+    weight_attr : str, optional
+        Edge weights for weighted sampling: an edge attribute of the ``Data`` / ``HeteroData``
+        (implies ``weighted``). A store pair raises ``NotImplementedError`` as in PyG; its graph
+        samples weighted with ``weighted=True`` when it was built from a weighted graph.
+    expand : {"new", "all"}
+        ``"new"`` is PyG's hop rule (the default here); ``"all"`` gglspeedup's layer blocks.
 
     Notes
     -----
@@ -64,10 +80,10 @@ class Sampler(BaseSampler):
     key with or without ``num_workers`` (worker ``w`` of ``W`` takes batches ``w, w + W, ...``). A
     plain PyG loader with ``num_workers > 0`` restarts its workers every epoch; their keys then also
     carry the epoch's base seed (``torch.manual_seed`` makes it reproducible). ``batch`` is ``None``
-    (``disjoint`` sampling is not supported), and temporal sampling is not supported. Negative
-    sampling is uniform (``NegativeSampling`` weights are not supported); binary negatives with a
-    fractional ``amount`` draw ``ceil(amount)`` per pair and return the first
-    ``ceil(amount * num_pos)``, as PyG does.
+    (``disjoint`` sampling is not supported), and temporal sampling is not supported. Negatives are
+    uniform, or drawn from ``NegativeSampling``'s ``src_weight`` / ``dst_weight`` (keyed by the
+    sampler's seed and the batch key); binary negatives with a fractional ``amount`` draw
+    ``ceil(amount)`` per pair and return the first ``ceil(amount * num_pos)``, as PyG does.
     """
 
     def __init__(
@@ -83,30 +99,52 @@ class Sampler(BaseSampler):
         exclude=None,
         reverse_edge_types=None,
         strict_negatives=False,
+        subgraph_type="directional",
+        sample_direction="forward",
+        weight_attr=None,
+        expand="new",
     ):
         if exclude not in _EXCLUDES:
             raise ValueError(f"exclude must be one of {_EXCLUDES}, got {exclude!r}")
+        subgraph_type = str(getattr(subgraph_type, "value", subgraph_type))
+        if subgraph_type not in SUBGRAPH_TYPES:
+            raise ValueError(f"subgraph_type must be one of {SUBGRAPH_TYPES}, got {subgraph_type!r}")
+        if sample_direction not in ("forward", "backward"):
+            raise ValueError(f"sample_direction must be 'forward' or 'backward', got {sample_direction!r}")
+        self.subgraph_type, self.backward = subgraph_type, sample_direction == "backward"
+        # PyG takes num_neighbors=[] (the seeds alone): one hop drawing nothing, then left out.
+        self.zero_hops = _no_hops(num_neighbors)
+        if self.zero_hops:
+            num_neighbors = [0]
         if isinstance(data, (NeighborSampler, HeteroNeighborSampler)):
-            self.sampler = data if num_neighbors is None else data.with_fanouts(_fanouts(num_neighbors, data.graph))
+            if self.backward or weight_attr is not None:
+                raise ValueError("sample_direction='backward' and weight_attr need data, not a ready sampler")
+            fanouts = None if num_neighbors is None else _fanouts(num_neighbors, data.graph)
+            self.sampler = data.with_fanouts(data.fanouts if fanouts is None else fanouts)
+            self.sampler.expand = expand if expand in ("new", "all") else _bad_expand(expand)
         else:
             if num_neighbors is None:
                 raise TypeError("num_neighbors is required unless data is a ready gglspeedup sampler")
-            graph = graph_of(data)
+            graph = graph_of(data, weight_attr, self.backward)
+            if self.backward and isinstance(graph, HeteroGraph):
+                num_neighbors = _reversed_keys(num_neighbors)
             kind = HeteroNeighborSampler if isinstance(graph, HeteroGraph) else NeighborSampler
             self.sampler = kind(
                 graph,
                 _fanouts(num_neighbors, graph),
                 replace=replace,
-                weighted=weighted,
+                weighted=bool(weighted) or weight_attr is not None,
                 seed=seed,
                 device=device,
                 placement=placement,
+                expand=expand,
             )
         self.exclude = exclude
         self.reverse_edge_types = dict(reverse_edge_types or {})
         self.strict_negatives = bool(strict_negatives)
         self._base = self._count = self._span = self._epochs = 0
         self._lock = threading.Lock()
+        self._with_edge_type: dict = {}  # edge type the graph lacks -> sampler over graph + it, empty
 
     @property
     def is_hetero(self) -> bool:
@@ -118,7 +156,7 @@ class Sampler(BaseSampler):
         return self.sampler.num_nodes
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.sampler!r}, exclude={self.exclude!r})"
+        return f"{type(self).__name__}({getattr(self, 'sampler', None)!r}, exclude={getattr(self, 'exclude', None)!r})"
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -159,10 +197,12 @@ class Sampler(BaseSampler):
         if index.input_type is None:
             if self.is_hetero:
                 raise ValueError("a typed graph needs typed seeds: input_nodes=(node_type, ids)")
-            return sampler_output(self.sampler.sample(index.node, key=key), metadata)
-        if not self.is_hetero:
-            raise ValueError(f"seeds of node type {index.input_type!r} given to an untyped graph's sampler")
-        return hetero_sampler_output(self.sampler.sample({index.input_type: index.node}, key=key), metadata)
+            out = sampler_output(self.sampler.sample(index.node, key=key), metadata)
+        else:
+            if not self.is_hetero:
+                raise ValueError(f"seeds of node type {index.input_type!r} given to an untyped graph's sampler")
+            out = hetero_sampler_output(self.sampler.sample({index.input_type: index.node}, key=key), metadata)
+        return finish_output(self, out)
 
     def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling=None):
         """Sample the neighbourhood of the pairs ``(index.row, index.col)`` and their negatives.
@@ -178,42 +218,60 @@ class Sampler(BaseSampler):
         num_pos = int(index.row.numel())
         mode, per_pair, num_neg = None, 1, 0
         if neg is not None:
-            if neg.src_weight is not None or neg.dst_weight is not None:
-                raise NotImplementedError(
-                    "gglspeedup draws negatives uniformly: NegativeSampling weights are not supported"
-                )
             num_neg = math.ceil(num_pos * neg.amount)
             mode = "binary" if neg.is_binary() else "triplet"
             per_pair = math.ceil(neg.amount)
         pairs = torch.stack([index.row, index.col])
-        options = dict(
-            negatives=mode,
-            num_negatives=per_pair,
-            strict_negatives=self.strict_negatives,
-            exclude=self.exclude,
-            key=self.next_key(),
-        )
-        if index.input_type is None:
-            if self.is_hetero:
-                raise ValueError("a typed graph needs typed pairs: edge_label_index=(edge_type, pairs)")
-            out = self.sampler.sample_links(pairs, **options)
-            result = sampler_output(out)
-        else:
+        key = self.next_key()
+        options = dict(strict_negatives=self.strict_negatives, exclude=self.exclude, key=key)
+        sampler, edge_type = self.sampler, None
+        if index.input_type is not None:
             if not self.is_hetero:
                 raise ValueError(f"pairs of edge type {index.input_type!r} given to an untyped graph's sampler")
             edge_type = tuple(index.input_type)
-            out = self.sampler.sample_links(
-                pairs, edge_type=edge_type, reverse_edge_type=self._reverse(edge_type), **options
-            )
-            result = hetero_sampler_output(out)
+            if self.backward:
+                raise NotImplementedError("sample_direction='backward' link batches on a typed graph")
+            sampler = self._sampler_with(edge_type)
+            options.update(edge_type=edge_type, reverse_edge_type=self._reverse(edge_type))
+        elif self.is_hetero:
+            raise ValueError("a typed graph needs typed pairs: edge_label_index=(edge_type, pairs)")
+        weighted = neg is not None and (neg.src_weight is not None or neg.dst_weight is not None)
+        if weighted:  # drawn here, then sampled as extra pairs
+            out, negative_targets = weighted_negatives(self, sampler, pairs, neg, mode, per_pair, num_neg, options)
+        else:
+            out = sampler.sample_links(pairs, negatives=mode, num_negatives=per_pair, **options)
+            negative_targets = out.negative_targets
+        result = hetero_sampler_output(out) if edge_type is not None else sampler_output(out)
         if mode == "binary":
             edge_label, num_pairs = binary_labels(index.label, num_pos, num_neg), num_pos + num_neg
         else:
             edge_label, num_pairs = index.label, num_pos
         result.metadata = link_metadata(
-            index.input_id, out.pair_index, out.negative_targets, num_pairs, edge_label, mode == "triplet"
+            index.input_id, out.pair_index, negative_targets, num_pairs, edge_label, mode == "triplet"
         )
-        return result
+        return finish_output(self, result)
+
+    def _sampler_with(self, edge_type):
+        """The sampler for link batches of ``edge_type``: ours, or (an edge type the graph lacks,
+        e.g. held-out links) one over the graph plus that edge type without edges."""
+        graph = self.sampler.graph
+        if edge_type in graph.edge_types:
+            return self.sampler
+        if edge_type not in self._with_edge_type:
+            sampler = self.sampler
+            wider = with_empty_relation(graph.to("cpu"), edge_type)
+            fanouts = {et: sampler.fanouts.get(et, [0] * sampler.num_hops) for et in wider.edge_types}
+            self._with_edge_type[edge_type] = HeteroNeighborSampler(
+                wider,
+                fanouts,
+                replace=sampler.replace,
+                weighted=sampler.weighted,
+                seed=sampler.seed,
+                device=sampler.device,
+                placement=sampler.placement,
+                expand=sampler.expand,
+            )
+        return self._with_edge_type[edge_type]
 
     def _reverse(self, edge_type):
         """The relation holding ``edge_type``'s reverse edges (``exclude="reverse"`` only)."""
@@ -224,7 +282,7 @@ class Sampler(BaseSampler):
         src, name, dst = edge_type
         if src == dst:
             return None  # the relation itself holds both directions
-        edge_types = self.sampler.graph.edge_types
+        edge_types = [et for et in self.sampler.graph.edge_types if et[1] != NO_EDGES]
         if (dst, f"rev_{name}", src) in edge_types:
             return (dst, f"rev_{name}", src)
         backwards = [et for et in edge_types if et[0] == dst and et[2] == src]
@@ -234,36 +292,6 @@ class Sampler(BaseSampler):
             f"exclude='reverse' on {edge_type!r}: cannot tell which relation from {dst!r} to {src!r} holds the "
             f"reverse edges (candidates: {backwards}); pass reverse_edge_types={{{edge_type!r}: ...}}"
         )
-
-
-def graph_of(data):
-    """The gglspeedup graph (:class:`~gglspeedup.CSRGraph` or :class:`~gglspeedup.HeteroGraph`)
-    of a sampler's ``data`` argument."""
-    from torch_geometric.data import Data, FeatureStore, GraphStore, HeteroData
-
-    from .graph_store import graph_from_pyg_store
-
-    if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[1], GraphStore):
-        if not isinstance(data[0], FeatureStore):
-            raise TypeError(f"data must be a (FeatureStore, GraphStore) pair, got a {type(data[0]).__name__} first")
-        data = data[1]
-    if isinstance(data, GraphStore):
-        return graph_from_pyg_store(data)
-    if isinstance(data, HeteroData):
-        return HeteroGraph.from_pyg(data)
-    if isinstance(data, Data):
-        return CSRGraph.from_edge_index(data.edge_index, num_nodes=data.num_nodes)
-    if isinstance(data, HeteroGraph):
-        return data
-    try:
-        from ..graph import as_csr_graph
-
-        return as_csr_graph(data)
-    except TypeError:
-        raise TypeError(
-            "data must be a (FeatureStore, GraphStore) pair, a GraphStore, a Data / HeteroData, a CSRGraph / "
-            f"HeteroGraph or a gglspeedup sampler, got {type(data).__name__}"
-        ) from None
 
 
 def _fanouts(num_neighbors, graph):
@@ -279,6 +307,27 @@ def _fanouts(num_neighbors, graph):
     if isinstance(num_neighbors, dict):
         raise ValueError("num_neighbors per edge type needs a typed graph")
     return num_neighbors
+
+
+def _no_hops(num_neighbors) -> bool:
+    values = num_neighbors.values if isinstance(num_neighbors, NumNeighbors) else num_neighbors
+    return isinstance(values, (list, tuple)) and len(values) == 0
+
+
+def _reversed_keys(num_neighbors):
+    """Per-edge-type fanouts keyed as the transposed typed graph names its relations."""
+    from .graphs import reverse_name
+
+    if isinstance(num_neighbors, NumNeighbors) and isinstance(num_neighbors.values, dict):
+        values = {reverse_name(et): v for et, v in num_neighbors.values.items()}
+        return NumNeighbors(values, num_neighbors.default)
+    if isinstance(num_neighbors, dict):
+        return {reverse_name(et): v for et, v in num_neighbors.items()}
+    return num_neighbors
+
+
+def _bad_expand(expand):
+    raise ValueError(f"expand must be one of ('new', 'all'), got {expand!r}")
 
 
 def _no_time(time) -> None:

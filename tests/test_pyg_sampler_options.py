@@ -1,0 +1,171 @@
+"""gglspeedup.pyg's sampler against PyG's options (issue 26, part A): PyG's hop rule, empty graphs,
+subgraph types, direction, weights, weighted negatives, PyG's NeighborSampler signature, input checks."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.loader import NeighborLoader as PyGNeighborLoader  # noqa: E402
+from torch_geometric.sampler import NegativeSampling, NodeSamplerInput  # noqa: E402
+
+from gglspeedup import pyg  # noqa: E402
+
+
+def _data(num_nodes=40, num_edges=160, seed=0):
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(num_nodes * num_nodes, num_edges, replace=False)  # no parallel edges
+    edge_index = torch.from_numpy(np.stack([flat // num_nodes, flat % num_nodes]))
+    return Data(x=torch.arange(num_nodes).view(-1, 1), edge_index=edge_index, num_nodes=num_nodes)
+
+
+def _bfs_in_edges(edge_index, seeds, hops):
+    """PyG's rule with full fanouts: hop h takes every in-edge of the nodes first reached at h - 1."""
+    src, dst = edge_index.tolist()
+    seen, frontier, nodes, edges = set(seeds), list(dict.fromkeys(seeds)), [len(seeds)], []
+    for _ in range(hops):
+        new, count = [], 0
+        for v in frontier:
+            for e in range(len(dst)):
+                if dst[e] == v:
+                    count += 1
+                    if src[e] not in seen:
+                        seen.add(src[e])
+                        new.append(src[e])
+        nodes.append(len(new))
+        edges.append(count)
+        frontier = new
+    return nodes, edges
+
+
+# ----------------------------------------------------------------------------- A5: hop rule
+def test_full_fanouts_follow_pygs_hop_rule_without_duplicate_edges():
+    data = _data()
+    batch = next(iter(pyg.NeighborLoader(data, [-1, -1], input_nodes=torch.tensor([0, 1]), batch_size=2)))
+    nodes, edges = _bfs_in_edges(data.edge_index, [0, 1], 2)
+    assert batch.num_sampled_nodes == nodes and batch.num_sampled_edges == edges
+    assert len(set(batch.e_id.tolist())) == batch.e_id.numel()  # no edge twice
+
+
+def test_typed_full_fanouts_carry_each_edge_once():
+    data = _data(num_nodes=10, num_edges=20, seed=3)
+    hetero = HeteroData()
+    hetero["user"].x = torch.arange(10)
+    hetero["user", "to", "user"].edge_index = data.edge_index
+    batch = next(iter(pyg.NeighborLoader(hetero, [-1, -1], input_nodes=("user", torch.arange(10)), batch_size=10)))
+    assert batch["user", "to", "user"].num_edges == data.edge_index.size(1)
+
+
+# ------------------------------------------------------------------------- A3: empty graphs
+def test_graphs_without_edges_sample_their_seeds_alone():
+    pairs = torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])
+    loader = pyg.LinkNeighborLoader(Data(num_nodes=10), num_neighbors=[], edge_label_index=pairs, batch_size=2)
+    for batch in loader:
+        assert batch.num_nodes == batch.edge_label_index.unique().numel() and batch.input_id.numel() == 2
+    batch = next(iter(pyg.NeighborLoader(Data(num_nodes=10), [3, 3], batch_size=4)))
+    assert batch.n_id.tolist() == [0, 1, 2, 3] and batch.num_sampled_edges == [0, 0]
+    hetero = HeteroData(paper={"num_nodes": 10})
+    loader = pyg.LinkNeighborLoader(hetero, [], edge_label_index=(("paper", "to", "paper"), pairs), batch_size=2)
+    for batch in loader:
+        assert batch["paper"].num_nodes == batch["paper", "to", "paper"].edge_label_index.unique().numel()
+    store = pyg.GraphStore()
+    store.put_edge_index(torch.empty(2, 0, dtype=torch.long), edge_type=None, layout="coo", size=(5, 5))
+    out = pyg.Sampler((pyg.FeatureStore({"x": np.zeros((5, 1))}), store), [2]).sample_from_nodes(
+        NodeSamplerInput(None, torch.tensor([4]))
+    )
+    assert out.node.tolist() == [4] and out.num_sampled_edges == [0]
+
+
+# ------------------------------------------------------------------ A6: subgraphs, direction
+def test_bidirectional_batches_hold_every_edge_with_its_reverse():
+    data = _data()
+    batch = next(iter(pyg.NeighborLoader(data, [3, 2], batch_size=5, subgraph_type="bidirectional")))
+    pairs = set(map(tuple, batch.edge_index.t().tolist()))
+    assert pairs and all((v, u) in pairs for u, v in pairs)
+
+
+@pytest.mark.parametrize("how", [{"subgraph_type": "induced"}, {"directed": False}])
+def test_induced_batches_hold_every_edge_among_the_sampled_nodes(how):
+    data = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        batch = next(iter(pyg.NeighborLoader(data, [2, 2], batch_size=4, **how)))
+    nodes = set(batch.n_id.tolist())
+    expected = {(u, v) for u, v in data.edge_index.t().tolist() if u in nodes and v in nodes}
+    got = {tuple(pair) for pair in batch.n_id[batch.edge_index].t().tolist()}
+    assert got == expected and batch.edge_index.size(1) == len(expected)
+
+
+def test_backward_sampling_equals_forward_sampling_of_the_flipped_graph():
+    data = _data(seed=5)
+    flipped = Data(x=data.x, edge_index=data.edge_index.flip(0), num_nodes=data.num_nodes)
+    seeds = NodeSamplerInput(None, torch.tensor([0, 7]))
+    backward = pyg.NeighborSampler(data, [3, 2], sample_direction="backward").sample_from_nodes(seeds)
+    forward = pyg.NeighborSampler(flipped, [3, 2]).sample_from_nodes(seeds)
+    assert torch.equal(backward.node, forward.node) and torch.equal(backward.edge, forward.edge)
+    assert torch.equal(backward.row, forward.col) and torch.equal(backward.col, forward.row)
+
+
+def test_weighted_hetero_data_never_draws_zero_weight_edges():
+    hetero = HeteroData()
+    hetero["paper"].num_nodes = 5
+    hetero["paper", "to", "paper"].edge_index = torch.tensor([[1, 3, 0, 4], [2, 2, 1, 3]])
+    hetero["paper", "to", "paper"].edge_weight = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    loader = pyg.NeighborLoader(hetero, [1, 1], input_nodes=("paper", torch.tensor([2])), weight_attr="edge_weight")
+    batch = next(iter(loader))
+    assert batch["paper"].n_id.tolist() == [2, 3, 4]
+    assert batch["paper"].n_id[batch["paper", "to", "paper"].edge_index].tolist() == [[3, 4], [2, 3]]
+
+
+@pytest.mark.parametrize("mode", ["binary", "triplet"])
+def test_weighted_negatives_come_from_nodes_with_weight(mode):
+    data = _data()
+    weight = torch.zeros(data.num_nodes)
+    weight[[5, 9, 11]] = 1.0
+    neg = NegativeSampling(mode, amount=2, src_weight=weight, dst_weight=weight)
+    pairs = data.edge_index[:, :30]
+    loader = pyg.LinkNeighborLoader(data, [2], edge_label_index=pairs, batch_size=10, neg_sampling=neg)
+    for batch in loader:
+        if mode == "binary":
+            negatives = batch.n_id[batch.edge_label_index[:, batch.edge_label == 0]]
+        else:
+            negatives = batch.n_id[batch.dst_neg_index]
+            assert batch.dst_neg_index.shape == (batch.src_index.numel(), 2)
+        assert negatives.numel() and set(negatives.view(-1).tolist()) <= {5, 9, 11}
+
+
+# ---------------------------------------------------------- A8: PyG's NeighborSampler signature
+def test_our_neighbor_sampler_drives_pygs_own_neighbor_loader():
+    data = _data()
+    sampler = pyg.NeighborSampler(data, [3, 2])
+    batch = next(iter(PyGNeighborLoader(data, [3, 2], batch_size=4, neighbor_sampler=sampler)))
+    assert batch.n_id[:4].tolist() == [0, 1, 2, 3]
+    assert torch.equal(batch.x.view(-1), batch.n_id)  # features filtered by PyG for our nodes
+    assert batch.num_sampled_nodes[0] == 4 and len(batch.num_sampled_edges) == 2
+
+
+@pytest.mark.parametrize(
+    "option, match",
+    [({"disjoint": True}, "disjoint"), ({"time_attr": "t"}, "time_attr"), ({"temporal_strategy": "last"}, "temporal")],
+)
+def test_options_we_do_not_implement_raise_not_implemented_naming_them(option, match):
+    with pytest.raises(NotImplementedError, match=match):
+        pyg.NeighborSampler(_data(), [2], **option)
+
+
+# --------------------------------------------------------------------------- A9: input checks
+def test_typed_input_nodes_on_an_untyped_graph_name_input_nodes():
+    with pytest.raises(ValueError, match="input_nodes"):
+        pyg.NeighborLoader(_data(), [2], input_nodes=("n", None))
+
+
+def test_edge_label_index_and_edge_label_shapes_are_checked_by_name():
+    data = _data()
+    with pytest.raises(ValueError, match=r"edge_label_index must have shape \(2, num_pairs\)"):
+        pyg.LinkNeighborLoader(data, [2], edge_label_index=torch.zeros(3, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="edge_label must have one entry per pair"):
+        pyg.LinkNeighborLoader(data, [2], edge_label_index=data.edge_index[:, :4], edge_label=torch.ones(3))
