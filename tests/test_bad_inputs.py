@@ -73,3 +73,20 @@ def test_a_negative_count_no_memory_holds_is_refused_by_name(small):
         gg.HeteroNeighborSampler(_typed(), [1]).sample_links(
             [[0], [0]], edge_type=("a", "to", "b"), negatives="triplet", num_negatives=10**12
         )
+
+
+# ------------------------------------------------------------- B10: bipartite untyped graphs
+@pytest.mark.parametrize("num_nodes, num_src_nodes", [(1000, 10**8), (3, 10)])
+def test_untyped_samplers_refuse_a_bipartite_graph_at_construction(num_nodes, num_src_nodes):
+    edge_index = np.array([[5, 9, 2], [0, 1, 2]])
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes, num_src_nodes=num_src_nodes)
+    with pytest.raises(ValueError, match="graph is bipartite"):
+        gg.NeighborSampler(graph, [10, 10])
+    with pytest.raises(ValueError, match="graph is bipartite"):
+        gg.MultiDeviceSampler(graph, ["cpu"], [10, 10])
+
+
+def test_a_typed_relation_view_is_refused_by_the_untyped_sampler():
+    relation = _typed()[("a", "to", "b")]  # 2 target rows, sources of type "a" (3 nodes)
+    with pytest.raises(ValueError, match="graph is bipartite"):
+        gg.NeighborSampler(relation, [2])

@@ -43,7 +43,9 @@ class MultiDeviceSampler(_PerProcessState):
     """
 
     def __init__(self, graph, devices, fanouts, *, seed=0, **sampler_options):
-        graph = as_csr_graph(graph).to("cpu")
+        from ..sampling.sampler import check_not_bipartite
+
+        graph = check_not_bipartite(as_csr_graph(graph).to("cpu"))
         self.devices = _check_devices(devices)
         unknown = set(sampler_options) - {"replace", "weighted", "placement"}
         if unknown:

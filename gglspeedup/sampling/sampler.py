@@ -11,7 +11,7 @@ from ..graph import as_csr_graph
 from ..validation import check_bool, check_fanouts, check_int
 from .types import Adj, LinkSampleOutput, SampleOutput
 
-__all__ = ["NeighborSampler", "BatchKeys", "check_seeds", "check_expand", "resolve_placement"]
+__all__ = ["NeighborSampler", "BatchKeys", "check_seeds", "check_expand", "check_not_bipartite", "resolve_placement"]
 
 _PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
@@ -109,7 +109,7 @@ class NeighborSampler(BatchKeys):
     def __init__(
         self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto", expand="all"
     ):
-        graph = as_csr_graph(graph)
+        graph = check_not_bipartite(as_csr_graph(graph))
         self.fanouts = check_fanouts(fanouts)
         self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
@@ -271,6 +271,18 @@ class NeighborSampler(BatchKeys):
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):
         return check_seeds(seeds, self.num_nodes, self.device)
+
+
+def check_not_bipartite(graph):
+    """``graph``, refused when bipartite (``num_src_nodes != num_nodes``): an untyped sampler makes
+    each hop's sampled sources the next hop's targets, rows a bipartite relation does not have."""
+    if graph.num_src_nodes != graph.num_nodes:
+        raise ValueError(
+            f"graph is bipartite (num_src_nodes = {graph.num_src_nodes}, num_nodes = {graph.num_nodes}): an "
+            "untyped sampler makes each hop's sampled sources the next hop's targets, which a bipartite "
+            "relation's source ids are not; sample it as a relation of a HeteroGraph (HeteroNeighborSampler)"
+        )
+    return graph
 
 
 EXPANDS = ("all", "new")
