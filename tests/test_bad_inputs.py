@@ -90,3 +90,19 @@ def test_a_typed_relation_view_is_refused_by_the_untyped_sampler():
     relation = _typed()[("a", "to", "b")]  # 2 target rows, sources of type "a" (3 nodes)
     with pytest.raises(ValueError, match="graph is bipartite"):
         gg.NeighborSampler(relation, [2])
+
+
+# ------------------------------------------------------- B12: typed gather into its own table
+def test_typed_gather_refuses_an_out_that_overlaps_a_table():
+    tables = {"a": np.arange(12, dtype=np.float32).reshape(6, 2), "b": np.ones((3, 2), np.float32)}
+    store = gg.HeteroFeatureStore(tables)
+    with pytest.raises(ValueError, match=r"out\['a'\] overlaps the feature table of 'a'"):
+        store.gather({"a": [5, 4]}, out={"a": tables["a"][:2]})
+    with pytest.raises(ValueError, match=r"out\['b'\] overlaps the feature table of 'a'"):
+        store.gather({"a": [0], "b": [1, 2]}, out={"b": tables["a"][2:4]})
+    shared = np.empty((2, 2), np.float32)
+    with pytest.raises(ValueError, match="overlap"):
+        store.gather({"a": [0, 1], "b": [0, 1]}, out={"a": shared, "b": shared})
+    assert np.array_equal(tables["a"], np.arange(12, dtype=np.float32).reshape(6, 2))  # nothing written
+    fine = store.gather({"a": [5, 4]}, out={"a": np.empty((2, 2), np.float32)})
+    assert fine["a"].tolist() == [[10.0, 11.0], [8.0, 9.0]]

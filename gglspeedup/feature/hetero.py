@@ -63,6 +63,12 @@ def check_tables(x, graph=None) -> dict:
     return tables
 
 
+def _host_table(source):
+    """The host array a feature source reads rows from, when it has one (a CPU FeatureStore)."""
+    table = getattr(getattr(source, "_tier", None), "table", None)
+    return table if isinstance(table, np.ndarray) else None
+
+
 class HeteroFeatureSource:
     """Typed feature lookups over one feature source per node type.
 
@@ -164,6 +170,8 @@ class HeteroFeatureSource:
         for node_type in out or ():
             if node_type not in asked:
                 raise ValueError(f"out names node type {node_type!r}, which ids does not ask for")
+        if out:
+            self._check_no_overlap(out)
         rows = {}
         for node_type in sorted(self.feature_types) if self.collective else asked:
             type_ids = asked.get(node_type, np.empty(0, np.int64))
@@ -174,6 +182,21 @@ class HeteroFeatureSource:
     @staticmethod
     def _gather_one(source, ids, out, check: bool):
         return source.gather(ids, out=out)
+
+    def _check_no_overlap(self, out: dict) -> None:
+        """Refuse ``out`` buffers that share memory with a table of this store or with each other
+        (rows would be read after being overwritten)."""
+        tables = {t: _host_table(source) for t, source in self._sources.items() if source is not None}
+        buffers = [(t, b) for t, b in out.items() if isinstance(b, np.ndarray)]
+        for i, (node_type, buffer) in enumerate(buffers):
+            for table_type, table in tables.items():
+                if table is not None and np.may_share_memory(buffer, table):
+                    raise ValueError(
+                        f"out[{node_type!r}] overlaps the feature table of {table_type!r}: pass a separate buffer"
+                    )
+            for other_type, other in buffers[i + 1 :]:
+                if np.may_share_memory(buffer, other):
+                    raise ValueError(f"out[{node_type!r}] and out[{other_type!r}] overlap: pass separate buffers")
 
     def stats(self) -> dict:
         """Lookup counters in total (summed over types) and ``per_type``.
