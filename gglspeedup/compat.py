@@ -110,7 +110,7 @@ class CGPUFeature:
 def _visible_devices(device, num_ranks):
     device = as_device(device)
     if num_ranks is not None:
-        count = int(num_ranks)
+        count = check_int("num_ranks", num_ranks, minimum=1)
     elif device.is_cuda and not device.simulated:
         import cupy
 
@@ -161,7 +161,13 @@ class Multi_CGPUFeature:
 
     def __init__(self, rank, device_list, cache_size="0.1G", csr=None):
         self.rank = check_int("rank", rank, minimum=0)
+        if isinstance(device_list, (str, bytes, int)) or not hasattr(device_list, "__iter__"):
+            raise TypeError(
+                f"device_list must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu']), got {device_list!r}"
+            )
         self.device_list = list(device_list)
+        if not self.device_list:
+            raise ValueError("device_list must name at least one device, got an empty list")
         parse_size(cache_size)  # a bad budget fails here, not at from_cpu_tensor
         self.cache_size = cache_size
         self.csr = csr

@@ -106,3 +106,21 @@ def test_typed_gather_refuses_an_out_that_overlaps_a_table():
     assert np.array_equal(tables["a"], np.arange(12, dtype=np.float32).reshape(6, 2))  # nothing written
     fine = store.gather({"a": [5, 4]}, out={"a": np.empty((2, 2), np.float32)})
     assert fine["a"].tolist() == [[10.0, 11.0], [8.0, 9.0]]
+
+
+# ------------------------------------------------------------------- B15: flags and counts
+@pytest.mark.parametrize("normalize", ["no", 1, None])
+def test_datasets_load_refuses_a_normalize_that_is_not_a_bool(normalize):
+    with pytest.raises(TypeError, match="normalize"):
+        gg.datasets.load("cora", normalize=normalize)
+
+
+def test_compat_layers_name_device_list_and_num_ranks(small):
+    with pytest.raises(TypeError, match="device_list"):
+        gg.Multi_CGPUFeature(0, "cpu")
+    with pytest.raises(ValueError, match="device_list"):
+        gg.Multi_CGPUFeature(0, [])
+    with pytest.raises(TypeError, match="num_ranks"):
+        gg.MultiGPUSampler("cpu", small, num_ranks=2.7)
+    with pytest.raises(ValueError, match="num_ranks"):
+        gg.MultiGPUSampler("cpu", small, num_ranks=-2)

@@ -51,6 +51,9 @@ def load(name: str, root: str | os.PathLike | None = None, normalize: bool = Fal
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
+    from ..validation import check_bool
+
+    normalize = check_bool("normalize", normalize)
     key = name.lower()
     if key not in NAMES:
         raise ValueError(f"name must be one of {NAMES}, got {name!r}")
