@@ -124,3 +124,35 @@ def test_compat_layers_name_device_list_and_num_ranks(small):
         gg.MultiGPUSampler("cpu", small, num_ranks=2.7)
     with pytest.raises(ValueError, match="num_ranks"):
         gg.MultiGPUSampler("cpu", small, num_ranks=-2)
+
+
+# ----------------------------------------------------- B16: a memory-mapped table that shrinks
+_SHRINK = """
+import os, sys
+import numpy as np
+import gglspeedup as gg
+path = sys.argv[1]
+np.save(path, np.arange(4096 * 64, dtype=np.float32).reshape(4096, 64))
+table = np.load(path, mmap_mode="r")
+store = gg.FeatureStore(table)
+assert store.gather([4095])[0, 0] == 4095 * 64
+graph = gg.CSRGraph.from_edge_index(np.array([[1], [0]]), num_nodes=4096)
+loader = gg.NodeLoader(gg.NeighborSampler(graph, [1]), table, [4095], 1, backend=None, shuffle=False)
+os.truncate(path, 4096)
+for name, read in (("store", lambda: store.gather([4095])), ("loader", lambda: next(iter(loader)))):
+    try:
+        read()
+    except OSError as error:
+        assert path in str(error) and "shrank" in str(error), error
+        print(name, "refused")
+"""
+
+
+def test_a_gather_from_a_memory_mapped_table_whose_file_shrank_raises_naming_the_file(tmp_path):
+    import subprocess
+    import sys
+
+    path = str(tmp_path / "x.npy")
+    result = subprocess.run([sys.executable, "-c", _SHRINK, path], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]  # SIGBUS would be -7
+    assert result.stdout.split("\n")[:2] == ["store refused", "loader refused"]

@@ -29,6 +29,7 @@ import numpy as np
 from .._launch import device_view, launch, synchronize, to_host
 from .._pinned import pin, pinned_empty
 from ..device import aligned_empty
+from ._backing import check_backing
 from ._kernels.gather import gather_host, word_dtype
 
 __all__ = ["HostTier", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]
@@ -64,8 +65,9 @@ class HostTier:
 
     hits = 0  # no device cache: every row is a host read
 
-    def __init__(self, table: np.ndarray):
+    def __init__(self, table: np.ndarray, backing=None):
         self.table = table
+        self.backing = backing  # the memory-mapped file behind the table, checked per gather
         self.row_bytes = table.shape[1] * table.dtype.itemsize
         self.cached_ids = np.empty(0, dtype=np.int64)
         self._views: dict = {}
@@ -79,6 +81,7 @@ class HostTier:
 
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``; ids : int32/int64 host array, in range; out : C-contiguous."""
+        check_backing(self.backing)
         word = word_dtype(self.row_bytes, self.table.ctypes.data, out.ctypes.data)
         view = self._views.get(word)
         if view is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import aligned_empty, as_device, parse_size
+from ._backing import backing_file
 from ._inputs import as_ids, as_table, check_out
 from ._tiers import PINS, CUDATiers, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
@@ -96,6 +97,7 @@ class FeatureStore:
         self._staging = parse_size(staging)
         if self._staging < 1:
             raise ValueError(f"staging must be at least 1 byte, got {staging!r}")
+        backing = backing_file(x) if isinstance(x, np.ndarray) else None
         table = as_table(x)
         self.cache_size = parse_size(cache_size)
         num_rows, dim = table.shape
@@ -108,7 +110,7 @@ class FeatureStore:
             self.device.check_available()
             self._tier = self._build_tiers(table, compute_order)
         else:
-            self._tier = HostTier(table)
+            self._tier = HostTier(table, backing_file(table) or backing)
         self.reset_stats()
 
     # ------------------------------------------------------------------ construction

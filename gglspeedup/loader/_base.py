@@ -103,6 +103,9 @@ class BaseLoader:
         if not typed:
             check_feature_rows(sampler, features)
         self.sampler, self.features = sampler, features
+        from ..feature._backing import backing_file
+
+        self._backing = backing_file(features) if isinstance(features, np.ndarray) else None
         self._pool = None if typed else self._make_pool(features)
         self._pools = [] if self._pool is None else [self._pool]  # every pool stats() reports
         self._gather_options = {} if typed else trusted_ids(getattr(sampler, "num_nodes", None), features)
@@ -162,6 +165,10 @@ class BaseLoader:
     # ------------------------------------------------------------------ one batch
     def _gather(self, n_id):
         """The feature rows of ``n_id`` (see :func:`gather_rows`)."""
+        if self._backing is not None:  # a memory-mapped array read by indexing: its file must still hold it
+            from ..feature._backing import check_backing
+
+            check_backing(self._backing)
         return gather_rows(self.features, n_id, self._pool, self._gather_options)
 
     def _convert(self, batch):
