@@ -453,3 +453,32 @@ def test_datasets_all_resolves():
     assert set(datasets.__all__) <= set(dir(datasets))
     with pytest.raises(AttributeError, match=r"has no attribute 'nothing'"):
         datasets.nothing  # noqa: B018
+
+
+# ------------------------------------------------ corrupt files name themselves (issue 26, C18)
+def _corrupt(path, how):
+    data = open(path, "rb").read()
+    with open(path, "wb") as handle:
+        handle.write(data[: len(data) // 2] if how == "truncated" else b"garbage, not an archive" * 4)
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage"])
+@pytest.mark.parametrize("name", ["reddit_data.npz", "reddit_graph.npz"])
+def test_read_reddit_names_a_corrupt_file(tmp_path, name, how):
+    _write_reddit(str(tmp_path))
+    path = os.path.join(str(tmp_path), name)
+    _corrupt(path, how)
+    with pytest.raises(ValueError, match="is not a readable") as info:
+        datasets.read_reddit(tmp_path)
+    assert path in str(info.value) and info.value.__cause__ is not None
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage"])
+@pytest.mark.parametrize("stem", ["edge", "node-feat", "node-label"])
+def test_read_ogb_node_names_a_corrupt_file(tmp_path, stem, how):
+    _write_ogb(str(tmp_path))
+    path = os.path.join(str(tmp_path), "raw", f"{stem}.csv.gz")
+    _corrupt(path, how)
+    with pytest.raises(ValueError, match="is not a readable gzipped CSV file") as info:
+        datasets.read_ogb_node(tmp_path)
+    assert path in str(info.value) and info.value.__cause__ is not None

@@ -7,8 +7,11 @@ Neither reader unpickles anything: CSV files are parsed as text, ``.npz`` files 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -17,10 +20,24 @@ from ..graph import CSRGraph
 __all__ = ["read_ogb_node", "read_reddit"]
 
 
+# What a truncated or garbage archive raises deep inside zipfile / gzip / zlib / numpy.
+_CORRUPT = (zipfile.BadZipFile, gzip.BadGzipFile, EOFError, zlib.error, ValueError, KeyError, UnicodeDecodeError)
+
+
+@contextlib.contextmanager
+def _reading(path: str, what: str):
+    """Re-raise a corrupt file's error as a ``ValueError`` naming ``path`` and what it should be
+    (the original error chained as the cause)."""
+    try:
+        yield
+    except _CORRUPT as error:
+        raise ValueError(f"{path!r} is not a readable {what}: {type(error).__name__}: {error}") from error
+
+
 def _read_csv_gz(path: str, dtype, *, ndmin: int = 1) -> np.ndarray:
     """A headerless comma-separated (optionally gzipped) numeric file as an array."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as handle:
+    with _reading(path, "gzipped CSV file" if path.endswith(".gz") else "CSV file"), opener(path, "rb") as handle:
         return np.loadtxt(handle, delimiter=",", dtype=dtype, ndmin=ndmin)
 
 
@@ -142,14 +159,18 @@ def read_reddit(path: str | os.PathLike):
     for file in (data_path, graph_path):
         if not os.path.exists(file):
             raise FileNotFoundError(f"{file!r} not found: path must hold reddit_data.npz and reddit_graph.npz")
-    with np.load(data_path, allow_pickle=False) as data:
-        missing = {"feature", "label", "node_types"} - set(data.files)
-        if missing:
-            raise ValueError(f"{data_path!r} lacks arrays {sorted(missing)}")
-        x = np.ascontiguousarray(data["feature"], dtype=np.float32)
-        y = data["label"].astype(np.int64)
-        node_types = data["node_types"]
-    adjacency = sp.load_npz(graph_path).tocoo()
+    with _reading(data_path, ".npz archive of feature, label and node_types"):
+        with np.load(data_path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise ValueError("it holds one array, not an .npz archive")
+            missing = {"feature", "label", "node_types"} - set(data.files)
+            if missing:
+                raise KeyError(f"it lacks arrays {sorted(missing)}")
+            x = np.ascontiguousarray(data["feature"], dtype=np.float32)
+            y = data["label"].astype(np.int64)
+            node_types = data["node_types"]
+    with _reading(graph_path, "scipy.sparse .npz adjacency"):
+        adjacency = sp.load_npz(graph_path).tocoo()
     num_nodes = len(x)
     if adjacency.shape != (num_nodes, num_nodes) or len(y) != num_nodes or len(node_types) != num_nodes:
         raise ValueError(
