@@ -6,15 +6,21 @@
 >>> n_id, adjs = sampler.sample([0, 1])                           # doctest: +SKIP
 
 Everything except this file, :mod:`gglspeedup.device` and :mod:`gglspeedup.graph` loads on first
-attribute access, so ``import gglspeedup`` imports no framework, no Numba and no GPU library.
+attribute access, so ``import gglspeedup`` imports no framework, no Numba and no GPU library; it
+only makes a pip-installed TBB loadable for Numba's threading layer (see ``gglspeedup._threading``).
 """
 
 from __future__ import annotations
 
 import importlib
 
+from ._threading import prefer_tbb as _prefer_tbb
 from .device import Device, parse_size
 from .graph import CSRGraph
+
+# Numba picks its threading layer at its first parallel launch, which a user's
+# numba.set_num_threads() also triggers: make TBB loadable now (a shared library; Numba is not imported).
+_prefer_tbb()
 
 __version__ = "0.1.0"
 

@@ -294,6 +294,7 @@ def to_numpy(array: Any) -> np.ndarray:
     if library == "cupy":
         return array.get()
     if library == "torch" and hasattr(array, "detach"):
+        reject_meta("the tensor", array)
         array = array.detach()
         if array.device.type != "cpu":
             array = array.cpu()
@@ -306,6 +307,17 @@ def to_numpy(array: Any) -> np.ndarray:
             except (TypeError, BufferError, RuntimeError):
                 pass
     return np.asarray(array)
+
+
+def reject_meta(name: str, value: Any) -> None:
+    """Raise ``TypeError`` naming ``name`` for a tensor on torch's ``meta`` device (shapes and
+    dtypes only, no data to read)."""
+    device = getattr(value, "device", None)
+    if getattr(device, "type", None) == "meta":
+        raise TypeError(
+            f"{name} is a tensor on torch's 'meta' device, which holds no data (only its shape "
+            f"{tuple(value.shape)} and dtype): pass a tensor with data (e.g. on 'cpu' or 'cuda')"
+        )
 
 
 def on_gpu(array: Any) -> bool:

@@ -153,10 +153,11 @@ def int_array(
     ValueError
         when the array is not ``ndim``-D, or an unsigned value does not fit in int64.
     """
-    from .device import to_numpy
+    from .device import reject_meta, to_numpy
 
     if values is None:
         raise TypeError(f"{name} must be an integer array, got None")
+    reject_meta(name, values)
     array = to_numpy(values) if not isinstance(values, (list, tuple, range)) else np.asarray(values)
     if array.dtype.kind not in "iu":
         if array.dtype.kind == "b":

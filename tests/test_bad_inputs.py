@@ -156,3 +156,80 @@ def test_a_gather_from_a_memory_mapped_table_whose_file_shrank_raises_naming_the
     result = subprocess.run([sys.executable, "-c", _SHRINK, path], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]  # SIGBUS would be -7
     assert result.stdout.split("\n")[:2] == ["store refused", "loader refused"]
+
+
+# ------------------------------------------------------------------ C19: bfloat16 round trips
+def test_backends_hand_torch_bfloat16_to_numpy_as_ml_dtypes_bfloat16():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("ml_dtypes")
+    tensor = torch.arange(6, dtype=torch.bfloat16).view(2, 3)
+    array = gg.backends.to("numpy", tensor)
+    assert array.dtype.name == "bfloat16" and array.astype(np.float32).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert array.ctypes.data == tensor.data_ptr()  # the same bits, no copy
+    back = gg.backends.from_(tensor[:, 1])  # a strided view comes back as its values
+    assert back.dtype.name == "bfloat16" and back.astype(np.float32).tolist() == [1, 4]
+
+
+# ----------------------------------------------------------------------- C20: torch's meta device
+def test_meta_tensors_are_refused_naming_the_argument_and_the_meta_device(small):
+    torch = pytest.importorskip("torch")
+    meta = torch.empty(4, 2, device="meta")
+    with pytest.raises(TypeError, match=r"x \(the feature table\) is a tensor on torch's 'meta' device"):
+        gg.FeatureStore(meta)
+    with pytest.raises(TypeError, match="ids is a tensor on torch's 'meta' device"):
+        gg.FeatureStore(np.zeros((4, 2), np.float32)).gather(torch.zeros(2, dtype=torch.long, device="meta"))
+    with pytest.raises(TypeError, match="seeds is a tensor on torch's 'meta' device"):
+        gg.NeighborSampler(small, [2]).sample(torch.zeros(2, dtype=torch.long, device="meta"))
+    with pytest.raises(TypeError, match="pairs is a tensor on torch's 'meta' device"):
+        gg.NeighborSampler(small, [2]).sample_links(torch.zeros(2, 2, dtype=torch.long, device="meta"))
+    with pytest.raises(TypeError, match="edge_index is a tensor on torch's 'meta' device"):
+        gg.CSRGraph.from_edge_index(torch.zeros(2, 3, dtype=torch.long, device="meta"), num_nodes=4)
+
+
+# ------------------------------------------------------- C21: threading layer chosen at import
+_LAYER = """
+import sys, warnings
+warnings.simplefilter("error")
+import gglspeedup as gg
+assert "numba" not in sys.modules  # choosing the layer imports no Numba
+import numba
+import numpy as np
+numba.set_num_threads(1)  # a user bounding threads before the first sample
+graph = gg.CSRGraph.from_edge_index(np.array([[1, 2], [0, 0]]), num_nodes=3)
+gg.NeighborSampler(graph, [2]).sample([0])
+print(numba.threading_layer())
+"""
+
+_LATE = """
+import warnings
+import numba
+numba.set_num_threads(1)  # Numba launched (OpenMP: TBB is not loadable yet) before gglspeedup
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import gglspeedup
+    import gglspeedup.sampling._kernels.cpu  # the kernel modules ask again: still one warning
+print(numba.threading_layer(), len(caught), caught[0].message if caught else "")
+"""
+
+
+def _tbb_available():
+    import os
+    import sys
+
+    return sys.platform.startswith("linux") and os.path.exists(os.path.join(sys.prefix, "lib", "libtbb.so.12"))
+
+
+@pytest.mark.skipif(not _tbb_available(), reason="needs the tbb package (a core dependency on Linux x86-64)")
+def test_threads_set_before_the_first_sample_still_run_on_tbb_and_a_late_import_warns_once():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    result = subprocess.run([sys.executable, "-c", _LAYER], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "tbb"
+    result = subprocess.run([sys.executable, "-c", _LATE], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    layer, count, message = result.stdout.strip().split(" ", 2)
+    assert layer == "omp" and count == "1" and "NUMBA_THREADING_LAYER=tbb" in message

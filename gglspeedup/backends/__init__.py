@@ -184,9 +184,30 @@ def to(name: str, obj: Any) -> Any:
     return map_arrays(obj, _checked(module.from_array, _canonical(name)))
 
 
+def host_bfloat16(obj: Any):
+    """A framework ``bfloat16`` tensor in host memory as an ``ml_dtypes.bfloat16`` NumPy array over
+    the same bits (DLPack has no NumPy bfloat16); ``None`` for anything else. A GPU bfloat16
+    tensor raises ``TypeError`` naming the dtype and the way round (NumPy and CuPy have no
+    bfloat16 device arrays)."""
+    if isinstance(obj, np.ndarray) or "bfloat16" not in str(getattr(obj, "dtype", "")):
+        return None
+    from ..feature._inputs import _bfloat16_table
+
+    device = getattr(obj, "device", None)
+    if getattr(device, "type", "cpu") not in ("cpu", None) or "gpu" in str(device).lower():
+        raise TypeError(
+            f"a bfloat16 tensor on {device} has no NumPy/CuPy counterpart (neither has bfloat16 device arrays): "
+            "convert it first, e.g. tensor.float(), or move it to the CPU for an ml_dtypes.bfloat16 array"
+        )
+    return _bfloat16_table(obj)
+
+
 def _leaf_from(obj: Any):
     if isinstance(obj, np.ndarray) or array_library(obj) == "cupy":
         return obj
+    bf16 = host_bfloat16(obj)
+    if bf16 is not None:
+        return bf16
     source = prepare(obj)
     if isinstance(source, np.ndarray) or array_library(source) == "cupy":
         return source

@@ -26,6 +26,11 @@ def from_array(array: Any) -> np.ndarray:
     """
     if isinstance(array, np.ndarray):
         return array
+    from . import host_bfloat16
+
+    bf16 = host_bfloat16(array)  # DLPack carries no NumPy bfloat16: an ml_dtypes view of the bits
+    if bf16 is not None:
+        return bf16
     source = prepare(array)
     if isinstance(source, np.ndarray):
         return source

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._launch import to_host
-from ..device import array_library, as_device_array, on_gpu, to_numpy
+from ..device import array_library, as_device_array, on_gpu, reject_meta, to_numpy
 from ._kernels.gather import first_out_of_range
 
 __all__ = ["as_table", "as_ids", "check_out"]
@@ -57,6 +57,7 @@ def as_table(x: Any) -> np.ndarray:
     """
     if x is None:
         raise TypeError("x must be a 2-D array of feature rows, got None")
+    reject_meta("x (the feature table)", x)
     if not isinstance(x, np.ndarray) and "bfloat16" in str(getattr(x, "dtype", "")):
         table = _bfloat16_table(x)
     else:
@@ -106,6 +107,7 @@ def as_ids(ids: Any, num_rows: int, device, *, check: bool = True):
         ids = np.asarray(ids)
     elif isinstance(ids, (bool, np.bool_)) or np.isscalar(ids):
         raise ValueError(f"ids must be a 1-D array of row ids, got the scalar {ids!r}; use store[[{ids!r}]]")
+    reject_meta("ids", ids)
     try:
         ids = _device_ids(ids, device)
     except (TypeError, ValueError, BufferError) as error:

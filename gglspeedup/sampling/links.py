@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 
-from ..device import as_device_array, on_gpu, to_numpy
+from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..validation import check_bool, check_int
 from ._kernels.exclusion import row_filter
 from .types import Adj, LinkSampleOutput
@@ -45,6 +45,7 @@ def _host_or_device(name: str, values, device):
     """``values`` as an array of the sampler's device: host data as NumPy, GPU data as ``device.xp``."""
     if values is None:
         raise TypeError(f"{name} must be an array, got None")
+    reject_meta(name, values)
     if on_gpu(values):
         if not device.is_cuda:
             raise ValueError(

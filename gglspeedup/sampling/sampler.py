@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from ..device import as_device, as_device_array, on_gpu, to_numpy
+from ..device import as_device, as_device_array, on_gpu, reject_meta, to_numpy
 from ..graph import as_csr_graph
 from ..validation import check_bool, check_fanouts, check_int
 from .types import Adj, LinkSampleOutput, SampleOutput
@@ -327,6 +327,7 @@ def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
     ``[0, num_nodes)``; ``name`` names the argument in errors."""
     if seeds is None:
         raise TypeError(f"{name} must be a 1-D integer array, got None")
+    reject_meta(name, seeds)
     seeds_on_gpu = on_gpu(seeds)
     if seeds_on_gpu and not device.is_cuda:
         raise ValueError(
