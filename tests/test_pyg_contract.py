@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_geometric")
 
 from torch_geometric.loader import LinkLoader  # noqa: E402
+from torch_geometric.loader import LinkNeighborLoader as PyGLinkNeighborLoader  # noqa: E402
 
 import gglspeedup as gg  # noqa: E402
 from gglspeedup import pyg  # noqa: E402
@@ -47,6 +48,12 @@ def test_typed_store_coo_comes_back_in_put_order_so_pygs_link_loader_labels_ever
     loader = LinkLoader(data, sampler, edge_label_index=edge_type, edge_label=label, batch_size=48, shuffle=True)
     batches = [(b[edge_type], b["a"].n_id) for b in loader]
     assert _check_labels(batches, label_of) == 120
+    # PyG's own LinkNeighborLoader (its edge-label path reads our COO), with our NeighborSampler
+    sampler = pyg.NeighborSampler(data, [2])
+    loader = PyGLinkNeighborLoader(
+        data, [2], edge_label_index=edge_type, edge_label=label, batch_size=48, shuffle=True, neighbor_sampler=sampler
+    )
+    assert _check_labels([(b[edge_type], b["a"].n_id) for b in loader], label_of) == 120
 
 
 @pytest.mark.parametrize("from_put", [False, True])
