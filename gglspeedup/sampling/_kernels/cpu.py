@@ -216,15 +216,14 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, first):
     """
     indptr = graph.indptr
     num_known = n_id.shape[0]
-    targets = n_id[first:]
-    num_targets = targets.shape[0]
+    num_targets = num_known - first  # targets n_id[first + i], indexed (a slice would type as layout 'A')
     offsets = np.empty(num_targets + 1, np.int64)
     offsets[0] = 0
     for i in prange(num_targets):
-        offsets[i + 1] = row_count_unexcluded(graph, options, targets[i], k)
+        offsets[i + 1] = row_count_unexcluded(graph, options, n_id[first + i], k)
     for i in range(num_targets):
-        if row_flagged(options, targets[i]):  # a link batch's row with excluded edges: recount it
-            offsets[i + 1] = row_count(graph, options, targets[i], k)  # (a constant False otherwise)
+        if row_flagged(options, n_id[first + i]):  # a link batch's row with excluded edges: recount it
+            offsets[i + 1] = row_count(graph, options, n_id[first + i], k)  # (a constant False otherwise)
         offsets[i + 1] += offsets[i]
     num_edges = offsets[num_targets]
 
@@ -239,8 +238,8 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, first):
         hi = min(lo + _ROWS_PER_BLOCK, num_targets)
         for i in range(lo, hi):
             if i + _ROW_PREFETCH < hi:  # a row's draws hide little: fetch later rows' offsets now
-                prefetch(indptr, targets[i + _ROW_PREFETCH])
-            node = targets[i]
+                prefetch(indptr, n_id[first + i + _ROW_PREFETCH])
+            node = n_id[first + i]
             start = offsets[i]
             count = offsets[i + 1] - start
             row_fill(graph, options, node, k, row_state(hop_state_, node), count, e_id, start)
