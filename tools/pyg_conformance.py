@@ -19,7 +19,10 @@ module attributes before the test modules import them. Usage (the peer venv has 
     python tools/pyg_conformance.py --pyg-git PATH/TO/pytorch_geometric.git --ref 2.8.0.post1 \\
         --python /work/peers/pyg/bin/python --mode full [-- extra pytest args]
 
-It prints pytest's summary line and, with ``--json``, writes the per-test outcomes. The files:
+In ``full`` mode on a venv without pyg-lib, ``--assume-pyg-lib`` also runs the tests PyG gates on
+pyg-lib (``withPackage('pyg_lib')``, the weighted and edge-time flags) against our sampler. It
+prints pytest's summary line and the failures and, with ``--json``, writes the per-test outcomes.
+The files:
 """
 
 from __future__ import annotations
@@ -91,6 +94,12 @@ if MODE == "full":
         if hasattr(module, "NeighborSampler"):
             module.NeighborSampler = sampler
     decorators.WITH_PYG_LIB = True  # onlyNeighborSampler: a sampler is installed (ours)
+    if os.environ.get("GGL_PYG_ASSUME_PYG_LIB") == "1":  # tests gated on pyg-lib run on our sampler
+        import torch_geometric.typing as typing
+
+        has_package = decorators.has_package
+        decorators.has_package = lambda name: name == "pyg_lib" or has_package(name)
+        typing.WITH_WEIGHTED_NEIGHBOR_SAMPLE = typing.WITH_EDGE_TIME_NEIGHBOR_SAMPLE = True
 '''
 
 
@@ -107,6 +116,12 @@ def main(argv=None) -> int:
     parser.add_argument("--ref", required=True, help="the tag of the installed torch_geometric's version")
     parser.add_argument("--python", default=sys.executable, help="the interpreter (a venv with torch_geometric)")
     parser.add_argument("--mode", choices=("control", "stores", "full"), default="full")
+    parser.add_argument(
+        "--assume-pyg-lib",
+        action="store_true",
+        help="full mode without pyg-lib installed: run the tests PyG gates on pyg-lib (withPackage('pyg_lib'), "
+        "weighted / edge-time flags) against our sampler",
+    )
     parser.add_argument("--package-root", help="the gglspeedup source tree to import (default: this one)")
     parser.add_argument("--json", help="write {test id: outcome} here")
     parser.add_argument("pytest_args", nargs="*")
@@ -119,6 +134,10 @@ def main(argv=None) -> int:
         (tmp / "_ggl_pyg_swap.py").write_text(_PLUGIN)
         report = tmp / "report.xml"
         env = dict(os.environ, GGL_PYG_CONFORMANCE_MODE=args.mode)
+        if args.assume_pyg_lib:
+            if args.mode != "full":
+                parser.error("--assume-pyg-lib needs --mode full (only our sampler can stand in for pyg-lib)")
+            env["GGL_PYG_ASSUME_PYG_LIB"] = "1"
         env["PYTHONPATH"] = os.pathsep.join([str(tmp), str(root), env.get("PYTHONPATH", "")])
         command = [
             args.python,
