@@ -4,11 +4,12 @@
 # its source (pyg-lib has no wheel on the registry; without it PyG has no neighbour sampler).
 # Never part of CI, never a dependency of the project.
 #
-# pyg-lib's source: a git repository of pyg-lib (PYG_LIB_GIT) plus its three CPU submodules,
-# parallel-hashmap (PHMAP_GIT), METIS (METIS_GIT) and METIS's own GKlib (GKLIB_GIT); each is a
-# path or URL git can clone. The commits checked out are the ones pyg-lib's tree records for its
-# submodules. Build: FORCE_CUDA=0, MAX_JOBS=2, under nice; about 12 minutes on 2 idle cores,
-# 20-30 on a busy one. The venv is about 1 GB.
+# pyg-lib's source: a local git repository of pyg-lib (PYG_LIB_GIT) plus its three CPU submodules,
+# parallel-hashmap (PHMAP_GIT), METIS (METIS_GIT) and METIS's own GKlib (GKLIB_GIT), each a local
+# clone. Their trees are exported with `git archive` at the commits pyg-lib's tree records for
+# its submodules (METIS's sample graphs and manual left out: the build needs neither). Build:
+# FORCE_CUDA=0, MAX_JOBS=2, under nice; about 12 minutes on 2 idle cores, 20-30 on a busy one.
+# The venv is about 1 GB.
 #
 #   PYG_LIB_GIT=... PHMAP_GIT=... METIS_GIT=... GKLIB_GIT=... scripts/peer_env_pyg.sh [VENV]
 set -euo pipefail
@@ -30,25 +31,31 @@ PY="$VENV/bin/python"
     "torch_geometric==2.8.1" pytest numpy scipy numba tbb ml_dtypes setuptools wheel cmake ninja
 
 SRC="$VENV/src/pyg-lib"
-if [ ! -d "$SRC/.git" ]; then
-    rm -rf "$SRC"
-    git clone -q "$PYG_LIB_GIT" "$SRC"
-fi
-git -C "$SRC" checkout -q "$PYG_LIB_REF"
-# The submodules pyg-lib needs on CPU, at the commits its tree records.
-sub_commit() { git -C "$1" ls-tree HEAD "$2" | awk '{print $3}'; }
-clone_at() { # url dir commit
-    if [ ! -d "$2/.git" ]; then rm -rf "$2"; git clone -q "$1" "$2"; fi
-    git -C "$2" checkout -q "$3"
+export_tree() { # git-dir commit dest [pathspec...]
+    local git_dir=$1 commit=$2 dest=$3
+    shift 3
+    rm -rf "$dest"
+    mkdir -p "$dest"
+    git -C "$git_dir" archive "$commit" -- "$@" | tar -x -C "$dest"
 }
-clone_at "$PHMAP_GIT" "$SRC/third_party/parallel-hashmap" \
-    "$(sub_commit "$SRC" third_party/parallel-hashmap)"
-clone_at "$METIS_GIT" "$SRC/third_party/METIS" "$(sub_commit "$SRC" third_party/METIS)"
-clone_at "$GKLIB_GIT" "$SRC/third_party/METIS/GKlib" \
-    "$(sub_commit "$SRC/third_party/METIS" GKlib)"
+sub_commit() { git -C "$1" ls-tree "$2" "$3" | awk '{print $3}'; } # git-dir commit path
+LIB_COMMIT=$(git -C "$PYG_LIB_GIT" rev-parse "$PYG_LIB_REF")
+METIS_COMMIT=$(sub_commit "$PYG_LIB_GIT" "$LIB_COMMIT" third_party/METIS)
+if [ ! -f "$SRC/.exported-$LIB_COMMIT" ]; then
+    export_tree "$PYG_LIB_GIT" "$LIB_COMMIT" "$SRC" .
+    export_tree "$PHMAP_GIT" "$(sub_commit "$PYG_LIB_GIT" "$LIB_COMMIT" third_party/parallel-hashmap)" \
+        "$SRC/third_party/parallel-hashmap" .
+    export_tree "$METIS_GIT" "$METIS_COMMIT" "$SRC/third_party/METIS" . ':(exclude)graphs' ':(exclude)manual'
+    export_tree "$GKLIB_GIT" "$(sub_commit "$METIS_GIT" "$METIS_COMMIT" GKlib)" "$SRC/third_party/METIS/GKlib" .
+    touch "$SRC/.exported-$LIB_COMMIT"
+fi
 
 if ! "$PY" -c "import pyg_lib" 2>/dev/null; then
-    (cd "$SRC" && FORCE_CUDA=0 MAX_JOBS=2 CMAKE_BUILD_PARALLEL_LEVEL=2 \
+    rm -f "$SRC"/build/temp*/CMakeCache.txt  # re-detect the interpreter (and so the ABI) on a rebuild
+    # pyg-lib's CMake asks "the" python3 whether torch uses the C++11 ABI: it must find this venv's
+    # (a python without torch answers no, and the library then fails to load with an undefined
+    # torch::autograd::Node::name symbol).
+    (cd "$SRC" && VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" FORCE_CUDA=0 MAX_JOBS=2 CMAKE_BUILD_PARALLEL_LEVEL=2 \
         nice -n 10 "$PY" -m pip install -v --no-build-isolation --no-deps .) \
         >"$VENV/pyg_lib_build.log" 2>&1 || {
         echo "pyg-lib build failed; see $VENV/pyg_lib_build.log" >&2
