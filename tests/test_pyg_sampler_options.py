@@ -13,6 +13,7 @@ from torch_geometric.data import Data, HeteroData  # noqa: E402
 from torch_geometric.loader import NeighborLoader as PyGNeighborLoader  # noqa: E402
 from torch_geometric.sampler import NegativeSampling, NodeSamplerInput  # noqa: E402
 
+import gglspeedup as gg  # noqa: E402
 from gglspeedup import pyg  # noqa: E402
 
 
@@ -169,3 +170,16 @@ def test_edge_label_index_and_edge_label_shapes_are_checked_by_name():
         pyg.LinkNeighborLoader(data, [2], edge_label_index=torch.zeros(3, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="edge_label must have one entry per pair"):
         pyg.LinkNeighborLoader(data, [2], edge_label_index=data.edge_index[:, :4], edge_label=torch.ones(3))
+
+
+def test_a_typed_store_over_a_weighted_graph_samples_by_weight():
+    edge_index = torch.tensor([[1, 3, 0, 4], [2, 2, 1, 3]])
+    weights = np.array([0.0, 1.0, 0.0, 1.0])
+    relation = gg.CSRGraph.from_edge_index(edge_index, num_nodes=5, num_src_nodes=5, weights=weights)
+    graph = gg.HeteroGraph({("paper", "to", "paper"): relation}, {"paper": 5})
+    stores = (pyg.FeatureStore({("paper", "x"): np.zeros((5, 1), np.float32)}), pyg.GraphStore(graph))
+    with pytest.raises(NotImplementedError, match="weight_attr"):  # PyG's remote contract has no weights
+        pyg.NeighborSampler(stores, [1, 1], weight_attr="w")
+    sampler = pyg.Sampler(stores, [1, 1], weighted=True)
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([2]), input_type="paper"))
+    assert out.node["paper"].tolist() == [2, 3, 4]
