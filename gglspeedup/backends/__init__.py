@@ -191,7 +191,7 @@ def host_bfloat16(obj: Any):
     bfloat16 device arrays)."""
     if isinstance(obj, np.ndarray) or "bfloat16" not in str(getattr(obj, "dtype", "")):
         return None
-    from ..feature._inputs import _bfloat16_table
+    from .._bfloat16 import bfloat16_table
 
     device = getattr(obj, "device", None)
     if getattr(device, "type", "cpu") not in ("cpu", None) or "gpu" in str(device).lower():
@@ -199,7 +199,7 @@ def host_bfloat16(obj: Any):
             f"a bfloat16 tensor on {device} has no NumPy/CuPy counterpart (neither has bfloat16 device arrays): "
             "convert it first, e.g. tensor.float(), or move it to the CPU for an ml_dtypes.bfloat16 array"
         )
-    return _bfloat16_table(obj)
+    return bfloat16_table(obj)
 
 
 def _leaf_from(obj: Any):

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._bfloat16 import bfloat16_table as _bfloat16_table
 from .._launch import to_host
 from ..device import array_library, as_device_array, on_gpu, reject_meta, to_numpy
 from ._kernels.gather import first_out_of_range
@@ -17,27 +18,6 @@ from ._kernels.gather import first_out_of_range
 __all__ = ["as_table", "as_ids", "check_out"]
 
 _REJECTED_KINDS = {"O": "object", "U": "str", "S": "bytes", "M": "datetime", "m": "timedelta"}
-
-
-def _bfloat16():
-    try:
-        import ml_dtypes
-    except ImportError:  # pragma: no cover - ml_dtypes ships with the test extra and with jax
-        raise ImportError(
-            "a bfloat16 table needs ml_dtypes for a NumPy bfloat16 dtype: pip install ml_dtypes"
-        ) from None
-    return np.dtype(ml_dtypes.bfloat16)
-
-
-def _bfloat16_table(x) -> np.ndarray:
-    """A framework bfloat16 tensor as an ``ml_dtypes.bfloat16`` array over the same bits."""
-    if array_library(x) == "torch":
-        import torch
-
-        bits = x.detach().cpu().contiguous().view(torch.int16).numpy()  # .numpy() refuses bfloat16
-    else:
-        bits = to_numpy(x)  # Paddle hands bfloat16 out as uint16 bits; TF and JAX as bfloat16
-    return bits.view(_bfloat16()) if bits.dtype.itemsize == 2 and bits.dtype.kind in "iu" else bits
 
 
 def as_table(x: Any) -> np.ndarray:

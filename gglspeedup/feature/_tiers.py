@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._backing import check_backing
 from .._launch import device_view, launch, synchronize, to_host
 from .._pinned import pin, pinned_empty
 from ..device import aligned_empty
-from ._backing import check_backing
 from ._kernels.gather import gather_host, word_dtype
 
 __all__ = ["HostTier", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._backing import backing_file
 from ..device import aligned_empty, as_device, parse_size
-from ._backing import backing_file
 from ._inputs import as_ids, as_table, check_out
 from ._tiers import PINS, CUDATiers, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy

@@ -103,7 +103,7 @@ class BaseLoader:
         if not typed:
             check_feature_rows(sampler, features)
         self.sampler, self.features = sampler, features
-        from ..feature._backing import backing_file
+        from .._backing import backing_file
 
         self._backing = backing_file(features) if isinstance(features, np.ndarray) else None
         self._pool = None if typed else self._make_pool(features)
@@ -166,7 +166,7 @@ class BaseLoader:
     def _gather(self, n_id):
         """The feature rows of ``n_id`` (see :func:`gather_rows`)."""
         if self._backing is not None:  # a memory-mapped array read by indexing: its file must still hold it
-            from ..feature._backing import check_backing
+            from .._backing import check_backing
 
             check_backing(self._backing)
         return gather_rows(self.features, n_id, self._pool, self._gather_options)
