@@ -17,6 +17,7 @@ TypeError: fanouts[1] must be an int >= 0 or -1 (all neighbours), got 0.5
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,8 @@ __all__ = [
     "parse_fanouts",
     "int_array",
     "check_ids_in_range",
+    "check_allocation",
+    "physical_memory",
 ]
 
 _FANOUT_LIMIT = 2**62  # fanouts travel as int64 through the kernels
@@ -141,7 +144,8 @@ def parse_fanouts(text: Any, name: str = "--fanouts") -> list[int]:
 def int_array(
     name: str, values: Any, *, ndim: int = 1, dtype=np.int64, expected: str = "must hold integers (int32 or int64)"
 ) -> np.ndarray:
-    """``values`` (a NumPy array, a list, any host tensor) as a C-contiguous host array of ``dtype``.
+    """``values`` (a NumPy array, a list, any host tensor) as a C-contiguous host array of ``dtype``
+    (``dtype=None``: int32 and int64 kept as they are, other integer types widened to int64).
 
     An empty list (NumPy reads it as float64) is an empty array. Copies only when ``values`` is
     not already C-contiguous ``dtype``. ``expected`` says what it must hold, in errors.
@@ -170,6 +174,8 @@ def int_array(
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         position = int(np.argmax(array > np.iinfo(np.int64).max))
         raise ValueError(f"{name}[{position}] = {array.flat[position]} does not fit in int64")
+    if dtype is None:
+        dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)
 
 
@@ -186,3 +192,23 @@ def check_ids_in_range(
         bound = f"{what} = {upper}" if what else str(upper)
         raise error(f"{name}[{position}] = {ids[position]} is out of range [0, {bound})")
     return ids
+
+
+def check_allocation(name: str, count: int, bytes_each: int) -> None:
+    """Raise ``ValueError`` naming ``name`` when ``count`` items of ``bytes_each`` bytes would not fit
+    in this machine's physical memory: before an allocation NumPy would refuse with a bare
+    ``MemoryError`` (or the kernel would grant and then kill the process for)."""
+    total = physical_memory()
+    if total and count * bytes_each > total:
+        raise ValueError(
+            f"{name} = {count} needs {count * bytes_each / 2**30:.1f} GiB ({bytes_each} bytes each) but this "
+            f"machine has {total / 2**30:.1f} GiB of memory"
+        )
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (0 where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        return 0
