@@ -301,7 +301,7 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved graph at {os.fspath(path)!r}")
-    if is_folder(path):
+    if os.path.isdir(path):
         meta, arrays = read_folder(path, kind=kind, mmap=mmap, verify=verify)
         trusted = not verify
     else:

@@ -49,6 +49,9 @@ class HeteroGraph:
     num_nodes : dict
         Node type -> count. Every type a relation names must be here; types without relations
         are allowed.
+    dtype : np.int32, np.int64 or None
+        Width of the stacked ``indices`` / ``edge_ids`` (as in :class:`~gglspeedup.CSRGraph`):
+        by default int32 while every type's ids fit.
 
     Relations are checked like ``CSRGraph`` (the first bad position named, with its relation).
     Either every relation has weights or none does.
@@ -65,7 +68,7 @@ class HeteroGraph:
     ([3, 0, 1], [1, 2])
     """
 
-    def __init__(self, relations, num_nodes):
+    def __init__(self, relations, num_nodes, *, dtype=None):
         self.num_nodes = _check_num_nodes(num_nodes)
         if not isinstance(relations, dict):
             raise TypeError(
@@ -83,7 +86,8 @@ class HeteroGraph:
         if weighted and len(weighted) != len(graphs):
             missing = next(et for et, g in graphs.items() if g.weights is None)
             raise ValueError(f"either every relation has weights or none does: {missing!r} has none")
-        self._set_stack(_stack(list(graphs.values())), tuple(graphs), [g.edge_ids is not None for g in graphs.values()])
+        stacked = _stack(list(graphs.values()), dtype)
+        self._set_stack(stacked, tuple(graphs), [g.edge_ids is not None for g in graphs.values()])
 
     # ------------------------------------------------------------------ construction
     def _set_stack(self, stacked: CSRGraph, edge_types: tuple, has_ids) -> None:
@@ -358,7 +362,7 @@ def _check_num_nodes(num_nodes) -> dict:
     return checked
 
 
-def _stack(graphs: list) -> CSRGraph:
+def _stack(graphs: list, dtype=None) -> CSRGraph:
     """One CSR holding ``graphs`` one after another (rows and edges), edge ids kept per relation."""
     counts = [g.num_edges for g in graphs]
     edge_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
@@ -380,5 +384,6 @@ def _stack(graphs: list) -> CSRGraph:
         edge_ids=edge_ids,
         weights=weights,
         num_src_nodes=max((g.num_src_nodes for g in graphs), default=0),
+        dtype=dtype,
         _checked=True,
     )

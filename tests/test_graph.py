@@ -68,7 +68,7 @@ def test_index_width_follows_the_data_and_int32_input_is_not_copied():
 
 
 def test_index_dtype_is_checked():
-    with pytest.raises(TypeError, match="dtype must be np.int32, np.int64 or None"):
+    with pytest.raises(TypeError, match=r"dtype must be np.int32, np.int64 or None"):
         CSRGraph([0, 1], [0], dtype=np.float32)
     with pytest.raises(ValueError, match=r"dtype=int32 cannot index 4294967296 nodes"):
         CSRGraph([0, 0], [], num_src_nodes=2**32, dtype=np.int32)
