@@ -5,7 +5,9 @@ The edges are split into one contiguous block per thread; each thread counts its
 (checking every id on the way), a prefix sum turns the per-block counts into per-block write
 cursors (block ``t``'s edges of row ``v`` go after blocks ``0..t-1``'s), and each thread scatters
 its block in order. Rows therefore keep the input order of their edges (the same CSR as a stable
-``argsort``), in O(E + threads * N) time and O(threads * N) memory beyond input and output.
+``argsort``), in O(E + threads * N) time and O(threads * N) memory beyond input and output. The
+kernels are in :mod:`gglspeedup._csr_kernels`; below 65,536 edges NumPy's stable ``argsort`` does
+the same sort (so small graphs, Cora among them, load without importing Numba).
 
 On the 64M-edge benchmark graph the stable ``argsort`` it replaces took 20 s on this machine's
 2 cores; see BENCHMARKS.md (``bench build``) for this one. Kernels here never validate arguments
@@ -14,104 +16,20 @@ beyond the id bounds they are asked to check (the callers do, and name the argum
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
 
-from ._intrinsics import prefetch
-from ._threading import prefer_tbb
+__all__ = ["edge_index_arrays", "counting_sort", "permuted_rows", "blocks_for"]
 
-prefer_tbb()  # before any parallel launch: see gglspeedup._threading
-
-__all__ = [
-    "edge_index_arrays",
-    "counting_sort",
-    "permuted_rows",
-    "count_rows",
-    "cursors_from_counts",
-    "scatter_rows",
-    "blocks_for",
-]
-
-_PREFETCH_DISTANCE = 16  # scatter: edges ahead whose cursor is fetched early (random reads)
-_SERIAL_EDGES = 1 << 16  # below this many edges one thread does it all
+_SMALL_EDGES = 1 << 16  # below this many edges NumPy sorts: no Numba import, no parallel launch
 
 
 def blocks_for(num_edges: int) -> int:
     """How many blocks (threads) a sort of ``num_edges`` edges uses."""
-    return 1 if num_edges < _SERIAL_EDGES else max(1, numba.get_num_threads())
+    if num_edges < _SMALL_EDGES:
+        return 1
+    import numba
 
-
-@njit(parallel=True, cache=True, nogil=True)
-def count_rows(rows, cols, row_bound, col_bound, counts):
-    """``counts[t, v]`` += edges of block ``t`` in row ``v``; returns the first edge whose row is
-    outside ``[0, row_bound)`` or whose column is outside ``[0, col_bound)``, or -1.
-
-    ``counts`` : int64 (blocks, num_rows), zeros; block ``t`` is edges ``t*E//T .. (t+1)*E//T``.
-    """
-    blocks = counts.shape[0]
-    num_edges = rows.shape[0]
-    bad = np.full(blocks, -1, np.int64)
-    for t in prange(blocks):
-        lo = t * num_edges // blocks
-        hi = (t + 1) * num_edges // blocks
-        mine = counts[t]
-        for e in range(lo, hi):
-            r = rows[e]
-            c = cols[e]
-            if r < 0 or r >= row_bound or c < 0 or c >= col_bound:
-                bad[t] = e
-                break
-            mine[r] += 1
-    for t in range(blocks):  # blocks are in edge order: the first block with a bad edge has the first one
-        if bad[t] >= 0:
-            return bad[t]
-    return -1
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def cursors_from_counts(counts, indptr):
-    """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` and turn ``counts`` into
-    each block's first write position per row, in place."""
-    blocks, num_rows = counts.shape
-    indptr[0] = 0
-    for v in prange(num_rows):
-        total = 0
-        for t in range(blocks):
-            total += counts[t, v]
-        indptr[v + 1] = total
-    for v in range(num_rows):
-        indptr[v + 1] += indptr[v]
-    for v in prange(num_rows):
-        base = indptr[v]
-        for t in range(blocks):
-            count = counts[t, v]
-            counts[t, v] = base
-            base += count
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def scatter_rows(rows, cols, cursors, indices, edge_ids, keep_ids, id_base, weights_in, weights_out, weighted):
-    """Each block writes its edges at its cursors, in order: ``indices[p] = cols[e]`` and, when
-    asked, ``edge_ids[p] = id_base + e`` and ``weights_out[p] = weights_in[e]``. Advances
-    ``cursors``."""
-    blocks = cursors.shape[0]
-    num_edges = rows.shape[0]
-    for t in prange(blocks):
-        lo = t * num_edges // blocks
-        hi = (t + 1) * num_edges // blocks
-        mine = cursors[t]
-        for e in range(lo, hi):
-            if e + _PREFETCH_DISTANCE < hi:
-                prefetch(mine, rows[e + _PREFETCH_DISTANCE])
-            r = rows[e]
-            p = mine[r]
-            mine[r] = p + 1
-            indices[p] = cols[e]
-            if keep_ids:
-                edge_ids[p] = id_base + e
-            if weighted:
-                weights_out[p] = weights_in[e]
+    return max(1, numba.get_num_threads())
 
 
 def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights=None):
@@ -125,6 +43,10 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     fits) is ``None`` unless ``keep_edge_ids``; ``weights`` are permuted alongside when given.
     """
     num_edges = rows.shape[0]
+    if num_edges < _SMALL_EDGES:
+        return _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights)
+    from ._csr_kernels import count_rows, cursors_from_counts, scatter_rows
+
     blocks = blocks_for(num_edges)
     counts = np.zeros((blocks, num_rows), np.int64)
     first_bad = int(count_rows(rows, cols, np.int64(num_rows), np.int64(num_cols), counts))
@@ -133,8 +55,7 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     indptr = np.empty(num_rows + 1, np.int64)
     cursors_from_counts(counts, indptr)
     indices = np.empty(num_edges, index_dtype)
-    id_dtype = np.int32 if num_edges <= np.iinfo(np.int32).max else np.int64
-    edge_ids = np.empty(num_edges if keep_edge_ids else 1, id_dtype)
+    edge_ids = np.empty(num_edges if keep_edge_ids else 1, _id_dtype(num_edges))
     weighted = weights is not None
     weights_out = np.empty(num_edges, weights.dtype) if weighted else np.zeros(1, np.float32)
     scatter_rows(
@@ -150,6 +71,22 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
         weighted,
     )
     return indptr, indices, (edge_ids if keep_edge_ids else None), (weights_out if weighted else None), -1
+
+
+def _id_dtype(num_edges: int) -> np.dtype:
+    return np.dtype(np.int32 if num_edges <= np.iinfo(np.int32).max else np.int64)
+
+
+def _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights):
+    """:func:`counting_sort` for small inputs, in NumPy: the same outputs."""
+    bad = (rows < 0) | (rows >= num_rows) | (cols < 0) | (cols >= num_cols)
+    if bad.any():
+        return None, None, None, None, int(np.argmax(bad))
+    order = np.argsort(rows, kind="stable")
+    indptr = np.zeros(num_rows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    edge_ids = order.astype(_id_dtype(rows.shape[0])) if keep_edge_ids else None
+    return indptr, cols[order].astype(index_dtype), edge_ids, None if weights is None else weights[order], -1
 
 
 def permuted_rows(host, order):

@@ -67,17 +67,13 @@ class ArrayWriter:
     """
 
     def __init__(self, folder: str, name: str, dtype, shape):
-        self.name, self.dtype, self.shape = name, np.dtype(dtype), tuple(int(s) for s in shape)
+        self.name, self.dtype = name, np.dtype(dtype)
+        self.shape = None if shape is None else tuple(int(s) for s in shape)
         self.file = f"{name}.npy"
-        self.expected = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
         self.written = 0
         self._hash = _hasher()
         self._handle = open(os.path.join(folder, self.file), "wb")  # closed by close() or abort()
-        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": self.shape}
-        if len(repr(header)) > 65000:  # the 1.0 header's length field is 16 bits
-            np.lib.format.write_array_header_2_0(self._handle, header)
-        else:
-            np.lib.format.write_array_header_1_0(self._handle, header)
+        self._handle.write(_npy_header(self.dtype, self.shape or (0,)))  # rewritten by close() when unknown
 
     def write(self, piece) -> None:
         piece = np.ascontiguousarray(piece, dtype=self.dtype)
@@ -89,13 +85,20 @@ class ArrayWriter:
         self.written += len(data)
 
     def close(self) -> dict:
+        if self.shape is None:  # a 1-D array whose length was known only at the end
+            if self.written % self.dtype.itemsize:
+                raise ValueError(f"array {self.name!r}: {self.written} bytes is not a whole number of {self.dtype}")
+            self.shape = (self.written // self.dtype.itemsize,)
+            self._handle.seek(0)
+            self._handle.write(_npy_header(self.dtype, self.shape))
         self._handle.flush()
         os.fsync(self._handle.fileno())
         self._handle.close()
-        if self.written != self.expected:
+        expected = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        if self.written != expected:
             raise ValueError(
                 f"array {self.name!r}: {self.written} bytes written, but shape {self.shape} of {self.dtype} "
-                f"needs {self.expected}"
+                f"needs {expected}"
             )
         return {
             "file": self.file,
@@ -192,6 +195,19 @@ class FolderWriter:
         _sync_folder(os.path.dirname(self.path))
         if old is not None:
             shutil.rmtree(old) if os.path.isdir(old) and not os.path.islink(old) else os.unlink(old)
+
+
+_HEADER_BYTES = 128  # every .npy header we write: fixed, so it can be rewritten once the length is known
+
+
+def _npy_header(dtype: np.dtype, shape: tuple) -> bytes:
+    """A version 1.0 ``.npy`` header of exactly :data:`_HEADER_BYTES` bytes (padded with spaces)."""
+    text = repr({"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)})
+    body = text.encode("latin1")
+    padding = _HEADER_BYTES - 10 - len(body) - 1
+    if padding < 0:  # pragma: no cover - graphs store plain numeric arrays
+        raise ValueError(f"cannot write a .npy header for dtype {dtype}")
+    return b"\x93NUMPY\x01\x00" + (len(body) + padding + 1).to_bytes(2, "little") + body + b" " * padding + b"\n"
 
 
 def _sync_folder(folder: str) -> None:
