@@ -41,6 +41,7 @@ class Source:
 
     reiterable = True
     dtype = None
+    slice_edges = SLICE  # entries per chunk handed out (build_csr lowers it under a small budget)
 
     def __init__(self, name: str, kind: str):
         self.name, self.kind = name, kind
@@ -53,8 +54,8 @@ class Source:
         for index, piece in enumerate(self.pieces()):
             piece = self._checked(index, piece)
             length = piece.shape[-1]
-            for offset in range(0, max(length, 1), SLICE):
-                data = piece[..., offset : offset + SLICE]
+            for offset in range(0, max(length, 1), self.slice_edges):
+                data = piece[..., offset : offset + self.slice_edges]
                 if data.shape[-1] or length == 0:
                     yield Chunk(index, offset, start + offset, np.ascontiguousarray(data))
             start += length
@@ -146,8 +147,8 @@ class NpySource(Source):
                     raise ValueError(f"{self.name} chunk {index} ({file!r}) has shape {shape}")
                 if os.fstat(handle.fileno()).st_size < base + rows * length * dtype.itemsize:
                     raise ValueError(f"{self.name} chunk {index} ({file!r}) is truncated")
-                for offset in range(0, max(length, 1), SLICE):
-                    count = min(SLICE, length - offset)
+                for offset in range(0, max(length, 1), self.slice_edges):
+                    count = min(self.slice_edges, length - offset)
                     if count <= 0 and length:
                         break
                     data = self._read(handle, base, length, offset, count, dtype, fortran, rows)
@@ -230,7 +231,7 @@ class Spill:
             data = data.astype(np.int32)  # node ids that fit: half the scratch space and reads
         self.pending.append(data)
         self.pending_size += data.shape[-1]
-        if self.pending_size >= SLICE:
+        if self.pending_size >= self.source.slice_edges:
             self._flush()
 
     def _flush(self) -> None:
@@ -246,7 +247,7 @@ class Spill:
     def finish(self) -> NpySource:
         self._flush()
         spilled = NpySource(self.source.name, self.source.kind, self.files)
-        spilled.dtype = self.source.dtype
+        spilled.dtype, spilled.slice_edges = self.source.dtype, self.source.slice_edges
         return spilled
 
 

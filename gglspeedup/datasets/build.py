@@ -34,8 +34,6 @@ from ._sources import Chunk, as_source
 
 __all__ = ["build_csr"]
 
-_SLICE_EDGES = 1 << 23  # edges handled per kernel call: bounds the per-slice temporaries (~100 MB)
-
 
 def build_csr(
     source,
@@ -111,6 +109,10 @@ def build_csr(
     scratch = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.scratch-{uuid.uuid4().hex[:12]}")
     edges = as_source("source", source)
     weight_source = None if weights is None else as_source("weights", weights, kind="weights")
+    # A slice of the source (two int64 rows and the kernels' temporaries) takes at most 1/16 of the budget.
+    for src in (edges, weight_source):
+        if src is not None:
+            src.slice_edges = int(max(1 << 12, min(src.slice_edges, budget // 256)))
     try:
         counts, num_nodes, num_edges, edges, weight_source = _count_pass(
             edges, weight_source, num_nodes, direction, scratch
@@ -134,10 +136,11 @@ def _count_pass(edges, weight_source, num_nodes, direction, scratch):
     counts = np.zeros((blocks, capacity), np.int64)
     largest = -1
     num_edges = 0
-    spill = edges.spill_to(scratch) if not edges.reiterable else None
-    weight_spill = (
-        weight_source.spill_to(scratch, "w") if weight_source is not None and not weight_source.reiterable else None
-    )
+    # A one-pass source is copied during this pass; edges and weights are copied together when
+    # either is, so their chunks stay aligned on the later passes.
+    one_pass = not edges.reiterable or (weight_source is not None and not weight_source.reiterable)
+    spill = edges.spill_to(scratch) if one_pass else None
+    weight_spill = weight_source.spill_to(scratch, "w") if one_pass and weight_source is not None else None
     weight_chunks = iter(weight_source.chunks()) if weight_source is not None else None
     for chunk in edges.chunks():
         rows, cols = _rows_cols(chunk, direction)
@@ -235,7 +238,7 @@ def _write_rows(out, edges, weight_source, indptr, width, keep_edge_ids, budget,
     weight_dtype = None if weight_source is None else weight_source.dtype
     per_edge = width.itemsize + (id_dtype.itemsize if keep_edge_ids else 0)
     per_edge += 0 if weight_dtype is None else weight_dtype.itemsize
-    capacity = max(1, (budget - min(budget // 2, _SLICE_EDGES * 16)) // per_edge)
+    capacity = max(1, (budget - 16 * edges.slice_edges) // per_edge)
     known = None if unique_rows else num_edges
     writers = {"indices": out.open("indices", width, None if known is None else (known,))}
     if keep_edge_ids:
