@@ -29,6 +29,9 @@ def blocks_for(num_edges: int) -> int:
         return 1
     import numba
 
+    from ._threading import prefer_tbb
+
+    prefer_tbb()  # numba.get_num_threads() starts Numba's threading layer: TBB must be loadable first
     return max(1, numba.get_num_threads())
 
 
@@ -104,10 +107,9 @@ def edge_index_arrays(edge_index, num_nodes, direction, weights, num_src_nodes, 
     """The checked arguments of :meth:`~gglspeedup.CSRGraph.from_edge_index` sorted into CSR
     arrays: the constructor's keyword arguments (``indptr``, ``indices``, ``edge_ids``,
     ``weights``, ``dtype``). Raises as that method documents."""
-    from .graph import CSRGraph, as_count, as_index_array, check_weights, index_dtype
-    from .validation import check_allocation, check_bool
+    from .validation import as_count, check_allocation, check_bool, check_weights, index_dtype, int_array, weight_array
 
-    edge_index = as_index_array("edge_index", edge_index, ndim=2, dtype=None)
+    edge_index = int_array("edge_index", edge_index, ndim=2, dtype=None)
     if edge_index.shape[0] != 2:
         raise ValueError(f"edge_index must have shape [2, num_edges], got {edge_index.shape}")
     if direction not in ("in", "out"):
@@ -123,7 +125,7 @@ def edge_index_arrays(edge_index, num_nodes, direction, weights, num_src_nodes, 
     width = index_dtype(num_cols, dtype)
     check_allocation("num_nodes", num_nodes, 8 * (1 + blocks_for(edge_index.shape[1])))
     if weights is not None:
-        weights = CSRGraph._as_weights(weights)
+        weights = weight_array(weights)
         if len(weights) != edge_index.shape[1]:
             raise ValueError(f"weights must have one entry per edge ({edge_index.shape[1]}), got {len(weights)}")
         check_weights(weights)

@@ -22,31 +22,17 @@ __all__ = ["CSRGraph", "as_csr_graph"]
 _PLACEMENTS = ("host", "pinned", "device")
 
 
-_INT32_MAX = int(np.iinfo(np.int32).max)
-
-
 def as_index_array(name: str, array: Any, *, ndim: int = 1, dtype=np.int64) -> np.ndarray:
-    """``array`` as a C-contiguous integer array, or a clear error: of ``dtype``, or (``dtype=None``)
-    int32 / int64 as given (no copy) with other integer types widened to int64."""
+    """``array`` as a C-contiguous integer array (:func:`gglspeedup.validation.int_array`)."""
     from .validation import int_array  # on first use: ``import gglspeedup`` stays config, device, graph
 
     return int_array(name, array, ndim=ndim, dtype=dtype)
 
 
-def index_dtype(num_ids: int, dtype=None) -> np.dtype:
-    """The dtype of an index array over ``num_ids`` ids: int32 when they fit, else int64; ``dtype``
-    (int32 or int64) forces one (int32 for more ids than it holds raises ``ValueError``)."""
-    if dtype is None:
-        return np.dtype(np.int32 if num_ids - 1 <= _INT32_MAX else np.int64)
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"dtype must be np.int32, np.int64 or None, got {dtype!r}") from None
-    if dtype not in (np.int32, np.int64):
-        raise TypeError(f"dtype must be np.int32, np.int64 or None, got {dtype}")
-    if dtype == np.int32 and num_ids - 1 > _INT32_MAX:
-        raise ValueError(f"dtype=int32 cannot index {num_ids} nodes (ids above 2**31 - 1); use int64 or None")
-    return dtype
+def as_count(name: str, value) -> int:
+    from .validation import as_count
+
+    return as_count(name, value)
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -105,6 +91,8 @@ class CSRGraph:
             if num_nodes != len(self.indptr) - 1:
                 raise ValueError(f"num_nodes = {num_nodes} does not match len(indptr) - 1 = {len(self.indptr) - 1}")
         self.num_src_nodes = len(self.indptr) - 1 if num_src_nodes is None else as_count("num_src_nodes", num_src_nodes)
+        from .validation import index_dtype
+
         width = index_dtype(self.num_src_nodes, dtype)
         self._check_shapes()
         if not _checked:
@@ -116,13 +104,9 @@ class CSRGraph:
 
     @staticmethod
     def _as_weights(weights) -> np.ndarray:
-        weights = to_numpy(weights)
-        if weights.dtype.kind not in "fiu" or weights.dtype == object:
-            raise TypeError(f"weights must be a float array, got dtype {weights.dtype}")
-        if weights.ndim != 1:
-            raise ValueError(f"weights must be 1-D, got shape {weights.shape}")
-        dtype = weights.dtype if weights.dtype in (np.float32, np.float64) else np.float64
-        return np.ascontiguousarray(weights, dtype=dtype)
+        from .validation import weight_array
+
+        return weight_array(weights)
 
     def _check_shapes(self) -> None:
         num_edges = len(self.indices)
@@ -151,6 +135,8 @@ class CSRGraph:
             what = "num_nodes" if num_src == self.num_nodes else "num_src_nodes"
             raise ValueError(f"indices must lie in [0, {what} = {num_src}): indices[{position}] = {indices[position]}")
         if self.weights is not None:
+            from .validation import check_weights
+
             check_weights(to_numpy(self.weights))
         return self
 
@@ -389,27 +375,14 @@ class CSRGraph:
             raise ValueError(f"{os.fspath(path)!r}: {error}") from None
 
 
-def check_weights(weights: np.ndarray) -> None:
-    """Raise ``ValueError`` naming the first weight that is not finite and >= 0."""
-    bad = ~np.isfinite(weights) | (weights < 0)
-    if bad.any():
-        position = _first_bad(bad)
-        raise ValueError(f"weights must be finite and >= 0: weights[{position}] = {weights[position]}")
-
-
 def _edge_id_array(edge_ids: np.ndarray, width: np.dtype) -> np.ndarray:
     """Edge ids at the graph's width: int64 ids narrowed to int32 only when every one fits."""
     if width == np.int64 or edge_ids.dtype == np.int32:
         return edge_ids.astype(width, copy=False)
-    if edge_ids.size == 0 or (edge_ids.min() >= -_INT32_MAX - 1 and edge_ids.max() <= _INT32_MAX):
+    info = np.iinfo(np.int32)
+    if edge_ids.size == 0 or (edge_ids.min() >= info.min and edge_ids.max() <= info.max):
         return edge_ids.astype(np.int32)
     return edge_ids
-
-
-def as_count(name: str, value) -> int:
-    from .validation import check_int
-
-    return check_int(name, value, minimum=0)
 
 
 def as_csr_graph(graph) -> CSRGraph:

@@ -362,7 +362,7 @@ def _check_num_nodes(num_nodes) -> dict:
     return checked
 
 
-def _stack(graphs: list, dtype=None) -> CSRGraph:
+def _stack(graphs: list, index_width=None) -> CSRGraph:
     """One CSR holding ``graphs`` one after another (rows and edges), edge ids kept per relation."""
     counts = [g.num_edges for g in graphs]
     edge_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
@@ -384,6 +384,6 @@ def _stack(graphs: list, dtype=None) -> CSRGraph:
         edge_ids=edge_ids,
         weights=weights,
         num_src_nodes=max((g.num_src_nodes for g in graphs), default=0),
-        dtype=dtype,
+        dtype=index_width,
         _checked=True,
     )

@@ -31,7 +31,13 @@ __all__ = [
     "check_ids_in_range",
     "check_allocation",
     "physical_memory",
+    "as_count",
+    "index_dtype",
+    "weight_array",
+    "check_weights",
 ]
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 _FANOUT_LIMIT = 2**62  # fanouts travel as int64 through the kernels
 
@@ -212,3 +218,50 @@ def physical_memory() -> int:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
         return 0
+
+
+def as_count(name: str, value) -> int:
+    """``value`` as a non-negative Python int (a node or edge count), or raise."""
+    return check_int(name, value, minimum=0)
+
+
+def index_dtype(num_ids: int, dtype=None) -> np.dtype:
+    """The dtype of an index array over ``num_ids`` ids: int32 when they fit, else int64; ``dtype``
+    (int32 or int64) forces one (int32 for more ids than it holds raises ``ValueError``).
+
+    >>> index_dtype(2**31).name, index_dtype(2**31 + 1).name
+    ('int32', 'int64')
+    """
+    if dtype is None:
+        return np.dtype(np.int32 if num_ids - 1 <= _INT32_MAX else np.int64)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be np.int32, np.int64 or None, got {dtype!r}") from None
+    if dtype not in (np.int32, np.int64):
+        raise TypeError(f"dtype must be np.int32, np.int64 or None, got {dtype}")
+    if dtype == np.int32 and num_ids - 1 > _INT32_MAX:
+        raise ValueError(f"dtype=int32 cannot index {num_ids} nodes (ids above 2**31 - 1); use int64 or None")
+    return dtype
+
+
+def weight_array(weights) -> np.ndarray:
+    """Edge ``weights`` as a C-contiguous 1-D float32 / float64 host array (other numbers widened to
+    float64), or ``TypeError`` / ``ValueError`` naming ``weights``."""
+    from .device import to_numpy
+
+    weights = to_numpy(weights) if not isinstance(weights, (list, tuple)) else np.asarray(weights)
+    if weights.dtype.kind not in "fiu" or weights.dtype == object:
+        raise TypeError(f"weights must be a float array, got dtype {weights.dtype}")
+    if weights.ndim != 1:
+        raise ValueError(f"weights must be 1-D, got shape {weights.shape}")
+    dtype = weights.dtype if weights.dtype in (np.float32, np.float64) else np.float64
+    return np.ascontiguousarray(weights, dtype=dtype)
+
+
+def check_weights(weights: np.ndarray) -> None:
+    """Raise ``ValueError`` naming the first weight that is not finite and >= 0."""
+    bad = ~np.isfinite(weights) | (weights < 0)
+    if bad.any():
+        position = int(np.argmax(bad))
+        raise ValueError(f"weights must be finite and >= 0: weights[{position}] = {weights[position]}")

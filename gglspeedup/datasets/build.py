@@ -28,8 +28,8 @@ from .._csr_kernels import count_rows
 from .._intrinsics import prefetch
 from .._storage import FolderWriter
 from ..device import parse_size
-from ..graph import CSRGraph, check_weights, index_dtype
-from ..validation import check_bool, check_int
+from ..graph import CSRGraph
+from ..validation import check_bool, check_int, check_weights, index_dtype
 from ._sources import Chunk, as_source
 
 __all__ = ["build_csr"]
