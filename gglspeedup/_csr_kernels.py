@@ -14,7 +14,7 @@ from ._threading import prefer_tbb
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
-__all__ = ["count_rows", "cursors_from_counts", "scatter_rows"]
+__all__ = ["count_rows", "cursors_from_counts", "scatter_rows", "sort_unique_rows", "compact_rows"]
 
 _PREFETCH_DISTANCE = 16  # scatter: edges ahead whose cursor is fetched early (random reads)
 
@@ -89,3 +89,33 @@ def scatter_rows(rows, cols, cursors, indices, edge_ids, keep_ids, id_base, weig
                 edge_ids[p] = id_base + e
             if weighted:
                 weights_out[p] = weights_in[e]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sort_unique_rows(indptr, indices):
+    """Sort every row of ``indices`` in place and move its distinct entries to its front; returns
+    the number of distinct entries per row (int64). ``indptr`` may start above 0 (a bucket)."""
+    num_rows = indptr.shape[0] - 1
+    lengths = np.empty(num_rows, dtype=np.int64)
+    for row in prange(num_rows):
+        segment = indices[indptr[row] : indptr[row + 1]]
+        segment.sort()
+        kept = 0
+        for j in range(segment.shape[0]):
+            if j == 0 or segment[j] != segment[j - 1]:
+                segment[kept] = segment[j]
+                kept += 1
+        lengths[row] = kept
+    return lengths
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def compact_rows(indptr, indices, compact_indptr):
+    """The first ``compact_indptr[r + 1] - compact_indptr[r]`` entries of every row, packed (same dtype)."""
+    out = np.empty(compact_indptr[-1] - compact_indptr[0], dtype=indices.dtype)
+    base = compact_indptr[0]
+    for row in prange(indptr.shape[0] - 1):
+        start = compact_indptr[row] - base
+        length = compact_indptr[row + 1] - compact_indptr[row]
+        out[start : start + length] = indices[indptr[row] : indptr[row] + length]
+    return out

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from .._csr_build import blocks_for
-from .._csr_kernels import count_rows
+from .._csr_kernels import compact_rows, count_rows, sort_unique_rows
 from .._intrinsics import prefetch
 from .._storage import FolderWriter
 from ..device import parse_size
@@ -262,10 +262,12 @@ def _write_rows(out, edges, weight_source, indptr, width, keep_edge_ids, budget,
                 np.int64(chunk.start), w, values, weight_chunks is not None,
             )  # fmt: skip
         if unique_rows:
-            lengths[r0:r1] = _sort_unique(indptr[r0 : r1 + 1] - e0, buffer)
-            total = int(lengths[r0:r1].sum())
-            buffer = _compact(indptr[r0 : r1 + 1] - e0, lengths[r0:r1], buffer, total)
-            kept += total
+            bucket_indptr = indptr[r0 : r1 + 1] - e0
+            lengths[r0:r1] = sort_unique_rows(bucket_indptr, buffer)
+            compact = np.zeros(r1 - r0 + 1, np.int64)
+            np.cumsum(lengths[r0:r1], out=compact[1:])
+            buffer = compact_rows(bucket_indptr, buffer, compact)
+            kept += int(compact[-1])
         _write(writers["indices"], buffer)
         if keep_edge_ids:
             _write(writers["edge_ids"], ids)
@@ -306,28 +308,3 @@ def _scatter_bucket(rows, cols, r0, r1, cursor, buffer, ids, keep_ids, id_base, 
                 ids[p] = id_base + e
             if weighted:
                 weights_out[p] = weights_in[e]
-
-
-@njit(cache=True, nogil=True)
-def _sort_unique(indptr, buffer):
-    lengths = np.empty(indptr.shape[0] - 1, np.int64)
-    for row in range(indptr.shape[0] - 1):
-        segment = buffer[indptr[row] : indptr[row + 1]]
-        segment.sort()
-        kept = 0
-        for j in range(segment.shape[0]):
-            if j == 0 or segment[j] != segment[j - 1]:
-                segment[kept] = segment[j]
-                kept += 1
-        lengths[row] = kept
-    return lengths
-
-
-@njit(cache=True, nogil=True)
-def _compact(indptr, lengths, buffer, total):
-    out = np.empty(total, buffer.dtype)
-    at = 0
-    for row in range(lengths.shape[0]):
-        out[at : at + lengths[row]] = buffer[indptr[row] : indptr[row] + lengths[row]]
-        at += lengths[row]
-    return out

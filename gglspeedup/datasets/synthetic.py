@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._csr_kernels import compact_rows, sort_unique_rows
 from .._threading import prefer_tbb
 from ..graph import CSRGraph
 from ..validation import check_allocation, check_int
@@ -109,10 +110,10 @@ def synthetic_powerlaw(
     indptr = np.cumsum(counts)  # counts[0] == 0, so indptr[0] == 0
     indices = _fill_rows(src, dst, indptr)
     del src, dst
-    lengths = _sort_unique_rows(indptr, indices)
+    lengths = sort_unique_rows(indptr, indices)
     compact_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(lengths, out=compact_indptr[1:])
-    indices = _compact_rows(indptr, indices, compact_indptr)
+    indices = compact_rows(indptr, indices, compact_indptr)
     return CSRGraph(compact_indptr, indices)
 
 
@@ -196,33 +197,6 @@ def _fill_rows(src, dst, indptr):
             indices[cursor[v]] = u
             cursor[v] += 1
     return indices
-
-
-@njit(parallel=True, cache=True)
-def _sort_unique_rows(indptr, indices):
-    # Sorts every row in place and moves its distinct entries to the front; returns their counts.
-    num_rows = len(indptr) - 1
-    lengths = np.empty(num_rows, dtype=np.int64)
-    for row in prange(num_rows):
-        segment = indices[indptr[row] : indptr[row + 1]]
-        segment.sort()
-        kept = 0
-        for j in range(len(segment)):
-            if j == 0 or segment[j] != segment[j - 1]:
-                segment[kept] = segment[j]
-                kept += 1
-        lengths[row] = kept
-    return lengths
-
-
-@njit(parallel=True, cache=True)
-def _compact_rows(indptr, indices, compact_indptr):
-    out = np.empty(compact_indptr[-1], dtype=np.int64)
-    for row in prange(len(indptr) - 1):
-        start = compact_indptr[row]
-        length = compact_indptr[row + 1] - start
-        out[start : start + length] = indices[indptr[row] : indptr[row] + length]
-    return out
 
 
 def synthetic_labels(num_nodes: int, num_classes: int = 16, seed: int = 0) -> np.ndarray:
