@@ -1,9 +1,11 @@
 """CSRGraph: the graph every sampler and feature policy reads.
 
 Row ``v`` of the CSR structure lists the nodes whose messages flow *into* ``v`` (its in-neighbours,
-PyG / GammaGL semantics). Arrays are int64 whatever the input width, so ids above 2**31 survive.
-Content checks (monotone ``indptr``, ``indices`` in range, weights finite) run once, vectorised, at
-construction; nothing re-checks per batch.
+PyG / GammaGL semantics). Index width follows the data: ``indices`` (and ``edge_ids``) are int32
+while the ids fit, int64 beyond (or when asked), ``indptr`` is int64; every kernel runs on both
+widths from one body and samples are identical. Content checks (monotone ``indptr``, ``indices``
+in range, weights finite) run once at construction; nothing re-checks per batch. Saved graphs
+are folders of raw arrays (:mod:`gglspeedup._storage`), memory-mapped in O(1).
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ __all__ = ["CSRGraph", "as_csr_graph"]
 _PLACEMENTS = ("host", "pinned", "device")
 
 
-def _as_index_array(name: str, array: Any, *, ndim: int = 1) -> np.ndarray:
-    """``array`` as int64 (copied only when it is not int64 already), or a clear error."""
+def as_index_array(name: str, array: Any, *, ndim: int = 1, dtype=np.int64) -> np.ndarray:
+    """``array`` as a C-contiguous integer array (:func:`gglspeedup.validation.int_array`)."""
     from .validation import int_array  # on first use: ``import gglspeedup`` stays config, device, graph
 
-    return int_array(name, array, ndim=ndim)
+    return int_array(name, array, ndim=ndim, dtype=dtype)
+
+
+def as_count(name: str, value) -> int:
+    from .validation import as_count
+
+    return as_count(name, value)
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -59,36 +67,46 @@ class CSRGraph:
     """
 
     def __init__(
-        self, indptr, indices, num_nodes=None, edge_ids=None, weights=None, *, num_src_nodes=None, _checked=False
+        self,
+        indptr,
+        indices,
+        num_nodes=None,
+        edge_ids=None,
+        weights=None,
+        *,
+        num_src_nodes=None,
+        dtype=None,
+        _checked=False,
     ):
-        self.indptr = _as_index_array("indptr", indptr)
-        self.indices = _as_index_array("indices", indices)
-        self.edge_ids = None if edge_ids is None else _as_index_array("edge_ids", edge_ids)
+        self.indptr = as_index_array("indptr", indptr)
+        self.indices = as_index_array("indices", indices, dtype=None)
+        self.edge_ids = None if edge_ids is None else as_index_array("edge_ids", edge_ids, dtype=None)
         self.weights = None if weights is None else self._as_weights(weights)
         self.device = Device("cpu")
         self.placement = "host"
         if len(self.indptr) == 0:
             raise ValueError("indptr must have at least one entry (num_nodes + 1), got an empty array")
         if num_nodes is not None:
-            num_nodes = _as_count("num_nodes", num_nodes)
+            num_nodes = as_count("num_nodes", num_nodes)
             if num_nodes != len(self.indptr) - 1:
                 raise ValueError(f"num_nodes = {num_nodes} does not match len(indptr) - 1 = {len(self.indptr) - 1}")
-        self.num_src_nodes = (
-            len(self.indptr) - 1 if num_src_nodes is None else _as_count("num_src_nodes", num_src_nodes)
-        )
+        self.num_src_nodes = len(self.indptr) - 1 if num_src_nodes is None else as_count("num_src_nodes", num_src_nodes)
+        from .validation import index_dtype
+
+        width = index_dtype(self.num_src_nodes, dtype)
         self._check_shapes()
         if not _checked:
             self.validate()
+        # After the checks, so a narrowing cast never wraps an id that was out of range.
+        self.indices = self.indices.astype(width, copy=False)
+        if self.edge_ids is not None:
+            self.edge_ids = _edge_id_array(self.edge_ids, width)
 
     @staticmethod
     def _as_weights(weights) -> np.ndarray:
-        weights = to_numpy(weights)
-        if weights.dtype.kind not in "fiu" or weights.dtype == object:
-            raise TypeError(f"weights must be a float array, got dtype {weights.dtype}")
-        if weights.ndim != 1:
-            raise ValueError(f"weights must be 1-D, got shape {weights.shape}")
-        dtype = weights.dtype if weights.dtype in (np.float32, np.float64) else np.float64
-        return np.ascontiguousarray(weights, dtype=dtype)
+        from .validation import weight_array
+
+        return weight_array(weights)
 
     def _check_shapes(self) -> None:
         num_edges = len(self.indices)
@@ -117,63 +135,49 @@ class CSRGraph:
             what = "num_nodes" if num_src == self.num_nodes else "num_src_nodes"
             raise ValueError(f"indices must lie in [0, {what} = {num_src}): indices[{position}] = {indices[position]}")
         if self.weights is not None:
-            weights = to_numpy(self.weights)
-            bad = ~np.isfinite(weights) | (weights < 0)
-            if bad.any():
-                position = _first_bad(bad)
-                raise ValueError(f"weights must be finite and >= 0: weights[{position}] = {weights[position]}")
+            from .validation import check_weights
+
+            check_weights(to_numpy(self.weights))
         return self
 
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_edge_index(
-        cls, edge_index, num_nodes=None, direction: str = "in", weights=None, *, num_src_nodes=None
+        cls,
+        edge_index,
+        num_nodes=None,
+        direction: str = "in",
+        weights=None,
+        *,
+        num_src_nodes=None,
+        keep_edge_ids: bool = True,
+        dtype=None,
     ) -> CSRGraph:
         """Build from a ``[2, E]`` edge list (``edge_index[0]`` sources, ``edge_index[1]`` targets).
 
         ``direction="in"`` (PyG / GammaGL): row ``v`` lists the sources of edges into ``v``.
         ``direction="out"`` (the original gglspeedup's scipy semantics): row ``u`` lists the
         targets of edges out of ``u``. Duplicate edges and self loops are kept; rows keep the
-        order of the input edges; ``edge_ids`` records each edge's column in ``edge_index``, so
-        sampled ``e_id`` index the caller's edge features directly. ``num_src_nodes`` (bipartite
-        graphs, ``direction="in"`` only) bounds ``edge_index[0]`` while ``num_nodes`` counts the
-        rows (the targets).
+        order of the input edges. ``num_src_nodes`` (bipartite graphs, ``direction="in"`` only)
+        bounds ``edge_index[0]`` while ``num_nodes`` counts the rows (the targets).
+
+        ``keep_edge_ids=True`` records each edge's column in ``edge_index`` as its edge id, so
+        sampled ``e_id`` index the caller's edge features directly; with ``False`` no edge ids are
+        stored (4 or 8 bytes less per edge) and ``e_id`` are positions in :attr:`indices`.
+        ``dtype`` (``np.int32`` / ``np.int64``) forces the index width; by default int32 while the
+        node ids fit. An int32 ``edge_index`` is read without a copy.
+
+        The rows are sorted by a parallel, stable counting sort (O(E), every id checked on the
+        way; memory: the output, the input and O(threads * N)).
+
+        >>> g = CSRGraph.from_edge_index([[1, 2, 0, 2], [0, 0, 1, 1]], keep_edge_ids=False)
+        >>> g.indptr.tolist(), g.indices.tolist(), g.indices.dtype.name, g.edge_ids is None
+        ([0, 2, 4, 4], [1, 2, 0, 2], 'int32', True)
         """
-        edge_index = _as_index_array("edge_index", edge_index, ndim=2)
-        if edge_index.shape[0] != 2:
-            raise ValueError(f"edge_index must have shape [2, num_edges], got {edge_index.shape}")
-        if direction not in ("in", "out"):
-            raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
-        if edge_index.size and edge_index.min() < 0:
-            position = _first_bad((edge_index < 0).any(axis=0))
-            raise ValueError(f"edge_index[:, {position}] has a negative node id: {edge_index[:, position]}")
-        if num_src_nodes is not None and direction != "in":
-            raise ValueError("num_src_nodes (a bipartite graph) needs direction='in'")
-        inferred = int(edge_index.max()) + 1 if edge_index.size else 0
-        if num_nodes is None:
-            num_nodes = inferred if num_src_nodes is None else int(edge_index[1].max(initial=-1)) + 1
-        num_nodes = _as_count("num_nodes", num_nodes)
-        bounds = (
-            (num_nodes, num_nodes) if num_src_nodes is None else (_as_count("num_src_nodes", num_src_nodes), num_nodes)
-        )
-        bad = (edge_index >= np.array(bounds, dtype=np.int64)[:, None]).any(axis=0)
-        if bad.any():
-            position = _first_bad(bad)
-            what = f"num_nodes = {num_nodes}" if num_src_nodes is None else f"(num_src_nodes, num_nodes) = {bounds}"
-            raise ValueError(
-                f"edge_index[:, {position}] = {edge_index[:, position].tolist()} is out of range for {what}"
-            )
-        rows, cols = (edge_index[1], edge_index[0]) if direction == "in" else (edge_index[0], edge_index[1])
-        order = np.argsort(rows, kind="stable")
-        indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=num_nodes), out=indptr[1:])
-        if weights is not None:
-            weights = cls._as_weights(weights)
-            if len(weights) != len(order):
-                raise ValueError(f"weights must have one entry per edge ({len(order)}), got {len(weights)}")
-            weights = weights[order]
-        graph = cls(indptr, cols[order], edge_ids=order, weights=weights, num_src_nodes=num_src_nodes, _checked=True)
-        return graph.validate() if weights is not None else graph
+        from ._csr_build import edge_index_arrays
+
+        arrays = edge_index_arrays(edge_index, num_nodes, direction, weights, num_src_nodes, keep_edge_ids, dtype)
+        return cls(**arrays, num_src_nodes=num_src_nodes, _checked=True)
 
     @classmethod
     def from_scipy(cls, matrix, weighted: bool = False) -> CSRGraph:
@@ -200,7 +204,15 @@ class CSRGraph:
         return len(self.indices)
 
     @property
+    def index_dtype(self) -> np.dtype:
+        """The dtype of :attr:`indices` (and of :attr:`edge_ids` unless the ids need int64)."""
+        return self.indices.dtype
+
+    @property
     def nbytes(self) -> int:
+        """Bytes the graph's arrays hold where they live: ``8 (N + 1) + 4 E`` for ``N`` nodes and
+        ``E`` edges with int32 indices and no edge ids (4 or 8 bytes more per edge with edge ids,
+        4 or 8 with weights)."""
         arrays = (self.indptr, self.indices, self.edge_ids, self.weights)
         return sum(int(a.nbytes) for a in arrays if a is not None)
 
@@ -240,7 +252,7 @@ class CSRGraph:
         >>> perm.tolist(), h.indices.tolist()
         ([1, 0], [1, 0])
         """
-        order = _as_index_array("order", order)
+        order = as_index_array("order", order)
         n = self.num_nodes
         if self.num_src_nodes != n:
             raise ValueError("permute needs a square graph; this one is bipartite (num_src_nodes != num_nodes)")
@@ -253,13 +265,10 @@ class CSRGraph:
         perm[order] = np.arange(n, dtype=np.int64)
         if n and (perm < 0).any():
             raise ValueError(f"order must be a permutation of range({n}): node {_first_bad(perm < 0)} is missing")
+        from ._csr_build import permuted_rows
+
         host = self.to("cpu")
-        degree = host.degree()[order]
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(degree, out=indptr[1:])
-        # Gather old edge positions row by row in the new order (vectorised: one repeat + arange).
-        starts = host.indptr[order]
-        positions = np.repeat(starts - indptr[:-1], degree) + np.arange(host.num_edges, dtype=np.int64)
+        indptr, positions = permuted_rows(host, order)
         edge_ids = positions if host.edge_ids is None else host.edge_ids[positions]
         weights = None if host.weights is None else host.weights[positions]
         graph = CSRGraph(indptr, perm[host.indices[positions]], edge_ids=edge_ids, weights=weights, _checked=True)
@@ -312,99 +321,68 @@ class CSRGraph:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write the graph to ``path`` (an uncompressed ``.npz``; no pickles)."""
-        arrays = {"indptr": to_numpy(self.indptr), "indices": to_numpy(self.indices)}
-        if self.num_src_nodes != self.num_nodes:
-            arrays["num_src_nodes"] = np.int64(self.num_src_nodes)
-        for name in ("edge_ids", "weights"):
-            if getattr(self, name) is not None:
-                arrays[name] = to_numpy(getattr(self, name))
-        with open(path, "wb") as handle:
-            np.savez(handle, **arrays)
+        """Write the graph to the folder ``path`` (raw ``.npy`` arrays and a JSON header with
+        their checksums; see :mod:`gglspeedup._storage`).
+
+        The folder is written under a temporary name beside ``path`` and renamed into place, so
+        saving over the graph this one was loaded from works, and a failed or interrupted save
+        leaves ``path`` as it was. Arrays are streamed from where they live (host, pinned or GPU
+        memory, or a memory map), 64 MiB at a time.
+        """
+        from ._storage import FolderWriter
+
+        meta = {"num_nodes": self.num_nodes, "num_src_nodes": self.num_src_nodes, "num_edges": self.num_edges}
+        with FolderWriter(path, "CSRGraph", meta) as out:
+            for name in ("indptr", "indices", "edge_ids", "weights"):
+                if getattr(self, name) is not None:
+                    out.add(name, to_numpy(getattr(self, name)))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True) -> CSRGraph:
-        """Read a graph written by :meth:`save`.
+    def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> CSRGraph:
+        """Read a graph written by :meth:`save` (or an ``.npz`` file of older versions).
 
-        With ``mmap=True`` the arrays are memory-mapped from the file (no parse, no copy: pages
-        load on first touch), which is what graphs too big to read twice need. The content checks
-        run once here, as for any construction.
+        With ``mmap=True`` the arrays are memory-mapped (no parse, no copy: pages load on first
+        touch), which is what graphs too big to read twice need; loading a folder then takes O(1):
+        its header, each array's dtype, shape and file size are checked, its contents are trusted.
+        ``verify=True`` recomputes every array's checksum and runs the construction checks
+        (monotone ``indptr``, ids in range): run it once after copying a graph between machines.
+        An ``.npz`` file is always content-checked (it has no checksums of ours; ``verify`` also
+        checks its zip CRCs).
 
         Raises
         ------
         FileNotFoundError
             when ``path`` does not exist.
         ValueError
-            naming ``path`` when it is not a file :meth:`save` wrote: not an ``.npz`` archive,
-            truncated (an array's header claims more bytes than the file holds), arrays missing,
-            holding objects, or failing the construction checks.
+            naming ``path`` and what is wrong: not a saved graph, a saved ``HeteroGraph``, an array
+            missing, truncated or not matching the header, a checksum that differs (``verify``),
+            or arrays failing the construction checks.
         """
-        import zipfile
+        from ._storage import load_graph_arrays
 
+        arrays, meta, trusted = load_graph_arrays(path, "CSRGraph", mmap=mmap, verify=verify)
         try:
-            arrays = load_npz(path, mmap)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
-            raise ValueError(
-                f"{os.fspath(path)!r} is not a readable CSRGraph file (one written by CSRGraph.save): {error}"
-            ) from None
-        missing = {"indptr", "indices"} - set(arrays)
-        if missing:
-            raise ValueError(f"{os.fspath(path)!r} is not a saved CSRGraph: missing {sorted(missing)}")
-        num_src = arrays.get("num_src_nodes")
-        return cls(
-            arrays["indptr"],
-            arrays["indices"],
-            edge_ids=arrays.get("edge_ids"),
-            weights=arrays.get("weights"),
-            num_src_nodes=None if num_src is None else int(num_src),
-        )
-
-
-def load_npz(path, mmap: bool) -> dict[str, np.ndarray]:
-    """Arrays of an uncompressed ``.npz``, memory-mapped member by member when ``mmap``."""
-    import zipfile
-
-    if not mmap:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    arrays = {}
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_STORED:
-                return load_npz(path, mmap=False)
-            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            with archive.open(info) as member:
-                version = np.lib.format.read_magic(member)
-                read_header = (
-                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-                )
-                shape, fortran, dtype = read_header(member)
-                header_end = member.tell()
-            if dtype.hasobject:
-                raise ValueError(f"{os.fspath(path)!r}: array {name!r} holds objects; refusing to unpickle")
-            claimed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            if claimed > info.file_size - header_end:
-                raise ValueError(
-                    f"array {name!r} claims shape {shape} ({claimed} bytes) but the file holds "
-                    f"{info.file_size - header_end} bytes of it: the file is truncated or corrupt"
-                )
-            # Local file header: 30 bytes + name + extra field, then the .npy payload.
-            with open(path, "rb") as raw:
-                raw.seek(info.header_offset + 26)
-                name_len, extra_len = np.frombuffer(raw.read(4), dtype="<u2")
-            offset = info.header_offset + 30 + int(name_len) + int(extra_len) + header_end
-            arrays[name] = np.memmap(
-                path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C"
+            return cls(
+                arrays["indptr"],
+                arrays["indices"],
+                edge_ids=arrays.get("edge_ids"),
+                weights=arrays.get("weights"),
+                num_src_nodes=meta.get("num_src_nodes"),
+                dtype=arrays["indices"].dtype,
+                _checked=trusted,
             )
-    return arrays
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{os.fspath(path)!r}: {error}") from None
 
 
-def _as_count(name: str, value) -> int:
-    from .validation import check_int
-
-    return check_int(name, value, minimum=0)
+def _edge_id_array(edge_ids: np.ndarray, width: np.dtype) -> np.ndarray:
+    """Edge ids at the graph's width: int64 ids narrowed to int32 only when every one fits."""
+    if width == np.int64 or edge_ids.dtype == np.int32:
+        return edge_ids.astype(width, copy=False)
+    info = np.iinfo(np.int32)
+    if edge_ids.size == 0 or (edge_ids.min() >= info.min and edge_ids.max() <= info.max):
+        return edge_ids.astype(np.int32)
+    return edge_ids
 
 
 def as_csr_graph(graph) -> CSRGraph:

@@ -11,14 +11,13 @@ and :meth:`HeteroGraph.__getitem__` hands out per-relation views (no copy of ``i
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import numpy as np
 
 from .device import as_device, to_numpy
-from .graph import CSRGraph, load_npz
+from .graph import CSRGraph
 
 __all__ = ["HeteroGraph", "EdgeType", "check_edge_type"]
 
@@ -50,6 +49,9 @@ class HeteroGraph:
     num_nodes : dict
         Node type -> count. Every type a relation names must be here; types without relations
         are allowed.
+    dtype : np.int32, np.int64 or None
+        Width of the stacked ``indices`` / ``edge_ids`` (as in :class:`~gglspeedup.CSRGraph`):
+        by default int32 while every type's ids fit.
 
     Relations are checked like ``CSRGraph`` (the first bad position named, with its relation).
     Either every relation has weights or none does.
@@ -66,7 +68,7 @@ class HeteroGraph:
     ([3, 0, 1], [1, 2])
     """
 
-    def __init__(self, relations, num_nodes):
+    def __init__(self, relations, num_nodes, *, dtype=None):
         self.num_nodes = _check_num_nodes(num_nodes)
         if not isinstance(relations, dict):
             raise TypeError(
@@ -84,7 +86,8 @@ class HeteroGraph:
         if weighted and len(weighted) != len(graphs):
             missing = next(et for et, g in graphs.items() if g.weights is None)
             raise ValueError(f"either every relation has weights or none does: {missing!r} has none")
-        self._set_stack(_stack(list(graphs.values())), tuple(graphs), [g.edge_ids is not None for g in graphs.values()])
+        stacked = _stack(list(graphs.values()), dtype)
+        self._set_stack(stacked, tuple(graphs), [g.edge_ids is not None for g in graphs.values()])
 
     # ------------------------------------------------------------------ construction
     def _set_stack(self, stacked: CSRGraph, edge_types: tuple, has_ids) -> None:
@@ -260,50 +263,90 @@ class HeteroGraph:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
-        """Write the graph to ``path`` (an uncompressed ``.npz``; no pickles)."""
+        """Write the graph to the folder ``path``, as :meth:`CSRGraph.save` does (the stacked
+        arrays, and the types and counts in the header), atomically."""
+        from ._storage import FolderWriter
+
         meta = {
             "node_types": list(self.node_types),
             "num_nodes": [self.num_nodes[t] for t in self.node_types],
             "edge_types": [list(et) for et in self.edge_types],
             "has_edge_ids": list(self._has_edge_ids),
+            "edges_per_type": [self.num_edges[et] for et in self.edge_types],
         }
-        host = self.stacked.to("cpu")
-        arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
-        for name in ("indptr", "indices", "edge_ids", "weights"):
-            if getattr(host, name) is not None:
-                arrays[name] = to_numpy(getattr(host, name))
-        with open(path, "wb") as handle:
-            np.savez(handle, **arrays)
+        host = self.stacked
+        with FolderWriter(path, "HeteroGraph", meta) as out:
+            for name in ("indptr", "indices", "edge_ids", "weights"):
+                if getattr(host, name) is not None:
+                    out.add(name, to_numpy(getattr(host, name)))
 
     @classmethod
-    def load(cls, path: str | os.PathLike, mmap: bool = True) -> HeteroGraph:
-        """Read a graph written by :meth:`save` (memory-mapped with ``mmap=True``, as
-        ``CSRGraph.load``); raises ``ValueError`` naming ``path`` for anything else."""
-        import zipfile
+    def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> HeteroGraph:
+        """Read a graph written by :meth:`save` (or an ``.npz`` file of older versions), memory-mapped
+        with ``mmap=True``; ``verify`` as in :meth:`CSRGraph.load`. Raises ``ValueError`` naming
+        ``path`` and what disagrees (types, counts, arrays) for anything else."""
+        from ._storage import load_graph_arrays
 
+        arrays, meta, trusted = load_graph_arrays(path, "HeteroGraph", mmap=mmap, verify=verify)
+        where = os.fspath(path)
         try:
-            arrays = load_npz(path, mmap)
-            meta = json.loads(bytes(np.asarray(arrays.pop("meta"))).decode())
-            num_nodes = dict(zip(meta["node_types"], meta["num_nodes"]))
-            edge_types = tuple(tuple(et) for et in meta["edge_types"])
-            has_ids = meta["has_edge_ids"]
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{os.fspath(path)!r} is not a saved HeteroGraph (HeteroGraph.save): {error}") from None
-        stacked = CSRGraph(  # entries are local ids of each relation's source type: bound by the largest
-            arrays["indptr"],
-            arrays["indices"],
-            edge_ids=arrays.get("edge_ids"),
-            weights=arrays.get("weights"),
-            num_src_nodes=max(num_nodes.values(), default=0),
-        )
+            num_nodes = _check_num_nodes(dict(zip(meta["node_types"], meta["num_nodes"], strict=True)))
+            edge_types = tuple(cls._check_type_names(tuple(et)) for et in meta["edge_types"])
+            has_ids = [bool(h) for h in meta["has_edge_ids"]]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{where!r}: its header does not describe a HeteroGraph ({error!r})") from None
+        _check_saved_layout(where, arrays, meta, num_nodes, edge_types, has_ids)
+        try:
+            stacked = CSRGraph(  # entries are local ids of each relation's source type: bound by the largest
+                arrays["indptr"],
+                arrays["indices"],
+                edge_ids=arrays.get("edge_ids") if any(has_ids) else None,
+                weights=arrays.get("weights"),
+                num_src_nodes=max(num_nodes.values(), default=0),
+                dtype=arrays["indices"].dtype,
+                _checked=trusted,
+            )
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where!r}: {error}") from None
         graph = cls.__new__(cls)
-        graph.num_nodes = _check_num_nodes(num_nodes)
+        graph.num_nodes = num_nodes
         graph._set_stack(stacked, edge_types, has_ids)
-        for edge_type in edge_types:  # the stack's checks do not know the types
-            graph._as_relation(edge_type, graph[edge_type])
+        if not trusted:
+            for edge_type in edge_types:  # the stack's checks do not know the types
+                try:
+                    graph._as_relation(edge_type, graph[edge_type])
+                except ValueError as error:
+                    raise ValueError(f"{where!r}: {error}") from None
         return graph
+
+
+def _check_saved_layout(where, arrays, meta, num_nodes, edge_types, has_ids) -> None:
+    """Raise ``ValueError`` naming ``where`` when a saved graph's header and arrays disagree."""
+    for edge_type in edge_types:
+        for node_type in (edge_type[0], edge_type[2]):
+            if node_type not in num_nodes:
+                raise ValueError(
+                    f"{where!r}: edge type {edge_type!r} names node type {node_type!r}, absent from the header"
+                )
+    if len(has_ids) != len(edge_types):
+        raise ValueError(
+            f"{where!r}: the header lists {len(edge_types)} edge types but {len(has_ids)} has_edge_ids flags"
+        )
+    rows = sum(num_nodes[et[2]] for et in edge_types)
+    indptr = arrays["indptr"]
+    if indptr.shape[0] != rows + 1:
+        raise ValueError(
+            f"{where!r}: the header's {len(edge_types)} edge types have {rows} target rows in all, but the "
+            f"stacked indptr holds {indptr.shape[0] - 1}: edge types are missing from or extra in the header"
+        )
+    if any(has_ids) and "edge_ids" not in arrays:
+        raise ValueError(f"{where!r}: the header says relations have edge ids but the edge_ids array is missing")
+    if "edges_per_type" in meta:
+        counts = [int(c) for c in meta["edges_per_type"]]
+        bases = np.cumsum([0] + [num_nodes[et[2]] for et in edge_types])
+        saved = np.diff(np.asarray(indptr[bases]))  # O(number of relations) reads of the map
+        if len(counts) != len(edge_types) or saved.tolist() != counts:
+            raise ValueError(f"{where!r}: the header's edge counts {counts} disagree with the arrays' {saved.tolist()}")
 
 
 def _check_num_nodes(num_nodes) -> dict:
@@ -319,7 +362,7 @@ def _check_num_nodes(num_nodes) -> dict:
     return checked
 
 
-def _stack(graphs: list) -> CSRGraph:
+def _stack(graphs: list, index_width=None) -> CSRGraph:
     """One CSR holding ``graphs`` one after another (rows and edges), edge ids kept per relation."""
     counts = [g.num_edges for g in graphs]
     edge_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
@@ -341,5 +384,6 @@ def _stack(graphs: list) -> CSRGraph:
         edge_ids=edge_ids,
         weights=weights,
         num_src_nodes=max((g.num_src_nodes for g in graphs), default=0),
+        dtype=index_width,
         _checked=True,
     )

@@ -17,6 +17,7 @@ TypeError: fanouts[1] must be an int >= 0 or -1 (all neighbours), got 0.5
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,15 @@ __all__ = [
     "parse_fanouts",
     "int_array",
     "check_ids_in_range",
+    "check_allocation",
+    "physical_memory",
+    "as_count",
+    "index_dtype",
+    "weight_array",
+    "check_weights",
 ]
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 _FANOUT_LIMIT = 2**62  # fanouts travel as int64 through the kernels
 
@@ -141,7 +150,8 @@ def parse_fanouts(text: Any, name: str = "--fanouts") -> list[int]:
 def int_array(
     name: str, values: Any, *, ndim: int = 1, dtype=np.int64, expected: str = "must hold integers (int32 or int64)"
 ) -> np.ndarray:
-    """``values`` (a NumPy array, a list, any host tensor) as a C-contiguous host array of ``dtype``.
+    """``values`` (a NumPy array, a list, any host tensor) as a C-contiguous host array of ``dtype``
+    (``dtype=None``: int32 and int64 kept as they are, other integer types widened to int64).
 
     An empty list (NumPy reads it as float64) is an empty array. Copies only when ``values`` is
     not already C-contiguous ``dtype``. ``expected`` says what it must hold, in errors.
@@ -171,6 +181,8 @@ def int_array(
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         position = int(np.argmax(array > np.iinfo(np.int64).max))
         raise ValueError(f"{name}[{position}] = {array.flat[position]} does not fit in int64")
+    if dtype is None:
+        dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)
 
 
@@ -187,3 +199,70 @@ def check_ids_in_range(
         bound = f"{what} = {upper}" if what else str(upper)
         raise error(f"{name}[{position}] = {ids[position]} is out of range [0, {bound})")
     return ids
+
+
+def check_allocation(name: str, count: int, bytes_each: int) -> None:
+    """Raise ``ValueError`` naming ``name`` when ``count`` items of ``bytes_each`` bytes would not fit
+    in this machine's physical memory: before an allocation NumPy would refuse with a bare
+    ``MemoryError`` (or the kernel would grant and then kill the process for)."""
+    total = physical_memory()
+    if total and count * bytes_each > total:
+        raise ValueError(
+            f"{name} = {count} needs {count * bytes_each / 2**30:.1f} GiB ({bytes_each} bytes each) but this "
+            f"machine has {total / 2**30:.1f} GiB of memory"
+        )
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (0 where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        return 0
+
+
+def as_count(name: str, value) -> int:
+    """``value`` as a non-negative Python int (a node or edge count), or raise."""
+    return check_int(name, value, minimum=0)
+
+
+def index_dtype(num_ids: int, dtype=None) -> np.dtype:
+    """The dtype of an index array over ``num_ids`` ids: int32 when they fit, else int64; ``dtype``
+    (int32 or int64) forces one (int32 for more ids than it holds raises ``ValueError``).
+
+    >>> index_dtype(2**31).name, index_dtype(2**31 + 1).name
+    ('int32', 'int64')
+    """
+    if dtype is None:
+        return np.dtype(np.int32 if num_ids - 1 <= _INT32_MAX else np.int64)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be np.int32, np.int64 or None, got {dtype!r}") from None
+    if dtype not in (np.int32, np.int64):
+        raise TypeError(f"dtype must be np.int32, np.int64 or None, got {dtype}")
+    if dtype == np.int32 and num_ids - 1 > _INT32_MAX:
+        raise ValueError(f"dtype=int32 cannot index {num_ids} nodes (ids above 2**31 - 1); use int64 or None")
+    return dtype
+
+
+def weight_array(weights) -> np.ndarray:
+    """Edge ``weights`` as a C-contiguous 1-D float32 / float64 host array (other numbers widened to
+    float64), or ``TypeError`` / ``ValueError`` naming ``weights``."""
+    from .device import to_numpy
+
+    weights = to_numpy(weights) if not isinstance(weights, (list, tuple)) else np.asarray(weights)
+    if weights.dtype.kind not in "fiu" or weights.dtype == object:
+        raise TypeError(f"weights must be a float array, got dtype {weights.dtype}")
+    if weights.ndim != 1:
+        raise ValueError(f"weights must be 1-D, got shape {weights.shape}")
+    dtype = weights.dtype if weights.dtype in (np.float32, np.float64) else np.float64
+    return np.ascontiguousarray(weights, dtype=dtype)
+
+
+def check_weights(weights: np.ndarray) -> None:
+    """Raise ``ValueError`` naming the first weight that is not finite and >= 0."""
+    bad = ~np.isfinite(weights) | (weights < 0)
+    if bad.any():
+        position = int(np.argmax(bad))
+        raise ValueError(f"weights must be finite and >= 0: weights[{position}] = {weights[position]}")

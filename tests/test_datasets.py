@@ -170,7 +170,7 @@ def _reference_powerlaw(num_nodes, avg_degree, seed, exponent=2.5):
 def test_synthetic_powerlaw_matches_a_scipy_reference(num_nodes, avg_degree, seed):
     graph = datasets.synthetic_powerlaw(num_nodes, avg_degree, seed=seed)
     expected = _reference_powerlaw(num_nodes, avg_degree, seed)
-    assert graph.indptr.dtype == np.int64 and graph.indices.dtype == np.int64
+    assert graph.indptr.dtype == np.int64 and graph.indices.dtype == np.int32  # ids fit: int32
     assert np.array_equal(graph.indptr, expected.indptr)
     assert np.array_equal(graph.indices, expected.indices)
     assert_simple_symmetric(graph)

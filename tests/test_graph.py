@@ -31,14 +31,14 @@ def reference_rows(src, dst, num_nodes):
 
 
 # ---------------------------------------------------------------------------- construction
-def test_constructor_stores_int64_and_reports_sizes():
+def test_constructor_stores_int64_indptr_int32_indices_and_reports_sizes():
     graph = CSRGraph(np.array([0, 2, 3, 3], np.int32), np.array([1, 2, 0], np.int32))
-    assert graph.indptr.dtype == np.int64 and graph.indices.dtype == np.int64
+    assert graph.indptr.dtype == np.int64 and graph.indices.dtype == np.int32 == graph.index_dtype
     assert (graph.num_nodes, graph.num_edges) == (3, 3)
     assert graph.degree().tolist() == [2, 1, 0]
     assert graph.degree().dtype == np.int64
     assert graph.edge_ids is None and graph.weights is None
-    assert graph.nbytes == 4 * 8 + 3 * 8
+    assert graph.nbytes == 4 * 8 + 3 * 4  # 8 (N + 1) + 4 E
     assert repr(graph) == "CSRGraph(num_nodes=3, num_edges=3, device=cpu, placement='host')"
 
 
@@ -55,15 +55,31 @@ def test_constructor_accepts_lists_unsigned_and_torch_tensors():
         assert graph.indices.tolist() == expected.indices.tolist()
 
 
-def test_int64_input_is_not_copied():
-    indptr, indices = np.array([0, 1, 2]), np.array([1, 0])
+def test_index_width_follows_the_data_and_int32_input_is_not_copied():
+    indptr, indices = np.array([0, 1, 2]), np.array([1, 0], np.int32)
     graph = CSRGraph(indptr, indices)
     assert np.shares_memory(graph.indptr, indptr) and np.shares_memory(graph.indices, indices)
+    narrowed = CSRGraph(indptr, indices.astype(np.int64))  # ids fit: int64 input narrowed to int32
+    assert narrowed.indices.dtype == np.int32 and narrowed.indices.tolist() == [1, 0]
+    wide = np.array([1, 0])
+    forced = CSRGraph(indptr, wide, edge_ids=[5, 6], dtype=np.int64)  # dtype forces int64, no copy
+    assert forced.indices.dtype == forced.edge_ids.dtype == np.int64 and np.shares_memory(forced.indices, wide)
+    assert CSRGraph(indptr, indices, dtype=np.int64).indices.dtype == np.int64
+
+
+def test_index_dtype_is_checked():
+    with pytest.raises(TypeError, match=r"dtype must be np.int32, np.int64 or None"):
+        CSRGraph([0, 1], [0], dtype=np.float32)
+    with pytest.raises(ValueError, match=r"dtype=int32 cannot index 4294967296 nodes"):
+        CSRGraph([0, 0], [], num_src_nodes=2**32, dtype=np.int32)
+    assert CSRGraph([0, 0], [], num_src_nodes=2**32).indices.dtype == np.int64  # ids past 2**31: int64
 
 
 def test_edge_ids_and_weights_kept_with_their_dtypes():
     graph = CSRGraph([0, 2, 2], [1, 1], num_nodes=2, edge_ids=[7, 9], weights=np.array([0.5, 0.0], np.float32))
-    assert graph.edge_ids.tolist() == [7, 9] and graph.edge_ids.dtype == np.int64
+    assert graph.edge_ids.tolist() == [7, 9] and graph.edge_ids.dtype == np.int32
+    big = CSRGraph([0, 2, 2], [1, 1], edge_ids=[7, 2**40])  # user ids that need int64 stay int64
+    assert big.edge_ids.dtype == np.int64 and big.edge_ids.tolist() == [7, 2**40]
     assert graph.weights.dtype == np.float32 and graph.weights.tolist() == [0.5, 0.0]
     assert CSRGraph([0, 1], [0], weights=[3]).weights.dtype == np.float64
     assert "edge_ids, weights" in repr(graph)
@@ -429,7 +445,7 @@ def _npy(array, claimed_shape) -> bytes:
 def test_load_names_the_file_for_truncated_and_foreign_files(tmp_path, mmap):
     import zipfile
 
-    CSRGraph([0, 2, 3], [1, 0, 0]).save(tmp_path / "g.npz")
+    np.savez(tmp_path / "g.npz", indptr=np.array([0, 2, 3]), indices=np.array([1, 0, 0]))  # the old format
     data = (tmp_path / "g.npz").read_bytes()
     (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
     (tmp_path / "text.npz").write_text("not an archive")
@@ -452,4 +468,4 @@ def test_from_edge_index_accepts_framework_tensors():
     edge_index = torch.tensor([[0, 2, 1], [1, 1, 0]], dtype=torch.int32)
     graph = CSRGraph.from_edge_index(edge_index, num_nodes=torch.tensor(3).item())
     assert rows_of(graph) == [[1], [0, 2], []]
-    assert graph.indices.dtype == np.int64
+    assert graph.indices.dtype == np.int32

@@ -65,7 +65,10 @@ def test_without_pyg_the_import_error_names_the_extra():
 def test_graph_store_serves_csc_without_a_copy_and_every_layout_with_edge_ids():
     rng = np.random.default_rng(3)
     edge_index = rng.integers(0, 30, size=(2, 200))
-    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=30)
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=30, dtype=np.int64)  # int64: served in place
+    narrow = pyg.GraphStore(gg.CSRGraph.from_edge_index(edge_index, num_nodes=30))  # int32: widened once
+    assert torch.equal(narrow.get_edge_index(None, "csc")[0], torch.from_numpy(graph.indices))
+    assert narrow.get_edge_index(None, "csc")[0].dtype == torch.int64
     store = pyg.GraphStore(graph)
     (attr,) = store.get_all_edge_attrs()
     assert attr.edge_type is None and attr.layout.value == "csc" and attr.size == (30, 30)

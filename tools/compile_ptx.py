@@ -48,10 +48,19 @@ def _kernels():
     marker = np.int8(0)
     plain = typeof(SampleOptions(False, False, False, marker, marker))  # sample(): no exclusion code
     linked = typeof(SampleOptions(False, False, False, np.zeros(1, np.int64), np.zeros(1, np.uint8)))  # link batch
-    for weight in (np.float64, np.float32):
-        ints = np.zeros(1, np.int64)
-        graph = typeof(GraphArrays(ints, ints, ints, np.zeros(1, weight), ints, np.zeros(1)))
-        tag = np.dtype(weight).name
+    ints = np.zeros(1, np.int64)
+    narrow = np.zeros(1, np.int32)
+    # Graphs at both index widths (int32 indices and edge ids while ids fit; int64 beyond), each
+    # with float64 and float32 weights: one kernel body, four compiled variants.
+    for width, weight in (
+        (np.int64, np.float64),
+        (np.int64, np.float32),
+        (np.int32, np.float64),
+        (np.int32, np.float32),
+    ):
+        index = ints if width == np.int64 else narrow
+        graph = typeof(GraphArrays(ints, index, index, np.zeros(1, weight), ints, np.zeros(1)))
+        tag = f"{np.dtype(width).name} indices, {np.dtype(weight).name}"
         for mode, options in (("", plain), (", excluding", linked)):
             count = (graph, options, i64, types.int64, i64)
             yield f"sampling count ({tag} weights{mode})", sampling_cuda._count_kernel, count, True

@@ -23,6 +23,8 @@ COMMANDS = {
     "hetero": "typed sampling: sampled edges/s, HeteroNeighborSampler vs DGL's typed sampler and vs untyped",
     "loader": "NodeLoader batches/s and gather GB/s, recycled output buffers vs fresh ones",
     "pyg": "PyG's loaders batches/s: PyG's own sampler vs gglspeedup.pyg's, and the record conversion cost",
+    "build": "CSR construction in memory: from_edge_index (parallel counting sort) vs the previous stable argsort",
+    "scale": "the papers-like graph out of core: build time and memory, bytes per edge, sampling and disk gathers",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
 }
 

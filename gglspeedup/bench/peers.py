@@ -265,7 +265,7 @@ def _prepare_dgl(graph, fanouts, seed, device) -> Contender:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a memory-mapped graph is read-only; DGL only reads it
         indptr = torch.from_numpy(np.asarray(graph.indptr))
-        indices = torch.from_numpy(np.asarray(graph.indices))
+        indices = torch.from_numpy(np.asarray(graph.indices, dtype=np.int64))  # DGL: indptr's dtype
     # Our rows list in-neighbours, which is DGL's CSC (destination-major) layout.
     dgl_graph = dgl.graph(("csc", (indptr, indices, torch.empty(0, dtype=torch.int64))), num_nodes=graph.num_nodes)
     try:

@@ -18,6 +18,7 @@ import time
 __all__ = ["add_arguments", "run"]
 
 OURS = "gglspeedup"
+WIDE = "gglspeedup, int64 graph"
 
 
 def add_arguments(parser) -> None:
@@ -44,6 +45,11 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the batches and of every sampler")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch / DGL")
+    parser.add_argument(
+        "--widths",
+        action="store_true",
+        help="also time our sampler on an int64 copy of the graph (the width before int32 indices), same rounds",
+    )
 
 
 def _prepare_ours(graph, fanouts, seed, device, placement="auto"):
@@ -88,6 +94,9 @@ def _validate(args):
 
 def run(args) -> dict:
     """Measure every contender; print the table; return the results as a JSON-able dict."""
+    import numpy as np
+
+    from ..graph import CSRGraph
     from . import peers
     from ._common import (
         apply_threads,
@@ -111,13 +120,17 @@ def run(args) -> dict:
 
     # Prepare everyone first, then time them interleaved round by round (time_contenders).
     rows, prepared = [], {}
-    for name in [OURS, *wanted]:
+    names = [OURS, *([WIDE] if getattr(args, "widths", False) else []), *wanted]
+    for name in names:
         row = {"name": name}
         rows.append(row)
         start = time.perf_counter()
         try:
             if name == OURS:
                 contender = _prepare_ours(graph, fanouts, args.seed, device, args.placement)
+            elif name == WIDE:
+                wide = CSRGraph(graph.indptr, graph.indices, edge_ids=graph.edge_ids, dtype=np.int64, _checked=True)
+                contender = _prepare_ours(wide, fanouts, args.seed, device, args.placement)
             else:
                 contender = peers.prepare(name, graph, fanouts, seed=args.seed, device=device)
         except (ImportError, peers.PeerUnavailable) as error:

@@ -48,11 +48,13 @@ __all__ = [
     "synthetic_igbh",
     "synthetic_hetero_features",
     "load_igbh_like",
+    "build_csr",
 ]
 
 _LAZY = {
     **dict.fromkeys(("synthetic_powerlaw", "synthetic_features", "synthetic_labels", "random_split"), "synthetic"),
     **dict.fromkeys(("synthetic_igbh", "synthetic_hetero_features", "load_igbh_like"), "synthetic_hetero"),
+    "build_csr": "build",
 }
 
 

@@ -35,14 +35,16 @@ __all__ = [
 
 TYPED_KINDS = ("wordnet", "igbh-like")  # typed datasets (HeteroGraph, dicts per node type)
 DATASET_KINDS = ("cora", "citeseer", "powerlaw", "ogb", "reddit", *TYPED_KINDS)  # full datasets
-GRAPH_KINDS = (*DATASET_KINDS, "file")  # graphs (``file:`` holds a saved CSRGraph, no features)
+GRAPH_KINDS = (*DATASET_KINDS, "file", "papers-like")  # graphs only: a saved CSRGraph; the out-of-core papers shape
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9}
 GRAPH_SPEC_HELP = (
     "graph to read: 'powerlaw:NUM_NODES:AVG_DEGREE[:SEED]' (synthetic power-law, "
     "gglspeedup.datasets.synthetic_powerlaw; NUM_NODES may read 2M or 500k), 'cora', 'citeseer' "
     "(bundled), 'ogb:PATH', 'reddit:PATH' (datasets on disk), 'file:PATH' (a CSRGraph saved "
     "with CSRGraph.save), or a typed graph read untyped: 'wordnet' (bundled), "
-    "'igbh-like:NUM_PAPERS[:SEED]' (synthetic IGBH-shaped)"
+    "'igbh-like:NUM_PAPERS[:SEED]' (synthetic IGBH-shaped), or 'papers-like[:NUM_NODES[:SEED]]' "
+    "(ogbn-papers100M's shape, 111M nodes and 14.6 edges per node by default, built out of core "
+    "into $GGLSPEEDUP_CACHE, or ~/.cache/gglspeedup, once)"
 )
 _TYPED_FORMS = "typed datasets: 'wordnet' or 'igbh-like:NUM_PAPERS[:SEED]'"
 
@@ -124,6 +126,17 @@ def parse_spec(text: str, *, graph_only: bool = False) -> DatasetSpec:
     if kind == "powerlaw":
         num_nodes, avg_degree, seed = parse_powerlaw(rest, label, with_seed=graph_only)
         return DatasetSpec(kind, text, num_nodes=num_nodes, avg_degree=avg_degree, seed=seed)
+    if kind == "papers-like":
+        from .papers_like import PAPERS_NODES
+
+        parts = rest.split(":") if rest else []
+        if len(parts) > 2:
+            raise ValueError(f"{label}: expected 'papers-like[:NUM_NODES[:SEED]]'")
+        num_nodes = parse_count(parts[0], f"{label}: NUM_NODES") if parts else PAPERS_NODES
+        if num_nodes < 1:
+            raise ValueError(f"{label}: NUM_NODES must be >= 1")
+        seed = parse_count(parts[1], f"{label}: SEED") if len(parts) == 2 else None
+        return DatasetSpec(kind, text, num_nodes=num_nodes, seed=seed)
     if kind == "igbh-like":
         parts = rest.split(":") if rest else []
         if len(parts) not in (1, 2):
@@ -153,6 +166,10 @@ def load_spec_graph(spec: DatasetSpec):
         from .synthetic import synthetic_powerlaw
 
         return synthetic_powerlaw(spec.num_nodes, spec.avg_degree, seed=spec.seed or 0)
+    if spec.kind == "papers-like":
+        from .papers_like import load_papers_like
+
+        return load_papers_like(spec.num_nodes, spec.seed or 0)[0]
     if spec.kind in TYPED_KINDS:
         return load_spec_typed_graph(spec).to_homogeneous()[0]
     return load_spec(spec)[0]

@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._csr_kernels import compact_rows, sort_unique_rows
 from .._threading import prefer_tbb
 from ..graph import CSRGraph
-from ..validation import check_int
+from ..validation import check_allocation, check_int
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
@@ -28,7 +29,9 @@ def _check_seed(seed) -> int:
     return check_int("seed", seed, minimum=0, expected="a non-negative int")
 
 
-def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponent: float = 2.5) -> CSRGraph:
+def synthetic_powerlaw(
+    num_nodes: int, avg_degree: float, seed: int = 0, exponent: float = 2.5, *, out=None, memory="2G"
+) -> CSRGraph:
     """A symmetric Chung-Lu style power-law graph, built directly in CSR form.
 
     ``num_nodes * avg_degree / 2`` undirected edges are drawn with both endpoints chosen with
@@ -56,6 +59,14 @@ def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponen
         int64 ``indptr`` (num_nodes + 1,) and ``indices`` (num_edges,), each row sorted ascending;
         ``v`` in row ``u`` if and only if ``u`` in row ``v``.
 
+    out : str or path, optional
+        Build the graph out of core into this folder instead of in memory: the pairs are drawn
+        in chunks and streamed into :func:`~gglspeedup.datasets.build_csr` (rows sorted and
+        deduplicated bucket by bucket), so the edge list is never held; the result is the same
+        graph, memory-mapped from ``out``.
+    memory : int or str
+        With ``out``: the build's buffer budget (see ``build_csr``).
+
     Notes
     -----
     Built in one pass over the drawn pairs (count, fill, sort and deduplicate each row in
@@ -71,8 +82,16 @@ def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponen
         raise TypeError(f"exponent must be a number, got {exponent!r}")
     if not np.isfinite(exponent) or exponent <= 2:
         raise ValueError(f"exponent must be a finite number > 2, got {exponent!r}")
-    rng = np.random.default_rng(_check_seed(seed))
+    seed = _check_seed(seed)
     num_pairs = int(num_nodes * float(avg_degree) / 2)
+    check_allocation("num_nodes", num_nodes, 24)  # the id shuffle, degree counts and indptr
+    if out is not None:
+        from .build import build_csr
+
+        pairs = PowerlawPairs(num_nodes, num_pairs, seed, float(exponent))
+        return build_csr(pairs, out, num_nodes, memory=memory, _unique_rows=True)
+    check_allocation("num_nodes * avg_degree", num_pairs, 40)  # two int64 endpoints, draws and a fill per pair
+    rng = np.random.default_rng(seed)
     src = np.empty(num_pairs, dtype=np.int64)
     dst = np.empty(num_pairs, dtype=np.int64)
     alpha = 1.0 / (float(exponent) - 1.0)
@@ -91,11 +110,51 @@ def synthetic_powerlaw(num_nodes: int, avg_degree: float, seed: int = 0, exponen
     indptr = np.cumsum(counts)  # counts[0] == 0, so indptr[0] == 0
     indices = _fill_rows(src, dst, indptr)
     del src, dst
-    lengths = _sort_unique_rows(indptr, indices)
+    lengths = sort_unique_rows(indptr, indices)
     compact_indptr = np.zeros(num_nodes + 1, dtype=np.int64)
     np.cumsum(lengths, out=compact_indptr[1:])
-    indices = _compact_rows(indptr, indices, compact_indptr)
+    indices = compact_rows(indptr, indices, compact_indptr)
     return CSRGraph(compact_indptr, indices)
+
+
+class PowerlawPairs:
+    """The edges of :func:`synthetic_powerlaw` as a re-iterable stream of ``(2, k)`` chunks, both
+    directions of every pair but self loops (duplicates kept: the builder drops them).
+
+    The draws are the in-memory generator's, taken chunk by chunk: the sources are the first
+    ``num_pairs`` doubles of ``default_rng(seed)``'s PCG64 stream, the targets the next
+    ``num_pairs`` (the same stream advanced, ``PCG64.advance``), and the id shuffle the
+    permutation drawn after both; so both paths build the same graph.
+    """
+
+    reiterable = True
+
+    def __init__(self, num_nodes: int, num_pairs: int, seed: int, exponent: float):
+        self.num_nodes, self.num_pairs, self.seed = num_nodes, num_pairs, seed
+        self.alpha = 1.0 / (exponent - 1.0)
+        shuffle = self._generator(2 * num_pairs).permutation(num_nodes)
+        self.shuffle = shuffle.astype(np.int32) if num_nodes <= np.iinfo(np.int32).max else shuffle
+
+    def _generator(self, skip: int) -> np.random.Generator:
+        bits = np.random.PCG64(self.seed)  # what default_rng(seed) wraps
+        bits.advance(skip)  # one 64-bit step per double drawn
+        return np.random.Generator(bits)
+
+    def __iter__(self):
+        sources, targets = self._generator(0), self._generator(self.num_pairs)
+        draws = np.empty(min(self.num_pairs, _CHUNK), dtype=np.float64)
+        for start in range(0, self.num_pairs, _CHUNK):
+            count = min(_CHUNK, self.num_pairs - start)
+            ends = []
+            for generator in (sources, targets):
+                generator.random(out=draws[:count])
+                ids = np.empty(count, self.shuffle.dtype)
+                _powerlaw_endpoints_into(draws[:count], ids, self.num_nodes, self.alpha)
+                _relabel(ids, self.shuffle)
+                ends.append(ids)
+            keep = ends[0] != ends[1]
+            u, v = ends[0][keep], ends[1][keep]
+            yield np.stack((np.concatenate((u, v)), np.concatenate((v, u))))
 
 
 @njit(parallel=True, cache=True)
@@ -138,33 +197,6 @@ def _fill_rows(src, dst, indptr):
             indices[cursor[v]] = u
             cursor[v] += 1
     return indices
-
-
-@njit(parallel=True, cache=True)
-def _sort_unique_rows(indptr, indices):
-    # Sorts every row in place and moves its distinct entries to the front; returns their counts.
-    num_rows = len(indptr) - 1
-    lengths = np.empty(num_rows, dtype=np.int64)
-    for row in prange(num_rows):
-        segment = indices[indptr[row] : indptr[row + 1]]
-        segment.sort()
-        kept = 0
-        for j in range(len(segment)):
-            if j == 0 or segment[j] != segment[j - 1]:
-                segment[kept] = segment[j]
-                kept += 1
-        lengths[row] = kept
-    return lengths
-
-
-@njit(parallel=True, cache=True)
-def _compact_rows(indptr, indices, compact_indptr):
-    out = np.empty(compact_indptr[-1], dtype=np.int64)
-    for row in prange(len(indptr) - 1):
-        start = compact_indptr[row]
-        length = compact_indptr[row + 1] - start
-        out[start : start + length] = indices[indptr[row] : indptr[row] + length]
-    return out
 
 
 def synthetic_labels(num_nodes: int, num_classes: int = 16, seed: int = 0) -> np.ndarray:

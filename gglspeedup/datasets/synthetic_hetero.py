@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._csr_kernels import compact_rows, sort_unique_rows
 from ..graph import CSRGraph
 from ..heterograph import HeteroGraph
 from ..validation import check_int
-from .synthetic import _CHUNK, _compact_rows, _powerlaw_endpoints_into, _relabel, _sort_unique_rows, random_split
+from .synthetic import _CHUNK, _powerlaw_endpoints_into, _relabel, random_split
 from .synthetic import synthetic_labels as _synthetic_labels
 
 __all__ = ["synthetic_igbh", "synthetic_hetero_features", "load_igbh_like", "IGBH_FULL_NODES", "IGBH_FULL_EDGES"]
@@ -113,10 +114,10 @@ def _draw_relation(rng, num_src: int, num_dst: int, count: int, alpha: float, dr
     indptr = np.cumsum(_count_targets(src, dst, num_dst, drop_loops))  # counts[0] == 0
     indices = _fill_by_target(src, dst, indptr, drop_loops)
     del src, dst
-    lengths = _sort_unique_rows(indptr, indices)
+    lengths = sort_unique_rows(indptr, indices)
     compact_indptr = np.zeros(num_dst + 1, dtype=np.int64)
     np.cumsum(lengths, out=compact_indptr[1:])
-    return compact_indptr, _compact_rows(indptr, indices, compact_indptr)
+    return compact_indptr, compact_rows(indptr, indices, compact_indptr)
 
 
 def _endpoints(rng, num_nodes: int, count: int, alpha: float) -> np.ndarray:

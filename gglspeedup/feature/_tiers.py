@@ -6,6 +6,9 @@ non-empty), ``hits`` (rows served from device memory so far), ``reset()``, ``cac
 
 - :class:`HostTier` (``device="cpu"``): the caller's table itself, read by the parallel CPU
   gather; nothing is cached, so ``hits`` stays 0.
+- :class:`HostCacheTier` (``device="cpu"``, a table on disk: memory-mapped): the policy's rows
+  copied into RAM (up to ``cache_size``), the rest read from the mapping in place by the same
+  gather; ``hits`` counts the rows served from RAM.
 - :class:`CUDATiers` (a CUDA device, real or simulated): a device cache in front of page-locked
   host memory. It holds
 - ``device_table``: the cached rows, slot ``s`` = ``cached_ids[s]`` (CuPy on a GPU, NumPy under
@@ -30,9 +33,9 @@ from .._backing import check_backing
 from .._launch import device_view, launch, synchronize, to_host
 from .._pinned import pin, pinned_empty
 from ..device import aligned_empty
-from ._kernels.gather import gather_host, word_dtype
+from ._kernels.gather import gather_cached, gather_host, word_dtype
 
-__all__ = ["HostTier", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]
+__all__ = ["HostTier", "HostCacheTier", "is_file_backed", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]
 
 # Rows move to the GPU through two page-locked staging buffers of at most this many bytes each.
 STAGING_BYTES = 64 << 20
@@ -87,6 +90,53 @@ class HostTier:
         if view is None:
             view = self._views[word] = self.table.view(word)
         gather_host(view, ids, out.view(word))
+
+
+def is_file_backed(array: np.ndarray) -> bool:
+    """Whether ``array`` views a memory-mapped file (``np.memmap``, ``np.load(mmap_mode=...)``)."""
+    import mmap
+
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+class HostCacheTier:
+    """A RAM cache in front of a memory-mapped ``table`` on the CPU: rows ``cached_ids`` copied
+    once into 64-byte-aligned memory (slot ``s`` holds row ``cached_ids[s]``), every other row read
+    from the mapping in place (page cache, or the disk when cold)."""
+
+    def __init__(self, table: np.ndarray, cached_ids: np.ndarray):
+        num_rows = table.shape[0]
+        self.table = table
+        self.row_bytes = table.shape[1] * table.dtype.itemsize
+        self.cached_ids = cached_ids
+        self.word = word_dtype(self.row_bytes, table.ctypes.data)
+        self.cache = aligned_empty((max(1, len(cached_ids)), self.row_bytes // self.word.itemsize), self.word)
+        self._source = table.view(self.word)
+        if len(cached_ids):
+            gather_host(self._source, cached_ids, self.cache)
+        self.location = np.full(num_rows, -1, np.int32 if len(cached_ids) < 2**31 else np.int64)
+        self.location[cached_ids] = np.arange(len(cached_ids), dtype=self.location.dtype)
+        self.hits = 0
+
+    @property
+    def cache_map(self) -> np.ndarray:
+        return self.location.astype(np.int64)
+
+    def reset(self) -> None:
+        self.hits = 0
+
+    def gather(self, ids, out) -> None:
+        """``out[i] = table[ids[i]]``, from RAM where cached; ids in range, out C-contiguous."""
+        if out.ctypes.data % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
+            staging = aligned_empty((len(ids), self.cache.shape[1]), self.word)
+            self.gather(ids, staging)
+            out.view(np.uint8)[...] = staging.view(np.uint8).reshape(out.shape[0], -1)
+            return
+        self.hits += gather_cached(self.cache, self._source, self.location, ids, out.view(self.word))
 
 
 class CUDATiers:

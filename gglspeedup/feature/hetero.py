@@ -13,6 +13,7 @@ import numpy as np
 
 from ..device import as_device, parse_size
 from ._inputs import as_table
+from ._tiers import is_file_backed
 from .hetero_policies import resolve_hetero_policy, split_budget, typed_hit_rate
 from .store import FeatureStore
 
@@ -247,7 +248,8 @@ class HeteroFeatureStore(HeteroFeatureSource):
         One device-cache budget in bytes for all types together (``"0.1G"``, see
         :func:`~gglspeedup.parse_size`). The policy ranks every row of every type globally and
         each row that still fits is cached (:func:`~gglspeedup.feature.hetero_policies.split_budget`),
-        so the cached bytes never exceed it. On the CPU nothing is cached (one tier).
+        so the cached bytes never exceed it. On the CPU only tables on disk (memory-mapped, see
+        :meth:`from_npy`) get a RAM cache; tables in memory are one tier.
     policy : None, "degree", "presample", "none", dict node type -> order, or list of (type, id)
         ``None``: ``"degree"`` with a graph (rank by out-degree summed over relations, **per byte
         of row**), else ``"none"``. See :mod:`gglspeedup.feature.hetero_policies`.
@@ -298,6 +300,8 @@ class HeteroFeatureStore(HeteroFeatureSource):
         cached = {t: np.empty(0, np.int64) for t in featured}
         if self.device.is_cuda:
             self.device.check_available()  # before a presample run, not after it
+        # A cache exists on a GPU, and on the CPU in front of tables on disk (memory-mapped).
+        if self.device.is_cuda or any(is_file_backed(table) for table in featured.values()):
             if name != "none" and self.cache_size:
                 ranking, info = compute(self.cache_size)
                 cached = split_budget(ranking, self.row_bytes, self.cache_size)
@@ -321,6 +325,28 @@ class HeteroFeatureStore(HeteroFeatureSource):
             )
         self.policy_info["num_cached"] = {t: len(ids) for t, ids in cached.items()}
         super().__init__(stores)
+
+    @classmethod
+    def from_npy(cls, paths: dict, device="cpu", cache_size=0, policy=None, graph=None, **options):
+        """A store over ``.npy`` files (dict node type -> path, or ``None`` for a type without
+        features), each memory-mapped as :meth:`FeatureStore.from_npy` does; one cache budget."""
+        import os
+
+        if not isinstance(paths, dict):
+            raise TypeError(f"paths must be a dict node type -> .npy path, got {type(paths).__name__}")
+        tables = {}
+        for node_type, path in paths.items():
+            try:
+                tables[node_type] = (
+                    None if path is None else np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
+                )
+            except (OSError, ValueError) as error:
+                if isinstance(error, FileNotFoundError):
+                    raise
+                raise ValueError(
+                    f"paths[{node_type!r}] = {os.fspath(path)!r} is not a readable .npy table: {error}"
+                ) from None
+        return cls(tables, device, cache_size, policy, graph, **options)
 
     @staticmethod
     def _gather_one(source, ids, out, check: bool):

@@ -13,7 +13,7 @@ import numpy as np
 from .._backing import backing_file
 from ..device import aligned_empty, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out
-from ._tiers import PINS, CUDATiers, HostTier, device_free_bytes
+from ._tiers import PINS, CUDATiers, HostCacheTier, HostTier, device_free_bytes, is_file_backed
 from .policies import expected_hit_rate, resolve_policy
 
 __all__ = ["FeatureStore"]
@@ -39,8 +39,9 @@ class FeatureStore:
         Device-cache budget in bytes (``"0.1G"``, ``"512M"``, see :func:`~gglspeedup.parse_size`).
         ``floor(cache_size / row_bytes)`` rows are cached; a budget larger than the table caches
         every row. On a GPU, a cache that does not fit in free device memory raises
-        ``ValueError`` naming both numbers. On the CPU there is one tier and the budget only
-        has to parse: nothing is cached and every row counts as a host read.
+        ``ValueError`` naming both numbers. On the CPU a table in memory is one tier (nothing is
+        cached, every row counts as a host read); a memory-mapped table (on disk, e.g.
+        :meth:`from_npy`) gets a RAM cache of that size in front of the mapping.
     policy : None, "degree", "presample", "none" or int array
         Which rows are cached first. ``None``: ``"degree"`` when ``graph`` is given, else
         ``"none"``. An int array is an explicit order of distinct row ids, hottest first.
@@ -108,18 +109,41 @@ class FeatureStore:
         self._shape = table.shape
         if self.device.is_cuda:
             self.device.check_available()
-            self._tier = self._build_tiers(table, compute_order)
+            cached_ids = self._cached_ids(table, compute_order, check_memory=True)
+            self._tier = CUDATiers(table, cached_ids, self.device, pin=self._pin, staging_bytes=self._staging)
+        elif is_file_backed(table) and self.cache_size >= self.row_bytes and policy_name != "none":
+            self._tier = HostCacheTier(table, self._cached_ids(table, compute_order, check_memory=False))
         else:
             self._tier = HostTier(table, backing_file(table) or backing)
         self.reset_stats()
 
+    @classmethod
+    def from_npy(cls, path, device="cpu", cache_size=0, policy=None, graph=None, **options) -> FeatureStore:
+        """A store over the ``.npy`` file at ``path``, memory-mapped (read-only): for tables larger
+        than memory. The policy's hottest rows (up to ``cache_size`` bytes) are copied into GPU
+        memory, or on the CPU into RAM; every other row is read from the mapping in place by the
+        parallel gather (from the page cache, or from the disk when cold). Other arguments as for
+        the constructor.
+        """
+        import os
+
+        try:
+            table = np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as error:
+            if isinstance(error, FileNotFoundError):
+                raise
+            raise ValueError(f"{os.fspath(path)!r} is not a readable .npy feature table: {error}") from None
+        return cls(table, device, cache_size, policy, graph, **options)
+
     # ------------------------------------------------------------------ construction
-    def _build_tiers(self, table, compute_order) -> CUDATiers:
+    def _cached_ids(self, table, compute_order, *, check_memory: bool) -> np.ndarray:
+        """The rows the policy puts in the cache (at most ``cache_size`` bytes of them)."""
         num_rows = table.shape[0]
         budget_rows = min(num_rows, self.cache_size // self.row_bytes)
         if self.policy_info["policy"] == "none":
             budget_rows = 0
-        self._check_free_memory(budget_rows, num_rows)  # before a presample run, not after it
+        if check_memory:
+            self._check_free_memory(budget_rows, num_rows)  # before a presample run, not after it
         cached_ids = np.empty(0, dtype=np.int64)
         if budget_rows:
             order, info = compute_order(budget_rows)
@@ -133,7 +157,7 @@ class FeatureStore:
                 )
             self.policy_info.update(info)
         self.policy_info["num_cached"] = len(cached_ids)
-        return CUDATiers(table, cached_ids, self.device, pin=self._pin, staging_bytes=self._staging)
+        return cached_ids
 
     def _check_free_memory(self, cached_rows: int, num_rows: int) -> None:
         needed = cached_rows * self.row_bytes + num_rows * 8  # cache + location map

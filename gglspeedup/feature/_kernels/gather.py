@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..._intrinsics import prefetch_row, store_fence, stream_line
+from ..._intrinsics import prefetch, prefetch_row, store_fence, stream_line
 from ..._threading import prefer_tbb
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
@@ -44,6 +44,7 @@ __all__ = [
     "STREAM_BYTES",
     "PREFETCH_BYTES",
     "copy_contiguous",
+    "gather_cached",
 ]
 
 # Below this many output bytes the serial driver runs (~0.1 ms per MiB): a parallel launch saves
@@ -147,6 +148,64 @@ def gather_host(table, ids, out) -> None:
     """
     driver = gather_serial if out.nbytes < SERIAL_BYTES else gather_cpu
     driver(table, ids, out, out.nbytes >= STREAM_BYTES)
+
+
+@register_jitable(inline="always")
+def _gather_cached_rows(cache, table, location, ids, out, start, stop, stream, out_address):
+    """Rows ``start..stop`` from the cache (``location[id] >= 0``: its slot) or the table; the
+    number read from the cache. Each row's location is fetched two strides ahead and the row
+    itself one stride ahead (both are random reads; the second needs the first)."""
+    row_bytes = table.shape[1] * table.itemsize
+    ahead = max(1, PREFETCH_BYTES // row_bytes)
+    lines = min((row_bytes + 63) // 64 + 1, PREFETCH_BYTES // 64)
+    count = ids.shape[0]
+    hits = 0
+    for i in range(start, stop):
+        if i + 2 * ahead < count:
+            prefetch(location, ids[i + 2 * ahead])
+        if i + ahead < count:
+            slot = location[ids[i + ahead]]
+            if slot >= 0:
+                prefetch_row(cache, slot, lines)
+            else:
+                prefetch_row(table, ids[i + ahead], lines)
+        slot = location[ids[i]]
+        if slot >= 0:
+            _copy_row_to(cache, slot, out, i, stream, out_address)
+            hits += 1
+        else:
+            _copy_row_to(table, ids[i], out, i, stream, out_address)
+    if stream:
+        store_fence()
+    return hits
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _gather_cached_parallel(cache, table, location, ids, out, stream):
+    m = ids.shape[0]
+    address = np.int64(out.ctypes.data)
+    num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
+    hits = np.zeros(num_blocks, np.int64)
+    for block in prange(num_blocks):
+        lo = block * _BLOCK_ROWS
+        hits[block] = _gather_cached_rows(
+            cache, table, location, ids, out, lo, min(m, lo + _BLOCK_ROWS), stream, address
+        )
+    return hits.sum()
+
+
+@njit(cache=True, nogil=True)
+def _gather_cached_serial(cache, table, location, ids, out, stream):
+    return _gather_cached_rows(cache, table, location, ids, out, 0, ids.shape[0], stream, np.int64(out.ctypes.data))
+
+
+def gather_cached(cache, table, location, ids, out) -> int:
+    """``out[i]`` = row ``ids[i]``, read from ``cache[location[id]]`` where ``location[id] >= 0``
+    and from ``table[id]`` elsewhere: the CPU's two-tier gather (a RAM cache in front of a
+    memory-mapped table). Returns how many rows came from the cache. ``cache``, ``table`` and
+    ``out`` are word views of one word type; ``ids`` are in range."""
+    driver = _gather_cached_serial if out.nbytes < SERIAL_BYTES else _gather_cached_parallel
+    return int(driver(cache, table, location, ids, out, out.nbytes >= STREAM_BYTES))
 
 
 @njit(cache=True, nogil=True)

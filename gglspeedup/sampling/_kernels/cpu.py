@@ -17,6 +17,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ..._hugepages import huge_empty
 from ..._intrinsics import prefetch
 from ..._threading import prefer_tbb
 from .exclusion import row_flagged, rows_ascending
@@ -169,16 +170,21 @@ def _threads_for(work: int):
         numba.set_num_threads(threads)
 
 
-@njit(parallel=True, cache=True, nogil=True)
 def weight_tables(indptr, weights):
     """``(live, cum)`` for weighted sampling: int64 (num_nodes,) live-edge counts per row and
-    float64 (num_edges,) running weight sums within each row (see ``rows.row_weight_table``)."""
-    num_nodes = indptr.shape[0] - 1
-    live = np.empty(num_nodes, np.int64)
-    cum = np.empty(weights.shape[0], np.float64)
-    for node in prange(num_nodes):
-        row_weight_table(indptr, weights, node, live, cum)
+    float64 (num_edges,) running weight sums within each row (see ``rows.row_weight_table``).
+    Allocated here rather than inside the kernel, so NumPy's huge-page advice covers them
+    (:mod:`gglspeedup._hugepages`): they are read at random, 8 bytes per edge."""
+    live = huge_empty(indptr.shape[0] - 1, np.int64)
+    cum = huge_empty(weights.shape[0], np.float64)
+    _fill_weight_tables(indptr, weights, live, cum)
     return live, cum
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _fill_weight_tables(indptr, weights, live, cum):
+    for node in prange(live.shape[0]):
+        row_weight_table(indptr, weights, node, live, cum)
 
 
 @njit(cache=True, nogil=True)

@@ -1,0 +1,145 @@
+"""CSR construction kernels: a parallel, stable counting sort of an edge list by row.
+
+:meth:`gglspeedup.CSRGraph.from_edge_index` and :func:`gglspeedup.datasets.build_csr` share them.
+The edges are split into one contiguous block per thread; each thread counts its block's rows
+(checking every id on the way), a prefix sum turns the per-block counts into per-block write
+cursors (block ``t``'s edges of row ``v`` go after blocks ``0..t-1``'s), and each thread scatters
+its block in order. Rows therefore keep the input order of their edges (the same CSR as a stable
+``argsort``), in O(E + threads * N) time and O(threads * N) memory beyond input and output. The
+kernels are in :mod:`gglspeedup._csr_kernels`; below 65,536 edges NumPy's stable ``argsort`` does
+the same sort (so small graphs, Cora among them, load without importing Numba).
+
+On the 64M-edge benchmark graph the stable ``argsort`` it replaces took 20 s on this machine's
+2 cores; see BENCHMARKS.md (``bench build``) for this one. Kernels here never validate arguments
+beyond the id bounds they are asked to check (the callers do, and name the arguments).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["edge_index_arrays", "counting_sort", "permuted_rows", "blocks_for"]
+
+_SMALL_EDGES = 1 << 16  # below this many edges NumPy sorts: no Numba import, no parallel launch
+
+
+def blocks_for(num_edges: int) -> int:
+    """How many blocks (threads) a sort of ``num_edges`` edges uses."""
+    if num_edges < _SMALL_EDGES:
+        return 1
+    import numba
+
+    from ._threading import prefer_tbb
+
+    prefer_tbb()  # numba.get_num_threads() starts Numba's threading layer: TBB must be loadable first
+    return max(1, numba.get_num_threads())
+
+
+def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights=None):
+    """Sort the edges ``(rows[e], cols[e])`` by row, stably: ``(indptr, indices, edge_ids, weights,
+    first_bad)``.
+
+    ``rows`` and ``cols`` are 1-D int32/int64 host arrays of equal length; ids are checked against
+    ``[0, num_rows)`` and ``[0, num_cols)`` while counting: ``first_bad`` is the position of the
+    first edge out of range (and the other outputs ``None``), or -1. ``indices`` has
+    ``index_dtype``; ``edge_ids`` (the edge's position in the input, int32 when the edge count
+    fits) is ``None`` unless ``keep_edge_ids``; ``weights`` are permuted alongside when given.
+    """
+    num_edges = rows.shape[0]
+    if num_edges < _SMALL_EDGES:
+        return _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights)
+    from ._csr_kernels import count_rows, cursors_from_counts, scatter_rows
+
+    blocks = blocks_for(num_edges)
+    counts = np.zeros((blocks, num_rows), np.int64)
+    first_bad = int(count_rows(rows, cols, np.int64(num_rows), np.int64(num_cols), counts))
+    if first_bad >= 0:
+        return None, None, None, None, first_bad
+    indptr = np.empty(num_rows + 1, np.int64)
+    cursors_from_counts(counts, indptr)
+    indices = np.empty(num_edges, index_dtype)
+    edge_ids = np.empty(num_edges if keep_edge_ids else 1, _id_dtype(num_edges))
+    weighted = weights is not None
+    weights_out = np.empty(num_edges, weights.dtype) if weighted else np.zeros(1, np.float32)
+    scatter_rows(
+        rows,
+        cols,
+        counts,
+        indices,
+        edge_ids,
+        bool(keep_edge_ids),
+        np.int64(0),
+        weights if weighted else weights_out,
+        weights_out,
+        weighted,
+    )
+    return indptr, indices, (edge_ids if keep_edge_ids else None), (weights_out if weighted else None), -1
+
+
+def _id_dtype(num_edges: int) -> np.dtype:
+    return np.dtype(np.int32 if num_edges <= np.iinfo(np.int32).max else np.int64)
+
+
+def _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights):
+    """:func:`counting_sort` for small inputs, in NumPy: the same outputs."""
+    bad = (rows < 0) | (rows >= num_rows) | (cols < 0) | (cols >= num_cols)
+    if bad.any():
+        return None, None, None, None, int(np.argmax(bad))
+    order = np.argsort(rows, kind="stable")
+    indptr = np.zeros(num_rows + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
+    edge_ids = order.astype(_id_dtype(rows.shape[0])) if keep_edge_ids else None
+    return indptr, cols[order].astype(index_dtype), edge_ids, None if weights is None else weights[order], -1
+
+
+def permuted_rows(host, order):
+    """``(indptr, positions)`` of ``host``'s rows taken in ``order``: ``positions[p]`` is the old CSR
+    position of new position ``p`` (vectorised: one repeat and one arange)."""
+    degree = host.degree()[order]
+    indptr = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(degree, out=indptr[1:])
+    starts = np.asarray(host.indptr)[order]
+    positions = np.repeat(starts - indptr[:-1], degree) + np.arange(host.num_edges, dtype=np.int64)
+    return indptr, positions
+
+
+def edge_index_arrays(edge_index, num_nodes, direction, weights, num_src_nodes, keep_edge_ids, dtype) -> dict:
+    """The checked arguments of :meth:`~gglspeedup.CSRGraph.from_edge_index` sorted into CSR
+    arrays: the constructor's keyword arguments (``indptr``, ``indices``, ``edge_ids``,
+    ``weights``, ``dtype``). Raises as that method documents."""
+    from .validation import as_count, check_allocation, check_bool, check_weights, index_dtype, int_array, weight_array
+
+    edge_index = int_array("edge_index", edge_index, ndim=2, dtype=None)
+    if edge_index.shape[0] != 2:
+        raise ValueError(f"edge_index must have shape [2, num_edges], got {edge_index.shape}")
+    if direction not in ("in", "out"):
+        raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
+    if num_src_nodes is not None and direction != "in":
+        raise ValueError("num_src_nodes (a bipartite graph) needs direction='in'")
+    keep_edge_ids = check_bool("keep_edge_ids", keep_edge_ids)
+    rows, cols = (edge_index[1], edge_index[0]) if direction == "in" else (edge_index[0], edge_index[1])
+    if num_nodes is None:
+        num_nodes = int(edge_index.max(initial=-1) if num_src_nodes is None else rows.max(initial=-1)) + 1
+    num_nodes = as_count("num_nodes", num_nodes)
+    num_cols = num_nodes if num_src_nodes is None else as_count("num_src_nodes", num_src_nodes)
+    width = index_dtype(num_cols, dtype)
+    check_allocation("num_nodes", num_nodes, 8 * (1 + blocks_for(edge_index.shape[1])))
+    if weights is not None:
+        weights = weight_array(weights)
+        if len(weights) != edge_index.shape[1]:
+            raise ValueError(f"weights must have one entry per edge ({edge_index.shape[1]}), got {len(weights)}")
+        check_weights(weights)
+    indptr, indices, edge_ids, weights, bad = counting_sort(
+        rows, cols, num_nodes, num_cols, width, keep_edge_ids, weights
+    )
+    if bad >= 0:
+        pair = edge_index[:, bad].tolist()
+        if min(pair) < 0:
+            raise ValueError(f"edge_index[:, {bad}] has a negative node id: {pair}")
+        what = (
+            f"num_nodes = {num_nodes}"
+            if num_src_nodes is None
+            else f"(num_src_nodes, num_nodes) = {num_cols, num_nodes}"
+        )
+        raise ValueError(f"edge_index[:, {bad}] = {pair} is out of range for {what}")
+    return {"indptr": indptr, "indices": indices, "edge_ids": edge_ids, "weights": weights, "dtype": width}

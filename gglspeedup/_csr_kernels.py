@@ -1,0 +1,121 @@
+"""The CSR builders' Numba kernels: per-block row counts (with id checks), cursors, stable scatter.
+
+See :mod:`gglspeedup._csr_build` for the algorithm; :func:`gglspeedup.datasets.build_csr` uses
+:func:`count_rows` for its counting pass too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ._intrinsics import prefetch
+from ._threading import prefer_tbb
+
+prefer_tbb()  # before any parallel launch: see gglspeedup._threading
+
+__all__ = ["count_rows", "cursors_from_counts", "scatter_rows", "sort_unique_rows", "compact_rows"]
+
+_PREFETCH_DISTANCE = 16  # scatter: edges ahead whose cursor is fetched early (random reads)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def count_rows(rows, cols, row_bound, col_bound, counts):
+    """``counts[t, v]`` += edges of block ``t`` in row ``v``; returns the first edge whose row is
+    outside ``[0, row_bound)`` or whose column is outside ``[0, col_bound)``, or -1.
+
+    ``counts`` : int64 (blocks, num_rows), zeros; block ``t`` is edges ``t*E//T .. (t+1)*E//T``.
+    """
+    blocks = counts.shape[0]
+    num_edges = rows.shape[0]
+    bad = np.full(blocks, -1, np.int64)
+    for t in prange(blocks):
+        lo = t * num_edges // blocks
+        hi = (t + 1) * num_edges // blocks
+        mine = counts[t]
+        for e in range(lo, hi):
+            r = rows[e]
+            c = cols[e]
+            if r < 0 or r >= row_bound or c < 0 or c >= col_bound:
+                bad[t] = e
+                break
+            mine[r] += 1
+    for t in range(blocks):  # blocks are in edge order: the first block with a bad edge has the first one
+        if bad[t] >= 0:
+            return bad[t]
+    return -1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def cursors_from_counts(counts, indptr):
+    """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` and turn ``counts`` into
+    each block's first write position per row, in place."""
+    blocks, num_rows = counts.shape
+    indptr[0] = 0
+    for v in prange(num_rows):
+        total = 0
+        for t in range(blocks):
+            total += counts[t, v]
+        indptr[v + 1] = total
+    for v in range(num_rows):
+        indptr[v + 1] += indptr[v]
+    for v in prange(num_rows):
+        base = indptr[v]
+        for t in range(blocks):
+            count = counts[t, v]
+            counts[t, v] = base
+            base += count
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def scatter_rows(rows, cols, cursors, indices, edge_ids, keep_ids, id_base, weights_in, weights_out, weighted):
+    """Each block writes its edges at its cursors, in order: ``indices[p] = cols[e]`` and, when
+    asked, ``edge_ids[p] = id_base + e`` and ``weights_out[p] = weights_in[e]``. Advances
+    ``cursors``."""
+    blocks = cursors.shape[0]
+    num_edges = rows.shape[0]
+    for t in prange(blocks):
+        lo = t * num_edges // blocks
+        hi = (t + 1) * num_edges // blocks
+        mine = cursors[t]
+        for e in range(lo, hi):
+            if e + _PREFETCH_DISTANCE < hi:
+                prefetch(mine, rows[e + _PREFETCH_DISTANCE])
+            r = rows[e]
+            p = mine[r]
+            mine[r] = p + 1
+            indices[p] = cols[e]
+            if keep_ids:
+                edge_ids[p] = id_base + e
+            if weighted:
+                weights_out[p] = weights_in[e]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sort_unique_rows(indptr, indices):
+    """Sort every row of ``indices`` in place and move its distinct entries to its front; returns
+    the number of distinct entries per row (int64). ``indptr`` may start above 0 (a bucket)."""
+    num_rows = indptr.shape[0] - 1
+    lengths = np.empty(num_rows, dtype=np.int64)
+    for row in prange(num_rows):
+        segment = indices[indptr[row] : indptr[row + 1]]
+        segment.sort()
+        kept = 0
+        for j in range(segment.shape[0]):
+            if j == 0 or segment[j] != segment[j - 1]:
+                segment[kept] = segment[j]
+                kept += 1
+        lengths[row] = kept
+    return lengths
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def compact_rows(indptr, indices, compact_indptr):
+    """The first ``compact_indptr[r + 1] - compact_indptr[r]`` entries of every row, packed (same dtype)."""
+    out = np.empty(compact_indptr[-1] - compact_indptr[0], dtype=indices.dtype)
+    base = compact_indptr[0]
+    for row in prange(indptr.shape[0] - 1):
+        start = compact_indptr[row] - base
+        length = compact_indptr[row + 1] - compact_indptr[row]
+        out[start : start + length] = indices[indptr[row] : indptr[row] + length]
+    return out

@@ -1,0 +1,407 @@
+"""The on-disk graph format: a folder of raw ``.npy`` arrays and a JSON header with checksums.
+
+A saved graph is a folder::
+
+    graph/
+      header.json      {"format": "gglspeedup", "version": 1, "kind": "CSRGraph", "meta": {...},
+                        "arrays": {"indices": {"file": "indices.npy", "dtype": "<i4",
+                                               "shape": [E], "xxh3_64": "9f..."}, ...}}
+      indptr.npy  indices.npy  [edge_ids.npy]  [weights.npy]
+
+Each array is a plain ``.npy`` file, so :func:`numpy.load` with ``mmap_mode="r"`` maps it in O(1)
+(no zip member table to walk, no copy), and other tools can read it. The header holds each array's
+dtype, shape and xxHash3-64 digest (about 5 GB/s here, against 0.8 GB/s for zlib's CRC-32).
+
+Writes never touch a graph in place: :class:`FolderWriter` builds the folder under a temporary
+name beside ``path`` and renames it into place only when every array and the header are written
+and synced, so ``load(p).save(p)`` works while ``p``'s arrays are memory-mapped (the old files
+stay alive, unlinked, for as long as the maps hold them) and a failed or interrupted write leaves
+nothing at ``path`` that loads. :func:`read_folder` checks the header, the dtypes, shapes and
+file sizes in O(1); ``verify=True`` also recomputes every digest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FolderWriter",
+    "ArrayWriter",
+    "read_folder",
+    "read_npz",
+    "load_graph_arrays",
+    "is_folder",
+    "FORMAT",
+    "VERSION",
+    "HEADER",
+]
+
+FORMAT = "gglspeedup"
+VERSION = 1
+HEADER = "header.json"
+_CHUNK_BYTES = 64 << 20  # hashing and copying move this much at a time (bounded memory)
+
+
+def _hasher():
+    import xxhash
+
+    return xxhash.xxh3_64()
+
+
+def is_folder(path) -> bool:
+    """Whether ``path`` is a graph folder (it holds a ``header.json``)."""
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, HEADER))
+
+
+class ArrayWriter:
+    """One array of a folder, written front to back in pieces, hashed as it goes.
+
+    ``write(piece)`` appends a 1-D (or C-ordered) piece of the declared dtype; :meth:`close`
+    checks that exactly ``shape`` was written and returns the header entry.
+    """
+
+    def __init__(self, folder: str, name: str, dtype, shape):
+        self.name, self.dtype = name, np.dtype(dtype)
+        self.shape = None if shape is None else tuple(int(s) for s in shape)
+        self.file = f"{name}.npy"
+        self.written = 0
+        self._hash = _hasher()
+        self._handle = open(os.path.join(folder, self.file), "wb")  # closed by close() or abort()
+        self._handle.write(_npy_header(self.dtype, self.shape or (0,)))  # rewritten by close() when unknown
+
+    def write(self, piece) -> None:
+        piece = np.ascontiguousarray(piece, dtype=self.dtype)
+        data = memoryview(piece.reshape(-1)).cast("B")
+        for start in range(0, len(data), _CHUNK_BYTES):
+            block = data[start : start + _CHUNK_BYTES]
+            self._handle.write(block)
+            self._hash.update(block)
+        self.written += len(data)
+
+    def close(self) -> dict:
+        if self.shape is None:  # a 1-D array whose length was known only at the end
+            if self.written % self.dtype.itemsize:
+                raise ValueError(f"array {self.name!r}: {self.written} bytes is not a whole number of {self.dtype}")
+            self.shape = (self.written // self.dtype.itemsize,)
+            self._handle.seek(0)
+            self._handle.write(_npy_header(self.dtype, self.shape))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        expected = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        if self.written != expected:
+            raise ValueError(
+                f"array {self.name!r}: {self.written} bytes written, but shape {self.shape} of {self.dtype} "
+                f"needs {expected}"
+            )
+        return {
+            "file": self.file,
+            "dtype": self.dtype.str,
+            "shape": list(self.shape),
+            "xxh3_64": self._hash.hexdigest(),
+        }
+
+    def abort(self) -> None:
+        if not self._handle.closed:
+            self._handle.close()
+
+
+class FolderWriter:
+    """Write a graph folder at ``path`` atomically: a context manager.
+
+    >>> import tempfile
+    >>> folder = os.path.join(tempfile.mkdtemp(), "g")
+    >>> with FolderWriter(folder, "Example", {"answer": 42}) as out:
+    ...     out.add("values", np.arange(3))
+    >>> meta, arrays = read_folder(folder, kind="Example")
+    >>> meta["answer"], arrays["values"].tolist()
+    (42, [0, 1, 2])
+
+    Arrays go into a temporary folder beside ``path`` (whole, with :meth:`add`, or piece by piece
+    through :meth:`open`); on a clean exit the header is written, everything is synced, whatever
+    stood at ``path`` (a folder, or an old ``.npz`` file) is renamed aside, the new folder renamed
+    into place and the old one removed. On an exception (a bad chunk, a full disk, Ctrl-C) the
+    temporary folder is removed and ``path`` is left as it was.
+    """
+
+    def __init__(self, path, kind: str, meta: dict):
+        self.path = os.path.abspath(os.fspath(path))
+        self.kind, self.meta = kind, meta
+        parent, name = os.path.split(self.path)
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(f"cannot save to {self.path!r}: folder {parent!r} does not exist")
+        self.tmp = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+        self.entries: dict[str, dict] = {}
+        self._open: dict[str, ArrayWriter] = {}
+
+    def __enter__(self) -> FolderWriter:
+        os.mkdir(self.tmp)
+        return self
+
+    def open(self, name: str, dtype, shape) -> ArrayWriter:
+        """A writer for array ``name``: ``write`` its pieces in order; closed on exit."""
+        writer = ArrayWriter(self.tmp, name, dtype, shape)
+        self._open[name] = writer
+        return writer
+
+    def add(self, name: str, array) -> None:
+        """Write the whole ``array`` (any array-like; memory-mapped ones stream in 64 MiB pieces)."""
+        array = np.asarray(array)
+        writer = self.open(name, array.dtype, array.shape)
+        flat = array.reshape(-1) if array.flags.c_contiguous else np.ascontiguousarray(array).reshape(-1)
+        step = max(1, _CHUNK_BYTES // max(1, array.dtype.itemsize))
+        for start in range(0, flat.shape[0], step):
+            writer.write(flat[start : start + step])
+        self.entries[name] = writer.close()
+        del self._open[name]
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if kind is not None:
+            for writer in self._open.values():
+                writer.abort()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        try:
+            for name, writer in list(self._open.items()):
+                self.entries[name] = writer.close()
+            header = {"format": FORMAT, "version": VERSION, "kind": self.kind, "meta": self.meta}
+            header["arrays"] = self.entries
+            with open(os.path.join(self.tmp, HEADER), "w") as handle:
+                json.dump(header, handle, indent=1)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._swap_into_place()
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+
+    def _swap_into_place(self) -> None:
+        old = None
+        if os.path.lexists(self.path):
+            old = f"{self.tmp}.old"
+            os.rename(self.path, old)
+        try:
+            os.rename(self.tmp, self.path)
+        except BaseException:
+            if old is not None:
+                os.rename(old, self.path)
+            raise
+        _sync_folder(os.path.dirname(self.path))
+        if old is not None:
+            shutil.rmtree(old) if os.path.isdir(old) and not os.path.islink(old) else os.unlink(old)
+
+
+_HEADER_BYTES = 128  # every .npy header we write: fixed, so it can be rewritten once the length is known
+
+
+def _npy_header(dtype: np.dtype, shape: tuple) -> bytes:
+    """A version 1.0 ``.npy`` header of exactly :data:`_HEADER_BYTES` bytes (padded with spaces)."""
+    text = repr({"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)})
+    body = text.encode("latin1")
+    padding = _HEADER_BYTES - 10 - len(body) - 1
+    if padding < 0:  # pragma: no cover - graphs store plain numeric arrays
+        raise ValueError(f"cannot write a .npy header for dtype {dtype}")
+    return b"\x93NUMPY\x01\x00" + (len(body) + padding + 1).to_bytes(2, "little") + body + b" " * padding + b"\n"
+
+
+def _sync_folder(folder: str) -> None:
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(handle)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(handle)
+
+
+def read_folder(path, *, kind: str, mmap: bool = True, verify: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(meta, arrays)`` of the graph folder at ``path`` written for ``kind``.
+
+    O(1) with ``mmap=True, verify=False``: the header is parsed and each array's file is checked
+    against it (dtype, shape and size, from the ``.npy`` header and ``os.stat``), then mapped.
+    ``verify=True`` also hashes every array and compares the digest with the header's.
+
+    Raises
+    ------
+    ValueError
+        naming ``path`` and what disagrees: no readable header, another format, version or kind
+        (a ``HeteroGraph`` folder read as a ``CSRGraph``), an array file missing, truncated or
+        not matching its header entry, or (``verify``) a digest that differs.
+    """
+    path = os.fspath(path)
+    header = _read_header(path)
+    if header.get("kind") != kind:
+        raise ValueError(
+            f"{path!r} is not a saved {kind}: it holds a saved {header.get('kind')}; use {header.get('kind')}.load"
+        )
+    entries = header.get("arrays")
+    if not isinstance(entries, dict):
+        raise ValueError(f"{path!r}: the header lists no arrays")
+    arrays = {}
+    for name, entry in entries.items():
+        arrays[name] = _open_array(path, name, entry, mmap)
+        if verify:
+            _verify(path, name, arrays[name], entry)
+    meta = header.get("meta")
+    return (meta if isinstance(meta, dict) else {}), arrays
+
+
+def _read_header(path: str) -> dict:
+    file = os.path.join(path, HEADER)
+    try:
+        with open(file, encoding="utf-8") as handle:
+            header = json.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"{path!r} is not a saved graph folder: {HEADER} is missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path!r}: {HEADER} is unreadable or corrupt ({error})") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise ValueError(f"{path!r}: {HEADER} is not a gglspeedup graph header")
+    if header.get("version") != VERSION:
+        raise ValueError(
+            f"{path!r} was written in format version {header.get('version')!r}; this gglspeedup reads {VERSION}"
+        )
+    return header
+
+
+def _open_array(path: str, name: str, entry: Any, mmap: bool) -> np.ndarray:
+    try:
+        file = os.path.join(path, entry["file"])
+        dtype, shape = np.dtype(entry["dtype"]), tuple(int(s) for s in entry["shape"])
+    except (TypeError, KeyError, ValueError) as error:
+        raise ValueError(f"{path!r}: the header entry of array {name!r} is malformed ({error!r})") from None
+    if os.path.dirname(entry["file"]) or dtype.hasobject:
+        raise ValueError(f"{path!r}: the header entry of array {name!r} is malformed")
+    try:
+        array = np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise ValueError(f"{path!r}: array {name!r} is missing ({entry['file']} not found)") from None
+    except (OSError, ValueError, EOFError) as error:
+        raise ValueError(f"{path!r}: array {name!r} ({entry['file']}) is unreadable: {error}") from None
+    if array.dtype != dtype or array.shape != shape:
+        raise ValueError(
+            f"{path!r}: array {name!r} holds {array.dtype} {array.shape} but the header says {dtype} {shape}"
+        )
+    return array
+
+
+def _verify(path: str, name: str, array: np.ndarray, entry: dict) -> None:
+    digest = _hasher()
+    flat = array.reshape(-1)
+    step = max(1, _CHUNK_BYTES // max(1, array.dtype.itemsize))
+    for start in range(0, flat.shape[0], step):
+        digest.update(memoryview(np.ascontiguousarray(flat[start : start + step])).cast("B"))
+    if digest.hexdigest() != entry.get("xxh3_64"):
+        raise ValueError(
+            f"{path!r}: array {name!r} fails its checksum (xxh3_64 {digest.hexdigest()} != {entry.get('xxh3_64')}): "
+            "the file is corrupt; copy or save it again"
+        )
+
+
+def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dict, dict, bool]:
+    """``(arrays, meta, trusted)`` of a saved ``kind`` (``"CSRGraph"`` / ``"HeteroGraph"``) at
+    ``path``: a graph folder, or an ``.npz`` file of older versions (its ``meta`` member decoded).
+
+    ``trusted`` is true for a folder read without ``verify``: its contents were checked when it
+    was saved and its arrays are taken as they are (an O(1) load). An ``.npz`` file is never
+    trusted. Raises ``FileNotFoundError`` or ``ValueError`` naming ``path`` (see :func:`read_folder`).
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no saved graph at {os.fspath(path)!r}")
+    if os.path.isdir(path):
+        meta, arrays = read_folder(path, kind=kind, mmap=mmap, verify=verify)
+        trusted = not verify
+    else:
+        arrays = read_npz(path, mmap, verify=verify, what=kind)
+        is_typed = "meta" in arrays
+        if is_typed != (kind == "HeteroGraph"):
+            other = "HeteroGraph" if is_typed else "CSRGraph"
+            raise ValueError(f"{os.fspath(path)!r} is not a saved {kind}: it holds a saved {other}; use {other}.load")
+        meta, trusted = {}, False
+        if is_typed:
+            try:
+                meta = json.loads(bytes(np.asarray(arrays.pop("meta"))).decode())
+            except (UnicodeDecodeError, ValueError) as error:
+                raise ValueError(f"{os.fspath(path)!r}: its meta member is not readable JSON ({error})") from None
+        elif "num_src_nodes" in arrays:
+            meta["num_src_nodes"] = int(arrays.pop("num_src_nodes"))
+    missing = {"indptr", "indices"} - set(arrays)
+    if missing:
+        raise ValueError(f"{os.fspath(path)!r} is not a saved {kind}: missing {sorted(missing)}")
+    if trusted and "num_edges" in meta and meta["num_edges"] != arrays["indices"].shape[0]:
+        raise ValueError(
+            f"{os.fspath(path)!r}: the header says {meta['num_edges']} edges, "
+            f"the arrays hold {arrays['indices'].shape[0]}"
+        )
+    return arrays, meta, trusted
+
+
+def read_npz(path, mmap: bool, *, verify: bool = False, what: str = "graph") -> dict[str, np.ndarray]:
+    """Arrays of an uncompressed ``.npz`` (the format of gglspeedup before graph folders),
+    memory-mapped member by member when ``mmap``; ``verify`` checks every member's zip CRC.
+
+    Raises ``ValueError`` naming ``path`` when it is not a readable ``.npz`` (``what`` names what
+    it should hold), an array holds objects, or a member is truncated.
+    """
+    import zipfile
+
+    try:
+        if verify:
+            with zipfile.ZipFile(path) as archive:
+                broken = archive.testzip()
+            if broken is not None:
+                raise ValueError(f"member {broken!r} fails its CRC: the file is corrupt")
+        return _npz_arrays(path, mmap)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+        raise ValueError(
+            f"{os.fspath(path)!r} is not a readable {what} file (one written by {what}.save): {error}"
+        ) from None
+
+
+def _npz_arrays(path, mmap: bool) -> dict[str, np.ndarray]:
+    import zipfile
+
+    if not mmap:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    arrays = {}
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if info.compress_type != zipfile.ZIP_STORED:
+                return _npz_arrays(path, mmap=False)
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                read_header = (
+                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                )
+                shape, fortran, dtype = read_header(member)
+                header_end = member.tell()
+            if dtype.hasobject:
+                raise ValueError(f"array {name!r} holds objects; refusing to unpickle")
+            claimed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            if claimed > info.file_size - header_end:
+                raise ValueError(
+                    f"array {name!r} claims shape {shape} ({claimed} bytes) but the file holds "
+                    f"{info.file_size - header_end} bytes of it: the file is truncated or corrupt"
+                )
+            # Local file header: 30 bytes + name + extra field, then the .npy payload.
+            with open(path, "rb") as raw:
+                raw.seek(info.header_offset + 26)
+                name_len, extra_len = np.frombuffer(raw.read(4), dtype="<u2")
+            offset = info.header_offset + 30 + int(name_len) + int(extra_len) + header_end
+            arrays[name] = np.memmap(
+                path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C"
+            )
+    return arrays

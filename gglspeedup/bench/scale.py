@@ -1,0 +1,316 @@
+"""``python -m gglspeedup.bench scale``: the papers-like graph, out of core, at a given size.
+
+Examples (the billion-edge issue's targets; the full shape takes about 20 minutes the first time)::
+
+    python -m gglspeedup.bench scale                        # 2M nodes: a quick run
+    python -m gglspeedup.bench scale --nodes 111000000 --rebuild --json scale.json
+
+What it reports, in one run:
+
+1. **Build**: ``papers-like:NODES`` built out of core (:func:`~gglspeedup.datasets.build_csr`
+   under ``--memory``) in a child process, its wall time and peak RSS (the child's own
+   ``ru_maxrss``), bytes per edge on disk and resident (``graph.nbytes``). A graph already in the
+   cache folder is reused (``--rebuild`` builds it again) and its build is not timed.
+2. **Sampling** (fanouts ``--fanouts``, batches of ``--batch``): the big graph memory-mapped (page
+   cache warmed first) and, when it fits, read into memory (huge pages), beside the same generator
+   at ``--base-nodes`` in memory, interleaved rounds; the ratio big / base. DGL beside them where it
+   can hold the graph (its int64 CSC with edge ids: 16 bytes per edge); where it cannot, the memory
+   it would need, not a number.
+3. **Huge pages**: the base graph and a ``base-nodes x 128`` float32 table copied twice, with
+   NumPy's huge-page advice off and on; sampling and gathers of each, interleaved.
+4. **Features on disk** (``--feature-dim``, ``--feature-dtype``): a table written next to the graph,
+   read through ``FeatureStore.from_npy`` with a ``--cache-size`` RAM cache of the best-connected
+   rows; gathers of the nodes of sampled batches, page cache dropped for the file first (cold,
+   ``posix_fadvise(DONTNEED)``) and then again (warm).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["add_arguments", "run"]
+
+_BUILD = """
+import json, resource, sys, time
+from gglspeedup.datasets.papers_like import load_papers_like
+start = time.perf_counter()
+graph, built = load_papers_like(int(sys.argv[1]), int(sys.argv[2]), folder=sys.argv[3], memory=sys.argv[4],
+                                rebuild=sys.argv[5] == "1")
+print(json.dumps({"seconds": time.perf_counter() - start, "built": built, "num_edges": graph.num_edges,
+                  "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--nodes", type=int, default=2_000_000, help="papers-like size (111000000: the full shape)")
+    parser.add_argument("--base-nodes", type=int, default=2_000_000, help="the same generator's size to compare with")
+    parser.add_argument("--seed", type=int, default=0, help="graph seed and batch seed")
+    parser.add_argument("--memory", default="2G", help="the out-of-core build's buffer budget (default 2G)")
+    parser.add_argument(
+        "--folder", default=None, help="cache folder (default $GGLSPEEDUP_CACHE or ~/.cache/gglspeedup)"
+    )
+    parser.add_argument("--rebuild", action="store_true", help="build the graphs even when cached")
+    parser.add_argument("--fanouts", default="15,10,5", help="comma-separated, seeds' hop first (default 15,10,5)")
+    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
+    parser.add_argument("--batches", type=int, default=20, help="timed batches per round (default 20)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported")
+    parser.add_argument("--feature-dim", type=int, default=128, help="disk table width (default 128; 0: skip)")
+    parser.add_argument("--feature-dtype", default="float16", help="disk table dtype (default float16)")
+    parser.add_argument("--cache-size", default="1G", help="RAM cache in front of the disk table (default 1G)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba")
+
+
+def run(args) -> dict:
+    from ..datasets.papers_like import cache_folder
+    from ..validation import parse_fanouts
+    from ._common import apply_threads, machine_info
+
+    fanouts = parse_fanouts(args.fanouts)
+    for option in ("nodes", "base_nodes", "batch", "batches", "repeats"):
+        if getattr(args, option) < 1:
+            raise ValueError(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
+    apply_threads(args.threads)
+    folder = args.folder or cache_folder()
+    os.makedirs(folder, exist_ok=True)
+    results = {"command": "scale", "nodes": args.nodes, "base_nodes": args.base_nodes, "fanouts": fanouts}
+    results["machine"] = machine_info()
+    results["build"] = _build(args, folder, args.nodes)
+    results["base_build"] = _build(args, folder, args.base_nodes)
+    from ..graph import CSRGraph
+
+    big = CSRGraph.load(results["build"]["path"], mmap=True)
+    base = CSRGraph.load(results["base_build"]["path"], mmap=False)
+    results["graph"] = _sizes(big, results["build"]["path"])
+    results["sampling"] = _sampling(args, fanouts, big, base)
+    results["huge_pages"] = _huge_pages(args, fanouts, base)
+    if args.feature_dim:
+        results["features"] = _features(args, folder, big, fanouts)
+    _print(results)
+    return results
+
+
+def _build(args, folder, nodes) -> dict:
+    command = [sys.executable, "-c", _BUILD, str(nodes), str(args.seed), folder, str(args.memory)]
+    done = subprocess.run([*command, "1" if args.rebuild else "0"], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"bench scale: building papers-like:{nodes} failed:\n{done.stderr[-2000:]}")
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report["path"] = os.path.join(folder, f"papers-like-{nodes}-{args.seed}")
+    return report
+
+
+def _sizes(graph, path) -> dict:
+    on_disk = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+    return {
+        "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges,
+        "bytes_per_edge_disk": on_disk / max(1, graph.num_edges),
+        "bytes_per_edge_resident": graph.nbytes / max(1, graph.num_edges),
+        "index_dtype": graph.index_dtype.name,
+    }
+
+
+def _warm(array) -> None:
+    step = 1 << 26
+    for start in range(0, array.shape[0], step):
+        np.asarray(array[start : start + step]).max(initial=0)  # touch every page once
+
+
+def _available_memory() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:  # pragma: no cover - psutil is in the bench extra
+        return 0
+
+
+def _contender(graph, fanouts, seed):
+    from ..sampling import NeighborSampler
+
+    sampler = NeighborSampler(graph, fanouts, seed=seed)
+
+    def sample(seeds) -> int:
+        return sum(int(adj.e_id.shape[0]) for adj in sampler.sample(seeds).adjs)
+
+    return sample
+
+
+def _timed(contenders: dict, batches_of: dict, args) -> dict:
+    from ._common import seed_batches, time_contenders
+
+    prepared = {}
+    for name, (sample, num_nodes, *convert) in contenders.items():
+        batches = batches_of.setdefault(num_nodes, seed_batches(num_nodes, args.batch, 3 + args.batches, args.seed))
+        batches = [convert[0](b) for b in batches] if convert else batches
+        prepared[name] = (sample, batches[3:], batches[:3], None)
+    timings = time_contenders(prepared, args.repeats)
+    return {name: {"edges_per_s": t.edges_per_s, "ms_per_batch": t.ms_per_batch} for name, t in timings.items()}
+
+
+def _sampling(args, fanouts, big, base) -> dict:
+    _warm(big.indices)
+    _warm(big.indptr)
+    contenders = {"big, mapped": (_contender(big, fanouts, args.seed), big.num_nodes)}
+    needed = big.nbytes
+    rows = {}
+    if needed < 0.6 * _available_memory():
+        from ..graph import CSRGraph
+
+        loaded = CSRGraph(np.array(big.indptr), np.array(big.indices), _checked=True)
+        contenders["big, in memory"] = (_contender(loaded, fanouts, args.seed), big.num_nodes)
+    else:
+        rows["big, in memory"] = {"status": f"not run: needs {needed / 2**30:.1f} GiB, too close to available memory"}
+    contenders["base, in memory"] = (_contender(base, fanouts, args.seed), base.num_nodes)
+    for label, graph in (("big", big), ("base", base)):
+        status = _add_dgl(contenders, f"dgl, {label}", graph, fanouts, args.seed)
+        if status:
+            rows[f"dgl, {label}"] = {"status": status}
+    rows.update(_timed(contenders, {}, args))
+    for name in ("big, mapped", "big, in memory", "dgl, big"):
+        base_name = "dgl, base" if name.startswith("dgl") else "base, in memory"
+        if "edges_per_s" in rows.get(name, {}) and "edges_per_s" in rows.get(base_name, {}):
+            rows[name]["of_base"] = rows[name]["edges_per_s"] / rows[base_name]["edges_per_s"]
+    return rows
+
+
+def _add_dgl(contenders, name, graph, fanouts, seed) -> str | None:
+    """Add DGL's sampler on ``graph`` where DGL can hold it; else the reason it is not run."""
+    from . import peers
+
+    needed = 8 * (graph.num_nodes + 1) + 16 * graph.num_edges  # its int64 CSC indices and edge ids
+    available = _available_memory()
+    if needed > 0.6 * available:
+        return (f"cannot hold it: needs {needed / 2**30:.1f} GiB (int64 CSC + edge ids) with "
+                f"{available / 2**30:.1f} GiB available; not run")  # fmt: skip
+    try:
+        contender = peers.prepare("dgl", graph, fanouts, seed=seed)
+    except (ImportError, peers.PeerUnavailable) as error:
+        return f"unavailable: {error}"
+    contenders[name] = (contender.sample, graph.num_nodes, contender.convert)
+    return None
+
+
+def _huge_pages(args, fanouts, base) -> dict:
+    from .._hugepages import huge_empty
+    from ..feature import FeatureStore
+    from ..graph import CSRGraph
+
+    def copy(array, huge):
+        out = huge_empty(array.shape, array.dtype, huge=huge)
+        out[...] = array
+        return out
+
+    graphs = {
+        huge: CSRGraph(copy(base.indptr, huge), copy(base.indices, huge), _checked=True) for huge in (False, True)
+    }
+    contenders = {
+        f"sample, huge pages {'on' if h else 'off'}": (_contender(g, fanouts, args.seed), g.num_nodes)
+        for h, g in graphs.items()
+    }
+    rows = _timed(contenders, {}, args)
+    rng = np.random.default_rng(args.seed)
+    ids = [rng.integers(0, base.num_nodes, 200_000) for _ in range(3 + args.batches // 4)]
+    for huge in (False, True):
+        table = huge_empty((base.num_nodes, 128), np.float32, huge=huge)
+        table[...] = 1.0
+        store, out = FeatureStore(table), huge_empty((200_000, 128), np.float32, huge=huge)
+        contenders = {
+            f"gather, huge pages {'on' if huge else 'off'}": (lambda i, s=store, o=out: s.gather(i, out=o).nbytes, None)
+        }
+        prepared = {n: (f, ids[3:], ids[:3], None) for n, (f, _) in contenders.items()}
+        from ._common import time_contenders
+
+        for name, timing in time_contenders(prepared, args.repeats).items():
+            rows[name] = {"gb_per_s": timing.edges_per_s / 1e9}
+        del table, store, out
+    return rows
+
+
+def _drop_page_cache(path) -> bool:
+    try:
+        handle = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        os.posix_fadvise(handle, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    except (AttributeError, OSError):
+        return False
+    finally:
+        os.close(handle)
+
+
+def _features(args, folder, graph, fanouts) -> dict:
+    from ..datasets.papers_like import papers_like_features
+    from ..feature import FeatureStore
+    from ..sampling import NeighborSampler
+    from ._common import seed_batches
+
+    path = os.path.join(
+        folder, f"papers-like-{graph.num_nodes}-{args.seed}-x{args.feature_dim}-{args.feature_dtype}.npy"
+    )
+    start = time.perf_counter()
+    if args.rebuild or not os.path.exists(path):
+        papers_like_features(
+            path, graph.num_nodes, args.feature_dim, seed=args.seed, dtype=np.dtype(args.feature_dtype)
+        )
+        written_s = time.perf_counter() - start
+    else:
+        written_s = None
+    store = FeatureStore.from_npy(path, cache_size=args.cache_size, graph=graph)
+    sampler = NeighborSampler(graph, fanouts, seed=args.seed)
+    ids = [np.asarray(sampler.sample(b).n_id) for b in seed_batches(graph.num_nodes, args.batch, 4, args.seed + 1)]
+    ids = np.concatenate(ids)
+    out = np.empty((len(ids), store.dim), store.dtype)
+    rows = {
+        "written_s": written_s,
+        "rows": len(ids),
+        "cached_rows": store.num_cached,
+        "file_gb": os.path.getsize(path) / 1e9,
+    }
+    for label in ("cold", "warm"):
+        if label == "cold":
+            rows["cold_dropped"] = _drop_page_cache(path)
+        store.reset_stats()
+        start = time.perf_counter()
+        store.gather(ids, out=out)
+        seconds = time.perf_counter() - start
+        rows[f"{label}_gb_per_s"] = out.nbytes / seconds / 1e9
+        rows[f"{label}_s"] = seconds
+        rows["hit_rate"] = store.stats()["hit_rate"]
+    return rows
+
+
+def _print(results: dict) -> None:
+    build, graph = results["build"], results["graph"]
+    print(f"scale: papers-like:{results['nodes']:,} ({graph['num_edges']:,} edges, {graph['index_dtype']} indices), "
+          f"fanouts {results['fanouts']}")  # fmt: skip
+    if build["built"]:
+        print(f"  build: {build['seconds']:.0f} s, peak RSS {build['peak_rss'] / 2**30:.2f} GiB")
+    else:
+        print("  build: cached (not timed; --rebuild times it)")
+    print(
+        f"  bytes per edge: {graph['bytes_per_edge_disk']:.2f} on disk, {graph['bytes_per_edge_resident']:.2f} resident"
+    )
+    for name, row in results["sampling"].items():
+        if "edges_per_s" in row:
+            share = f", {row['of_base']:.2f} of base" if "of_base" in row else ""
+            rate = f"{row['edges_per_s'] / 1e6:.2f} M edges/s, {row['ms_per_batch']:.1f} ms/batch"
+            print(f"  sampling {name}: {rate}{share}")
+        else:
+            print(f"  sampling {name}: {row['status']}")
+    for name, row in results["huge_pages"].items():
+        value = f"{row['edges_per_s'] / 1e6:.2f} M edges/s" if "edges_per_s" in row else f"{row['gb_per_s']:.2f} GB/s"
+        print(f"  {name}: {value}")
+    features = results.get("features")
+    if features:
+        print(f"  disk gather ({features['rows']:,} rows, {features['file_gb']:.1f} GB file, "
+              f"{features['cached_rows']:,} rows cached, hit rate {features['hit_rate']:.2f}): "
+              f"cold {features['cold_gb_per_s']:.3f} GB/s, warm {features['warm_gb_per_s']:.2f} GB/s")  # fmt: skip

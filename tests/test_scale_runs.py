@@ -1,0 +1,65 @@
+"""The scale tooling runs end to end at CI size: bench build, bench scale and the papers-like demo."""
+
+import json
+
+import numpy as np
+import pytest
+
+import gglspeedup as gg
+from gglspeedup.bench import main as bench_main
+from gglspeedup.datasets.papers_like import PAPERS_NODES, load_papers_like, papers_like_features
+
+
+def test_bench_build_checks_outputs_and_reports_the_speedup(tmp_path, capsys):
+    out = tmp_path / "build.json"
+    assert bench_main(["build", "--graph", "powerlaw:20000:8", "--repeats", "1", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())
+    names = [row["name"] for row in results["results"]]
+    assert names == ["gglspeedup", "gglspeedup, no edge ids", "argsort (previous from_edge_index)"]
+    assert all(row["median_s"] > 0 and row["peak_mb"] > 0 for row in results["results"])
+    assert "x argsort" in capsys.readouterr().out
+
+
+def test_bench_scale_reports_every_section(tmp_path, capsys):
+    out = tmp_path / "scale.json"
+    argv = ["scale", "--nodes", "6000", "--base-nodes", "3000", "--batches", "2", "--repeats", "1",
+            "--feature-dim", "8", "--cache-size", "4K", "--folder", str(tmp_path), "--json", str(out)]  # fmt: skip
+    assert bench_main(argv) == 0
+    results = json.loads(out.read_text())
+    assert results["build"]["built"] and results["build"]["peak_rss"] > 0
+    assert results["graph"]["index_dtype"] == "int32"
+    assert results["graph"]["bytes_per_edge_resident"] <= 4 + 8 * 6001 / results["graph"]["num_edges"] + 1e-9
+    sampling = results["sampling"]
+    assert sampling["big, mapped"]["edges_per_s"] > 0 and "of_base" in sampling["big, mapped"]
+    assert {"sample, huge pages off", "gather, huge pages on"} <= set(results["huge_pages"])
+    assert results["features"]["cold_gb_per_s"] > 0 and results["features"]["warm_gb_per_s"] > 0
+    again = json.loads(out.read_text()) if bench_main([*argv[:-2], "--json", str(out)]) == 0 else None
+    assert again is not None and not again["build"]["built"]  # the cached graph is reused, not rebuilt
+    assert "disk gather" in capsys.readouterr().out
+
+
+def test_papers_like_is_cached_and_its_features_match_their_labels(tmp_path):
+    graph, built = load_papers_like(4000, 1, folder=tmp_path, memory="1M")
+    assert built and graph.num_nodes == 4000 and 13 < graph.num_edges / 4000 < 15
+    again, built_again = load_papers_like(4000, 1, folder=tmp_path)
+    assert not built_again and np.array_equal(again.indices, graph.indices)
+    path, labels = papers_like_features(tmp_path / "x.npy", 4000, 16, num_classes=5, seed=2)
+    table = np.load(path, mmap_mode="r")
+    assert table.shape == (4000, 16) and table.dtype == np.float16 and labels.shape == (4000,)
+    means = np.stack([np.asarray(table[labels == c], np.float32).mean(0) for c in range(5)])
+    assert np.abs(means[:, None] - means[None]).max() > 0.5  # the classes are told apart by their rows
+    assert PAPERS_NODES == 111_059_956
+    with pytest.raises(ValueError, match=r"--graph 'papers-like:1:2:3': expected"):
+        gg.datasets.spec.parse_spec("papers-like:1:2:3", graph_only=True)
+
+
+def test_papers_like_demo_trains_and_reports_throughput_and_memory(tmp_path, capsys):
+    from gglspeedup.examples import sage_papers_like
+
+    result = sage_papers_like.run(
+        ["--nodes", "5000", "--batches", "4", "--batch-size", "64", "--log-every", "2", "--folder", str(tmp_path),
+         "--feature-dim", "16", "--cache-size", "8K", "--fanouts", "5,5", "--hidden", "16", "--prefetch", "1"]
+    )  # fmt: skip
+    assert result["batches"] == 4 and result["batches_per_s"] > 0 and result["peak_rss_gib"] > 0
+    assert np.isfinite(result["last_loss"]) and 0 <= result["cache_hit_rate"] <= 1
+    assert "peak RSS" in capsys.readouterr().out
