@@ -35,7 +35,7 @@ from .._pinned import pin, pinned_empty
 from ..device import aligned_empty
 from ._kernels.gather import gather_cached, gather_host, word_dtype
 
-__all__ = ["HostTier", "HostCacheTier", "is_file_backed", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]
+__all__ = ["HostTier", "HostCacheTier", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]
 
 # Rows move to the GPU through two page-locked staging buffers of at most this many bytes each.
 STAGING_BYTES = 64 << 20
@@ -92,25 +92,15 @@ class HostTier:
         gather_host(view, ids, out.view(word))
 
 
-def is_file_backed(array: np.ndarray) -> bool:
-    """Whether ``array`` views a memory-mapped file (``np.memmap``, ``np.load(mmap_mode=...)``)."""
-    import mmap
-
-    while array is not None:
-        if isinstance(array, (np.memmap, mmap.mmap)):
-            return True
-        array = getattr(array, "base", None)
-    return False
-
-
 class HostCacheTier:
     """A RAM cache in front of a memory-mapped ``table`` on the CPU: rows ``cached_ids`` copied
     once into 64-byte-aligned memory (slot ``s`` holds row ``cached_ids[s]``), every other row read
     from the mapping in place (page cache, or the disk when cold)."""
 
-    def __init__(self, table: np.ndarray, cached_ids: np.ndarray):
+    def __init__(self, table: np.ndarray, cached_ids: np.ndarray, backing=None):
         num_rows = table.shape[0]
         self.table = table
+        self.backing = backing  # the mapped file, checked per gather (a shrunk file would SIGBUS)
         self.row_bytes = table.shape[1] * table.dtype.itemsize
         self.cached_ids = cached_ids
         self.word = word_dtype(self.row_bytes, table.ctypes.data)
@@ -131,6 +121,7 @@ class HostCacheTier:
 
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``, from RAM where cached; ids in range, out C-contiguous."""
+        check_backing(self.backing)
         if out.ctypes.data % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
             staging = aligned_empty((len(ids), self.cache.shape[1]), self.word)
             self.gather(ids, staging)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._backing import backing_file
 from ..device import as_device, parse_size
 from ._inputs import as_table
-from ._tiers import is_file_backed
 from .hetero_policies import resolve_hetero_policy, split_budget, typed_hit_rate
 from .store import FeatureStore
 
@@ -301,7 +301,7 @@ class HeteroFeatureStore(HeteroFeatureSource):
         if self.device.is_cuda:
             self.device.check_available()  # before a presample run, not after it
         # A cache exists on a GPU, and on the CPU in front of tables on disk (memory-mapped).
-        if self.device.is_cuda or any(is_file_backed(table) for table in featured.values()):
+        if self.device.is_cuda or any(backing_file(table) is not None for table in featured.values()):
             if name != "none" and self.cache_size:
                 ranking, info = compute(self.cache_size)
                 cached = split_budget(ranking, self.row_bytes, self.cache_size)

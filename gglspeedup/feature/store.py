@@ -13,7 +13,7 @@ import numpy as np
 from .._backing import backing_file
 from ..device import aligned_empty, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out
-from ._tiers import PINS, CUDATiers, HostCacheTier, HostTier, device_free_bytes, is_file_backed
+from ._tiers import PINS, CUDATiers, HostCacheTier, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
 
 __all__ = ["FeatureStore"]
@@ -98,8 +98,8 @@ class FeatureStore:
         self._staging = parse_size(staging)
         if self._staging < 1:
             raise ValueError(f"staging must be at least 1 byte, got {staging!r}")
-        backing = backing_file(x) if isinstance(x, np.ndarray) else None
         table = as_table(x)
+        backing = backing_file(table) or (backing_file(x) if isinstance(x, np.ndarray) else None)
         self.cache_size = parse_size(cache_size)
         num_rows, dim = table.shape
         self.dtype = table.dtype
@@ -111,10 +111,11 @@ class FeatureStore:
             self.device.check_available()
             cached_ids = self._cached_ids(table, compute_order, check_memory=True)
             self._tier = CUDATiers(table, cached_ids, self.device, pin=self._pin, staging_bytes=self._staging)
-        elif is_file_backed(table) and self.cache_size >= self.row_bytes and policy_name != "none":
-            self._tier = HostCacheTier(table, self._cached_ids(table, compute_order, check_memory=False))
+        elif backing is not None and self.cache_size >= self.row_bytes and policy_name != "none":
+            # a table on disk: a RAM cache of the policy's rows in front of the mapping
+            self._tier = HostCacheTier(table, self._cached_ids(table, compute_order, check_memory=False), backing)
         else:
-            self._tier = HostTier(table, backing_file(table) or backing)
+            self._tier = HostTier(table, backing)
         self.reset_stats()
 
     @classmethod
