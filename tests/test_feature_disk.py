@@ -59,6 +59,13 @@ def test_degree_policy_caches_the_best_connected_rows(table_file):
     assert store.cache_map[store.cached_ids].tolist() == list(range(60))
 
 
+def test_mapped_tables_are_advised_for_random_reads(table_file):
+    from gglspeedup._storage import advise_random
+
+    path, x = table_file()
+    assert advise_random(np.load(path, mmap_mode="r")) and not advise_random(x)
+
+
 def test_tables_in_memory_stay_one_tier_and_bad_files_are_named(tmp_path, table_file):
     _, x = table_file()
     assert isinstance(gg.FeatureStore(x, cache_size="1M", policy=np.arange(600))._tier, HostTier)
