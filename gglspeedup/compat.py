@@ -72,7 +72,7 @@ class HostArray(np.ndarray):
     'PyCapsule'
     """
 
-    def toDlpack(self):  # noqa: N802 - CuPy's name, called by the original scripts
+    def toDlpack(self):  # CuPy's name, called by the original scripts
         """A DLPack capsule of these elements (64-byte aligned and C-contiguous, as every framework
         accepts; copied only when this array is not)."""
         array = self.view(np.ndarray)

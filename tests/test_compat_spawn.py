@@ -83,7 +83,7 @@ def test_cpu_outputs_answer_to_dlpack_with_the_same_elements(seed_csr):
 
     x = np.random.default_rng(0).random((40, 5), dtype=np.float32)
     feature = CGPUFeature(seed_csr, "cpu", "0").from_cpu_tensor(x)
-    all_node, adjs = GPUSampler("cpu", seed_csr).sample(np.array([4, 9]))
+    all_node, _ = GPUSampler("cpu", seed_csr).sample(np.array([4, 9]))
     assert isinstance(all_node, HostArray) and isinstance(feature[all_node], HostArray)
     nodes = from_dlpack(all_node.toDlpack())
     rows = from_dlpack(feature[all_node].toDlpack())
