@@ -71,7 +71,7 @@ def test_torch_backend_gives_int64_tensors(edge_index):
 
 
 def test_minus_one_takes_every_in_neighbour(edge_index):
-    dst_node, n_id, (hop,) = next(iter(loader(edge_index, sample_lists=[-1], batch_size=60)))
+    _dst_node, n_id, (hop,) = next(iter(loader(edge_index, sample_lists=[-1], batch_size=60)))
     got = sorted(map(tuple, np.stack([n_id[hop.edge_index[0]], n_id[hop.edge_index[1]]]).T.tolist()))
     assert got == sorted(map(tuple, edge_index.T.tolist()))  # every edge into the 60 seeds, parallel ones too
 
@@ -241,7 +241,7 @@ def test_graph_loaders_name_the_missing_install():
     from gglspeedup.gammagl import LinkNeighborLoader, NodeNeighborLoader
 
     for kind in (NodeNeighborLoader, LinkNeighborLoader):
-        with pytest.raises(ImportError, match="scripts/peer_env_gammagl.sh"):
+        with pytest.raises(ImportError, match=r"scripts/peer_env_gammagl\.sh"):
             kind(object(), [2, 2])
 
 
