@@ -3,9 +3,9 @@
 The seed API end to end: ``MultiGPUSampler(1, csr)`` and ``Multi_CGPUFeature(1, [0, 1], ".1G",
 csr)`` built in the parent from a scipy CSR matrix, handed to the spawned ranks; each rank calls
 ``set_size([25, 10])``, ``ml_sp.sample(seed, rank)``, ``feat[dst_node]``, ``adj.cp2torch()`` and
-``from_dlpack(x.toDlpack())``, then trains a GraphSAGE replica on its share of Cora's training
-nodes. (The README used Paddle's ``dist.spawn(..., gpus='0,1')`` and names it never defined; here
-every rank gets what it uses.)
+``from_dlpack(x.toDlpack())``, then trains its GraphSAGE replica (``DistributedDataParallel``, the
+README's ``paddle.DataParallel``) on its share of Cora's training nodes. (The README used Paddle's
+``dist.spawn(..., gpus='0,1')`` and names it never defined; here every rank gets what it uses.)
 
 On a machine without GPUs change only the two device arguments, as GammaGL's examples select the
 CPU with ``-1``: ``MultiGPUSampler(-1, csr)`` and ``Multi_CGPUFeature(1, [-1, -1], ".1G", csr)``
@@ -17,6 +17,7 @@ CPU with ``-1``: ``MultiGPUSampler(-1, csr)`` and ``Multi_CGPUFeature(1, [-1, -1
 import argparse
 import json
 import os
+import socket
 import time
 
 import numpy as np
@@ -30,11 +31,12 @@ from gglspeedup.compat import Multi_CGPUFeature, MultiGPUSampler
 from gglspeedup.examples.torch_models import SAGE
 
 
-def train(rank, ml_sp, feat, x, y, train_idx, test_idx, args):
-    torch.manual_seed(args.seed)
+def train(rank, ml_sp, feat, x, y, train_idx, test_idx, port, args):
+    torch.manual_seed(args.seed)  # the same initial weights on every rank
     ml_sp.set_size([25, 10])
     model, optimizer, device = None, None, None
-    mine = train_idx[rank :: args.nprocs]
+    per_rank = len(train_idx) // args.nprocs  # equal step counts, or the gradient all-reduce would wait forever
+    mine = train_idx[rank * per_rank : (rank + 1) * per_rank]
     rows_match, losses = True, []
     start = time.perf_counter()
     for epoch in range(args.epochs):
@@ -48,21 +50,20 @@ def train(rank, ml_sp, feat, x, y, train_idx, test_idx, args):
             cur_feat = from_dlpack(cur_feat.toDlpack())
             if model is None:  # the rank's device: where the sampler and the feature put the batch
                 device = cur_feat.device
-                model = SAGE(cur_feat.shape[1], 64, int(y.max()) + 1).to(device)
-                optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+                model, optimizer = data_parallel_model(rank, device, cur_feat.shape[1], int(y.max()) + 1, port, args)
             rows_match &= bool(np.array_equal(cur_feat.cpu().numpy(), x[all_node.cpu().numpy()]))
             model.train()
             label = torch.from_numpy(y[seed]).to(device)
             loss = torch.nn.functional.cross_entropy(model(cur_feat, adjs), label)
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward()  # the ranks' gradients are averaged here
             optimizer.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
     model.eval()
     with torch.no_grad():
         dst_node, adjs = ml_sp.sample(test_idx, rank)
         cur_feat = from_dlpack(feat[dst_node].toDlpack())
-        predicted = model(cur_feat, [adj.cp2torch() for adj in adjs]).argmax(1).cpu().numpy()
+        predicted = model.module(cur_feat, [adj.cp2torch() for adj in adjs]).argmax(1).cpu().numpy()
     result = {
         "rank": rank,
         "device": str(device),
@@ -77,6 +78,26 @@ def train(rank, ml_sp, feat, x, y, train_idx, test_idx, args):
     if args.out:
         with open(os.path.join(args.out, f"rank{rank}.json"), "w") as handle:
             json.dump(result, handle)
+    torch.distributed.destroy_process_group()
+
+
+def data_parallel_model(rank, device, in_channels, out_channels, port, args):
+    """GraphSAGE replicated with DistributedDataParallel (the README's paddle.DataParallel): NCCL
+    between GPUs, gloo between CPU processes."""
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    init = f"tcp://127.0.0.1:{port}"
+    torch.distributed.init_process_group(backend, init_method=init, rank=rank, world_size=args.nprocs)
+    model = SAGE(in_channels, 64, out_channels).to(device)
+    model = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None
+    )
+    return model, torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def main():
@@ -98,7 +119,8 @@ def main():
     multi_feat.from_cpu_tensor(x)
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # the ranks share the machine's cores
-    mp.spawn(train, args=(ml_sp, multi_feat, x, y, split["train"], split["test"], args), nprocs=args.nprocs)
+    spawn_args = (ml_sp, multi_feat, x, y, split["train"], split["test"], free_port(), args)
+    mp.spawn(train, args=spawn_args, nprocs=args.nprocs)
 
 
 if __name__ == "__main__":

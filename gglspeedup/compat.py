@@ -235,7 +235,8 @@ class Multi_CGPUFeature:
     ``from_cpu_tensor(x)`` builds a :class:`~gglspeedup.MultiDeviceFeature` (the table goes to shared
     memory once; each process builds its device's cache lazily). ``feature[ids]`` serves the rank
     whose device holds ``ids`` (as the original did), else the process's rank
-    (``set_rank``, ``LOCAL_RANK``, ``torch.distributed``, Paddle's variables), else ``rank``.
+    (``set_rank``, ``LOCAL_RANK``, ``torch.distributed``, Paddle's variables), else ``rank``. With
+    CPU devices only (``[-1, -1]``) every process reads the one shared host table, whatever its rank.
     """
 
     def __init__(self, rank, device_list, cache_size="0.1G", csr=None):
@@ -261,10 +262,13 @@ class Multi_CGPUFeature:
 
     def __getitem__(self, ids):
         feature = self._built()
-        try:
-            rank = feature.current_rank(ids)
-        except RuntimeError:
-            rank = self.rank
+        if not any(device.is_cuda for device in feature.devices):
+            rank = 0  # CPU ranks all read the one shared host table: any spawn size, the same rows
+        else:
+            try:
+                rank = feature.current_rank(ids)
+            except RuntimeError:
+                rank = self.rank
         return _with_to_dlpack(feature.rank(rank)[ids])
 
     @property

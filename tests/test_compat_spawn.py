@@ -42,7 +42,8 @@ def test_seed_spawn_script_runs_on_cpu_ranks_with_only_the_devices_changed(tmp_p
     script.write_text(text)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    command = [sys.executable, str(script), "--epochs", "2", "--nprocs", "3", "--out", str(tmp_path)]
+    command = [sys.executable, str(script), "--epochs", "8", "--batch-size", "16", "--nprocs", "3"]
+    command += ["--out", str(tmp_path)]  # 3 ranks for 2 listed feature devices: CPU ranks are not counted
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     results = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(3)]
@@ -50,7 +51,9 @@ def test_seed_spawn_script_runs_on_cpu_ranks_with_only_the_devices_changed(tmp_p
         assert result["device"] == "cpu"
         assert result["rows_match"]  # feat[dst_node] through toDlpack() equals x[all_node]
         assert result["last_loss"] < result["first_loss"]
-        assert result["test_accuracy"] > 0.5  # 7 classes: chance is about 0.14-0.3
+        assert result["test_accuracy"] > 0.6  # 7 classes; the largest holds 32% of the test nodes
+    accuracies = [result["test_accuracy"] for result in results]
+    assert max(accuracies) - min(accuracies) < 0.05  # one model (gradients averaged), ranks' own samples
     assert torch is not None
 
 
