@@ -250,3 +250,23 @@ def test_tensorlayerx_problem_says_it_is_missing():
     from gglspeedup.gammagl import tensorlayerx_problem
 
     assert tensorlayerx_problem().startswith("TensorLayerX does not import")
+
+
+# ---------------------------------------------------------------------------------- bench gammagl
+@pytest.mark.skipif(HAS_GAMMAGL, reason="GammaGL is installed: the bench runs")
+def test_bench_gammagl_names_the_environment_it_needs():
+    from gglspeedup.bench import main
+
+    with pytest.raises(SystemExit, match=r"needs GammaGL and TensorLayerX .*peer_env_gammagl\.sh"):
+        main(["gammagl", "--graph", "powerlaw:1000:4"])
+
+
+def test_bench_gammagl_rounds_are_interleaved_and_paired():
+    from gglspeedup.bench.gammagl import _interleaved
+
+    calls = []
+    contenders = {name: (lambda name=name: calls.append(name) or 100) for name in ("gammagl", "ours", "model only")}
+    out = _interleaved(contenders, repeats=3)
+    assert calls == ["gammagl", "ours", "model only"] * 4  # one untimed warm-up round, then 3 timed
+    assert out["gammagl"]["speedup_vs_gammagl"] == 1.0 and out["model only"]["x_model_only"] == 1.0
+    assert all(len(row["round_s"]) == 3 and row["edges_per_s"] > 0 for row in out.values())
