@@ -270,3 +270,22 @@ def test_bench_gammagl_rounds_are_interleaved_and_paired():
     assert calls == ["gammagl", "ours", "model only"] * 4  # one untimed warm-up round, then 3 timed
     assert out["gammagl"]["speedup_vs_gammagl"] == 1.0 and out["model only"]["x_model_only"] == 1.0
     assert all(len(row["round_s"]) == 3 and row["edges_per_s"] > 0 for row in out.values())
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_prefetch_thread_runs_numba_with_prefetch_threads(edge_index, threads):
+    import numba
+
+    seen = []
+
+    def transform(*batch):  # runs where the batch is made: on the producer thread when prefetching
+        seen.append(numba.get_num_threads())
+        return batch
+
+    batches = loader(
+        edge_index, sample_lists=[2], batch_size=30, prefetch=2, prefetch_threads=threads, transform=transform
+    )
+    assert len(list(batches)) == 2
+    assert seen == [threads or numba.config.NUMBA_NUM_THREADS] * 2
+    with pytest.raises(ValueError, match="prefetch_threads must be >= 1"):
+        loader(edge_index, sample_lists=[2], prefetch_threads=0)

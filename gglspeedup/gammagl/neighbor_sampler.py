@@ -22,7 +22,7 @@ import numpy as np
 from ..graph import CSRGraph
 from ..loader._base import BaseLoader
 from ..protocols import FeatureSource
-from ..validation import check_bool, check_fanouts
+from ..validation import check_bool, check_fanouts, check_int
 from ._common import gammagl_device, host_array, loader_options, node_ids
 
 __all__ = ["NeighborSampler", "EdgeIndex"]
@@ -85,6 +85,9 @@ class NeighborSampler(BaseLoader):
     prefetch : int
         gglspeedup only: batches prepared ahead on a background thread (0: none, GammaGL's
         behaviour), so sampling (and the ``x`` gather) overlaps the model's step.
+    prefetch_threads : int or None
+        gglspeedup only: Numba threads of that background thread (default 1: the model's step keeps
+        the cores; sampling a batch takes a small fraction of a step). ``None``: Numba's default.
     seed : int
         gglspeedup only: keys the sampler and the shuffle (epoch ``e``'s order is keyed by
         ``(seed, e)``, batch ``i`` samples with key ``e * len(loader) + i``): runs replay exactly.
@@ -109,6 +112,7 @@ class NeighborSampler(BaseLoader):
         *,
         x=None,
         prefetch: int = 0,
+        prefetch_threads: int | None = 1,
         seed: int = 0,
         device="cpu",
         backend: str | None = "tlx",
@@ -139,6 +143,9 @@ class NeighborSampler(BaseLoader):
             if len(features) < self.num_nodes:
                 raise ValueError(f"x must have a row for each of the {self.num_nodes} nodes, got {len(features)}")
         self._num_items = len(self._seeds)
+        if prefetch_threads is not None:
+            prefetch_threads = check_int("prefetch_threads", prefetch_threads, minimum=1)
+        self.producer_threads = prefetch_threads
         # Without x there is no feature source to check or pool: the typed path of _setup skips both.
         self._setup(
             sampler,
