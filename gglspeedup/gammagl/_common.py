@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import as_device, to_numpy
+from ..device import to_numpy
 from ..validation import check_ids_in_range, int_array
 
 __all__ = ["loader_options", "host_array", "node_ids", "gammagl_device"]
@@ -80,7 +80,8 @@ def node_ids(name: str, value: Any, num_nodes: int) -> np.ndarray:
 
 
 def gammagl_device(device):
-    """A :class:`~gglspeedup.Device`, reading GammaGL's ``-1`` as the CPU."""
-    if isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device == -1:
-        return as_device("cpu")
-    return as_device(device)
+    """A :class:`~gglspeedup.Device`, reading GammaGL's ``-1`` as the CPU (the original names' rule,
+    :func:`gglspeedup.compat.as_compat_device`: a CUDA device this machine lacks raises now)."""
+    from ..compat import as_compat_device
+
+    return as_compat_device(device)
