@@ -52,6 +52,7 @@ _LAZY_MODULES = (
     "distributed",
     "examples",
     "feature",
+    "gammagl",
     "loader",
     "multigpu",
     "protocols",
