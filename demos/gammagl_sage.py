@@ -6,7 +6,11 @@ Python ints (what ``adj.cp2torch()`` / ``cp2tf()`` / ``cp2paddle()`` return).
 
     TL_BACKEND=torch python demos/gammagl_sage.py --dataset cora --epochs 20
 
-Needs ``gammagl`` and ``tensorlayerx`` (exits with a message when they do not import).
+Needs ``gammagl`` and ``tensorlayerx`` (``bash scripts/peer_env_gammagl.sh`` builds an environment
+with both). Exits with one line when they do not import, or when TensorLayerX cannot train on the
+installed torch (PyPI's TensorLayerX 0.5.8 on torch 2: the line names the two call sites to fix).
+For GammaGL's own loop and ``NeighborSampler`` call with gglspeedup's drop-in, see
+``demos/gammagl_graphsage_loop.py``.
 """
 
 import os
@@ -31,11 +35,16 @@ def main(argv=None) -> dict:
         import tensorlayerx as tlx
         from gammagl.models import GraphSAGE_Sample_Model
         from tensorlayerx.model import TrainOneStep, WithLoss
-    except Exception as error:  # ImportError, or the broken installs ENVIRONMENT.md describes
+    except ImportError as error:
         sys.exit(
-            f"gammagl_sage.py needs GammaGL and TensorLayerX (pip install gammagl tensorlayerx), which do "
-            f"not import here: {type(error).__name__}: {error}"
+            f"gammagl_sage.py needs GammaGL and TensorLayerX, which do not import here ({type(error).__name__}: "
+            f"{error}); bash scripts/peer_env_gammagl.sh builds an environment with both"
         )
+    from gglspeedup.gammagl import tensorlayerx_problem
+
+    problem = tensorlayerx_problem()  # TensorLayerX 0.5.8 on torch 2 fails at the model and the optimizer
+    if problem:
+        sys.exit(problem)
 
     setup = examples.setup_training(args, "tlx")  # tensors of TL_BACKEND's framework, zero-copy
     net = GraphSAGE_Sample_Model(

@@ -58,6 +58,7 @@ _LAZY_MODULES = (
     "distributed",
     "examples",
     "feature",
+    "gammagl",
     "loader",
     "multigpu",
     "protocols",

@@ -17,19 +17,80 @@ Differences from the original, all deliberate: a scipy matrix keeps the original
 sampling is seeded (``seed=0`` unless given) instead of drawing a fresh random state; sizes default
 to ``[25, 10]`` (every example in that README), so ``sample`` works before ``set_size``; calling
 ``set_size`` again (the multi-GPU example does, every epoch) keeps advancing the batch key
-(:meth:`NeighborSampler.with_fanouts`), so epochs still differ; an int device means a CUDA device,
-and ``"cpu"`` runs the same code on the CPU.
+(:meth:`NeighborSampler.with_fanouts`), so epochs still differ.
+
+Devices: an int ``>= 0`` means a CUDA device, ``-1`` (GammaGL's convention) or ``"cpu"`` the CPU,
+which runs the same code. A CUDA device this machine cannot use raises
+:class:`~gglspeedup.DeviceUnavailableError` (a ``RuntimeError``) in the constructor, for every name
+here. A script written for GPUs runs on the CPU with only its device arguments changed
+(``MultiGPUSampler(-1, csr)``, ``Multi_CGPUFeature(rank, [-1, -1], "0.1G", csr)``): CPU outputs
+(``all_node``, feature rows) are NumPy arrays that also answer CuPy's ``toDlpack()``, so the
+original ``from_dlpack(x.toDlpack())`` lines keep working, and a CPU ``MultiGPUSampler`` serves as
+many ranks as the spawn starts.
 """
 
 from __future__ import annotations
 
-from .device import as_device, parse_size
+import numpy as np
+
+from .device import aligned_empty, as_device, parse_size
 from .graph import as_csr_graph
 from .validation import check_int
 
-__all__ = ["GPUSampler", "CGPUFeature", "MultiGPUSampler", "Multi_CGPUFeature", "DEFAULT_SIZES"]
+__all__ = [
+    "GPUSampler",
+    "CGPUFeature",
+    "MultiGPUSampler",
+    "Multi_CGPUFeature",
+    "DEFAULT_SIZES",
+    "HostArray",
+    "as_compat_device",
+]
 
 DEFAULT_SIZES = (25, 10)
+
+
+def as_compat_device(device):
+    """``device`` as a :class:`~gglspeedup.Device`: ``-1`` is the CPU (GammaGL's convention), an
+    int ``>= 0`` a CUDA device; a CUDA device this process cannot use raises
+    :class:`~gglspeedup.DeviceUnavailableError` now.
+
+    >>> as_compat_device(-1), as_compat_device("cpu")
+    (Device(type='cpu', index=0), Device(type='cpu', index=0))
+    """
+    if isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device == -1:
+        return as_device("cpu")
+    return as_device(device).check_available()
+
+
+class HostArray(np.ndarray):
+    """A NumPy array that also has CuPy's ``toDlpack()``: the seed scripts' ``x.toDlpack()`` on CPU outputs.
+
+    >>> import numpy as np
+    >>> capsule = np.arange(3).view(HostArray).toDlpack()
+    >>> type(capsule).__name__
+    'PyCapsule'
+    """
+
+    def toDlpack(self):  # CuPy's name, called by the original scripts
+        """A DLPack capsule of these elements (64-byte aligned and C-contiguous, as every framework
+        accepts; copied only when this array is not)."""
+        array = self.view(np.ndarray)
+        if not array.flags.c_contiguous or array.ctypes.data % 64:
+            copy = aligned_empty(array.shape, array.dtype)
+            copy[...] = array
+            array = copy
+        return array.__dlpack__()
+
+
+def _with_to_dlpack(array):
+    """``array`` with a ``toDlpack()`` method: host arrays viewed as :class:`HostArray`, CuPy as is."""
+    return array.view(HostArray) if type(array) is np.ndarray else array
+
+
+def _with_to_dlpack_ids(out):
+    """A sampler output whose ``n_id`` (the seed API's ``all_node``) answers ``toDlpack()``."""
+    return out._replace(n_id=_with_to_dlpack(out.n_id))
 
 
 class GPUSampler:
@@ -38,7 +99,7 @@ class GPUSampler:
     Parameters
     ----------
     device : int, str or device object
-        ``0`` / ``"cuda:0"`` for a GPU, ``"cpu"`` for the CPU path.
+        ``0`` / ``"cuda:0"`` for a GPU, ``-1`` / ``"cpu"`` for the CPU path.
     csr : scipy sparse matrix or CSRGraph
     seed : int
         Seeds the sampler (the original drew a fresh random state per batch).
@@ -48,7 +109,7 @@ class GPUSampler:
         from .sampling import NeighborSampler
 
         self.csr = csr
-        self.device = as_device(device)
+        self.device = as_compat_device(device)
         self._sampler = NeighborSampler(
             as_csr_graph(csr), list(DEFAULT_SIZES), seed=seed, device=self.device, **sampler_options
         )
@@ -66,7 +127,7 @@ class GPUSampler:
 
     def sample(self, seeds):
         """``(all_node, adjs)``: all touched nodes (seeds first) and one ``Adj`` per hop, outermost first."""
-        return self._sampler.sample(seeds)
+        return _with_to_dlpack_ids(self._sampler.sample(seeds))
 
 
 class CGPUFeature:
@@ -79,7 +140,7 @@ class CGPUFeature:
 
     def __init__(self, csr, device, cache_size="0.1G"):
         self.csr = csr
-        self.device = as_device(device)
+        self.device = as_compat_device(device)
         parse_size(cache_size)  # a bad budget fails here, not at from_cpu_tensor
         self.cache_size = cache_size
         self.store = None
@@ -97,7 +158,7 @@ class CGPUFeature:
         return self.store
 
     def __getitem__(self, ids):
-        return self._built()[ids]
+        return _with_to_dlpack(self._built()[ids])
 
     @property
     def shape(self) -> tuple:
@@ -108,7 +169,9 @@ class CGPUFeature:
 
 
 def _visible_devices(device, num_ranks):
-    device = as_device(device)
+    """One device per rank: ``cuda:0 ..`` for every visible GPU (or ``num_ranks`` of them), or
+    ``num_ranks`` CPU ranks (one without it: a CPU sampler adds ranks as they are asked for)."""
+    device = as_compat_device(device)
     if num_ranks is not None:
         count = check_int("num_ranks", num_ranks, minimum=1)
     elif device.is_cuda and not device.simulated:
@@ -117,23 +180,35 @@ def _visible_devices(device, num_ranks):
         count = cupy.cuda.runtime.getDeviceCount()
     else:
         count = 1
-    kind = "cuda" if device.is_cuda else "cpu"
-    return [f"cuda:{i}" if kind == "cuda" else "cpu" for i in range(count)]
+    if not device.is_cuda:
+        return ["cpu"] * count
+    devices = [as_device(f"cuda:{i}") for i in range(count)]
+    if not device.simulated:
+        for rank, each in enumerate(devices):
+            try:
+                each.check_available()
+            except RuntimeError as error:
+                raise type(error)(f"num_ranks={count} needs a CUDA device per rank; rank {rank}: {error}") from None
+    return devices
 
 
 class MultiGPUSampler:
     """``MultiGPUSampler(device, csr)``: one sampler per rank, picklable for ``spawn``.
 
-    Rank ``r`` samples on ``cuda:r`` (as the original did) or, for ``device="cpu"``, on the CPU.
-    Built on a :class:`~gglspeedup.MultiDeviceSampler` over every visible GPU (or ``num_ranks``
-    devices); the graph is shared, not copied, with spawned processes.
+    Rank ``r`` samples on ``cuda:r`` (as the original did) or, for ``device="cpu"`` / ``-1``, on
+    the CPU. Built on a :class:`~gglspeedup.MultiDeviceSampler` over every visible GPU (or
+    ``num_ranks`` devices); the graph is shared, not copied, with spawned processes. A CPU sampler
+    built without ``num_ranks`` serves any rank ``>= 0`` (each rank its own seed stream, as
+    :func:`~gglspeedup.multigpu.rank_seed` gives), so a spawn of any size works unchanged; with
+    ``num_ranks`` a rank beyond it raises ``IndexError``.
     """
 
     def __init__(self, device, csr, *, seed: int = 0, num_ranks=None, **sampler_options):
         from .multigpu import MultiDeviceSampler
 
         self.csr = None  # the graph travels in shared memory inside the multi-device sampler
-        self.device = as_device(device)
+        self.device = as_compat_device(device)
+        self._open_cpu_ranks = not self.device.is_cuda and num_ranks is None
         self._multi = MultiDeviceSampler(
             as_csr_graph(csr), _visible_devices(device, num_ranks), list(DEFAULT_SIZES), seed=seed, **sampler_options
         )
@@ -147,7 +222,11 @@ class MultiGPUSampler:
 
     def sample(self, seeds, rank: int):
         """``(all_node, adjs)`` for ``seeds`` on rank ``rank``'s device."""
-        return self._multi.sample(seeds, rank)
+        rank = check_int("rank", rank, minimum=0)
+        if self._open_cpu_ranks and rank >= self._multi.num_devices:
+            # Another CPU rank: the shared graph serves it as is (its sampler is built on first use).
+            self._multi.devices = self._multi.devices + [as_device("cpu")] * (rank + 1 - self._multi.num_devices)
+        return _with_to_dlpack_ids(self._multi.sample(seeds, rank))
 
 
 class Multi_CGPUFeature:
@@ -156,7 +235,8 @@ class Multi_CGPUFeature:
     ``from_cpu_tensor(x)`` builds a :class:`~gglspeedup.MultiDeviceFeature` (the table goes to shared
     memory once; each process builds its device's cache lazily). ``feature[ids]`` serves the rank
     whose device holds ``ids`` (as the original did), else the process's rank
-    (``set_rank``, ``LOCAL_RANK``, ``torch.distributed``, Paddle's variables), else ``rank``.
+    (``set_rank``, ``LOCAL_RANK``, ``torch.distributed``, Paddle's variables), else ``rank``. With
+    CPU devices only (``[-1, -1]``) every process reads the one shared host table, whatever its rank.
     """
 
     def __init__(self, rank, device_list, cache_size="0.1G", csr=None):
@@ -165,7 +245,7 @@ class Multi_CGPUFeature:
             raise TypeError(
                 f"device_list must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu']), got {device_list!r}"
             )
-        self.device_list = list(device_list)
+        self.device_list = [as_compat_device(device) for device in device_list]
         if not self.device_list:
             raise ValueError("device_list must name at least one device, got an empty list")
         parse_size(cache_size)  # a bad budget fails here, not at from_cpu_tensor
@@ -188,11 +268,14 @@ class Multi_CGPUFeature:
 
     def __getitem__(self, ids):
         feature = self._built()
-        try:
-            rank = feature.current_rank(ids)
-        except RuntimeError:
-            rank = self.rank
-        return feature.rank(rank)[ids]
+        if not any(device.is_cuda for device in feature.devices):
+            rank = 0  # CPU ranks all read the one shared host table: any spawn size, the same rows
+        else:
+            try:
+                rank = feature.current_rank(ids)
+            except RuntimeError:
+                rank = self.rank
+        return _with_to_dlpack(feature.rank(rank)[ids])
 
     @property
     def shape(self) -> tuple:

@@ -25,6 +25,7 @@ COMMANDS = {
     "pyg": "PyG's loaders batches/s: PyG's own sampler vs gglspeedup.pyg's, and the record conversion cost",
     "build": "CSR construction in memory: from_edge_index (parallel counting sort) vs the previous stable argsort",
     "scale": "the papers-like graph out of core: build time and memory, bytes per edge, sampling and disk gathers",
+    "gammagl": "GammaGL's GraphSAGE loop: its NeighborSampler vs gglspeedup.gammagl's, sampling to whole epochs",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
 }
 

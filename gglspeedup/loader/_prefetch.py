@@ -47,6 +47,11 @@ def _produce(loader, epoch: int, slices: list, items: queue.Queue, stop: threadi
     """The producer thread's body. It holds no reference to the iterator, so an iterator the
     caller abandons is garbage-collected, and its ``__del__`` stops this thread."""
     try:
+        threads = getattr(loader, "producer_threads", None)
+        if threads:  # Numba's thread count is per calling thread: this one only, not the trainer's
+            import numba
+
+            numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
         device, stream = _device_and_stream(loader.sampler)
         with device, stream as current:  # every launch and CuPy call of this thread: one stream
             for index, batch_seeds in enumerate(slices):
@@ -67,7 +72,9 @@ class PrefetchIterator:
 
     ``loader`` is a loader of this package: ``loader._make_batch(epoch, index, seeds)`` prepares a
     batch, ``loader.prefetch`` bounds the queue, ``loader.sampler.device`` picks the CUDA stream,
-    ``loader._count(wait_s=...)`` records the caller's waits. ``slices`` are the epoch's seed batches.
+    ``loader._count(wait_s=...)`` records the caller's waits, and an optional
+    ``loader.producer_threads`` caps the Numba threads of the producer thread (the trainer's own
+    threads are left alone). ``slices`` are the epoch's seed batches.
     """
 
     def __init__(self, loader, epoch: int, slices: list):

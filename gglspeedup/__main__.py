@@ -1,0 +1,24 @@
+"""``python -m gglspeedup <command>``: ``warmup`` (compile the CPU kernels ahead of training).
+
+The demo and the benchmarks have commands of their own: ``python -m gglspeedup.demo``,
+``python -m gglspeedup.bench``.
+"""
+
+import sys
+
+COMMANDS = {"warmup": "compile the CPU kernels once, so the first epoch does not (see gglspeedup.warmup)"}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] not in COMMANDS:
+        listing = "\n".join(f"  {name:8s} {text}" for name, text in COMMANDS.items())
+        print(f"usage: python -m gglspeedup <command> [options]\n\ncommands:\n{listing}", file=sys.stderr)
+        return 2
+    from . import warmup
+
+    return warmup.main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

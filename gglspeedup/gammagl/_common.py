@@ -1,0 +1,87 @@
+"""What the GammaGL drop-ins share: GammaGL's DataLoader options, input conversion, devices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..device import to_numpy
+from ..validation import check_ids_in_range, int_array
+
+__all__ = ["loader_options", "host_array", "node_ids", "gammagl_device"]
+
+# tensorlayerx.dataflow.DataLoader's options that change what a loader yields, and the value that
+# leaves them off. GammaGL's loaders pass **kwargs straight to it.
+_UNSUPPORTED = {
+    "num_workers": 0,
+    "sampler": None,
+    "batch_sampler": None,
+    "collate_fn": None,
+    "worker_init_fn": None,
+    "persistent_workers": False,
+}
+# DataLoader options that only matter with worker processes: accepted, as GammaGL accepts them.
+_WORKER_ONLY = {"time_out": 0, "prefetch_factor": 2}
+
+
+def loader_options(owner: str, kwargs: dict) -> dict:
+    """``batch_size``, ``shuffle``, ``drop_last`` from GammaGL's DataLoader ``kwargs``.
+
+    Options GammaGL's DataLoader has and the drop-ins do not raise ``NotImplementedError`` naming
+    the option (``num_workers > 0``: sampling already runs on parallel threads, and ``prefetch=``
+    overlaps it with training); unknown options raise ``TypeError`` as the DataLoader would.
+    """
+    kwargs = dict(kwargs)
+    options = {
+        "batch_size": kwargs.pop("batch_size", 1),
+        "shuffle": kwargs.pop("shuffle", False),
+        "drop_last": kwargs.pop("drop_last", False),
+    }
+    for name, off in _UNSUPPORTED.items():
+        if name in kwargs:
+            value = kwargs.pop(name)
+            if value is not off and value != off:
+                hint = " (sampling runs on parallel threads already; prefetch=2 overlaps it with training)"
+                raise NotImplementedError(
+                    f"{owner}: the DataLoader option {name}={value!r} is not supported by gglspeedup's "
+                    f"drop-in{hint if name == 'num_workers' else ''}"
+                )
+    for name in _WORKER_ONLY:
+        kwargs.pop(name, None)
+    if kwargs:
+        raise TypeError(f"{owner} got unexpected keyword argument(s) {sorted(kwargs)}")
+    return options
+
+
+def host_array(value: Any) -> np.ndarray:
+    """A host NumPy array of ``value`` (a tensor of any framework, an array, a list or a range)."""
+    if isinstance(value, range):
+        return np.arange(value.start, value.stop, value.step, dtype=np.int64)
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    return to_numpy(value)
+
+
+def node_ids(name: str, value: Any, num_nodes: int) -> np.ndarray:
+    """Seed node ids from GammaGL's ``node_idx`` / ``input_nodes``: ``None`` (every node), a bool
+    mask of ``num_nodes`` entries, or integer ids (any shape, flattened as GammaGL flattens them)."""
+    if value is None:
+        return np.arange(num_nodes, dtype=np.int64)
+    array = host_array(value)
+    if array.dtype == np.bool_:
+        if array.ndim != 1 or array.shape[0] != num_nodes:
+            raise ValueError(
+                f"{name} as a bool mask must have shape ({num_nodes},) (one entry per node), got {array.shape}"
+            )
+        return np.flatnonzero(array).astype(np.int64)
+    ids = int_array(name, np.ascontiguousarray(array).reshape(-1), expected="must be a bool mask or integer node ids")
+    return check_ids_in_range(name, ids, num_nodes, what="num_nodes")
+
+
+def gammagl_device(device):
+    """A :class:`~gglspeedup.Device`, reading GammaGL's ``-1`` as the CPU (the original names' rule,
+    :func:`gglspeedup.compat.as_compat_device`: a CUDA device this machine lacks raises now)."""
+    from ..compat import as_compat_device
+
+    return as_compat_device(device)

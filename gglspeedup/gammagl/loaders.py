@@ -1,0 +1,262 @@
+"""NodeNeighborLoader / LinkNeighborLoader: GammaGL's loaders over ``gammagl.data.Graph`` /
+``HeteroGraph``, with gglspeedup sampling and GammaGL's own batch builder.
+
+Each batch is built exactly as GammaGL builds it: the sampled ``(node, row, col, edge)``
+(:mod:`._flat`) go to GammaGL's ``filter_graph`` / ``filter_hetero_graph``, which copy the graph
+and slice every node attribute by ``node`` and every edge attribute by ``edge``; node batches then
+carry ``batch_size`` (on the input node type for a ``HeteroGraph``), link batches
+``edge_label_index`` (local positions) and ``edge_label``. Building one imports GammaGL.
+
+Differences from GammaGL's, deliberate: hop ``h + 1`` samples every node sampled so far (seeds
+included), gglspeedup's rule, where GammaGL expands only the nodes new at hop ``h``, so a node's
+edges can come from more than one hop; ``directed=False`` (a ``Graph``) really adds every edge
+between sampled nodes (GammaGL 0.5.0 ignores it); link negatives are independent uniform pairs
+(GammaGL's repeat one random pair ``int(B * neg_sampling_ratio)`` times); shuffling and draws are
+keyed by ``seed`` (runs replay exactly).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .. import backends
+from ..graph import CSRGraph
+from ..loader._base import BaseLoader
+from ._common import gammagl_device, host_array, loader_options
+from ._flat import flat_hetero_sample, flat_sample, induced_edges, link_queries
+from ._tlx import require_gammagl
+
+__all__ = ["NodeNeighborLoader", "LinkNeighborLoader"]
+
+
+class _GraphLoader(BaseLoader):
+    """What both loaders share: GammaGL's graph, our sampler over it, TensorLayerX conversion."""
+
+    _COUNTERS = ("seeds",)
+
+    def _build(self, owner, graph, num_neighbors, replace, directed, neighbor_sampler, kwargs, prefetch, seed, device):
+        from ..heterograph import HeteroGraph as OurHeteroGraph
+        from ..sampling import HeteroNeighborSampler
+        from ..sampling import NeighborSampler as Sampler
+
+        require_gammagl(owner)
+        from gammagl.data import Graph, HeteroGraph
+
+        if neighbor_sampler is not None:
+            raise NotImplementedError(f"{owner}: a custom neighbor_sampler is not supported (gglspeedup samples)")
+        options = loader_options(owner, kwargs)
+        self.graph, self.directed = graph, bool(directed)
+        device = gammagl_device(device)
+        if isinstance(graph, HeteroGraph):
+            self.node_types, self.edge_types = graph.metadata()
+            if not self.directed:
+                raise NotImplementedError(f"{owner}: directed=False on a HeteroGraph is not supported")
+            relations = {et: _edge_index(graph[et]) for et in self.edge_types}
+            counts = {t: int(graph[t].num_nodes) for t in self.node_types}
+            self._ours = OurHeteroGraph(relations, counts)
+            sampler = HeteroNeighborSampler(self._ours, num_neighbors, replace=replace, seed=seed, device=device)
+        elif isinstance(graph, Graph):
+            self._ours = CSRGraph.from_edge_index(_edge_index(graph), num_nodes=int(graph.num_nodes))
+            sampler = Sampler(self._ours, num_neighbors, replace=replace, seed=seed, device=device)
+        else:
+            raise TypeError(f"{owner} needs a gammagl.data.Graph or HeteroGraph, got {type(graph).__name__}")
+        self.is_hetero = isinstance(graph, HeteroGraph)
+        self._setup(
+            sampler,
+            None,
+            options["batch_size"],
+            options["shuffle"],
+            options["drop_last"],
+            prefetch,
+            None,  # converted here: GammaGL's batch builder wants TensorLayerX tensors
+            seed,
+            reuse_buffers=False,
+            typed=True,  # no feature source: GammaGL's builder slices the graph's attributes
+        )
+
+    def _subgraph(self, out) -> tuple:
+        """``(node, row, col, edge)`` as TensorLayerX tensors (dicts for a HeteroGraph)."""
+        if self.is_hetero:
+            arrays = flat_hetero_sample(out, self.node_types, self.edge_types)
+        else:
+            arrays = flat_sample(out)
+            if not self.directed:
+                arrays = (arrays[0], *induced_edges(self._ours, arrays[0]))
+        return backends.to("tlx", arrays)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class NodeNeighborLoader(_GraphLoader):
+    """``gammagl.loader.NodeNeighborLoader`` with gglspeedup sampling.
+
+    Parameters
+    ----------
+    graph : gammagl.data.Graph or HeteroGraph
+    num_neighbors : list of int, or dict edge type -> list
+        Neighbours per hop, seed hop first (``-1``: all); a list applies to every edge type.
+    input_nodes_type : tensor, str or (str, tensor), optional
+        GammaGL's seeds: ``None`` (every node), a bool mask or ids; for a ``HeteroGraph`` the node
+        type or ``(node type, mask or ids)``.
+    replace : bool
+        Sample with replacement.
+    directed : bool
+        ``False`` adds every edge between sampled nodes (``Graph`` only).
+    is_sorted : bool
+        Accepted (GammaGL's hint that ``edge_index`` is sorted; nothing to sort here).
+    neighbor_sampler : None
+        A custom sampler raises ``NotImplementedError``.
+    batch_size, shuffle, drop_last
+        TensorLayerX ``DataLoader`` options, as GammaGL's.
+    prefetch, seed, device
+        gglspeedup only: batches built ahead on a background thread; the key of shuffles and
+        draws; where sampling runs (``-1``: the CPU).
+
+    Yields ``Graph`` / ``HeteroGraph`` batches as GammaGL's: attributes sliced, ``edge_index`` local,
+    ``batch_size`` the seed count (``batch[input_type].batch_size`` for a ``HeteroGraph``).
+    """
+
+    def __init__(
+        self,
+        graph,
+        num_neighbors,
+        input_nodes_type=None,
+        replace: bool = False,
+        directed: bool = True,
+        is_sorted: bool = False,
+        neighbor_sampler=None,
+        *,
+        prefetch: int = 0,
+        seed: int = 0,
+        device="cpu",
+        **kwargs,
+    ):
+        owner = type(self).__name__
+        self._build(owner, graph, num_neighbors, replace, directed, neighbor_sampler, kwargs, prefetch, seed, device)
+        from gammagl.loader.utils import get_input_nodes_index
+
+        self.input_type, index = get_input_nodes_index(graph, input_nodes_type)
+        self._seeds = host_array(index).astype(np.int64, copy=False).reshape(-1)
+        self._num_items = len(self._seeds)
+
+    def _items_in_order(self, permutation):
+        return self._seeds if permutation is None else self._seeds[permutation]
+
+    def _make_batch(self, epoch: int, index: int, seeds):
+        from gammagl.loader.utils import filter_graph, filter_hetero_graph
+
+        start = time.perf_counter()
+        key = self._key(epoch, index)
+        out = self.sampler.sample({self.input_type: seeds} if self.is_hetero else seeds, key=key)
+        sampled = time.perf_counter()
+        node, row, col, edge = self._subgraph(out)
+        if self.is_hetero:
+            batch = filter_hetero_graph(self.graph, node, row, col, edge, {})
+            batch[self.input_type].batch_size = len(seeds)
+        else:
+            batch = filter_graph(self.graph, node, row, col, edge, None)
+            batch.batch = None
+            batch.batch_size = len(seeds)
+        self._timed(start, sampled, sampled, seeds=len(seeds))
+        return batch
+
+
+class LinkNeighborLoader(_GraphLoader):
+    """``gammagl.loader.LinkNeighborLoader`` with gglspeedup sampling (a ``Graph``).
+
+    Parameters
+    ----------
+    graph : gammagl.data.Graph
+        A ``HeteroGraph`` raises ``NotImplementedError`` (GammaGL 0.5.0 samples links of a
+        ``Graph`` only).
+    num_neighbors : list of int
+    edge_label_index : tensor (2, E), optional
+        The pairs to iterate (default: the graph's edges).
+    edge_label : tensor (E, ...), optional
+        Their labels (default: zeros, float32).
+    replace, directed, is_sorted, neighbor_sampler
+        As :class:`NodeNeighborLoader`.
+    neg_sampling_ratio : float
+        ``int(B * ratio)`` uniform negative pairs per batch of ``B``; the positives' labels then
+        become ``edge_label + 1`` and the negatives' 0 (GammaGL's rule).
+    batch_size, shuffle, drop_last, prefetch, seed, device
+        As :class:`NodeNeighborLoader`.
+
+    Yields ``Graph`` batches as GammaGL's: the endpoints' neighbourhood sliced from the graph,
+    ``edge_label_index`` (local positions, (2, B')) and ``edge_label``. The endpoints are the
+    batch's seeds, in ascending id order.
+    """
+
+    def __init__(
+        self,
+        graph,
+        num_neighbors,
+        edge_label_index=None,
+        edge_label=None,
+        replace: bool = False,
+        directed: bool = True,
+        neg_sampling_ratio: float = 0.0,
+        neighbor_sampler=None,
+        is_sorted: bool = False,
+        *,
+        prefetch: int = 0,
+        seed: int = 0,
+        device="cpu",
+        **kwargs,
+    ):
+        owner = type(self).__name__
+        self._build(owner, graph, num_neighbors, replace, directed, neighbor_sampler, kwargs, prefetch, seed, device)
+        if self.is_hetero:
+            raise NotImplementedError(
+                f"{owner} over a HeteroGraph is not supported (GammaGL 0.5.0 has none either); "
+                "use gglspeedup.LinkLoader(HeteroNeighborSampler(...), ..., edge_type=...)"
+            )
+        pairs = _edge_index(graph) if edge_label_index is None else host_array(edge_label_index)
+        if pairs.ndim != 2 or pairs.shape[0] != 2 or pairs.dtype.kind not in "iu":
+            raise ValueError(f"edge_label_index must be an integer (2, E) tensor, got {pairs.dtype} {pairs.shape}")
+        self._pairs = pairs.astype(np.int64, copy=False)
+        if edge_label is None:
+            self._labels = np.zeros(self._pairs.shape[1], dtype=np.float32)
+        else:
+            self._labels = host_array(edge_label)
+            if self._labels.shape[:1] != (self._pairs.shape[1],):
+                raise ValueError(
+                    f"edge_label must have one entry per pair ({self._pairs.shape[1]}), got shape {self._labels.shape}"
+                )
+        ratio = float(neg_sampling_ratio)
+        if not ratio >= 0.0:
+            raise ValueError(f"neg_sampling_ratio must be >= 0, got {neg_sampling_ratio!r}")
+        self.neg_sampling_ratio = ratio
+        self._num_items = self._pairs.shape[1]
+
+    def _items_in_order(self, permutation):
+        positions = np.arange(self._num_items, dtype=np.int64)
+        return positions if permutation is None else positions[permutation]
+
+    def _make_batch(self, epoch: int, index: int, positions):
+        from gammagl.loader.utils import filter_graph
+
+        start = time.perf_counter()
+        key = self._key(epoch, index)
+        rng = np.random.default_rng([self.seed, key])  # the negatives of batch `key`
+        seeds, edge_label_index, edge_label = link_queries(
+            self._pairs[:, positions], self._labels[positions], self.neg_sampling_ratio, self._ours.num_nodes, rng
+        )
+        out = self.sampler.sample(seeds, key=key)
+        sampled = time.perf_counter()
+        node, row, col, edge = self._subgraph(out)
+        batch = filter_graph(self.graph, node, row, col, edge, None)
+        batch.edge_label_index, batch.edge_label = backends.to("tlx", (edge_label_index, edge_label))
+        self._timed(start, sampled, sampled, seeds=len(seeds))
+        return batch
+
+
+def _edge_index(store) -> np.ndarray:
+    """A GammaGL graph's (or edge store's) ``edge_index`` as a host (2, E) int64 array."""
+    edge_index = getattr(store, "edge_index", None)
+    if edge_index is None:
+        return np.empty((2, 0), dtype=np.int64)
+    return host_array(edge_index).astype(np.int64, copy=False)

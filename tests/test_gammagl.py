@@ -1,0 +1,291 @@
+"""gglspeedup.gammagl without GammaGL: the drop-in NeighborSampler's contract and the batch plans.
+
+GammaGL's own tests run on these classes in tools/gammagl_conformance.py (GammaGL's environment);
+what is checked here needs neither GammaGL nor TensorLayerX.
+"""
+
+import dataclasses
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gglspeedup as gg
+from gglspeedup.gammagl import EdgeIndex, NeighborSampler
+from gglspeedup.gammagl._flat import flat_sample, induced_edges, link_queries
+from gglspeedup.testing import check_sample
+
+HAS_GAMMAGL = importlib.util.find_spec("gammagl") is not None
+HAS_TLX = importlib.util.find_spec("tensorlayerx") is not None
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def edge_index():
+    rng = np.random.default_rng(5)
+    return rng.integers(0, 60, size=(2, 400))
+
+
+def loader(edge_index, **options):
+    options.setdefault("backend", "numpy")
+    return NeighborSampler(edge_index, **options)
+
+
+def test_hop_records_are_dataclasses_in_a_list_even_for_one_hop(edge_index):
+    dst_node, n_id, adjs = next(iter(loader(edge_index, sample_lists=[-1], batch_size=8)))
+    assert type(adjs) is list and len(adjs) == 1
+    hop = adjs[0]
+    assert isinstance(hop, EdgeIndex) and dataclasses.is_dataclass(hop)
+    assert not isinstance(hop, tuple)  # GammaGL's inference: isinstance(adjs, (List, Tuple))
+    assert [f.name for f in dataclasses.fields(hop)] == ["edge_index", "e_id", "size"]
+    assert hop.size == (len(n_id), len(dst_node)) and all(type(v) is int for v in hop.size)
+
+
+def test_batches_are_the_sampler_output_with_gammagl_dtypes(edge_index):
+    batches = loader(edge_index, sample_lists=[4, 3], batch_size=16)
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=60)
+    reference = gg.NeighborSampler(graph, [4, 3], seed=0)
+    for index, (dst_node, n_id, adjs) in enumerate(batches):
+        seeds = np.arange(60)[index * 16 : (index + 1) * 16]
+        expected = reference.sample(seeds, key=index)  # epoch 0: key = batch index
+        np.testing.assert_array_equal(dst_node, seeds)
+        np.testing.assert_array_equal(n_id, expected.n_id)
+        assert dst_node.dtype == n_id.dtype == np.int64
+        assert [a.size for a in adjs] == [a.size for a in expected.adjs]  # outermost hop first
+        for got, want in zip(adjs, expected.adjs):
+            assert got.edge_index.dtype == got.e_id.dtype == np.int64
+            np.testing.assert_array_equal(got.edge_index, want.edge_index)
+            # e_id: columns of the caller's edge_index, source -> target
+            np.testing.assert_array_equal(edge_index[:, got.e_id], n_id[got.edge_index])
+        check_sample(graph, seeds, [4, 3], gg.SampleOutput(n_id, [gg.Adj(a.edge_index, a.e_id, a.size) for a in adjs]))
+
+
+def test_torch_backend_gives_int64_tensors(edge_index):
+    torch = pytest.importorskip("torch")
+    dst_node, n_id, adjs = next(iter(loader(edge_index, sample_lists=[3, 2], batch_size=5, backend="torch")))
+    for tensor in (dst_node, n_id, *[a.edge_index for a in adjs], *[a.e_id for a in adjs]):
+        assert isinstance(tensor, torch.Tensor) and tensor.dtype == torch.int64
+
+
+def test_minus_one_takes_every_in_neighbour(edge_index):
+    _dst_node, n_id, (hop,) = next(iter(loader(edge_index, sample_lists=[-1], batch_size=60)))
+    got = sorted(map(tuple, np.stack([n_id[hop.edge_index[0]], n_id[hop.edge_index[1]]]).T.tolist()))
+    assert got == sorted(map(tuple, edge_index.T.tolist()))  # every edge into the 60 seeds, parallel ones too
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_len_counts_batches(edge_index, drop_last):
+    batches = loader(edge_index, sample_lists=[2], batch_size=7, drop_last=drop_last, node_idx=np.arange(30))
+    assert len(batches) == (4 if drop_last else 5)
+    assert len(list(batches)) == len(batches)
+    assert len(batches.dataset) == 30 and repr(batches) == "NeighborSampler(sizes=[2])"
+
+
+def test_node_idx_as_none_bool_mask_or_ids(edge_index):
+    mask = np.zeros(60, dtype=bool)
+    mask[[3, 17, 59]] = True
+    seeds = lambda node_idx: np.concatenate([d for d, _, _ in loader(edge_index, sample_lists=[2], node_idx=node_idx)])  # noqa: E731
+    np.testing.assert_array_equal(seeds(None), np.arange(60))
+    np.testing.assert_array_equal(seeds(mask), [3, 17, 59])
+    np.testing.assert_array_equal(seeds(np.array([[9], [2], [9]], dtype=np.int32)), [9, 2, 9])  # flattened
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(seeds(torch.from_numpy(mask)), [3, 17, 59])
+    np.testing.assert_array_equal(seeds(torch.tensor([4, 0])), [4, 0])
+
+
+def test_num_nodes_follows_gammagl(edge_index):
+    assert loader(edge_index, sample_lists=[1]).num_nodes == 60
+    assert loader(edge_index, sample_lists=[1], node_idx=np.zeros(75, dtype=bool)).num_nodes == 75
+    assert loader(edge_index, sample_lists=[1], node_idx=np.array([80])).num_nodes == 81
+    assert loader(edge_index, sample_lists=[1], num_nodes=100).num_nodes == 100
+
+
+def test_bad_inputs_raise_before_sampling(edge_index):
+    with pytest.raises(IndexError, match=r"node_idx\[1\] = 60 is out of range"):
+        loader(edge_index, sample_lists=[1], node_idx=np.array([0, 60]), num_nodes=60)
+    with pytest.raises(TypeError, match="node_idx"):
+        loader(edge_index, sample_lists=[1], node_idx=np.array([0.5]))
+    with pytest.raises(ValueError, match="bool mask must have shape"):
+        loader(edge_index, sample_lists=[1], node_idx=np.ones(10, dtype=bool), num_nodes=60)
+    with pytest.raises((TypeError, ValueError), match="sample_lists"):
+        loader(edge_index, sample_lists=[2, 0.5])
+    with pytest.raises(NotImplementedError, match="num_workers=2"):
+        loader(edge_index, sample_lists=[1], num_workers=2)
+    with pytest.raises(NotImplementedError, match="batch_sampler"):
+        loader(edge_index, sample_lists=[1], batch_sampler=[[0, 1]])
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        loader(edge_index, sample_lists=[1], batchsize=4)
+
+    class SparseGraph:  # GammaGL's sparse adjacency, by name
+        pass
+
+    with pytest.raises(NotImplementedError, match="SparseGraph"):
+        loader(SparseGraph(), sample_lists=[1])
+    loader(edge_index, sample_lists=[1], num_workers=0, time_out=0, prefetch_factor=2)  # GammaGL's no-ops
+
+
+def test_return_e_id_false_transform_and_minus_one_device(edge_index):
+    seen = []
+
+    def transform(dst_node, n_id, adjs):
+        seen.append(len(dst_node))
+        return n_id, adjs
+
+    batches = loader(edge_index, sample_lists=[2, 2], batch_size=20, return_e_id=False, transform=transform, device=-1)
+    for n_id, adjs in batches:
+        assert all(adj.e_id is None for adj in adjs) and n_id.dtype == np.int64
+    assert seen == [20, 20, 20]
+
+
+def test_shuffle_is_a_keyed_permutation_per_epoch(edge_index):
+    batches = loader(edge_index, sample_lists=[2], batch_size=25, shuffle=True, seed=3, node_idx=np.arange(50))
+    first, second = ([d for d, _, _ in batches] for _ in range(2))
+    assert sorted(np.concatenate(first).tolist()) == list(range(50))
+    assert not np.array_equal(np.concatenate(first), np.concatenate(second))
+    again = loader(edge_index, sample_lists=[2], batch_size=25, shuffle=True, seed=3, node_idx=np.arange(50))
+    np.testing.assert_array_equal(np.concatenate([d for d, _, _ in again]), np.concatenate(first))
+
+
+def test_x_rows_come_with_the_batch_and_prefetch_changes_nothing(edge_index):
+    x = np.random.default_rng(1).random((60, 4), dtype=np.float32)
+    plain = list(loader(edge_index, sample_lists=[3, 2], batch_size=11, x=x))
+    ahead = list(loader(edge_index, sample_lists=[3, 2], batch_size=11, x=x, prefetch=2))
+    assert len(plain) == len(ahead) == 6
+    for (dst_a, n_id_a, adjs_a, rows_a), (dst_b, n_id_b, adjs_b, rows_b) in zip(plain, ahead):
+        np.testing.assert_array_equal(rows_a, x[n_id_a])
+        np.testing.assert_array_equal(n_id_a, n_id_b)
+        np.testing.assert_array_equal(rows_a, rows_b)
+        np.testing.assert_array_equal(dst_a, dst_b)
+        for a, b in zip(adjs_a, adjs_b):
+            np.testing.assert_array_equal(a.edge_index, b.edge_index)
+    with pytest.raises(ValueError, match="x must have a row for each of the 60 nodes"):
+        loader(edge_index, sample_lists=[1], x=x[:10])
+
+
+def test_sample_replays_a_batch_by_key(edge_index):
+    batches = loader(edge_index, sample_lists=[3], batch_size=10)
+    _, n_id, adjs = batches.sample(np.arange(10, 20), key=1)
+    _, n_id_2, adjs_2 = list(batches)[1]
+    np.testing.assert_array_equal(n_id, n_id_2)
+    np.testing.assert_array_equal(adjs[0].edge_index, adjs_2[0].edge_index)
+
+
+# ---------------------------------------------------------------------------------- batch plans
+def test_flat_sample_is_the_hops_seed_hop_first():
+    graph = gg.CSRGraph.from_edge_index(np.random.default_rng(2).integers(0, 30, (2, 150)), num_nodes=30)
+    out = gg.NeighborSampler(graph, [3, 2]).sample(np.array([1, 2, 3]), key=0)
+    node, row, col, edge = flat_sample(out)
+    hops = out.adjs[::-1]
+    np.testing.assert_array_equal(row, np.concatenate([h.edge_index[0] for h in hops]))
+    np.testing.assert_array_equal(col, np.concatenate([h.edge_index[1] for h in hops]))
+    np.testing.assert_array_equal(edge, np.concatenate([h.e_id for h in hops]))
+    np.testing.assert_array_equal(node, out.n_id)
+
+
+def test_induced_edges_are_every_edge_between_the_nodes():
+    edge_index = np.random.default_rng(4).integers(0, 25, (2, 120))
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=25)
+    node = np.array([7, 3, 20, 11, 0])
+    row, col, edge = induced_edges(graph, node)
+    position = {v: i for i, v in enumerate(node.tolist())}
+    expected = sorted(
+        (position[s], position[t], e)
+        for e, (s, t) in enumerate(edge_index.T.tolist())
+        if s in position and t in position
+    )
+    assert sorted(zip(row.tolist(), col.tolist(), edge.tolist())) == expected
+    assert row.dtype == col.dtype == edge.dtype == np.int64
+
+
+def test_link_queries_follow_gammagls_labels_and_draw_real_negatives():
+    pairs = np.array([[4, 9, 4], [1, 1, 7]])
+    labels = np.array([0.0, 0.0, 0.0], dtype=np.float32)
+    seeds, local, out = link_queries(pairs, labels, 0.0, 50, np.random.default_rng(0))
+    np.testing.assert_array_equal(seeds, [1, 4, 7, 9])  # ascending distinct endpoints
+    np.testing.assert_array_equal(seeds[local], pairs)
+    np.testing.assert_array_equal(out, labels)  # no negatives: labels as given
+    seeds, local, out = link_queries(pairs, labels, 2.0, 50, np.random.default_rng(0))
+    assert local.shape == (2, 9) and out.dtype == np.float32
+    np.testing.assert_array_equal(out, [1, 1, 1, 0, 0, 0, 0, 0, 0])
+    negatives = seeds[local][:, 3:]
+    assert negatives.min() >= 0 and negatives.max() < 50
+    assert len({tuple(p) for p in negatives.T.tolist()}) > 1  # independent draws (GammaGL repeats one pair)
+
+
+def test_negative_draws_are_uniform():
+    from scipy.stats import chisquare
+
+    _, local, _ = link_queries(np.zeros((2, 4000), dtype=np.int64), np.zeros(4000), 1.0, 20, np.random.default_rng(7))
+    seeds, _, _ = link_queries(np.zeros((2, 4000), dtype=np.int64), np.zeros(4000), 1.0, 20, np.random.default_rng(7))
+    counts = np.bincount(seeds[local][:, 4000:].reshape(-1), minlength=20)
+    assert chisquare(counts).pvalue > 1e-3
+
+
+# ---------------------------------------------------------------------------------- optional imports
+def test_import_gglspeedup_never_imports_gammagl_or_tensorlayerx():
+    code = (
+        "import sys, numpy as np, gglspeedup, gglspeedup.gammagl\n"
+        "from gglspeedup.gammagl import NeighborSampler\n"
+        "next(iter(NeighborSampler(np.array([[0, 1], [1, 0]]), [1], backend='numpy')))\n"
+        "print(sorted(m for m in ('gammagl', 'tensorlayerx', 'torch', 'numba') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.split("\n")[-2] == "['numba']"
+
+
+@pytest.mark.skipif(HAS_GAMMAGL, reason="GammaGL is installed here: tools/gammagl_conformance.py covers the loaders")
+def test_graph_loaders_name_the_missing_install():
+    from gglspeedup.gammagl import LinkNeighborLoader, NodeNeighborLoader
+
+    for kind in (NodeNeighborLoader, LinkNeighborLoader):
+        with pytest.raises(ImportError, match=r"scripts/peer_env_gammagl\.sh"):
+            kind(object(), [2, 2])
+
+
+@pytest.mark.skipif(HAS_TLX, reason="TensorLayerX is installed here: the conformance script probes it")
+def test_tensorlayerx_problem_says_it_is_missing():
+    from gglspeedup.gammagl import tensorlayerx_problem
+
+    assert tensorlayerx_problem().startswith("TensorLayerX does not import")
+
+
+# ---------------------------------------------------------------------------------- bench gammagl
+@pytest.mark.skipif(HAS_GAMMAGL, reason="GammaGL is installed: the bench runs")
+def test_bench_gammagl_names_the_environment_it_needs():
+    from gglspeedup.bench import main
+
+    with pytest.raises(SystemExit, match=r"needs GammaGL and TensorLayerX .*peer_env_gammagl\.sh"):
+        main(["gammagl", "--graph", "powerlaw:1000:4"])
+
+
+def test_bench_gammagl_rounds_are_interleaved_and_paired():
+    from gglspeedup.bench.gammagl import _interleaved
+
+    calls = []
+    contenders = {name: (lambda name=name: calls.append(name) or 100) for name in ("gammagl", "ours", "model only")}
+    out = _interleaved(contenders, repeats=3)
+    assert calls == ["gammagl", "ours", "model only"] * 4  # one untimed warm-up round, then 3 timed
+    assert out["gammagl"]["speedup_vs_gammagl"] == 1.0 and out["model only"]["x_model_only"] == 1.0
+    assert all(len(row["round_s"]) == 3 and row["edges_per_s"] > 0 for row in out.values())
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_prefetch_thread_runs_numba_with_prefetch_threads(edge_index, threads):
+    import numba
+
+    seen = []
+
+    def transform(*batch):  # runs where the batch is made: on the producer thread when prefetching
+        seen.append(numba.get_num_threads())
+        return batch
+
+    batches = loader(
+        edge_index, sample_lists=[2], batch_size=30, prefetch=2, prefetch_threads=threads, transform=transform
+    )
+    assert len(list(batches)) == 2
+    assert seen == [threads or numba.config.NUMBA_NUM_THREADS] * 2
+    with pytest.raises(ValueError, match="prefetch_threads must be >= 1"):
+        loader(edge_index, sample_lists=[2], prefetch_threads=0)
