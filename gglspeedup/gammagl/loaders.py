@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import backends
 from ..graph import CSRGraph
-from ..loader._base import BaseLoader
+from ..loader import BaseLoader
 from ._common import gammagl_device, host_array, loader_options
 from ._flat import flat_hetero_sample, flat_sample, induced_edges, link_queries
 from ._tlx import require_gammagl

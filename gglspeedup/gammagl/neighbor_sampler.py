@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import CSRGraph
-from ..loader._base import BaseLoader
+from ..loader import BaseLoader
 from ..protocols import FeatureSource
 from ..validation import check_bool, check_fanouts, check_int
 from ._common import gammagl_device, host_array, loader_options, node_ids

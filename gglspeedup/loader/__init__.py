@@ -26,10 +26,14 @@ yield :class:`HeteroBatch` / :class:`HeteroLinkBatch` (``x``, ``n_id``, ``y`` di
 >>> for batch in loader:                                                                    # doctest: +SKIP
 ...     out = model(batch.x, batch.adjs)["paper"][: batch.batch_size["paper"]]
 ...     loss = F.cross_entropy(out, batch.y["paper"])
+
+:class:`BaseLoader` is the machinery both share (shuffling, keys, prefetching, buffer pool, stats),
+public for loaders built elsewhere in the package (the GammaGL drop-ins).
 """
 
+from ._base import BaseLoader
 from .hetero import HeteroBatch, HeteroLinkBatch
 from .link import LinkBatch, LinkLoader
 from .node import Batch, NodeLoader
 
-__all__ = ["Batch", "NodeLoader", "LinkBatch", "LinkLoader", "HeteroBatch", "HeteroLinkBatch"]
+__all__ = ["Batch", "NodeLoader", "LinkBatch", "LinkLoader", "HeteroBatch", "HeteroLinkBatch", "BaseLoader"]
