@@ -59,6 +59,20 @@ def test_degree_policy_caches_the_best_connected_rows(table_file):
     assert store.cache_map[store.cached_ids].tolist() == list(range(60))
 
 
+def test_each_page_of_a_mapped_table_is_asked_for_once_and_cached_rows_never(table_file):
+    path, x = table_file(np.float32, (5000, 8))  # 32-byte rows: 128 to a 4 KiB page
+    store = gg.FeatureStore.from_npy(path, cache_size=100 * 32, policy=np.arange(600, 5000)[::-1].copy())
+    cold = store._tier._cold
+    cached = store.cached_ids
+    assert cold.advise(cached) == 0  # rows served from RAM are not read from the file
+    ids = np.array([0, 1, 127, 130, 4999])
+    asked = cold.advise(ids)
+    assert 2 <= asked <= 4 and cold.advise(ids) == 0  # rows 0..127 share a page or two; nothing twice
+    assert np.array_equal(store[np.arange(5000)], x)
+    plain = gg.FeatureStore.from_npy(path)  # no cache: the single tier asks too
+    assert plain._tier._cold.advise(np.array([10, 11])) >= 1
+
+
 def test_mapped_tables_are_advised_for_random_reads(table_file):
     from gglspeedup._storage import advise_random
 

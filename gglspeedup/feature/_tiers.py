@@ -74,6 +74,7 @@ class HostTier:
         self.row_bytes = table.shape[1] * table.dtype.itemsize
         self.cached_ids = np.empty(0, dtype=np.int64)
         self._views: dict = {}
+        self._cold = ColdReads(table) if backing is not None else None
 
     @property
     def cache_map(self) -> np.ndarray:
@@ -85,11 +86,34 @@ class HostTier:
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``; ids : int32/int64 host array, in range; out : C-contiguous."""
         check_backing(self.backing)
+        if self._cold is not None:
+            self._cold.advise(ids)
         word = word_dtype(self.row_bytes, self.table.ctypes.data, out.ctypes.data)
         view = self._views.get(word)
         if view is None:
             view = self._views[word] = self.table.view(word)
         gather_host(view, ids, out.view(word))
+
+
+class ColdReads:
+    """The pages of a memory-mapped table a gather is about to read, asked for all at once
+    (:func:`~._kernels.disk.advise_rows`), each page once per store; rows with ``location >= 0``
+    (in a RAM cache) are skipped."""
+
+    def __init__(self, table: np.ndarray, location: np.ndarray | None = None):
+        from ._kernels.disk import PAGE_BITS
+
+        self.base = np.uint64(table.ctypes.data)
+        self.row_bytes = np.uint64(table.shape[1] * table.dtype.itemsize)
+        self.use_location = location is not None
+        self.location = location if location is not None else np.zeros(1, np.int32)
+        pages = ((table.ctypes.data + table.nbytes) >> PAGE_BITS) - (table.ctypes.data >> PAGE_BITS) + 1
+        self.asked = np.zeros(pages, np.uint8)
+
+    def advise(self, ids) -> int:
+        from ._kernels.disk import advise_rows
+
+        return int(advise_rows(ids, self.location, self.use_location, self.base, self.row_bytes, self.asked))
 
 
 class HostCacheTier:
@@ -114,6 +138,7 @@ class HostCacheTier:
         self.location = np.full(num_rows, -1, np.int32 if len(cached_ids) < 2**31 else np.int64)
         self.location[cached_ids] = np.arange(len(cached_ids), dtype=self.location.dtype)
         self.hits = 0
+        self._cold = ColdReads(table, self.location)
 
     @property
     def cache_map(self) -> np.ndarray:
@@ -125,6 +150,7 @@ class HostCacheTier:
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``, from RAM where cached; ids in range, out C-contiguous."""
         check_backing(self.backing)
+        self._cold.advise(ids)
         if out.ctypes.data % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
             staging = aligned_empty((len(ids), self.cache.shape[1]), self.word)
             self.gather(ids, staging)
