@@ -223,25 +223,6 @@ def _sync_folder(folder: str) -> None:
         os.close(handle)
 
 
-def advise_random(array: np.ndarray) -> bool:
-    """Tell the kernel that ``array``'s file mapping is read at random (``MADV_RANDOM``): a page
-    fault then reads that page, not the 128 KiB of read-ahead meant for sequential reads (a cold
-    gather of scattered 256-byte rows otherwise reads ~500 times the bytes it uses). True when the
-    array views a mapping and the advice was taken."""
-    import mmap
-
-    base = array
-    while base is not None and not isinstance(base, mmap.mmap):
-        base = getattr(base, "base", None)
-    if base is None or not hasattr(base, "madvise") or not hasattr(mmap, "MADV_RANDOM"):
-        return False
-    try:
-        base.madvise(mmap.MADV_RANDOM)
-    except (OSError, ValueError):  # pragma: no cover - a closed or odd mapping
-        return False
-    return True
-
-
 def read_folder(path, *, kind: str, mmap: bool = True, verify: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
     """``(meta, arrays)`` of the graph folder at ``path`` written for ``kind``.
 
@@ -270,8 +251,6 @@ def read_folder(path, *, kind: str, mmap: bool = True, verify: bool = False) -> 
         arrays[name] = _open_array(path, name, entry, mmap)
         if verify:
             _verify(path, name, arrays[name], entry)
-        if mmap and name in ("indices", "edge_ids", "weights"):
-            advise_random(arrays[name])  # sampling reads short runs of these at random rows
     meta = header.get("meta")
     return (meta if isinstance(meta, dict) else {}), arrays
 
