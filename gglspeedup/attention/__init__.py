@@ -18,7 +18,21 @@ from __future__ import annotations
 import importlib
 
 # public name -> submodule that defines it (imported on first access)
-_POOLING_NAMES: dict[str, str] = {}
+_POOLING_NAMES: dict[str, str] = {
+    **dict.fromkeys(("softmax", "sparsemax", "gfusedmax", "fused_lasso"), "pooling"),
+    **dict.fromkeys(
+        (
+            "softmax_numpy",
+            "sparsemax_numpy",
+            "gfusedmax_numpy",
+            "fused_lasso_numpy",
+            "PoolingResult",
+            "CertificateError",
+        ),
+        "pooling_numpy",
+    ),
+    **dict.fromkeys(("GraphBatch", "graph_batch"), "graph_batch"),
+}
 _SEQUENCE_NAMES: dict[str, str] = {}
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 
