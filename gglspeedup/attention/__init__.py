@@ -31,7 +31,7 @@ _POOLING_NAMES: dict[str, str] = {
         ),
         "pooling_numpy",
     ),
-    **dict.fromkeys(("GraphBatch", "graph_batch"), "graph_batch"),
+    **dict.fromkeys(("GraphBatch", "graph_batch"), "pooling_batch"),
 }
 _SEQUENCE_NAMES: dict[str, str] = {}
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}

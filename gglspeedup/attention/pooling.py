@@ -39,7 +39,7 @@ import contextlib
 import numpy as np
 
 from ..device import Device
-from .graph_batch import graph_batch
+from .pooling_batch import graph_batch
 from .pooling_numpy import MappingState, check_finite, driver_for, per_head
 
 __all__ = ["softmax", "sparsemax", "gfusedmax", "fused_lasso"]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..device import as_device, to_numpy
-from .graph_batch import GraphBatch, graph_batch
+from .pooling_batch import GraphBatch, graph_batch
 
 __all__ = [
     "PoolingResult",
@@ -65,7 +65,7 @@ def per_head(name: str, value: Any, heads: int, *, positive: bool) -> np.ndarray
     bad = ~np.isfinite(array) | ((array <= 0) if positive else (array < 0))
     if bad.any():
         expected = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be finite and {expected}, got {array[np.argmax(bad)]!r}")
+        raise ValueError(f"{name} must be finite and {expected}, got {float(array[np.argmax(bad)])}")
     return array
 
 

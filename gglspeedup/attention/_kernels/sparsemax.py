@@ -3,11 +3,12 @@ targets.
 
 Sparsemax (Martins & Astudillo 2016) of ``z = x / gamma`` is the Euclidean projection onto the
 simplex, ``a_i = max(z_i - tau, 0)`` with ``sum a = 1``. ``tau`` is found without sorting (a CUDA
-thread has no sort) by Michelot's algorithm: start from every node, ``tau = (sum z - 1) / k``,
-drop the nodes with ``z_i <= tau``, repeat until none drops. ``tau`` only grows, so a dropped node
-never returns, and the loop ends after at most ``n`` passes (two or three in practice) with the
-support ``{i : z_i > tau}`` the sorting method finds (a node exactly at ``tau`` gets weight 0
-and is outside the support).
+thread has no sort) by Michelot's algorithm: start from every node, ``tau = (sum z - 1) / k``
+over the support, drop the support's nodes with ``z_i <= tau``, repeat until none drops. In exact
+arithmetic ``tau`` only grows, so a dropped node never returns; the loop also never re-admits one
+(rounding could otherwise make it cycle), ends after at most ``n`` passes (two or three in
+practice) and yields the support ``{i : z_i > tau}`` the sorting method finds (a node exactly at
+``tau`` gets weight 0 and is outside the support).
 
 Backward: with ``S`` the support and ``q = 1_S (g - mean_S g)``, ``dL/dx = q / gamma`` and
 ``dL/dgamma = -sum q x / gamma^2``. Softmax: ``dL/dx = a (g - sum a g)``.
@@ -56,7 +57,8 @@ def softmax_vjp_problem(g, h, ptr, a, grad_a, grad_x):
 
 @register_jitable
 def sparsemax_problem(g, h, ptr, x, gamma, out):
-    """``out[h, n0:n1] = sparsemax(x[h, n0:n1] / gamma)``."""
+    """``out[h, n0:n1] = sparsemax(x[h, n0:n1] / gamma)`` (``out`` marks the support while the
+    threshold is found, so no scratch is needed)."""
     n0 = ptr[g]
     n1 = ptr[g + 1]
     if n1 == n0:
@@ -64,23 +66,29 @@ def sparsemax_problem(g, h, ptr, x, gamma, out):
     count = n1 - n0
     total = 0.0
     for i in range(n0, n1):
+        out[h, i] = 1.0
         total += x[h, i] / gamma
     tau = (total - 1.0) / count
     while True:
+        # drop the support's nodes at or below tau; the support only shrinks, so rounding in tau
+        # can never make the loop cycle
         kept = 0
         kept_total = 0.0
         for i in range(n0, n1):
-            z = x[h, i] / gamma
-            if z > tau:
-                kept += 1
-                kept_total += z
+            if out[h, i] > 0.0:
+                z = x[h, i] / gamma
+                if z > tau:
+                    kept += 1
+                    kept_total += z
+                else:
+                    out[h, i] = 0.0
         if kept == count:
             break
         count = kept
         tau = (kept_total - 1.0) / count
     for i in range(n0, n1):
-        z = x[h, i] / gamma
-        out[h, i] = z - tau if z > tau else 0.0
+        if out[h, i] > 0.0:
+            out[h, i] = x[h, i] / gamma - tau
 
 
 @register_jitable
