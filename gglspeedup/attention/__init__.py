@@ -32,6 +32,28 @@ _POOLING_NAMES: dict[str, str] = {
         "pooling_numpy",
     ),
     **dict.fromkeys(("GraphBatch", "graph_batch"), "pooling_batch"),
+    **dict.fromkeys(
+        (
+            "AttentionPooling",
+            "standardize_scores",
+            "FastFlexAddAttention",
+            "MultipleAttention",
+            "Softmax",
+            "Sparsemax",
+            "Gfusedmax",
+            "SoftmaxN",
+            "SparsemaxN",
+            "GfusedmaxN",
+            "Sigmoid",
+            "Tanh",
+            "Sum",
+            "Mean",
+            "Max",
+            "TopK",
+            "TopKN",
+        ),
+        "pooling_modules",
+    ),
 }
 _SEQUENCE_NAMES: dict[str, str] = {}
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
