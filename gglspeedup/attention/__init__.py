@@ -54,6 +54,9 @@ _POOLING_NAMES: dict[str, str] = {
         ),
         "pooling_modules",
     ),
+    **dict.fromkeys(
+        ("partition_graphs", "split_batch", "LocalBatch", "sum_gradients", "pool_across_devices"), "pooling_distributed"
+    ),
 }
 _SEQUENCE_NAMES: dict[str, str] = {}
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
