@@ -202,3 +202,27 @@ def test_float32_scores_are_computed_in_float64():
     single = gfusedmax_numpy(scores.astype(np.float32), sizes=sizes, edge_index=edges, lam=0.3)
     double = gfusedmax_numpy(scores.astype(np.float32).astype(np.float64), sizes=sizes, edge_index=edges, lam=0.3)
     np.testing.assert_array_equal(single.output, double.output)  # computed in float64 inside
+
+
+def test_parallel_and_serial_cpu_kernels_agree_bit_for_bit(monkeypatch):
+    from gglspeedup.attention._kernels import pooling_cpu
+
+    rng = np.random.default_rng(8)
+    sizes, edges, _ = random_batch(rng, num_graphs=9, max_nodes=20)
+    scores = rng.standard_normal((int(sizes.sum()), 3))
+    grad = rng.standard_normal(scores.shape)
+
+    def everything():
+        results = [
+            gfusedmax_numpy(scores, sizes=sizes, edge_index=edges, lam=[0.2, 0.0, 1.3], gamma=[1.0, 0.5, 2.0]),
+            sparsemax_numpy(scores, sizes=sizes, gamma=0.7),
+            softmax_numpy(scores, sizes=sizes),
+        ]
+        return [(r.output, r.fused, r.groups, *r.vjp(grad)) for r in results]
+
+    serial = everything()
+    monkeypatch.setattr(pooling_cpu, "PARALLEL_MIN_FUSED", 0)
+    monkeypatch.setattr(pooling_cpu, "PARALLEL_MIN_MAPS", 0)
+    for mine, theirs in zip(everything(), serial):
+        for a, b in zip(mine, theirs):
+            assert (a is None and b is None) or np.array_equal(a, b)
