@@ -22,8 +22,9 @@ paired per-round ratios:
     ours: :class:`~gglspeedup.attention.AttentionPooling` with ``heads`` (one call); attpool2:
     ``FastFlexAddAttention`` (1 head) or ``MultipleAttention`` of them (heads), same sizes.
 ``map``
-    the mapping alone on ``(N, heads)`` scores: ours one call; attpool2 its ``Softmax`` /
-    ``Sparsemax`` / ``Gfusedmax`` module once per head.
+    the mapping alone on ``(N, heads)`` scores (a linear score, standardised per graph, as in the
+    layers): ours one call; attpool2 its ``Softmax`` / ``Sparsemax`` / ``Gfusedmax`` module once
+    per head.
 ``fused lasso``
     gfusedmax's fused-lasso part alone (ours :func:`~gglspeedup.attention.fused_lasso`,
     attpool2's ``torch_gfusedlasso``): the split between the solver and the rest.
@@ -106,13 +107,25 @@ class _SerialPool:
 
 def _contenders(kind, mapping, heads, sizes, edges, width, lam, attpool2, torch):
     """``{name: step(x) -> 1}`` for one row; ``x`` is a fresh ``(N, width)`` feature tensor."""
-    from ..attention import AttentionPooling, fused_lasso, gfusedmax, graph_batch, softmax, sparsemax
+    from ..attention import (
+        AttentionPooling,
+        fused_lasso,
+        gfusedmax,
+        graph_batch,
+        softmax,
+        sparsemax,
+        standardize_scores,
+    )
 
     out = 4 * heads
     batch = graph_batch(sizes=sizes, edge_index=edges)
     torch.manual_seed(0)
     ours_layer = AttentionPooling(width, out, mapping, lam=lam, heads=heads)
-    score = torch.nn.Linear(width, heads)
+    linear = torch.nn.Linear(width, heads)
+
+    def score(x):  # the layer's scores: standardised inside each graph, as both layers do
+        return standardize_scores(linear(x), batch)
+
     ours_map = {
         "softmax": lambda s: softmax(s, batch),
         "sparsemax": lambda s: sparsemax(s, batch),
