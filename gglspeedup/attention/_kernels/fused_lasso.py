@@ -25,10 +25,13 @@ zero); a maximum flow inside ``G`` on arcs of capacity ``lam`` routes supplies t
   are solved again, the cut edges turned into boundary edges (``bnd += 1`` on the ``S`` side,
   ``-= 1`` on the other). The flows inside both halves are kept (warm start).
 
-The maximum flow is Dinic's (breadth-first levels from every node with supply, depth-first
-blocking flows into nodes with demand), iterative so that it compiles for CUDA. Afterwards final
-sets are split into their connected components (a disconnected set with one value is several
-groups: they move apart under a perturbation), adjacent groups whose values agree within the
+The maximum flow is a FIFO push-relabel (exact labels from a breadth-first search back from the
+demands, redone after every ``|G|`` local relabels), iterative so that it compiles for CUDA; it
+beats augmenting paths here because a split leaves a supply spread thinly over the whole set (or
+one supply feeding many small demands), which push-relabel drains node by node instead of one
+search per path. The minimum cut is then checked to hold no demand (the flow is maximum).
+Afterwards final sets are split into their connected components (a disconnected set with one
+value is several groups: they move apart under a perturbation), adjacent groups whose values agree within the
 tolerance are merged (a tie at the boundary means the edge fuses: its flow lies inside
 ``[-lam, lam]``), every group gets its closed-form value, and the boundary edges are checked
 against the values (the upper side of each cut must not lie below the lower side). A failed
@@ -62,6 +65,7 @@ __all__ = [
     "OK",
     "FAILED_CUT",
     "FAILED_ORDER",
+    "FAILED_FLOW",
     "fused_lasso_problem",
     "fused_lasso_vjp_problem",
 ]
@@ -69,6 +73,7 @@ __all__ = [
 OK = 0
 FAILED_CUT = 1  # a cut held every node of its set (only rounding could do that)
 FAILED_ORDER = 2  # a boundary edge's upper side came out below its lower side
+FAILED_FLOW = 3  # the cut reached a demand: the flow was not maximum (only rounding could do that)
 
 # Scratch of one call, every array [heads, num_nodes] except flow ([heads, num_edges]).
 FUSED_WORK_INT_FIELDS = ("level", "cursor", "path", "pathk", "queue", "order", "seg", "mark", "stack_a", "stack_b")
@@ -77,93 +82,107 @@ FusedWork = namedtuple("FusedWork", FUSED_WORK_INT_FIELDS + FUSED_WORK_FLOAT_FIE
 
 
 @register_jitable
-def _max_flow(a, b, n0, h, graph, lam, work, tol_cap, tol_push):
-    """Dinic's maximum flow inside the set at positions ``[a, b)`` (label ``a``), supplies in
-    ``work.exc`` (positive) to demands (negative)."""
+def _relabel_all(a, b, n0, h, graph, lam, work, tol_cap, tol_push):
+    """Exact labels inside the set at ``[a, b)``: residual distances to the nearest demand (a
+    breadth-first search back from every demand; ``b - a`` where none is reachable). Resets the
+    current arcs and fills the queue of active nodes (excess, a demand reachable), farthest first.
+    Returns their number."""
     adj_ptr, adj_nbr, adj_eid, adj_dir = graph.adj_ptr, graph.adj_nbr, graph.adj_eid, graph.adj_dir
     order, seg, level, cursor, queue = work.order, work.seg, work.level, work.cursor, work.queue
-    path, pathk, exc, flow = work.path, work.pathk, work.exc, work.flow
-    while True:
-        tail = 0
-        for k in range(a, b):
-            i = order[h, k]
-            if exc[h, i] > tol_push:
-                level[h, i] = 0
-                queue[h, n0 + tail] = i
+    ring, queued, exc, flow = work.pathk, work.path, work.exc, work.flow
+    m = b - a
+    tail = 0
+    for k in range(a, b):
+        i = order[h, k]
+        cursor[h, i] = adj_ptr[i]
+        queued[h, i] = 0
+        if exc[h, i] < -tol_push:
+            level[h, i] = 0
+            queue[h, n0 + tail] = i
+            tail += 1
+        else:
+            level[h, i] = m
+    head = 0
+    while head < tail:
+        x = queue[h, n0 + head]
+        head += 1
+        next_level = level[h, x] + 1
+        for q in range(adj_ptr[x], adj_ptr[x + 1]):
+            j = adj_nbr[q]
+            if seg[h, j] == a and level[h, j] == m and lam + adj_dir[q] * flow[h, adj_eid[q]] > tol_cap:
+                level[h, j] = next_level  # residual capacity j -> x
+                queue[h, n0 + tail] = j
                 tail += 1
-            else:
-                level[h, i] = -1
-        if tail == 0:
+    count = 0
+    for t in range(tail - 1, -1, -1):
+        i = queue[h, n0 + t]
+        if exc[h, i] > tol_push:
+            ring[h, n0 + count] = i
+            queued[h, i] = 1
+            count += 1
+    return count
+
+
+@register_jitable
+def _max_flow(a, b, n0, h, graph, lam, work, tol_cap, tol_push):
+    """A maximum flow inside the set at ``[a, b)`` (label ``a``) from supplies in ``work.exc``
+    (positive) to demands (negative): FIFO push-relabel with exact relabelling (a breadth-first
+    search back from the demands) at the start and after every ``b - a`` local relabels. Excess
+    travels down the labels node by node, so a supply spread thinly over a large set, or one
+    large supply feeding many small demands, drains without one search per path. It ends when no
+    node with excess can reach a demand (its label reaches ``b - a``)."""
+    adj_ptr, adj_nbr, adj_eid, adj_dir = graph.adj_ptr, graph.adj_nbr, graph.adj_eid, graph.adj_dir
+    seg, level, cursor = work.seg, work.level, work.cursor
+    ring, queued, exc, flow = work.pathk, work.path, work.exc, work.flow
+    m = b - a
+    while True:
+        count = _relabel_all(a, b, n0, h, graph, lam, work, tol_cap, tol_push)
+        if count == 0:
             return
         head = 0
-        reached = False
-        while head < tail:
-            x = queue[h, n0 + head]
-            head += 1
-            if exc[h, x] < -tol_push:
-                continue  # a demand ends its paths
-            for q in range(adj_ptr[x], adj_ptr[x + 1]):
-                j = adj_nbr[q]
-                if seg[h, j] != a or level[h, j] >= 0:
+        relabels = 0
+        while count > 0 and relabels < m:
+            u = ring[h, n0 + head]
+            head = head + 1 if head + 1 < m else 0
+            count -= 1
+            queued[h, u] = 0
+            end = adj_ptr[u + 1]
+            while exc[h, u] > tol_push and level[h, u] < m:
+                q = cursor[h, u]
+                if q == end:  # no admissible arc left: relabel
+                    lowest = m
+                    for r in range(adj_ptr[u], end):
+                        j = adj_nbr[r]
+                        if seg[h, j] == a and lam - adj_dir[r] * flow[h, adj_eid[r]] > tol_cap:
+                            lowest = min(lowest, level[h, j] + 1)
+                    level[h, u] = lowest
+                    cursor[h, u] = adj_ptr[u]
+                    relabels += 1
                     continue
-                if lam - adj_dir[q] * flow[h, adj_eid[q]] > tol_cap:
-                    level[h, j] = level[h, x] + 1
-                    if exc[h, j] < -tol_push:
-                        reached = True
-                    queue[h, n0 + tail] = j
-                    tail += 1
-        if not reached:
-            return
-        for k in range(a, b):
-            i = order[h, k]
-            cursor[h, i] = adj_ptr[i]
-        for k in range(a, b):
-            u = order[h, k]
-            if level[h, u] != 0:
-                continue
-            while exc[h, u] > tol_push:
-                depth = 0
-                path[h, n0] = u
-                found = False
-                while True:
-                    x = path[h, n0 + depth]
-                    if depth > 0 and exc[h, x] < -tol_push:
-                        found = True
-                        break
-                    advanced = False
-                    while cursor[h, x] < adj_ptr[x + 1]:
-                        q = cursor[h, x]
-                        j = adj_nbr[q]
-                        if (
-                            seg[h, j] == a
-                            and level[h, j] == level[h, x] + 1
-                            and lam - adj_dir[q] * flow[h, adj_eid[q]] > tol_cap
-                        ):
-                            pathk[h, n0 + depth] = q
-                            depth += 1
-                            path[h, n0 + depth] = j
-                            advanced = True
+                j = adj_nbr[q]
+                if seg[h, j] == a and level[h, j] == level[h, u] - 1:
+                    e = adj_eid[q]
+                    room = lam - adj_dir[q] * flow[h, e]
+                    if room > tol_cap:
+                        delta = min(exc[h, u], room)
+                        flow[h, e] += adj_dir[q] * delta
+                        exc[h, u] -= delta
+                        exc[h, j] += delta
+                        if exc[h, j] > tol_push and queued[h, j] == 0:
+                            tail = head + count
+                            ring[h, n0 + (tail if tail < m else tail - m)] = j
+                            queued[h, j] = 1
+                            count += 1
+                        if exc[h, u] <= tol_push:
                             break
-                        cursor[h, x] += 1
-                    if advanced:
-                        continue
-                    level[h, x] = -2  # dead end for the rest of this phase
-                    if depth == 0:
-                        break
-                    depth -= 1
-                    cursor[h, path[h, n0 + depth]] += 1
-                if not found:
-                    break
-                t = path[h, n0 + depth]
-                delta = min(exc[h, u], -exc[h, t])
-                for d in range(depth):
-                    q = pathk[h, n0 + d]
-                    delta = min(delta, lam - adj_dir[q] * flow[h, adj_eid[q]])
-                for d in range(depth):
-                    q = pathk[h, n0 + d]
-                    flow[h, adj_eid[q]] += adj_dir[q] * delta
-                exc[h, u] -= delta
-                exc[h, t] += delta
+                cursor[h, u] += 1
+            if exc[h, u] > tol_push and level[h, u] < m and queued[h, u] == 0:
+                tail = head + count  # interrupted by the relabel budget: keep it queued
+                ring[h, n0 + (tail if tail < m else tail - m)] = u
+                queued[h, u] = 1
+                count += 1
+        if count == 0:
+            return
 
 
 @register_jitable
@@ -230,6 +249,8 @@ def _decompose(g, h, graph, s, lam, bnd, work, tol_cap, tol_push, tol_split):
             for q in range(adj_ptr[x], adj_ptr[x + 1]):
                 j = adj_nbr[q]
                 if seg[h, j] == a and mark[h, j] == 0 and lam - adj_dir[q] * flow[h, adj_eid[q]] > tol_cap:
+                    if exc[h, j] < -tol_push:
+                        return FAILED_FLOW, residual  # an augmenting path is left
                     mark[h, j] = 1
                     queue[h, n0 + tail] = j
                     tail += 1
