@@ -52,6 +52,10 @@ __all__ = [
 MAPPINGS = ("softmax", "sparsemax", "gfusedmax")
 
 
+def _identity(x):
+    return x
+
+
 def _index(batch: GraphBatch, device):
     """``(graph of each node, nodes per graph)`` as torch tensors on ``device``, cached on the batch."""
 
@@ -128,6 +132,7 @@ class AttentionPooling(torch.nn.Module):
         if mapping == "gfusedmax":
             self.lam = torch.nn.Parameter(torch.full(shape, float(lam)), requires_grad=bool(learn_lam))
         bounds = [int(h * self.output_size / self.heads) for h in range(self.heads + 1)]
+        self._bounds = np.asarray(bounds, np.int64)
         self.register_buffer(
             "head_of_column",
             torch.repeat_interleave(torch.arange(self.heads), torch.tensor(np.diff(bounds))),
@@ -149,6 +154,12 @@ class AttentionPooling(torch.nn.Module):
 
     def forward(self, x, ptr=None, edge_index=None, *, sizes=None):
         batch = graph_batch(ptr, edge_index, sizes=sizes, num_nodes=x.shape[0])
+        if x.device.type == "cpu" and getattr(self, "max_type", self.mapping) in MAPPINGS:
+            return self._forward_fused(x, batch)
+        return self._forward_composed(x, batch)
+
+    def _forward_composed(self, x, batch):
+        """The general path (any device, any mapping): torch operations around the batched maps."""
         weights = self.weights(x, batch)
         proj = self.proj_func(x)
         if self.proj_activation is not None:
@@ -157,12 +168,29 @@ class AttentionPooling(torch.nn.Module):
         weighted = proj * weights.to(proj.dtype)[:, self.head_of_column]
         return proj.new_zeros(batch.num_graphs, self.output_size).index_add_(0, index, weighted)
 
+    def _forward_fused(self, x, batch):
+        """The CPU path: standardise, map and pool in one kernel (:mod:`.pooling_layer`); without
+        activations, both linear maps run as one."""
+        from .pooling_layer import pool_layer
+
+        if self.mapping == "gfusedmax" and not batch.has_edges:
+            raise ValueError("gfusedmax needs the graphs' edges: give edge_index")
+        lam, gamma = getattr(self, "lam", None), getattr(self, "gamma", None)
+        if self.score_activation in (None, _identity) and self.proj_activation in (None, _identity):
+            weight = torch.cat([self.score_func.weight, self.proj_func.weight])
+            bias = torch.cat([self.score_func.bias, self.proj_func.bias])
+            both = torch.nn.functional.linear(x, weight, bias)
+            return pool_layer(both, None, batch, self.mapping, self.norm, lam, gamma, self._bounds)
+        scores = self.score_func(x)
+        if self.score_activation is not None:
+            scores = self.score_activation(scores)
+        proj = self.proj_func(x)
+        if self.proj_activation is not None:
+            proj = self.proj_activation(proj)
+        return pool_layer(scores, proj, batch, self.mapping, self.norm, lam, gamma, self._bounds)
+
 
 # ------------------------------------------------------------------ attpool2's names
-def _identity(x):
-    return x
-
-
 class FastFlexAddAttention(AttentionPooling):
     """attpool2's ``FastFlexAddAttention(input_size, output_size, max_type, norm_flag, lam,
     gamma, train_gamma_flag, train_lam_flag, score_activation_func, proj_activation_func)``;
