@@ -106,11 +106,41 @@ def _kernels():
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
     compact = (types.int64, types.int64, types.int64, types.boolean, *([i64] * 10))
     yield "relabel compact", reindex.compact_kernel, compact, False
+    yield from _pooling_kernels()
     for word in (types.uint64, types.uint32, types.uint16, types.uint8):
         for index in (types.int32, types.int64):
             flat = types.Array(word, 1, "C")
             signature = (flat, flat, i64, types.Array(index, 1, "C"), flat, types.int64, types.int64, i64)
             yield f"gather ({word} words, {index} ids)", gather_cuda.gather_two_tier, signature, False
+
+
+def _pooling_kernels():
+    """The attention-pooling kernels (one thread per (head, graph) problem), as the driver calls
+    them: float64 head-major arrays, int64 structure and labels. Float kernels: no fma check."""
+    import numpy as np
+    from numba import typeof, types
+
+    from gglspeedup.attention._kernels import pooling_cuda
+    from gglspeedup.attention._kernels.fused_lasso import FUSED_WORK_INT_FIELDS, FusedWork
+    from gglspeedup.attention._kernels.pooling_structure import BatchArrays
+
+    i64 = types.Array(types.int64, 1, "C")
+    f64 = types.Array(types.float64, 1, "C")
+    i64_2d = types.Array(types.int64, 2, "C")
+    f64_2d = types.Array(types.float64, 2, "C")
+    ints, floats = np.zeros(1, np.int64), np.zeros(1)
+    graph = typeof(BatchArrays(ints, ints, ints, ints, ints, ints, ints, floats, ints, ints, ints))
+    ints2, floats2 = np.zeros((1, 1), np.int64), np.zeros((1, 1))
+    work = typeof(FusedWork(*([ints2] * len(FUSED_WORK_INT_FIELDS)), floats2, floats2, floats2))
+    yield "pooling softmax", pooling_cuda._softmax_kernel, (i64, f64_2d, f64_2d), False
+    yield "pooling softmax backward", pooling_cuda._softmax_backward_kernel, (i64, *[f64_2d] * 3), False
+    yield "pooling sparsemax", pooling_cuda._sparsemax_kernel, (i64, f64_2d, f64, f64_2d), False
+    signature = (i64, f64_2d, f64_2d, f64, f64_2d, f64_2d, f64_2d)
+    yield "pooling sparsemax backward", pooling_cuda._sparsemax_backward_kernel, signature, False
+    signature = (graph, f64_2d, f64, f64, work, f64_2d, i64_2d, i64_2d, f64_2d, i64_2d, f64_2d, types.boolean)
+    yield "pooling fused lasso (+ sparsemax)", pooling_cuda._fused_kernel, signature, False
+    signature = (i64, f64_2d, f64_2d, i64_2d, i64_2d, f64, f64_2d, work, f64_2d, f64_2d, f64_2d, f64_2d)
+    yield "pooling fused lasso backward", pooling_cuda._fused_backward_kernel, signature, False
 
 
 def _registers(ptx: str, cc) -> str:

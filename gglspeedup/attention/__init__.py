@@ -18,7 +18,46 @@ from __future__ import annotations
 import importlib
 
 # public name -> submodule that defines it (imported on first access)
-_POOLING_NAMES: dict[str, str] = {}
+_POOLING_NAMES: dict[str, str] = {
+    **dict.fromkeys(("softmax", "sparsemax", "gfusedmax", "fused_lasso"), "pooling"),
+    **dict.fromkeys(
+        (
+            "softmax_numpy",
+            "sparsemax_numpy",
+            "gfusedmax_numpy",
+            "fused_lasso_numpy",
+            "PoolingResult",
+            "CertificateError",
+        ),
+        "pooling_numpy",
+    ),
+    **dict.fromkeys(("GraphBatch", "graph_batch"), "pooling_batch"),
+    **dict.fromkeys(
+        (
+            "AttentionPooling",
+            "standardize_scores",
+            "FastFlexAddAttention",
+            "MultipleAttention",
+            "Softmax",
+            "Sparsemax",
+            "Gfusedmax",
+            "SoftmaxN",
+            "SparsemaxN",
+            "GfusedmaxN",
+            "Sigmoid",
+            "Tanh",
+            "Sum",
+            "Mean",
+            "Max",
+            "TopK",
+            "TopKN",
+        ),
+        "pooling_modules",
+    ),
+    **dict.fromkeys(
+        ("partition_graphs", "split_batch", "LocalBatch", "sum_gradients", "pool_across_devices"), "pooling_distributed"
+    ),
+}
 _SEQUENCE_NAMES: dict[str, str] = {}
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 

@@ -27,6 +27,7 @@ COMMANDS = {
     "scale": "the papers-like graph out of core: build time and memory, bytes per edge, sampling and disk gathers",
     "gammagl": "GammaGL's GraphSAGE loop: its NeighborSampler vs gglspeedup.gammagl's, sampling to whole epochs",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
+    "attention-pooling": "softmax / sparsemax / gfusedmax pooling of graph batches: ms per iteration vs attpool2",
 }
 
 
@@ -36,8 +37,9 @@ def main(argv=None) -> int:
     for name, help_text in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-        command.set_defaults(_module=f"{__name__}.{name}")
-        _add_command_arguments(command, f"{__name__}.{name}")
+        module = f"{__name__}.{name.replace('-', '_')}"  # a hyphenated command lives in an underscored module
+        command.set_defaults(_module=module)
+        _add_command_arguments(command, module)
     args = parser.parse_args(argv)
     results = importlib.import_module(args._module).run(args)
     if args.json:

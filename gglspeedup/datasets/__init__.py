@@ -49,12 +49,15 @@ __all__ = [
     "synthetic_hetero_features",
     "load_igbh_like",
     "build_csr",
+    "load_tu",
+    "TUDataset",
 ]
 
 _LAZY = {
     **dict.fromkeys(("synthetic_powerlaw", "synthetic_features", "synthetic_labels", "random_split"), "synthetic"),
     **dict.fromkeys(("synthetic_igbh", "synthetic_hetero_features", "load_igbh_like"), "synthetic_hetero"),
     "build_csr": "build",
+    **dict.fromkeys(("load_tu", "TUDataset"), "tu"),  # graph classification: ENZYMES, PROTEINS
 }
 
 

@@ -1,0 +1,233 @@
+"""The whole attention-pooling layer after its two linear maps, as one kernel per direction.
+
+Per (graph ``g``, head ``h``) problem, forward: the head's raw scores ``scores[:, h]`` of the
+graph, standardised (``z = (s - mean) / (std + 1e-7)``, unbiased ``std``, ``0`` where it is 0)
+when ``norm``; the weights ``w = map(z)`` (softmax, sparsemax, or the exact fused lasso then
+sparsemax: the bodies of :mod:`.sparsemax` and :mod:`.fused_lasso`); and the pooled output
+``out[g, c] = sum_i w_i proj[i, c]`` for the head's columns ``bounds[h] .. bounds[h + 1]``.
+Backward, from ``dL/dout``: ``dL/dproj[i, c] = w_i dL/dout[g, c]``, ``dL/dw_i = sum_c proj[i, c]
+dL/dout[g, c]``, the map's exact vector-Jacobian product (with ``dL/dlam``, ``dL/dgamma``), and
+the standardisation's::
+
+    dL/ds_i = (gz_i - mean(gz)) / (std + eps) - [std > 0] z_i sum_j gz_j z_j / ((n - 1) std)
+
+``scores`` ``[N, heads]`` and ``proj`` ``[N, C]`` are read where they lie (any float dtype, row
+major, as a linear layer returns them); the arithmetic is float64. Problems write disjoint slices
+(their graph's rows, their head's row or columns), so they run in parallel with no
+synchronisation. One body per direction serves every kernel; the CPU kernels are below.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from ..._threading import prefer_tbb
+from .fused_lasso import FusedWork, fused_lasso_problem, fused_lasso_vjp_problem
+from .pooling_structure import BatchArrays
+from .sparsemax import softmax_problem, softmax_vjp_problem, sparsemax_problem, sparsemax_vjp_problem
+
+__all__ = ["SOFTMAX", "SPARSEMAX", "GFUSEDMAX", "EPS", "forward_flat", "backward_flat"]
+
+prefer_tbb()  # before any parallel launch: see gglspeedup._threading
+
+SOFTMAX = 0
+SPARSEMAX = 1
+GFUSEDMAX = 2
+EPS = 1e-7  # attpool2's standardisation: (s - mean) / (std + 1e-7)
+
+
+@register_jitable
+def layer_forward_problem(
+    g, h, kind, norm, graph, scores, s0, proj, p0, bounds, lam, gamma, work, z, fused, label, bnd, weights, spread,
+    out,
+):  # fmt: skip
+    """Forward of graph ``g``, head ``h``; returns ``(status, residual)`` of the fused lasso (0s
+    for the other maps). ``spread[h, g]`` keeps ``std`` for the backward."""
+    ptr = graph.ptr
+    n0 = ptr[g]
+    n1 = ptr[g + 1]
+    count = n1 - n0
+    if norm:
+        total = 0.0
+        for i in range(n0, n1):
+            total += scores[i, s0 + h]
+        mean = total / max(count, 1)
+        squares = 0.0
+        for i in range(n0, n1):
+            centred = scores[i, s0 + h] - mean
+            z[h, i] = centred
+            squares += centred * centred
+        var = squares / max(count - 1, 1)
+        std = math.sqrt(var) if var > 0.0 else 0.0
+        spread[h, g] = std
+        scale = 1.0 / (std + EPS)
+        for i in range(n0, n1):
+            z[h, i] = z[h, i] * scale
+    else:
+        for i in range(n0, n1):
+            z[h, i] = scores[i, s0 + h]
+    status = 0
+    residual = 0.0
+    if kind == SOFTMAX:
+        softmax_problem(g, h, ptr, z, weights)
+    elif kind == SPARSEMAX:
+        sparsemax_problem(g, h, ptr, z, gamma[h], weights)
+    else:
+        status, residual = fused_lasso_problem(g, h, graph, z, lam[h], work, fused, label, bnd)
+        if status == 0:
+            sparsemax_problem(g, h, ptr, fused, gamma[h], weights)
+    for c in range(bounds[h], bounds[h + 1]):
+        acc = 0.0
+        for i in range(n0, n1):
+            acc += weights[h, i] * proj[i, p0 + c]
+        out[g, c] = acc
+    return status, residual
+
+
+@register_jitable
+def layer_backward_problem(
+    g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, fused, label, bnd, weights, spread, grad_out, work, gw, gf,
+    grad_scores, s0, grad_proj,
+):  # fmt: skip
+    """Backward of graph ``g``, head ``h`` (``gw``, ``gf``: ``[heads, N]`` scratch); writes the
+    graph's rows of ``grad_scores[:, h]`` and of the head's columns of ``grad_proj``; returns
+    ``(dL/dlam, dL/dgamma)`` of this problem."""
+    n0 = ptr[g]
+    n1 = ptr[g + 1]
+    c0 = bounds[h]
+    c1 = bounds[h + 1]
+    for i in range(n0, n1):
+        acc = 0.0
+        for c in range(c0, c1):
+            acc += proj[i, p0 + c] * grad_out[g, c]
+            grad_proj[i, p0 + c] = weights[h, i] * grad_out[g, c]
+        gw[h, i] = acc
+    grad_lam = 0.0
+    grad_gamma = 0.0
+    if kind == SOFTMAX:
+        softmax_vjp_problem(g, h, ptr, weights, gw, gf)
+    elif kind == SPARSEMAX:
+        grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
+    else:
+        grad_gamma = sparsemax_vjp_problem(g, h, ptr, fused, weights, gamma[h], gw, gf)
+        grad_lam = fused_lasso_vjp_problem(g, h, ptr, label, bnd, gf, work, gw)
+        for i in range(n0, n1):
+            gf[h, i] = gw[h, i]
+    if not norm:
+        for i in range(n0, n1):
+            grad_scores[i, s0 + h] = gf[h, i]
+        return grad_lam, grad_gamma
+    count = n1 - n0
+    std = spread[h, g]
+    mean = 0.0
+    dot = 0.0
+    for i in range(n0, n1):
+        mean += gf[h, i]
+        dot += gf[h, i] * z[h, i]
+    mean = mean / max(count, 1)
+    inverse = 1.0 / (std + EPS)
+    scale = dot / ((count - 1) * std) if std > 0.0 else 0.0
+    for i in range(n0, n1):
+        grad_scores[i, s0 + h] = (gf[h, i] - mean) * inverse - scale * z[h, i]
+    return grad_lam, grad_gamma
+
+
+# The arguments of one direction, as the kernels pass them around: ``inputs`` is ``(scores, s0,
+# proj, p0, bounds, lam, gamma)`` forward and ``(proj, p0, bounds, gamma, grad_out)`` backward;
+# ``state`` is ``(z, fused, label, bnd, weights, spread)``; ``outputs`` is ``(out, status,
+# residual)`` forward and ``(grad_scores, s0, grad_proj, gw, gf, grad_lam, grad_gamma)`` backward.
+@register_jitable
+def _forward_step(p, kind, norm, graph, work, inputs, state, outputs):
+    scores, s0, proj, p0, bounds, lam, gamma = inputs
+    z, fused, label, bnd, weights, spread = state
+    out, status, residual = outputs
+    graphs = graph.ptr.shape[0] - 1
+    h = p // graphs
+    g = p % graphs
+    status[h, g], residual[h, g] = layer_forward_problem(
+        g, h, kind, norm, graph, scores, s0, proj, p0, bounds, lam, gamma, work, z, fused, label, bnd, weights,
+        spread, out,
+    )  # fmt: skip
+
+
+@register_jitable
+def _backward_step(p, kind, norm, ptr, work, inputs, state, outputs):
+    proj, p0, bounds, gamma, grad_out = inputs
+    z, fused, label, bnd, weights, spread = state
+    grad_scores, s0, grad_proj, gw, gf, grad_lam, grad_gamma = outputs
+    graphs = ptr.shape[0] - 1
+    h = p // graphs
+    g = p % graphs
+    grad_lam[h, g], grad_gamma[h, g] = layer_backward_problem(
+        g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, fused, label, bnd, weights, spread, grad_out, work, gw,
+        gf, grad_scores, s0, grad_proj,
+    )  # fmt: skip
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def layer_forward(kind, norm, graph, work, inputs, state, outputs):
+    """Every (head, graph) problem of the layer's forward, in parallel."""
+    for p in prange(state[0].shape[0] * (graph.ptr.shape[0] - 1)):
+        _forward_step(p, kind, norm, graph, work, inputs, state, outputs)
+
+
+@njit(cache=True, nogil=True)
+def layer_forward_serial(kind, norm, graph, work, inputs, state, outputs):
+    for p in range(state[0].shape[0] * (graph.ptr.shape[0] - 1)):
+        _forward_step(p, kind, norm, graph, work, inputs, state, outputs)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def layer_backward(kind, norm, ptr, work, inputs, state, outputs):
+    """Every (head, graph) problem of the layer's backward, in parallel."""
+    for p in prange(state[0].shape[0] * (ptr.shape[0] - 1)):
+        _backward_step(p, kind, norm, ptr, work, inputs, state, outputs)
+
+
+@njit(cache=True, nogil=True)
+def layer_backward_serial(kind, norm, ptr, work, inputs, state, outputs):
+    for p in range(state[0].shape[0] * (ptr.shape[0] - 1)):
+        _backward_step(p, kind, norm, ptr, work, inputs, state, outputs)
+
+
+# The entry points take every array flat and build the records inside: Numba types a record of
+# mixed arrays passed from Python slowly (about 0.1 ms per call, more than a small batch's whole
+# work), flat arrays in about a microsecond.
+@njit(cache=True, nogil=True)
+def forward_flat(
+    parallel, kind, norm, ptr, edge_ptr, edge_u, edge_v, adj_ptr, adj_nbr, adj_eid, adj_dir, order0, comp_ptr,
+    graph_comp, level, cursor, queued, ring, queue, order, seg, mark, stack_a, stack_b, flow, exc, acc, scores, s0,
+    proj, p0, bounds, lam, gamma, z, fused, label, bnd, weights, spread, out, status, residual,
+):  # fmt: skip
+    """:func:`layer_forward` (``parallel``) or its serial twin, on flat arrays: the batch's
+    :class:`BatchArrays` fields, the :class:`FusedWork` fields, then the rest."""
+    graph = BatchArrays(ptr, edge_ptr, edge_u, edge_v, adj_ptr, adj_nbr, adj_eid, adj_dir, order0, comp_ptr, graph_comp)
+    work = FusedWork(level, cursor, queued, ring, queue, order, seg, mark, stack_a, stack_b, flow, exc, acc)
+    inputs = (scores, s0, proj, p0, bounds, lam, gamma)
+    state = (z, fused, label, bnd, weights, spread)
+    outputs = (out, status, residual)
+    if parallel:
+        layer_forward(kind, norm, graph, work, inputs, state, outputs)
+    else:
+        layer_forward_serial(kind, norm, graph, work, inputs, state, outputs)
+
+
+@njit(cache=True, nogil=True)
+def backward_flat(
+    parallel, kind, norm, ptr, level, cursor, queued, ring, queue, order, seg, mark, stack_a, stack_b, flow, exc,
+    acc, proj, p0, bounds, gamma, grad_out, z, fused, label, bnd, weights, spread, grad_scores, s0, grad_proj, gw,
+    gf, grad_lam, grad_gamma,
+):  # fmt: skip
+    """:func:`layer_backward` (``parallel``) or its serial twin, on flat arrays (the
+    :class:`FusedWork` fields first)."""
+    work = FusedWork(level, cursor, queued, ring, queue, order, seg, mark, stack_a, stack_b, flow, exc, acc)
+    inputs = (proj, p0, bounds, gamma, grad_out)
+    state = (z, fused, label, bnd, weights, spread)
+    outputs = (grad_scores, s0, grad_proj, gw, gf, grad_lam, grad_gamma)
+    if parallel:
+        layer_backward(kind, norm, ptr, work, inputs, state, outputs)
+    else:
+        layer_backward_serial(kind, norm, ptr, work, inputs, state, outputs)

@@ -1,0 +1,72 @@
+"""The bundled TU sets and the graph-classification demo (a tiny configuration of the one command)."""
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+from gglspeedup.datasets import load_tu
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize(
+    ("name", "graphs", "nodes", "directed_edges", "features", "classes"),
+    [("enzymes", 600, 19580, 74564, 21, 6), ("proteins", 1113, 43471, 162088, 3, 2)],
+)
+def test_tu_sets_match_the_collections_counts(name, graphs, nodes, directed_edges, features, classes):
+    data = load_tu(name)
+    assert data.num_graphs == graphs and data.ptr[-1] == nodes and data.edge_index.shape == (2, directed_edges)
+    assert data.x.shape == (nodes, features) and data.num_classes == classes
+    assert np.bincount(data.y).min() > 0 and data.y.shape == (graphs,)
+    graph_of = np.searchsorted(data.ptr, data.edge_index, side="right") - 1
+    assert np.array_equal(graph_of[0], graph_of[1])  # edges stay inside their graph
+    pairs = set(map(tuple, data.edge_index.T.tolist()))
+    assert all((v, u) in pairs for u, v in list(pairs)[:1000])  # both directions
+    np.testing.assert_array_equal(data.x[:, :3].argmax(1), data.node_label)
+
+
+def test_subset_renumbers_graphs_nodes_and_edges():
+    data = load_tu("proteins")
+    part = data.subset([5, 2])
+    sizes = np.diff(data.ptr)
+    assert part.ptr.tolist() == [0, sizes[5], sizes[5] + sizes[2]]
+    np.testing.assert_array_equal(part.x[: sizes[5]], data.x[data.ptr[5] : data.ptr[6]])
+    inside = (data.edge_index[0] >= data.ptr[2]) & (data.edge_index[0] < data.ptr[3])
+    assert (
+        part.edge_index.shape[1]
+        == inside.sum() + ((data.edge_index[0] >= data.ptr[5]) & (data.edge_index[0] < data.ptr[6])).sum()
+    )
+    assert part.y.tolist() == [data.y[5], data.y[2]]
+
+
+def test_stratified_folds_partition_every_graph_and_spread_classes():
+    pytest.importorskip("torch")
+    from gglspeedup.examples.tu_pooling import stratified_folds
+
+    y = load_tu("enzymes").y
+    folds = stratified_folds(y, 10, seed=0)
+    assert np.array_equal(np.sort(np.concatenate(folds)), np.arange(y.shape[0]))
+    for fold in folds:
+        assert fold.shape[0] == 60 and np.bincount(y[fold], minlength=6).tolist() == [10] * 6
+
+
+def test_tiny_demo_run_prints_the_table_and_writes_json_and_plot(capsys, tmp_path):
+    pytest.importorskip("torch")
+    spec = importlib.util.spec_from_file_location("demo_tu", os.path.join(ROOT, "demos", "attention_pooling_tu.py"))
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    argv = ["--datasets", "proteins", "--max-folds", "1", "--epochs", "2", "--hidden", "16", "--batch-size", "64"]
+    results = demo.main(argv + ["--no-progress", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert [row["mapping"] for row in results] == ["softmax", "sparsemax", "gfusedmax"]
+    for row in results:
+        assert row["dataset"] == "proteins" and len(row["fold_accuracy"]) == 1
+        assert 0.5 <= row["accuracy_mean"] <= 1.0 and row["seconds_per_epoch"] > 0  # majority class: 59.6%
+        assert f"proteins  {row['mapping']:<10}" in out
+    with open(tmp_path / "tu_pooling.json") as handle:
+        assert json.load(handle)["results"] == results
+    if importlib.util.find_spec("matplotlib"):
+        assert os.path.getsize(tmp_path / "tu_pooling.png") > 0

@@ -1,0 +1,117 @@
+"""The pooling layers: AttentionPooling against a per-graph torch reference of attpool2's math,
+heads in one call equal to MultipleAttention of single heads, and attpool2's classes called the
+way its scripts call them ((x, graph_size_list, edge_list) with per-graph (E, 2) edge arrays)."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gglspeedup.attention import (  # noqa: E402
+    AttentionPooling,
+    FastFlexAddAttention,
+    Gfusedmax,
+    MultipleAttention,
+    Softmax,
+    Sparsemax,
+    gfusedmax,
+)
+from gglspeedup.testing.pooling_reference import gfusedmax_reference, sparsemax_reference  # noqa: E402
+
+
+def random_graphs(rng, count=6, low=3, high=9):
+    """attpool2-style batches: sizes and, per graph, the (E, 2) upper-triangle pairs of a random
+    graph with edge probability one half (an edgeless graph possible)."""
+    sizes = [int(n) for n in rng.integers(low, high, size=count)]
+    edges = []
+    for n in sizes:
+        upper = np.triu(rng.random((n, n)) * (1 - np.eye(n))) >= 0.5
+        edges.append(np.stack(np.nonzero(upper), axis=-1).astype(int))
+    return sizes, edges
+
+
+def reference_pool(layer, x, sizes, edges, mapping):
+    """attpool2's math graph by graph with plain torch / NumPy (no batched kernel)."""
+    outputs = []
+    proj = layer.proj_func(x)
+    scores = layer.score_func(x)
+    for (start, stop), e in zip(zip(np.cumsum([0, *sizes[:-1]]), np.cumsum(sizes)), edges):
+        s = scores[start:stop, 0]
+        s = (s - s.mean()) / (s.std() + 1e-7)
+        if mapping == "softmax":
+            w = torch.softmax(s, dim=0)
+        elif mapping == "sparsemax":
+            w = torch.tensor(sparsemax_reference(s.detach().numpy() / float(layer.gamma)))
+        else:
+            w = torch.tensor(gfusedmax_reference(s.detach().numpy(), e, float(layer.lam), float(layer.gamma)))
+        outputs.append((proj[start:stop] * w.to(proj.dtype)[:, None]).sum(0))
+    return torch.stack(outputs)
+
+
+@pytest.mark.parametrize("mapping", ["softmax", "sparsemax", "gfusedmax"])
+def test_fast_flex_add_attention_computes_attpool2s_pooling(mapping):
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    sizes, edges = random_graphs(rng)
+    x = torch.rand(sum(sizes), 10, dtype=torch.float64, requires_grad=True)
+    layer = FastFlexAddAttention(10, 5, mapping, True, lam=0.2, gamma=0.8).double()
+    y = layer(x, sizes, edges)
+    assert y.shape == (len(sizes), 5)
+    torch.testing.assert_close(y, reference_pool(layer, x, sizes, edges, mapping), atol=1e-9, rtol=0)
+    (y * y).sum().backward()
+    assert x.grad.shape == x.shape and torch.isfinite(x.grad).all()
+
+
+def test_heads_in_one_call_equal_multiple_attention_of_single_heads():
+    rng = np.random.default_rng(1)
+    torch.manual_seed(1)
+    sizes, edges = random_graphs(rng, count=5)
+    x = torch.rand(sum(sizes), 8, dtype=torch.float64)
+    multi = MultipleAttention(lambda size: FastFlexAddAttention(8, size, "gfusedmax", True, lam=0.3), 7, 3).double()
+    batched = AttentionPooling(8, 7, "gfusedmax", heads=3, lam=0.3).double()
+    with torch.no_grad():
+        heads = [getattr(multi, f"attention{i}") for i in range(3)]
+        batched.proj_func.weight.copy_(torch.cat([h.proj_func.weight for h in heads]))
+        batched.proj_func.bias.copy_(torch.cat([h.proj_func.bias for h in heads]))
+        batched.score_func.weight.copy_(torch.cat([h.score_func.weight for h in heads]))
+        batched.score_func.bias.copy_(torch.cat([h.score_func.bias for h in heads]))
+    torch.testing.assert_close(batched(x, sizes=sizes, edge_index=edges), multi(x, sizes, edges), atol=1e-12, rtol=0)
+
+
+def test_learnable_lam_and_gamma_get_gradients_and_one_node_graphs_stay_finite():
+    rng = np.random.default_rng(2)
+    sizes, edges = random_graphs(rng)
+    sizes[0], edges[0] = 1, np.zeros((0, 2), int)
+    starts = np.cumsum([0, *sizes[:-1]])
+    edges = np.concatenate([(e + s).T for e, s in zip(edges, starts)], axis=1)  # global (2, E) form
+    x = torch.rand(sum(sizes), 6, requires_grad=True)
+    layer = AttentionPooling(6, 4, "gfusedmax", learn_lam=True, learn_gamma=True, heads=2, lam=0.5)
+    out = layer(x, sizes=sizes, edge_index=edges)
+    out.pow(2).sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
+    assert layer.lam.grad.shape == (2,) and layer.gamma.grad.shape == (2,)
+    assert layer.lam.grad.abs().sum() > 0 and layer.gamma.grad.abs().sum() > 0
+
+
+def test_attpool2_mapping_modules_take_graph_size_list_and_edge_list():
+    rng = np.random.default_rng(3)
+    sizes, edges = random_graphs(rng, count=10, low=5, high=10)
+    x = torch.rand(sum(sizes), dtype=torch.float64) + 1
+    fused = Gfusedmax(lam=0.1)(x, sizes, edges)
+    torch.testing.assert_close(fused, gfusedmax(x, sizes=sizes, edge_index=edges, lam=0.1))
+    for mapping in (Gfusedmax(lam=0.1), Sparsemax(lam=0.1), Softmax(lam=0.1)):
+        weights = mapping(x, sizes, edges)
+        sums = torch.stack([w.sum() for w in torch.split(weights, sizes)])
+        torch.testing.assert_close(sums, torch.ones(len(sizes), dtype=torch.float64))
+
+
+@pytest.mark.parametrize("max_type", ["softmax-n", "gfusedmax-n", "sigmoid", "tanh", "sum", "mean", "max", "topk"])
+def test_attpool2s_other_mappings_run(max_type):
+    rng = np.random.default_rng(4)
+    sizes, edges = random_graphs(rng)
+    x = torch.rand(sum(sizes), 5, requires_grad=True)
+    y = FastFlexAddAttention(5, 3, max_type, True)(x, sizes, edges)
+    y.sum().backward()
+    assert y.shape == (len(sizes), 3) and torch.isfinite(x.grad).all()
+    with pytest.raises(ValueError, match="Wrong max_type"):
+        FastFlexAddAttention(5, 3, "bogus")

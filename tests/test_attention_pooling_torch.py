@@ -1,0 +1,132 @@
+"""The torch maps: gradcheck in float64 for scores, lam and gamma (shared or per head), dtypes,
+and the errors bad input gets before any kernel runs."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gglspeedup.attention import (  # noqa: E402
+    fused_lasso,
+    gfusedmax,
+    gfusedmax_numpy,
+    graph_batch,
+    softmax,
+    sparsemax,
+)
+
+SIZES = [1, 0, 5, 7, 3, 4]
+EDGES = [
+    np.zeros((0, 2), np.int64),
+    np.zeros((0, 2), np.int64),
+    np.array([[0, 1], [1, 2], [2, 3], [3, 4], [0, 4], [4, 0]]),
+    np.array([[0, 1], [1, 2], [3, 4], [4, 5], [5, 6], [2, 6], [6, 6]]),
+    np.zeros((0, 2), np.int64),  # edgeless
+    np.array([[0, 1], [1, 2], [2, 3]]),
+]
+
+
+def scores(heads, seed=0):
+    rng = np.random.default_rng(seed)
+    shape = (sum(SIZES),) if heads == 0 else (sum(SIZES), heads)
+    return torch.tensor(rng.standard_normal(shape) * 2, dtype=torch.float64, requires_grad=True)
+
+
+@pytest.mark.parametrize("heads", [0, 2], ids=["1-D", "2 heads"])
+def test_gradcheck_every_map(heads):
+    x = scores(heads)
+    per = max(heads, 1)
+    lam = torch.tensor([0.31, 0.07][:per] if heads else 0.31, dtype=torch.float64, requires_grad=True)
+    gamma = torch.tensor([0.8, 1.9][:per] if heads else 0.8, dtype=torch.float64, requires_grad=True)
+    shared_lam = torch.tensor(0.45, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda s, lam_, g: gfusedmax(s, sizes=SIZES, edge_index=EDGES, lam=lam_, gamma=g), (x, lam, gamma)
+    )
+    assert torch.autograd.gradcheck(
+        lambda s, lam_: gfusedmax(s, sizes=SIZES, edge_index=EDGES, lam=lam_), (x, shared_lam)
+    )
+    assert torch.autograd.gradcheck(lambda s, lam_: fused_lasso(s, sizes=SIZES, edge_index=EDGES, lam=lam_), (x, lam))
+    assert torch.autograd.gradcheck(lambda s, g: sparsemax(s, sizes=SIZES, gamma=g), (x, gamma))
+    assert torch.autograd.gradcheck(lambda s: softmax(s, sizes=SIZES), (x,))
+
+
+def test_torch_maps_equal_the_numpy_entry_points_and_keep_the_dtype():
+    x = scores(3, seed=1)
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    expected = gfusedmax_numpy(x.detach().numpy(), ptr, EDGES, lam=0.2, gamma=1.5).output
+    np.testing.assert_array_equal(gfusedmax(x, ptr, EDGES, lam=0.2, gamma=1.5).detach().numpy(), expected)
+    single = gfusedmax(x.detach().float(), ptr, EDGES, lam=0.2, gamma=1.5)
+    assert single.dtype == torch.float32 and single.shape == x.shape
+    np.testing.assert_allclose(single.numpy(), expected, atol=1e-6)
+    batch = graph_batch(ptr, EDGES)
+    np.testing.assert_array_equal(gfusedmax(x, batch, lam=0.2, gamma=1.5).detach().numpy(), expected)
+
+
+def test_float32_gradients_come_back_in_float32():
+    x = scores(0).detach().float().requires_grad_()
+    lam = torch.tensor(0.5, requires_grad=True)
+    gfusedmax(x, sizes=SIZES, edge_index=EDGES, lam=lam).pow(2).sum().backward()
+    assert x.grad.dtype == torch.float32 and lam.grad.dtype == torch.float32 and lam.grad.shape == ()
+
+
+def test_weights_sum_to_one_per_graph_and_head():
+    x = scores(2)
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    for weights in (softmax(x, ptr), sparsemax(x, ptr), gfusedmax(x, ptr, EDGES, lam=0.5)):
+        sums = torch.zeros(len(SIZES), 2, dtype=torch.float64).index_add_(
+            0, torch.repeat_interleave(torch.arange(len(SIZES)), torch.tensor(SIZES)), weights.detach()
+        )
+        expected = torch.tensor([[1.0, 1.0] if n else [0.0, 0.0] for n in SIZES], dtype=torch.float64)
+        torch.testing.assert_close(sums, expected)
+
+
+def test_bad_input_raises_naming_the_argument():
+    x = scores(0)
+    n = x.shape[0]
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    with pytest.raises(ValueError, match=r"ptr must cover the scores: ptr\[-1\] = 20 nodes, but the scores have 21"):
+        softmax(torch.zeros(n + 1, dtype=torch.float64), ptr)
+    with pytest.raises(ValueError, match="ptr must start at 0"):
+        softmax(x, ptr + 1)
+    with pytest.raises(ValueError, match=r"ptr must not decrease: ptr\[2\]"):
+        softmax(x, [0, 5, 3, n])
+    with pytest.raises(ValueError, match="exactly one"):
+        softmax(x)
+    with pytest.raises(ValueError, match=r"sizes must be >= 0, got sizes\[1\] = -1"):
+        softmax(x, sizes=[n + 1, -1])
+    with pytest.raises(ValueError, match=r"edge_index\[:, 1\] = \(0, 5\) joins graph 0 and graph 2"):
+        gfusedmax(x, ptr, np.array([[0, 0], [0, 5]]))
+    with pytest.raises(IndexError, match=r"edge_index\[1, 0\] = 20 is out of range \[0, num_nodes = 20\)"):
+        gfusedmax(x, ptr, np.array([[0], [20]]))
+    with pytest.raises(IndexError, match=r"edge_index\[0, 0\] = -1 is out of range"):
+        gfusedmax(x, ptr, np.array([[-1], [0]]))
+    bad_local = [e.copy() for e in EDGES]
+    bad_local[2] = np.array([[0, 5]])
+    with pytest.raises(IndexError, match=r"edge_index\[2\]\[0, 1\] = 5 is out of range \[0, size of graph 2 = 5\)"):
+        gfusedmax(x, ptr, bad_local)
+    with pytest.raises(ValueError, match=r"edge_index must have shape \(2, E\)"):
+        gfusedmax(x, ptr, np.zeros((3, 4), np.int64))
+    with pytest.raises(ValueError, match="needs the graphs' edges"):
+        gfusedmax(x, ptr)
+    with pytest.raises(ValueError, match=r"lam must be finite and >= 0, got -0.5"):
+        gfusedmax(x, ptr, EDGES, lam=-0.5)
+    with pytest.raises(ValueError, match=r"gamma must be finite and > 0, got 0.0"):
+        gfusedmax(x, ptr, EDGES, gamma=0.0)
+    with pytest.raises(ValueError, match=r"gamma must be finite and > 0, got -1.0"):
+        sparsemax(x, ptr, gamma=torch.tensor(-1.0))
+    with pytest.raises(ValueError, match=r"lam must be a number or have one entry per head \(1\)"):
+        gfusedmax(x, ptr, EDGES, lam=torch.tensor([0.1, 0.2]))
+    nan = x.detach().clone()
+    nan[4] = float("nan")
+    with pytest.raises(ValueError, match=r"scores must be finite, got scores\[4\] = nan"):
+        gfusedmax(nan, ptr, EDGES)
+    inf = scores(2).detach().clone()
+    inf[7, 1] = float("inf")
+    with pytest.raises(ValueError, match=r"scores must be finite, got scores\[7, 1\] = inf"):
+        softmax(inf, ptr)
+    with pytest.raises(TypeError, match="floating-point"):
+        softmax(torch.zeros(n, dtype=torch.int64), ptr)
+    with pytest.raises(TypeError, match="ptr must hold integers"):
+        softmax(x, np.array([0.0, 20.0]))
+    with pytest.raises(TypeError, match="scores must be a torch tensor"):
+        softmax(x.detach().numpy(), ptr)
