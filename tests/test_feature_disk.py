@@ -73,6 +73,13 @@ def test_each_page_of_a_mapped_table_is_asked_for_once_and_cached_rows_never(tab
     assert plain._tier._cold.advise(np.array([10, 11])) >= 1
 
 
+def test_mapped_tables_are_advised_for_random_reads(table_file):
+    from gglspeedup._storage import advise_random
+
+    path, x = table_file()
+    assert advise_random(np.load(path, mmap_mode="r")) and not advise_random(x)
+
+
 def test_tables_in_memory_stay_one_tier_and_bad_files_are_named(tmp_path, table_file):
     _, x = table_file()
     assert isinstance(gg.FeatureStore(x, cache_size="1M", policy=np.arange(600))._tier, HostTier)

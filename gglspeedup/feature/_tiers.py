@@ -122,7 +122,10 @@ class HostCacheTier:
     from the mapping in place (page cache, or the disk when cold)."""
 
     def __init__(self, table: np.ndarray, cached_ids: np.ndarray, backing=None):
+        from .._storage import advise_random
+
         num_rows = table.shape[0]
+        advise_random(table)  # rows are read at random: no read-ahead past each row's page
         self.table = table
         self.backing = backing  # the mapped file, checked per gather (a shrunk file would SIGBUS)
         self.row_bytes = table.shape[1] * table.dtype.itemsize

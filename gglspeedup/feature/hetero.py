@@ -332,6 +332,8 @@ class HeteroFeatureStore(HeteroFeatureSource):
         features), each memory-mapped as :meth:`FeatureStore.from_npy` does; one cache budget."""
         import os
 
+        from .._storage import advise_random
+
         if not isinstance(paths, dict):
             raise TypeError(f"paths must be a dict node type -> .npy path, got {type(paths).__name__}")
         tables = {}
@@ -346,6 +348,9 @@ class HeteroFeatureStore(HeteroFeatureSource):
                 raise ValueError(
                     f"paths[{node_type!r}] = {os.fspath(path)!r} is not a readable .npy table: {error}"
                 ) from None
+        for table in tables.values():
+            if table is not None:
+                advise_random(table)  # gathers read scattered rows: no read-around per fault
         return cls(tables, device, cache_size, policy, graph, **options)
 
     @staticmethod

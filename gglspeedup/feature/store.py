@@ -128,12 +128,15 @@ class FeatureStore:
         """
         import os
 
+        from .._storage import advise_random
+
         try:
             table = np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as error:
             if isinstance(error, FileNotFoundError):
                 raise
             raise ValueError(f"{os.fspath(path)!r} is not a readable .npy feature table: {error}") from None
+        advise_random(table)  # a gather reads scattered rows: no read-ahead
         return cls(table, device, cache_size, policy, graph, **options)
 
     # ------------------------------------------------------------------ construction
