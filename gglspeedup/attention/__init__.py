@@ -19,7 +19,10 @@ import importlib
 
 # public name -> submodule that defines it (imported on first access)
 _POOLING_NAMES: dict[str, str] = {}
-_SEQUENCE_NAMES: dict[str, str] = {}
+_SEQUENCE_NAMES: dict[str, str] = {
+    "SequencePattern": "patterns",
+    "AttentionGraph": "pattern_graph",
+}
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 
 __all__ = [*_LAZY_NAMES]
