@@ -22,6 +22,7 @@ _POOLING_NAMES: dict[str, str] = {}
 _SEQUENCE_NAMES: dict[str, str] = {
     "SequencePattern": "patterns",
     "AttentionGraph": "pattern_graph",
+    "diffusion_attention": "diffusion",
 }
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 

@@ -1,0 +1,168 @@
+"""The fused kernels as torch-facing operations on one attention graph (used by the autograd Functions).
+
+:class:`GraphOps` binds an :class:`~gglspeedup.attention.AttentionGraph` and the rows of a batch
+(``repeats`` sequences sharing it) and runs the CPU kernels on NumPy views of CPU tensors, the CUDA
+kernels on CUDA tensors, and (``device="cuda:0"`` patterns under ``NUMBA_ENABLE_CUDASIM=1``) the
+simulated CUDA kernels on CPU tensors. Every output is a new tensor; nothing is ``(E, H, D)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["GraphOps", "MODE_SOFTMAX", "MODE_EXP"]
+
+MODE_SOFTMAX = 0
+MODE_EXP = 1
+
+
+class GraphOps:
+    """Kernel launches over ``graph`` for ``repeats * graph.num_nodes`` rows."""
+
+    def __init__(self, graph, repeats: int):
+        self.graph = graph
+        self.repeats = int(repeats)
+        self.n = graph.num_nodes
+        self.num_edges = graph.num_edges
+        self.device = graph.device
+        self.gpu = self.device.is_cuda
+        self.real_gpu = self.gpu and not self.device.simulated
+        if self.gpu:
+            from ._kernels import diffusion_cuda as kernels
+        else:
+            from ._kernels import diffusion_cpu as kernels
+        self.kernels = kernels
+
+    @property
+    def rows(self) -> int:
+        return self.repeats * self.n
+
+    def _array(self, tensor):
+        """What a kernel receives: the CUDA tensor itself, else a NumPy view (no copy)."""
+        if tensor is None:
+            return None
+        if self.real_gpu:
+            return tensor.detach()
+        return tensor.detach().numpy()
+
+    def _call(self, name, *args):
+        function = getattr(self.kernels, name)
+        args = tuple(self._array(a) if hasattr(a, "detach") else a for a in args)
+        if self.gpu:
+            function(self.device, *args)
+        else:
+            function(*args)
+
+    def _scalar(self, value, like):
+        return np.dtype(str(like.dtype).replace("torch.", "")).type(value)
+
+    def _dummy(self, like, ndim):
+        import torch
+
+        return torch.zeros((1,) * ndim, dtype=like.dtype, device=like.device)
+
+    def _pad(self, pad, like):
+        import torch
+
+        if pad is None:
+            return False, torch.zeros(1, dtype=torch.uint8, device=like.device)
+        return True, pad
+
+    # -- operations ----------------------------------------------------------------------------
+    def scores(self, q, k, pad, mode):
+        """Edge scores of every row, softmaxed (``MODE_SOFTMAX``) or exponentiated (``MODE_EXP``):
+        ``(repeats * E, H)``. Raises ``ValueError`` when a score is not finite."""
+        import torch
+
+        attn = torch.empty((self.repeats * self.num_edges, q.shape[1]), dtype=q.dtype, device=q.device)
+        bad = torch.zeros(self.rows, dtype=torch.uint8, device=q.device)
+        has_mask, pad = self._pad(pad, q)
+        g = self.graph
+        self._call("scores", g.indptr, g.indices, self.n, self.num_edges, q, k, has_mask, pad, mode, attn, bad)
+        if bool(bad.any()):  # sync on a GPU: the check reads one flag back
+            row = int(torch.nonzero(bad)[0, 0])
+            raise ValueError(
+                f"q and k give non-finite attention scores (k . q is inf or nan) at query row {row}; "
+                "check q and k for inf / nan or overflowing values"
+            )
+        return attn
+
+    def spmm(self, weights, x, scale=1.0, self_rows=None, self_scale=0.0, diag=None):
+        """``scale * A x (+ self_scale * self_rows) (+ diag * x)`` with ``A[y, key] = weights[e]``."""
+        import torch
+
+        out = torch.empty_like(x)
+        g = self.graph
+        self._call(
+            "spmm",
+            g.indptr,
+            g.indices,
+            self.n,
+            self.num_edges,
+            weights,
+            x,
+            out,
+            self._scalar(scale, x),
+            self_rows is not None,
+            self._scalar(self_scale, x),
+            self_rows if self_rows is not None else self._dummy(x, 3),
+            diag is not None,
+            diag if diag is not None else self._dummy(x, 2),
+        )
+        return out
+
+    def spmm_t(self, weights, g, scale=1.0, diag=None, dw=None, hx=None, dw_scale=0.0):
+        """``scale * A^T g (+ diag * g)``; with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]``."""
+        import torch
+
+        out = torch.empty_like(g)
+        tindptr, tqueries, tedges = self.graph.transpose()
+        self._call(
+            "spmm_t",
+            tindptr,
+            tqueries,
+            tedges,
+            self.n,
+            self.num_edges,
+            weights,
+            g,
+            out,
+            self._scalar(scale, g),
+            diag is not None,
+            diag if diag is not None else self._dummy(g, 2),
+            dw is not None,
+            dw if dw is not None else self._dummy(g, 2),
+            hx if hx is not None else self._dummy(g, 3),
+            self._scalar(dw_scale, g),
+        )
+        return out
+
+    def softmax_back(self, attn, grad, pad, mode):
+        """In place: d loss / d attention -> d loss / d score (``grad``: contiguous, owned)."""
+        has_mask, pad = self._pad(pad, attn)
+        g = self.graph
+        self._call("softmax_back", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode, self.rows)
+        return grad
+
+    def colsum(self, weights, heads):
+        """Out-degree of every key row: ``(rows, H)``, the sum of its outgoing edge weights."""
+        import torch
+
+        out = torch.empty((self.rows, heads), dtype=weights.dtype, device=weights.device)
+        tindptr, _, tedges = self.graph.transpose()
+        self._call("colsum", tindptr, tedges, self.n, self.num_edges, weights, out)
+        return out
+
+    def sources(self):
+        """int64 tensor ``(repeats * E,)``: the key row of every edge (kept)."""
+        import torch
+
+        cached = getattr(self, "_sources", None)
+        if cached is None:
+            from ..device import to_numpy
+
+            indices = torch.from_numpy(to_numpy(self.graph.indices).astype(np.int64))
+            offsets = torch.arange(self.repeats, dtype=torch.int64)[:, None] * self.n
+            cached = (indices[None, :] + offsets).reshape(-1)
+            self._sources = cached
+        return cached
