@@ -23,6 +23,9 @@ _SEQUENCE_NAMES: dict[str, str] = {
     "SequencePattern": "patterns",
     "AttentionGraph": "pattern_graph",
     "diffusion_attention": "diffusion",
+    "fractional_attention": "fractional",
+    "DiffuserSelfAttention": "diffuser_modules",
+    "DiffuserFracSelfAttention": "diffuser_modules",
 }
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 

@@ -44,8 +44,8 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
     real_gpu = graph.device.is_cuda and not graph.device.simulated
     if real_gpu != (q.device.type == "cuda"):
         raise ValueError(f"q is on {q.device} but the graph was built on {graph.device}: build the pattern on the same device")
-    if graph.device.is_cuda and depth > 256:
-        raise ValueError(f"head_dim must be <= 256 on a GPU (per-thread scratch), got {depth}")
+    if graph.device.is_cuda and (heads > 16 or depth > 128):
+        raise ValueError(f"on a GPU heads must be <= 16 and head_dim <= 128 (per-thread scratch), got {heads} and {depth}")
     hops = check_int("hops", hops, minimum=0)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be a float in [0, 1], got {alpha!r}")

@@ -23,7 +23,7 @@ _BLOCK = 16
 def scores(indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad):
     rows = q.shape[0]
     for block in prange((rows + _BLOCK - 1) // _BLOCK):
-        prod = np.empty(q.shape[2], q.dtype)
+        prod = np.empty((q.shape[1], q.shape[2]), q.dtype)
         for r in range(block * _BLOCK, min(rows, (block + 1) * _BLOCK)):
             score_row(r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, prod, bad)
 
@@ -44,7 +44,7 @@ def spmm_t(tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_
     rows = g.shape[0]
     for block in prange((rows + _BLOCK - 1) // _BLOCK):
         acc = np.empty((1, g.shape[1], g.shape[2]), g.dtype)
-        prod = np.empty(g.shape[2], g.dtype)
+        prod = np.empty((g.shape[1], g.shape[2]), g.dtype)
         for r in range(block * _BLOCK, min(rows, (block + 1) * _BLOCK)):
             spmm_t_row(
                 r,

@@ -1,6 +1,6 @@
 """GPU driver of the fused attention kernels: ``@cuda.jit``, one thread per row, the same row bodies.
 
-A thread's scratch is local memory (``MAX_HEAD_DIM`` values for the dot-product tree); the
+A thread's scratch is local memory (``MAX_HEADS x MAX_HEAD_DIM`` products for the dot-product trees); the
 accumulators are the output rows themselves. Launches go through :func:`gglspeedup._launch.launch_rows`.
 """
 
@@ -11,9 +11,10 @@ from numba import cuda, float32, float64
 from ..._launch import launch_rows
 from .diffusion_rows import colsum_row, score_row, softmax_back_row, spmm_row, spmm_t_row
 
-__all__ = ["MAX_HEAD_DIM", "scores", "spmm", "spmm_t", "softmax_back", "colsum"]
+__all__ = ["MAX_HEADS", "MAX_HEAD_DIM", "scores", "spmm", "spmm_t", "softmax_back", "colsum"]
 
-MAX_HEAD_DIM = 256  # the per-thread dot-product scratch (local memory)
+MAX_HEADS = 16  # the per-thread dot-product scratch (local memory): heads x head_dim products
+MAX_HEAD_DIM = 128
 
 
 def _kernels(dtype):
@@ -23,7 +24,7 @@ def _kernels(dtype):
     def scores_kernel(indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad):
         r = cuda.grid(1)
         if r < q.shape[0]:
-            prod = cuda.local.array(MAX_HEAD_DIM, local)
+            prod = cuda.local.array((MAX_HEADS, MAX_HEAD_DIM), local)
             score_row(r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, prod, bad)
 
     @cuda.jit
@@ -38,7 +39,7 @@ def _kernels(dtype):
     def spmm_t_kernel(tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale):
         r = cuda.grid(1)
         if r < g.shape[0]:
-            prod = cuda.local.array(MAX_HEAD_DIM, local)
+            prod = cuda.local.array((MAX_HEADS, MAX_HEAD_DIM), local)
             spmm_t_row(
                 r,
                 tindptr,

@@ -6,7 +6,7 @@ pattern's node count and ``repeats`` the sequences sharing it (1 for a batched p
 ``(repeats * E, H)``: edge ``e`` of copy ``b`` is ``b * E + e``. No ``(E, H, D)`` tensor exists.
 
 Arithmetic is in the inputs' dtype (float32 or float64) in a fixed order the CPU and the CUDA
-simulator share: dot products as a pairwise tree over ``D`` (:func:`dot`), sums over a row's edges
+simulator share: dot products as a pairwise tree over ``D`` (:func:`tree_sum`), sums over a row's edges
 in edge order, ``exp`` in float64. Scratch arrays come from the drivers (the CPU allocates them
 per block of rows, a CUDA thread uses local memory), so the bodies are the same code on both.
 """
@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-__all__ = ["MASKED_SCORE", "dot", "score_row", "spmm_row", "spmm_t_row", "softmax_back_row", "colsum_row"]
+__all__ = ["MASKED_SCORE", "head_products", "tree_sum", "score_row", "spmm_row", "spmm_t_row", "softmax_back_row", "colsum_row"]
 
 MASKED_SCORE = -10000.0  # Diffuser's masked_fill value for an edge touching a padding token
 MODE_SOFTMAX = 0  # diffusion attention: edge softmax over each query's keys
@@ -26,17 +26,23 @@ MODE_EXP = 1  # fractional attention: edge weight exp(k . q), 0 when masked
 
 
 @register_jitable
-def dot(a, ar, b, br, h, depth, prod):
-    """``sum_d a[ar, h, d] * b[br, h, d]`` as a pairwise tree (``prod``: scratch of >= depth)."""
-    for d in range(depth):
-        prod[d] = a[ar, h, d] * b[br, h, d]
+def head_products(a, ar, b, br, heads, depth, prod):
+    """``prod[h, d] = a[ar, h, d] * b[br, h, d]`` for every head (``prod``: (>= H, >= D) scratch)."""
+    for h in range(heads):
+        for d in range(depth):
+            prod[h, d] = a[ar, h, d] * b[br, h, d]
+
+
+@register_jitable
+def tree_sum(prod, h, depth):
+    """``sum_d prod[h, d]`` as a pairwise tree (fixed order, vectorisable without reassociation)."""
     width = depth
     while width > 1:
         half = (width + 1) >> 1
         for d in range(width - half):
-            prod[d] = prod[d] + prod[d + half]
+            prod[h, d] = prod[h, d] + prod[h, d + half]
         width = half
-    return prod[0]
+    return prod[h, 0]
 
 
 @register_jitable
@@ -50,18 +56,21 @@ def score_row(r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn,
     base = b * num_edges
     heads = q.shape[1]
     depth = q.shape[2]
-    for h in range(heads):
-        for e in range(e0, e1):
-            x = b * n + indices[e]
-            s = dot(q, r, k, x, h, depth, prod)
+    for e in range(e0, e1):
+        x = b * n + indices[e]
+        head_products(q, r, k, x, heads, depth, prod)
+        masked = has_mask and (pad[r] != 0 or pad[x] != 0)
+        for h in range(heads):
+            s = tree_sum(prod, h, depth)
             if not math.isfinite(s):
                 bad[r] = 1
-            if has_mask and (pad[r] != 0 or pad[x] != 0):
+            if masked:
                 attn[base + e, h] = MASKED_SCORE if mode == MODE_SOFTMAX else 0.0
             elif mode == MODE_EXP:
                 attn[base + e, h] = math.exp(np.float64(s))
             else:
                 attn[base + e, h] = s
+    for h in range(heads):
         if mode == MODE_SOFTMAX and e1 > e0:
             top = attn[base + e0, h]
             for e in range(e0 + 1, e1):
@@ -128,8 +137,10 @@ def spmm_t_row(
             w = weights[e, h]
             for d in range(depth):
                 acc[ar, h, d] += w * g[query, h, d]
-            if want_dw:
-                dw[e, h] += dw_scale * dot(g, query, hx, r, h, depth, prod)
+        if want_dw:
+            head_products(g, query, hx, r, heads, depth, prod)
+            for h in range(heads):
+                dw[e, h] += dw_scale * tree_sum(prod, h, depth)
     for h in range(heads):
         for d in range(depth):
             value = scale * acc[ar, h, d]
