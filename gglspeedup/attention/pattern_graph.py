@@ -129,7 +129,9 @@ class AttentionGraph:
             indptr = indptr.to(indices.dtype)
         if values is None:
             values = torch.ones(indices.shape[0], dtype=torch.float32, device=indices.device)
-        return torch.sparse_csr_tensor(indptr, indices, values, size=(self.num_nodes, self.num_nodes))
+        return torch.sparse_csr_tensor(
+            indptr, indices, values, size=(self.num_nodes, self.num_nodes), check_invariants=False
+        )
 
     def to_pyg(self):
         """A PyG ``EdgeIndex`` ``[source, destination]`` sorted by destination (column), int64."""
