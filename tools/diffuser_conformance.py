@@ -21,7 +21,6 @@ import os
 import sys
 import types
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def main() -> int:
@@ -37,7 +36,7 @@ def main() -> int:
     warnings.filterwarnings("ignore", "overflow encountered")
     import torch
 
-    from _diffuser_peer import load
+    from gglspeedup.bench.diffuser_peer import load
 
     from gglspeedup.attention import DiffuserSelfAttention, SequencePattern
 

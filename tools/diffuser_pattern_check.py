@@ -20,8 +20,7 @@ import types
 
 import numpy as np
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _diffuser_peer import load  # noqa: E402
+from gglspeedup.bench.diffuser_peer import load  # noqa: E402
 
 from gglspeedup.attention import SequencePattern  # noqa: E402
 

@@ -14,6 +14,7 @@ __all__ = ["GraphOps", "MODE_SOFTMAX", "MODE_EXP"]
 
 MODE_SOFTMAX = 0
 MODE_EXP = 1
+_PARALLEL_MIN_WORK = 1 << 20  # edge x head x dim products below which a kernel runs on one thread
 
 
 class GraphOps:
@@ -32,6 +33,12 @@ class GraphOps:
         else:
             from ._kernels import diffusion_cpu as kernels
         self.kernels = kernels
+        self.work = self.repeats * self.num_edges
+
+    def bind_width(self, heads: int, depth: int) -> GraphOps:
+        """Record the feature width (sizes the work of each call)."""
+        self.work = self.repeats * self.num_edges * heads * depth
+        return self
 
     @property
     def rows(self) -> int:
@@ -50,8 +57,17 @@ class GraphOps:
         args = tuple(self._array(a) if hasattr(a, "detach") else a for a in args)
         if self.gpu:
             function(self.device, *args)
-        else:
+            return
+        import numba
+
+        threads = numba.get_num_threads()
+        # A parallel region costs a scheduler time slice per barrier on a busy machine: small
+        # calls run on one thread (as the samplers' PARALLEL_MIN_WORK rule).
+        numba.set_num_threads(threads if self.work >= _PARALLEL_MIN_WORK else 1)
+        try:
             function(*args)
+        finally:
+            numba.set_num_threads(threads)
 
     def _scalar(self, value, like):
         return np.dtype(str(like.dtype).replace("torch.", "")).type(value)

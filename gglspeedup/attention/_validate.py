@@ -60,4 +60,4 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
         pad = key_padding_mask.to(device=q.device).reshape(-1).to(torch.uint8).contiguous()
     if not math.isfinite(float(alpha)):
         raise ValueError(f"alpha must be finite, got {alpha}")
-    return batch, length, heads, depth, pad, GraphOps(graph, repeats)
+    return batch, length, heads, depth, pad, GraphOps(graph, repeats).bind_width(heads, depth)

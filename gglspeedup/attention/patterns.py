@@ -169,7 +169,7 @@ class SequencePattern:
             Sequences. Node ``b * seq_len + i`` is token ``i`` of sequence ``b``.
         step : int or None
             ``None``: the fixed pattern, the same for every sequence and every call (built once,
-            then returned from a cache at no cost). An int ``>= 0``: fresh random keys and global
+            then returned from a cache at no cost; with ``lengths`` it is rebuilt per call). An int ``>= 0``: fresh random keys and global
             tokens per ``(step, sequence)``.
         lengths : array of int, optional
             Each sequence's own length (``<= seq_len``); positions past it are padding: isolated
@@ -209,7 +209,7 @@ class SequencePattern:
         if index_dtype is not None and np.dtype(index_dtype) == np.int32 and rows >= 2**31:
             raise ValueError(f"index_dtype int32 cannot hold {rows} nodes (>= 2**31); use numpy.int64")
         key = None
-        if step is None:
+        if step is None and lengths is None:  # per-batch lengths vary: not worth keeping
             key = (seq_len, batch, None if lengths is None else lengths.tobytes(), shared, index_dtype)
             with self._lock:
                 cached = self._cache.get(key)

@@ -28,6 +28,7 @@ def count_rows(lengths, seq_len, gptr, gids, layout, half, num_random, num_rows,
 
 
 _ROWS_PER_BLOCK = 64
+_PARALLEL_MIN_WORK = 1 << 16  # keys (about 64 a row) below which a build runs on one thread
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -71,6 +72,17 @@ def draw_globals(states, lengths, window, num_global, gptr, gids):
 def build(arrays, indptr_dtype, index_dtype):
     """``(indptr, indices)`` of a pattern on the CPU. ``arrays`` is the record
     :func:`gglspeedup.attention.patterns` prepares (lengths, global tokens, states, table)."""
+    import numba
+
+    threads = numba.get_num_threads()
+    numba.set_num_threads(threads if arrays.num_rows * 64 >= _PARALLEL_MIN_WORK else 1)
+    try:
+        return _build(arrays, indptr_dtype, index_dtype)
+    finally:
+        numba.set_num_threads(threads)
+
+
+def _build(arrays, indptr_dtype, index_dtype):
     a = arrays
     num_rows = a.num_rows
     counts = np.empty(num_rows + 1, np.int64)
