@@ -26,6 +26,8 @@ _SEQUENCE_NAMES: dict[str, str] = {
     "fractional_attention": "fractional",
     "DiffuserSelfAttention": "diffuser_modules",
     "DiffuserFracSelfAttention": "diffuser_modules",
+    "ShardPlan": "sharded",
+    "sharded_diffusion_attention": "sharded",
 }
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 
