@@ -8,13 +8,15 @@ import pytest
 
 pytest.importorskip("torch")
 
-from gglspeedup.examples.listops import VOCAB, make_listops  # noqa: E402
+from gglspeedup.examples.listops import VOCAB, make_listops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_demo():
-    spec = importlib.util.spec_from_file_location("demo_diffuser_listops", os.path.join(ROOT, "demos", "diffuser_listops.py"))
+    spec = importlib.util.spec_from_file_location(
+        "demo_diffuser_listops", os.path.join(ROOT, "demos", "diffuser_listops.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -54,7 +56,8 @@ def test_generated_sequences_have_their_lengths_and_labels():
 def test_tiny_run_trains_reports_and_plots(capsys, tmp_path):
     result = load_demo().main(
         ["--train", "16", "--val", "8", "--min-len", "40", "--max-len", "70", "--epochs", "2", "--hidden", "8",
-         "--layers", "1", "--window", "8", "--num-random", "2", "--num-global", "2", "--no-progress", "--out", str(tmp_path)]
+         "--layers", "1", "--window", "8", "--num-random", "2", "--num-global", "2", "--no-progress",
+         "--out", str(tmp_path)]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert "epoch 2:" in out and "test accuracy" in out

@@ -22,7 +22,6 @@ import sys
 import types
 
 
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--simulator", action="store_true", help="run our kernels on the CUDA simulator (small sizes)")
@@ -36,9 +35,8 @@ def main() -> int:
     warnings.filterwarnings("ignore", "overflow encountered")
     import torch
 
-    from gglspeedup.bench.diffuser_peer import load
-
     from gglspeedup.attention import DiffuserSelfAttention, SequencePattern
+    from gglspeedup.bench.diffuser_peer import load
 
     graphtrainer, diffuser_att = load()
     if args.simulator:

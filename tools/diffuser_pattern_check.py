@@ -20,9 +20,8 @@ import types
 
 import numpy as np
 
-from gglspeedup.bench.diffuser_peer import load  # noqa: E402
-
-from gglspeedup.attention import SequencePattern  # noqa: E402
+from gglspeedup.attention import SequencePattern
+from gglspeedup.bench.diffuser_peer import load
 
 
 def edge_digest(src, dst) -> str:

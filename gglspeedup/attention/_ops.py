@@ -157,7 +157,9 @@ class GraphOps:
         """In place: d loss / d attention -> d loss / d score (``grad``: contiguous, owned)."""
         has_mask, pad = self._pad(pad, attn)
         g = self.graph
-        self._call("softmax_back", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode, self.rows)
+        self._call(
+            "softmax_back", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode, self.rows
+        )
         return grad
 
     def colsum(self, weights, heads):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 from torch import nn
 
 from .diffusion import diffusion_attention

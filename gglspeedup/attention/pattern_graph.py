@@ -104,8 +104,10 @@ class AttentionGraph:
     def _torch(self, array):
         import torch
 
-        return torch.from_dlpack(array) if self.device.is_cuda and not self.device.simulated else torch.from_numpy(
-            to_numpy(array)
+        return (
+            torch.from_dlpack(array)
+            if self.device.is_cuda and not self.device.simulated
+            else torch.from_numpy(to_numpy(array))
         )
 
     def to_dgl(self):

@@ -169,8 +169,8 @@ class SequencePattern:
             Sequences. Node ``b * seq_len + i`` is token ``i`` of sequence ``b``.
         step : int or None
             ``None``: the fixed pattern, the same for every sequence and every call (built once,
-            then returned from a cache at no cost; with ``lengths`` it is rebuilt per call). An int ``>= 0``: fresh random keys and global
-            tokens per ``(step, sequence)``.
+            then returned from a cache at no cost; with ``lengths`` it is rebuilt per call). An int
+            ``>= 0``: fresh random keys and global tokens per ``(step, sequence)``.
         lengths : array of int, optional
             Each sequence's own length (``<= seq_len``); positions past it are padding: isolated
             nodes without edges, so features keep their ``(batch, seq_len)`` layout.
@@ -265,7 +265,9 @@ class SequencePattern:
             from ._kernels.pattern_cpu import build
 
             indptr, indices = build(arrays, indptr_dtype, index_dtype)
-        return AttentionGraph(indptr, indices, seq_len, batch, shared, lengths if count == batch else None, gptr, gids, self.device)
+        return AttentionGraph(
+            indptr, indices, seq_len, batch, shared, lengths if count == batch else None, gptr, gids, self.device
+        )
 
     def _edge_bound(self, lengths, gcount) -> int:
         """An upper bound on the edge count (index width is chosen before building)."""

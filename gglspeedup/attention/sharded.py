@@ -47,7 +47,9 @@ class ShardPlan:
         self.remote = remote
         position = np.where((keys >= lo) & (keys < hi), keys - lo, local + np.searchsorted(remote, keys))
         ext = local + remote.shape[0]
-        ext_indptr = np.concatenate([indptr[lo : hi + 1] - indptr[lo], np.full(remote.shape[0], indptr[hi] - indptr[lo])])
+        ext_indptr = np.concatenate(
+            [indptr[lo : hi + 1] - indptr[lo], np.full(remote.shape[0], indptr[hi] - indptr[lo])]
+        )
         self.graph = AttentionGraph(
             ext_indptr.astype(np.int64),
             position.astype(np.int64),
@@ -80,7 +82,9 @@ class ShardPlan:
 
         outgoing = rows.index_select(0, self.send_index)
         incoming = torch.empty((int(self.recv_counts.sum()), *rows.shape[1:]), dtype=rows.dtype, device=rows.device)
-        incoming = all_to_all_single(incoming, outgoing, self.recv_counts.tolist(), self.send_counts.tolist(), group=group)
+        incoming = all_to_all_single(
+            incoming, outgoing, self.recv_counts.tolist(), self.send_counts.tolist(), group=group
+        )
         return torch.cat([rows, incoming])
 
 
@@ -102,7 +106,9 @@ class _Hop(torch.autograd.Function):
         return grad_attn, grad_h, grad * ctx.alpha, None, None
 
 
-def sharded_diffusion_attention(q, k, v, plan: ShardPlan, group=None, hops: int = 5, alpha: float = 0.1, key_padding_mask=None):
+def sharded_diffusion_attention(
+    q, k, v, plan: ShardPlan, group=None, hops: int = 5, alpha: float = 0.1, key_padding_mask=None
+):
     """:func:`~gglspeedup.attention.diffusion_attention` for this rank's rows ``plan.lo:plan.hi``.
 
     ``q, k, v``: ``(local rows, H, D)``, the rows this rank owns (token ``b * seq_len + i`` is row

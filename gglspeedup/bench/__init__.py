@@ -23,7 +23,7 @@ COMMANDS = {
     "hetero": "typed sampling: sampled edges/s, HeteroNeighborSampler vs DGL's typed sampler and vs untyped",
     "loader": "NodeLoader batches/s and gather GB/s, recycled output buffers vs fresh ones",
     "pyg": "PyG's loaders batches/s: PyG's own sampler vs gglspeedup.pyg's, and the record conversion cost",
-    "attention": "Diffuser attention: pattern per step, layer forward+backward GFLOP/s and peak memory vs Diffuser's DGL code",
+    "attention": "Diffuser attention: pattern per step, layer fwd+bwd GFLOP/s, peak memory vs Diffuser's DGL code",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
 }
 

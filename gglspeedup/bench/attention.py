@@ -81,7 +81,7 @@ def _median_range(times):
 def _alternate(contenders: dict, rounds: int, repeat: int) -> dict:
     """Median / min / max seconds per call of each contender over ``rounds`` alternated rounds."""
     times = {name: [] for name in contenders}
-    for name, call in contenders.items():  # warm-up (compiles, caches)
+    for call in contenders.values():  # warm-up (compiles, caches)
         call(0)
     for r in range(rounds):
         for name, call in contenders.items():
@@ -117,53 +117,19 @@ def run(args) -> dict:
 
     peer = _peer()
     apply_threads(args.threads)
-    import torch
-
-    from ..attention import DiffuserSelfAttention, SequencePattern
-
     lengths = [int(x) for x in str(args.seq_len).split(",")]
     config = _config(args)
     results = {"machine": None, "config": vars(args).copy(), "rows": []}
     results["config"].pop("_module", None)
     available = not isinstance(peer, str)
+    trainer = None
     if available:
-        graphtrainer, diffuser_att = peer
         trainer = types.SimpleNamespace(config=config)
-        graphtrainer.graphTrainer._create_adj_mat(trainer)
+        peer[0].graphTrainer._create_adj_mat(trainer)
     peak = _matmul_gflops(args.threads)
     results["machine_matmul_gflops"] = peak
-    compat = SequencePattern(64, 64, 64, compat="diffuser", seed=0)
-    fresh = SequencePattern(64, 64, 64, seed=0)
     for length in lengths:
-        row = {"seq_len": length}
-        ids = torch.zeros(args.batch, length, dtype=torch.long)
-        steps = {
-            "ours fresh (shared)": lambda s: fresh.csc(length, batch=args.batch, step=s, shared=True),
-            "ours fresh (per sequence)": lambda s: fresh.csc(length, batch=args.batch, step=s),
-            "ours cached": lambda s: compat.csc(length, batch=args.batch),
-        }
-        if available:
-            steps["diffuser"] = lambda s: graphtrainer.graphTrainer._from_adj_to_batched_graphs(trainer, ids).adj_tensors(
-                "csc"
-            )
-        row["pattern_s"] = _alternate(steps, args.rounds, args.steps)
-        torch.manual_seed(0)
-        ours = DiffuserSelfAttention(config, 0).train()
-        graph = compat.csc(length, batch=args.batch, shared=True)
-        x = torch.randn(args.batch, length, args.hidden, requires_grad=True)
-        layers = {"ours": lambda _: ours(x, g=graph)[0].sum().backward()}
-        if available:
-            theirs = diffuser_att.DiffuserSelfAttention(config, layer_id=0).train()
-            theirs.load_state_dict(ours.state_dict())
-            dgl_graph = graphtrainer.graphTrainer._from_adj_to_batched_graphs(trainer, ids)
-            mask = torch.zeros(args.batch, length)
-            layers["diffuser (DGL)"] = lambda _: theirs(x, g=dgl_graph, attention_mask=mask)[0].sum().backward()
-        row["layer_s"] = _alternate(layers, args.rounds, 1)
-        flops = _layer_flops(graph.num_edges * args.batch, args.heads, args.hidden // args.heads)
-        row["layer_gflops"] = {name: flops / t[0] / 1e9 for name, t in row["layer_s"].items()}
-        row["edges_per_sequence"] = graph.num_edges
-        if not args.no_memory:
-            row["peak_mib"] = {name: _probe("layer", name, length, args) for name in layers}
+        row = _measure_length(length, args, config, peer if available else None, trainer if available else None)
         results["rows"].append(row)
         _print_row(row, peak)
     if not args.no_memory:
@@ -177,6 +143,46 @@ def run(args) -> dict:
     results["machine"] = machine_with_peers()
     results["peer"] = "diffuser (DGL)" if available else f"unavailable: {peer}"
     return results
+
+
+def _measure_length(length, args, config, peer, trainer) -> dict:
+    """One sequence length: pattern per step and layer forward + backward, alternated rounds."""
+    import torch
+
+    from ..attention import DiffuserSelfAttention, SequencePattern
+
+    compat = SequencePattern(64, 64, 64, compat="diffuser", seed=0)
+    fresh = SequencePattern(64, 64, 64, seed=0)
+    row = {"seq_len": length}
+    ids = torch.zeros(args.batch, length, dtype=torch.long)
+    steps = {
+        "ours fresh (shared)": lambda s: fresh.csc(length, batch=args.batch, step=s, shared=True),
+        "ours fresh (per sequence)": lambda s: fresh.csc(length, batch=args.batch, step=s),
+        "ours cached": lambda s: compat.csc(length, batch=args.batch),
+    }
+    if peer is not None:
+        graphtrainer, diffuser_att = peer
+        build = graphtrainer.graphTrainer._from_adj_to_batched_graphs
+        steps["diffuser"] = lambda s: build(trainer, ids).adj_tensors("csc")
+    row["pattern_s"] = _alternate(steps, args.rounds, args.steps)
+    torch.manual_seed(0)
+    ours = DiffuserSelfAttention(config, 0).train()
+    graph = compat.csc(length, batch=args.batch, shared=True)
+    x = torch.randn(args.batch, length, args.hidden, requires_grad=True)
+    layers = {"ours": lambda _: ours(x, g=graph)[0].sum().backward()}
+    if peer is not None:
+        theirs = diffuser_att.DiffuserSelfAttention(config, layer_id=0).train()
+        theirs.load_state_dict(ours.state_dict())
+        dgl_graph = build(trainer, ids)
+        mask = torch.zeros(args.batch, length)
+        layers["diffuser (DGL)"] = lambda _: theirs(x, g=dgl_graph, attention_mask=mask)[0].sum().backward()
+    row["layer_s"] = _alternate(layers, args.rounds, 1)
+    flops = _layer_flops(graph.num_edges * args.batch, args.heads, args.hidden // args.heads)
+    row["layer_gflops"] = {name: flops / t[0] / 1e9 for name, t in row["layer_s"].items()}
+    row["edges_per_sequence"] = graph.num_edges
+    if not args.no_memory:
+        row["peak_mib"] = {name: _probe("layer", name, length, args) for name in layers}
+    return row
 
 
 def _print_row(row, peak):
@@ -195,7 +201,8 @@ def _print_row(row, peak):
 def _probe(kind, name, length, args) -> dict | str:
     code = (
         "import json, sys; from gglspeedup.bench.attention import _probe_body; "
-        f"print('PROBE', json.dumps(_probe_body({kind!r}, {name!r}, {length}, {args.batch}, {args.hidden}, {args.heads})))"
+        "print('PROBE', json.dumps(_probe_body("
+        f"{kind!r}, {name!r}, {length}, {args.batch}, {args.hidden}, {args.heads})))"
     )
     env = dict(os.environ)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=1800)
@@ -240,7 +247,12 @@ def _probe_body(kind, name, length, batch, hidden, heads) -> dict:
         seconds = _timed(call)
         return {"seconds": round(seconds, 3), "peak_mib": round(_rss_mib("VmHWM") - before, 1)}
     config = types.SimpleNamespace(
-        hidden_size=hidden, num_attention_heads=heads, attention_probs_dropout_prob=0.1, attention_window=[64], num_rand=64, num_glob=64
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        attention_probs_dropout_prob=0.1,
+        attention_window=[64],
+        num_rand=64,
+        num_glob=64,
     )
     x = torch.randn(batch, length, hidden, requires_grad=True)
     if name == "ours":

@@ -89,7 +89,9 @@ def _model_class():
             self.dense = nn.Linear(config.hidden_size, config.hidden_size)
             self.norm1 = nn.LayerNorm(config.hidden_size)
             self.ffn = nn.Sequential(
-                nn.Linear(config.hidden_size, 2 * config.hidden_size), nn.GELU(), nn.Linear(2 * config.hidden_size, config.hidden_size)
+                nn.Linear(config.hidden_size, 2 * config.hidden_size),
+                nn.GELU(),
+                nn.Linear(2 * config.hidden_size, config.hidden_size),
             )
             self.norm2 = nn.LayerNorm(config.hidden_size)
 
@@ -117,7 +119,7 @@ def _model_class():
     return ListOpsModel
 
 
-def ListOpsModel(config, layers: int, max_len: int, classes: int = 10):  # noqa: N802 - a class factory
+def ListOpsModel(config, layers: int, max_len: int, classes: int = 10):
     """The classifier (torch imported on first use)."""
     return _model_class()(config, layers, max_len, classes)
 
@@ -147,7 +149,10 @@ def train(args) -> dict:
         for split, count, offset in (("train", args.train, 0), ("val", args.val, 1), ("test", args.val, 2))
     }
     config = types.SimpleNamespace(
-        hidden_size=args.hidden, num_attention_heads=args.heads, attention_probs_dropout_prob=0.1, attention_window=[args.window]
+        hidden_size=args.hidden,
+        num_attention_heads=args.heads,
+        attention_probs_dropout_prob=0.1,
+        attention_window=[args.window],
     )
     model = ListOpsModel(config, args.layers, args.max_len)
     pattern = SequencePattern(args.window, args.num_random, args.num_global, seed=args.seed)
@@ -180,7 +185,9 @@ def train(args) -> dict:
     for epoch in range(1, args.epochs + 1):
         model.train()
         losses, correct, seen = [], 0, 0
-        for tokens, lengths, labels in _progress(batches("train", True, epoch), steps_per_epoch, not args.no_progress, f"epoch {epoch}"):
+        for tokens, lengths, labels in _progress(
+            batches("train", True, epoch), steps_per_epoch, not args.no_progress, f"epoch {epoch}"
+        ):
             start = time.perf_counter()
             logits = model(tokens, lengths, graph_for(lengths, tokens.shape[1], step))
             loss = torch.nn.functional.cross_entropy(logits, labels)

@@ -36,7 +36,9 @@ def dgl_step_time(model, args, steps: int = 3) -> str:
             for layer in blocks:  # Diffuser's own forward, bound to our layer's (identically named) weights
 
                 def forward(hidden_states, g=None, _layer=layer, **_):
-                    return diffuser_att.DiffuserSelfAttention.forward(_layer, hidden_states, g=dgl_graph, attention_mask=mask)
+                    return diffuser_att.DiffuserSelfAttention.forward(
+                        _layer, hidden_states, g=dgl_graph, attention_mask=mask
+                    )
 
                 layer.forward = forward
         spent = []

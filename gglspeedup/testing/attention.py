@@ -30,8 +30,8 @@ def dense_adjacency(graph, repeats: int = 1):
 
 
 def _flat(t):
-    b, l, h, d = t.shape
-    return t.reshape(b * l, h, d).permute(1, 0, 2)  # (H, N, D)
+    batch, length, heads, depth = t.shape
+    return t.reshape(batch * length, heads, depth).permute(1, 0, 2)  # (H, N, D)
 
 
 def dense_diffusion(q, k, v, graph, hops=5, alpha=0.1, key_padding_mask=None, dropout_masks=None):

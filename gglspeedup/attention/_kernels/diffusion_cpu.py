@@ -35,7 +35,22 @@ def spmm(indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_s
         acc = np.empty((1, x.shape[1], x.shape[2]), x.dtype)
         for r in range(block * _BLOCK, min(rows, (block + 1) * _BLOCK)):
             spmm_row(
-                r, indptr, indices, n, num_edges, weights, x, out, acc, 0, scale, has_self, self_scale, self_rows, has_diag, diag
+                r,
+                indptr,
+                indices,
+                n,
+                num_edges,
+                weights,
+                x,
+                out,
+                acc,
+                0,
+                scale,
+                has_self,
+                self_scale,
+                self_rows,
+                has_diag,
+                diag,
             )
 
 

@@ -28,15 +28,34 @@ def _kernels(dtype):
             score_row(r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, prod, bad)
 
     @cuda.jit
-    def spmm_kernel(indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale, self_rows, has_diag, diag):
+    def spmm_kernel(
+        indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale, self_rows, has_diag, diag
+    ):
         r = cuda.grid(1)
         if r < x.shape[0]:
             spmm_row(
-                r, indptr, indices, n, num_edges, weights, x, out, out, r, scale, has_self, self_scale, self_rows, has_diag, diag
+                r,
+                indptr,
+                indices,
+                n,
+                num_edges,
+                weights,
+                x,
+                out,
+                out,
+                r,
+                scale,
+                has_self,
+                self_scale,
+                self_rows,
+                has_diag,
+                diag,
             )
 
     @cuda.jit
-    def spmm_t_kernel(tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale):
+    def spmm_t_kernel(
+        tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale
+    ):
         r = cuda.grid(1)
         if r < g.shape[0]:
             prod = cuda.local.array((MAX_HEADS, MAX_HEAD_DIM), local)
@@ -94,22 +113,30 @@ def scores(device, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, att
     _launch("scores", device, q.shape[0], q.dtype, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad)
 
 
-def spmm(device, indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale, self_rows, has_diag, diag):
+def spmm(
+    device, indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale, self_rows, has_diag, diag
+):
     _launch(
-        "spmm", device, x.shape[0], x.dtype, indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale,
+        "spmm", device, x.shape[0], x.dtype, indptr, indices, n, num_edges, weights, x, out, scale, has_self,
+        self_scale,
         self_rows, has_diag, diag,
     )  # fmt: skip
 
 
-def spmm_t(device, tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale):
+def spmm_t(
+    device, tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale
+):
     _launch(
-        "spmm_t", device, g.shape[0], g.dtype, tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag,
+        "spmm_t", device, g.shape[0], g.dtype, tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale,
+        has_diag,
         diag, want_dw, dw, hx, dw_scale,
     )  # fmt: skip
 
 
 def softmax_back(device, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, rows):
-    _launch("softmax_back", device, rows, attn.dtype, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, rows)
+    _launch(
+        "softmax_back", device, rows, attn.dtype, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, rows
+    )
 
 
 def colsum(device, tindptr, tedges, n, num_edges, weights, out):

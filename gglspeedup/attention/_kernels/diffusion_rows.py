@@ -18,7 +18,16 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-__all__ = ["MASKED_SCORE", "head_products", "tree_sum", "score_row", "spmm_row", "spmm_t_row", "softmax_back_row", "colsum_row"]
+__all__ = [
+    "MASKED_SCORE",
+    "head_products",
+    "tree_sum",
+    "score_row",
+    "spmm_row",
+    "spmm_t_row",
+    "softmax_back_row",
+    "colsum_row",
+]
 
 MASKED_SCORE = -10000.0  # Diffuser's masked_fill value for an edge touching a padding token
 MODE_SOFTMAX = 0  # diffusion attention: edge softmax over each query's keys
@@ -88,7 +97,9 @@ def score_row(r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn,
 
 
 @register_jitable
-def spmm_row(r, indptr, indices, n, num_edges, weights, x, out, acc, ar, scale, has_self, self_scale, self_rows, has_diag, diag):
+def spmm_row(
+    r, indptr, indices, n, num_edges, weights, x, out, acc, ar, scale, has_self, self_scale, self_rows, has_diag, diag
+):
     """``out[r] = scale * sum_e weights[e] * x[key_e] (+ self_scale * self_rows[r]) (+ diag[r] * x[r])``
     per head; ``acc[ar]`` is the (H, D) accumulator (scratch on the CPU, ``out`` itself on CUDA)."""
     b = r // n
@@ -117,7 +128,25 @@ def spmm_row(r, indptr, indices, n, num_edges, weights, x, out, acc, ar, scale, 
 
 @register_jitable
 def spmm_t_row(
-    r, tindptr, tqueries, tedges, n, num_edges, weights, g, out, acc, ar, scale, has_diag, diag, want_dw, dw, hx, dw_scale, prod
+    r,
+    tindptr,
+    tqueries,
+    tedges,
+    n,
+    num_edges,
+    weights,
+    g,
+    out,
+    acc,
+    ar,
+    scale,
+    has_diag,
+    diag,
+    want_dw,
+    dw,
+    hx,
+    dw_scale,
+    prod,
 ):
     """The transposed product for key row ``r``: ``out[r] = scale * sum_{(y, e)} weights[e] * g[y]
     (+ diag[r] * g[r])``; with ``want_dw`` also ``dw[e] += dw_scale * g[y] . hx[r]`` (each edge

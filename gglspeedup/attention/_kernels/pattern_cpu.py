@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..._rng import draw, row_state, uniform_below
 from ..._threading import prefer_tbb
-from ...sampling._kernels.rng import draw, row_state, uniform_below
 from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, lower_bound, row_count, row_fill
 
 __all__ = ["count_rows", "fill_rows", "draw_globals", "build"]
@@ -39,7 +39,21 @@ def fill_rows(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf,
         bitmap = np.zeros(words, np.uint64)
         for r in range(block * _ROWS_PER_BLOCK, min(num_rows, (block + 1) * _ROWS_PER_BLOCK)):
             row_fill(
-                lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, r, indptr[r], out, bitmap, table
+                lengths,
+                seq_len,
+                gptr,
+                gids,
+                layout,
+                half,
+                num_random,
+                mode,
+                cdf,
+                states,
+                r,
+                indptr[r],
+                out,
+                bitmap,
+                table,
             )
 
 

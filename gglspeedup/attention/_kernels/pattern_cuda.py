@@ -6,11 +6,10 @@ the indices). Arrays are CuPy on a real GPU and NumPy under the simulator.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 
 from ..._launch import launch_rows, to_host
-import numpy as np
-
 from .pattern_rows import _DEBRUIJN_INDEX, row_count, row_fill
 
 __all__ = ["build"]
@@ -24,11 +23,27 @@ def _count_kernel(lengths, seq_len, gptr, gids, layout, half, num_random, num_ro
 
 
 @cuda.jit(cache=True)
-def _fill_kernel(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, nobitmap, table):
+def _fill_kernel(
+    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, nobitmap, table
+):
     r = cuda.grid(1)
     if r < indptr.shape[0] - 1:
         row_fill(
-            lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, r, indptr[r], out, nobitmap, table
+            lengths,
+            seq_len,
+            gptr,
+            gids,
+            layout,
+            half,
+            num_random,
+            mode,
+            cdf,
+            states,
+            r,
+            indptr[r],
+            out,
+            nobitmap,
+            table,
         )
 
 
@@ -39,7 +54,18 @@ def build(arrays, indptr_dtype, index_dtype, device):
     num_rows = a.num_rows
     counts = xp.zeros(num_rows + 1, xp.int64)
     launch_rows(
-        _count_kernel, device, num_rows, a.lengths, a.seq_len, a.gptr, a.gids, a.layout, a.half, a.num_random, num_rows, counts
+        _count_kernel,
+        device,
+        num_rows,
+        a.lengths,
+        a.seq_len,
+        a.gptr,
+        a.gids,
+        a.layout,
+        a.half,
+        a.num_random,
+        num_rows,
+        counts,
     )
     indptr = xp.cumsum(counts).astype(indptr_dtype, copy=False)
     total = int(to_host(indptr[-1:])[0])  # sync: the edge count sizes the indices

@@ -11,7 +11,7 @@ own length is ``lengths[s]`` (positions past it are padding: isolated nodes, no 
 
 The degree is known without drawing (:func:`row_count`), so a pattern costs one count pass, a
 scan and one fill pass (:func:`row_fill`), and a row writes only its own slots. Draws come from
-the package's keyed stateless RNG (:mod:`gglspeedup.sampling._kernels.rng`): draw ``a`` of row
+the package's keyed stateless RNG (:mod:`gglspeedup._rng`, the samplers' draws): draw ``a`` of row
 ``i`` of sequence ``s`` is ``draw(row_state(states[s], i), a)``, so CPU and GPU give the same keys.
 Each row's keys come out sorted.
 """
@@ -21,9 +21,17 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
-from ...sampling._kernels.rng import draw, row_state, uniform_01, uniform_below
+from ..._rng import draw, row_state, uniform_01, uniform_below
 
-__all__ = ["bitmap_words", "LAYOUT_DIFFUSER", "LAYOUT_SLIDING", "RANDOM_UNIFORM", "RANDOM_POWER_LAW", "row_count", "row_fill"]
+__all__ = [
+    "bitmap_words",
+    "LAYOUT_DIFFUSER",
+    "LAYOUT_SLIDING",
+    "RANDOM_UNIFORM",
+    "RANDOM_POWER_LAW",
+    "row_count",
+    "row_fill",
+]
 
 LAYOUT_DIFFUSER = 0  # chunks of h = window // 2 tokens; a query sees its own chunk and both neighbours
 LAYOUT_SLIDING = 1  # a true band |key - query| <= h
@@ -94,7 +102,7 @@ def _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r):
 @register_jitable
 def row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r):
     """Number of keys of row ``r`` (0 for padding positions)."""
-    n, i, lo, hi, g0, g1, take_all, k = _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r)
+    n, _, lo, hi, g0, g1, take_all, k = _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r)
     if k < 0:
         return np.int64(0)
     if take_all:
