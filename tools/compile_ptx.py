@@ -121,14 +121,20 @@ def _attention_kernels():
         pad = types.Array(types.uint8, 1, "C")
         kernels = diffusion_cuda._KERNELS[dtype]
         flag = types.boolean
-        score = (ints, ints, scalar, scalar, nodes, nodes, flag, pad, scalar, edges, pad)
+        bits = types.Array(types.uint8, 2, "C")
+        f64v, u64v = types.float64, types.uint64
+        score = (ints, ints, scalar, scalar, nodes, nodes, flag, pad, scalar, edges, pad, flag, f64v, u64v, bits)
         yield f"attention scores ({dtype})", kernels["scores"], score, False
-        spmm = (ints, ints, scalar, scalar, edges, nodes, nodes, value, flag, value, nodes, flag, edges)
+        drop = (flag, bits, value, flag, f64v, u64v, bits, value)  # edge and node dropout
+        spmm = (ints, ints, scalar, scalar, edges, nodes, nodes, value, flag, value, nodes, flag, edges, *drop)
         yield f"attention propagate ({dtype})", kernels["spmm"], spmm, False
-        spmm_t = (ints, ints, ints, scalar, scalar, edges, nodes, nodes, value, flag, edges, flag, edges, nodes, value)
+        spmm_t = (
+            ints, ints, ints, scalar, scalar, edges, nodes, nodes, value, flag, edges, flag, edges, nodes, value,
+            flag, bits, value, flag, bits, value, flag, nodes, value,
+        )  # fmt: skip
         yield f"attention transposed propagate + edge gradients ({dtype})", kernels["spmm_t"], spmm_t, False
-        back = (ints, ints, scalar, scalar, edges, edges, flag, pad, scalar, scalar)
-        yield f"attention softmax backward ({dtype})", kernels["softmax_back"], back, False
+        back = (ints, ints, scalar, scalar, edges, edges, flag, pad, scalar, flag, bits, value, nodes, nodes)
+        yield f"attention softmax backward + query gradient ({dtype})", kernels["score_grad"], back, False
         yield f"attention out-degrees ({dtype})", kernels["colsum"], (ints, ints, scalar, scalar, edges, edges), False
 
 

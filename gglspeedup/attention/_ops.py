@@ -8,13 +8,34 @@ simulated CUDA kernels on CPU tensors. Every output is a new tensor; nothing is 
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
-__all__ = ["GraphOps", "MODE_SOFTMAX", "MODE_EXP"]
+__all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP"]
 
 MODE_SOFTMAX = 0
 MODE_EXP = 1
 _PARALLEL_MIN_WORK = 1 << 20  # edge x head x dim products below which a kernel runs on one thread
+
+
+class Dropout(NamedTuple):
+    """Keyed dropout of one kind of element (edges of the attention, or the nodes after one hop):
+    drop probability ``p``, kept values scaled by ``scale = 1 / (1 - p)``, draws keyed by ``key``
+    (a uint64), keep bits in ``bits`` (uint8 ``(rows, ceil(count / 8))``, drawn by the kernels)."""
+
+    p: float
+    scale: float
+    key: int
+    bits: Any
+
+
+def dropout_key(seed: int, stream: int) -> int:
+    """The uint64 key of dropout stream ``stream`` (0: attention edges, ``1 + t``: hop ``t``) of a
+    call whose seed is ``seed`` (drawn from torch's generator, so ``torch.manual_seed`` rules it)."""
+    from .._splitmix import GAMMA, MASK, splitmix64
+
+    return splitmix64((splitmix64(int(seed)) ^ ((int(stream) + 1) * int(GAMMA))) & MASK)
 
 
 class GraphOps:
@@ -85,16 +106,33 @@ class GraphOps:
         return True, pad
 
     # -- operations ----------------------------------------------------------------------------
-    def scores(self, q, k, pad, mode):
+    def _edge_args(self, edges, like):
+        """(drop_edges, edge_bits, edge_scale) kernel arguments of an optional :class:`Dropout`."""
+        if edges is None:
+            return False, self._bits_dummy(like), self._scalar(1.0, like)
+        return True, edges.bits, self._scalar(edges.scale, like)
+
+    def _bits_dummy(self, like):
+        import torch
+
+        return torch.zeros((1, 1), dtype=torch.uint8, device=like.device)
+
+    def scores(self, q, k, pad, mode, edges=None):
         """Edge scores of every row, softmaxed (``MODE_SOFTMAX``) or exponentiated (``MODE_EXP``):
-        ``(repeats * E, H)``. Raises ``ValueError`` when a score is not finite."""
+        ``(repeats * E, H)``; with ``edges`` (a :class:`Dropout`) its keep bits are drawn too.
+        Raises ``ValueError`` when a score is not finite."""
         import torch
 
         attn = torch.empty((self.repeats * self.num_edges, q.shape[1]), dtype=q.dtype, device=q.device)
         bad = torch.zeros(self.rows, dtype=torch.uint8, device=q.device)
         has_mask, pad = self._pad(pad, q)
         g = self.graph
-        self._call("scores", g.indptr, g.indices, self.n, self.num_edges, q, k, has_mask, pad, mode, attn, bad)
+        drop, bits = (True, edges.bits) if edges is not None else (False, self._bits_dummy(q))
+        p, key = (edges.p, edges.key) if edges is not None else (0.0, 0)
+        self._call(
+            "scores", g.indptr, g.indices, self.n, self.num_edges, q, k, has_mask, pad, mode, attn, bad, drop,
+            np.float64(p), np.uint64(key), bits,
+        )  # fmt: skip
         if bool(bad.any()):  # sync on a GPU: the check reads one flag back
             row = int(torch.nonzero(bad)[0, 0])
             raise ValueError(
@@ -103,64 +141,62 @@ class GraphOps:
             )
         return attn
 
-    def spmm(self, weights, x, scale=1.0, self_rows=None, self_scale=0.0, diag=None):
-        """``scale * A x (+ self_scale * self_rows) (+ diag * x)`` with ``A[y, key] = weights[e]``."""
+    def spmm(self, weights, x, scale=1.0, self_rows=None, self_scale=0.0, diag=None, edges=None, nodes=None):
+        """``scale * A x (+ self_scale * self_rows) (+ diag * x)`` with ``A[y, key] = weights[e]``
+        (``edges``: after edge dropout); ``nodes`` (a :class:`Dropout`): node dropout on the result,
+        its keep bits drawn into ``nodes.bits``."""
         import torch
 
         out = torch.empty_like(x)
         g = self.graph
+        drop_nodes = nodes is not None
         self._call(
-            "spmm",
-            g.indptr,
-            g.indices,
-            self.n,
-            self.num_edges,
-            weights,
-            x,
-            out,
-            self._scalar(scale, x),
-            self_rows is not None,
-            self._scalar(self_scale, x),
+            "spmm", g.indptr, g.indices, self.n, self.num_edges, weights, x, out, self._scalar(scale, x),
+            self_rows is not None, self._scalar(self_scale, x),
             self_rows if self_rows is not None else self._dummy(x, 3),
-            diag is not None,
-            diag if diag is not None else self._dummy(x, 2),
-        )
+            diag is not None, diag if diag is not None else self._dummy(x, 2),
+            *self._edge_args(edges, x), drop_nodes, np.float64(nodes.p if drop_nodes else 0.0),
+            np.uint64(nodes.key if drop_nodes else 0), nodes.bits if drop_nodes else self._bits_dummy(x),
+            self._scalar(nodes.scale if drop_nodes else 1.0, x),
+        )  # fmt: skip
         return out
 
-    def spmm_t(self, weights, g, scale=1.0, diag=None, dw=None, hx=None, dw_scale=0.0):
-        """``scale * A^T g (+ diag * g)``; with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]``."""
+    def spmm_t(
+        self, weights, g, scale=1.0, diag=None, dw=None, hx=None, dw_scale=0.0, edges=None, nodes=None, total=None,
+        sum_scale=1.0, out=None,
+    ):  # fmt: skip
+        """``scale * A^T g (+ diag * g)``, then node dropout with ``nodes.bits`` (drawn before);
+        with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]`` (kept edges only), with
+        ``total`` also ``total += sum_scale * result``. ``out``: where the result goes (may not be ``g``)."""
         import torch
 
-        out = torch.empty_like(g)
+        out = torch.empty_like(g) if out is None else out
         tindptr, tqueries, tedges = self.graph.transpose()
+        drop_nodes = nodes is not None
         self._call(
-            "spmm_t",
-            tindptr,
-            tqueries,
-            tedges,
-            self.n,
-            self.num_edges,
-            weights,
-            g,
-            out,
-            self._scalar(scale, g),
-            diag is not None,
-            diag if diag is not None else self._dummy(g, 2),
-            dw is not None,
-            dw if dw is not None else self._dummy(g, 2),
-            hx if hx is not None else self._dummy(g, 3),
-            self._scalar(dw_scale, g),
-        )
+            "spmm_t", tindptr, tqueries, tedges, self.n, self.num_edges, weights, g, out, self._scalar(scale, g),
+            diag is not None, diag if diag is not None else self._dummy(g, 2),
+            dw is not None, dw if dw is not None else self._dummy(g, 2),
+            hx if hx is not None else self._dummy(g, 3), self._scalar(dw_scale, g),
+            *self._edge_args(edges, g), drop_nodes, nodes.bits if drop_nodes else self._bits_dummy(g),
+            self._scalar(nodes.scale if drop_nodes else 1.0, g),
+            total is not None, total if total is not None else self._dummy(g, 3), self._scalar(sum_scale, g),
+        )  # fmt: skip
         return out
 
-    def softmax_back(self, attn, grad, pad, mode):
-        """In place: d loss / d attention -> d loss / d score (``grad``: contiguous, owned)."""
+    def score_grad(self, attn, grad, pad, mode, k, edges=None):
+        """In place: ``grad`` (d loss / d attention after edge dropout, contiguous, owned) becomes
+        d loss / d score; returns ``grad_q = sum_e grad_score[e] * k[key_e]`` per query row."""
+        import torch
+
         has_mask, pad = self._pad(pad, attn)
         g = self.graph
+        grad_q = torch.empty_like(k)
         self._call(
-            "softmax_back", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode, self.rows
-        )
-        return grad
+            "score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode,
+            *self._edge_args(edges, attn), k, grad_q,
+        )  # fmt: skip
+        return grad_q
 
     def colsum(self, weights, heads):
         """Out-degree of every key row: ``(rows, H)``, the sum of its outgoing edge weights."""

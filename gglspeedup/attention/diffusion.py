@@ -8,10 +8,14 @@ Per query token ``y`` and head, over the keys ``x`` of its row in the pattern (D
 3. edge softmax over the row: ``a_yx = exp(s_yx - max) / sum``; attention dropout on ``a``;
 4. ``hops`` times: ``h <- (1 - alpha) * A h + alpha * v`` from ``h = v``, dropout after each hop.
 
-One ``torch.autograd.Function`` per stage with a hand-written backward (softmax backward and the
-SDDMM backward for the scores; the transposed propagation through the pattern's out-CSR for the
-hops, with the edge gradients accumulated in the same pass). Kept for backward: the attention
-``(B * E, H)`` and the ``hops - 1`` intermediate node states; never an ``(E, H, D)`` tensor.
+One ``torch.autograd.Function`` for the whole layer with a hand-written backward: the transposed
+propagation through the pattern's out-CSR for the hops (edge gradients, the value gradient and
+the next hop's dropout in the same pass), then the softmax backward fused with the query
+gradient, then the key gradient. Kept for backward: ``q``, ``k``, ``v``, the attention
+``(B * E, H)``, the ``hops - 1`` intermediate node states and the dropout keep bits (one bit per
+edge and head, one per node element and hop); never an ``(E, H, D)`` tensor. Dropout draws come
+from the package's keyed RNG, seeded from torch's generator (``torch.manual_seed`` reproduces a
+call), so the CPU and a GPU drop the same elements.
 """
 
 from __future__ import annotations
@@ -38,42 +42,79 @@ class EdgeScores(torch.autograd.Function):
     def backward(ctx, grad_attn):
         q, k, attn = ctx.saved_tensors
         ops = ctx.ops
-        grad_score = ops.softmax_back(attn, grad_attn.contiguous().clone(), ctx.pad, ctx.mode)
-        grad_q = ops.spmm(grad_score, k) if ctx.needs_input_grad[0] else None
+        grad_score = grad_attn.contiguous().clone()
+        grad_q = ops.score_grad(attn, grad_score, ctx.pad, ctx.mode, k)  # grad_score: in place
         grad_k = ops.spmm_t(grad_score, q) if ctx.needs_input_grad[1] else None
         return grad_q, grad_k, None, None, None
 
 
-class Hops(torch.autograd.Function):
-    """``(attn, v) -> h_T`` with ``h_{t+1} = drop_t((1 - alpha) * A h_t + alpha * v)``, ``h_0 = v``."""
+class DiffusionAttention(torch.autograd.Function):
+    """``(q, k, v) -> h_T``: scores, edge softmax, edge dropout, ``hops`` diffusion steps with
+    node dropout after each, as one operation (see the module docstring)."""
 
     @staticmethod
-    def forward(ctx, attn, v, ops, hops, alpha, masks, keep_scale):
+    def forward(ctx, q, k, v, ops, pad, hops, alpha, dropout, seed):
+        edges = nodes = None
+        if dropout > 0.0:
+            edges = _dropout(ops, dropout, seed, 0, ops.repeats * ops.num_edges, q.shape[1], q.device)
+            nodes = [
+                _dropout(ops, dropout, seed, 1 + t, q.shape[0], q.shape[1] * q.shape[2], q.device) for t in range(hops)
+            ]
+        attn = ops.scores(q, k, pad, MODE_SOFTMAX, edges=edges)
         states = [v]
-        h = v
         for t in range(hops):
-            h = ops.spmm(attn, h, 1.0 - alpha, self_rows=v, self_scale=alpha)
-            if masks is not None:
-                h.mul_(masks[t]).mul_(keep_scale)
-            states.append(h)
-        ctx.save_for_backward(attn, *states[:-1])
-        ctx.ops, ctx.hops, ctx.alpha, ctx.masks, ctx.keep_scale = ops, hops, alpha, masks, keep_scale
-        return h
+            hop = None if nodes is None else nodes[t]
+            states.append(
+                ops.spmm(attn, states[-1], 1.0 - alpha, self_rows=v, self_scale=alpha, edges=edges, nodes=hop)
+            )
+        ctx.save_for_backward(q, k, attn, *states[:-1])
+        ctx.ops, ctx.pad, ctx.hops, ctx.alpha, ctx.edges, ctx.nodes = ops, pad, hops, alpha, edges, nodes
+        return states[-1]
 
     @staticmethod
     def backward(ctx, grad_out):
-        attn, *states = ctx.saved_tensors
-        ops, alpha = ctx.ops, ctx.alpha
-        grad = grad_out.contiguous()
-        grad_attn = torch.zeros_like(attn) if ctx.needs_input_grad[0] else None
-        grad_v = torch.zeros_like(grad)
-        for t in range(ctx.hops - 1, -1, -1):
-            if ctx.masks is not None:
-                grad = grad * ctx.masks[t] * ctx.keep_scale
-            grad_v.add_(grad, alpha=alpha)
-            grad = ops.spmm_t(attn, grad, 1.0 - alpha, dw=grad_attn, hx=states[t], dw_scale=1.0 - alpha)
-        grad_v.add_(grad)
-        return grad_attn, grad_v, None, None, None, None, None
+        q, k, attn, *states = ctx.saved_tensors
+        ops, alpha, hops, edges, nodes = ctx.ops, ctx.alpha, ctx.hops, ctx.edges, ctx.nodes
+        # p_t = d loss / d (the hop's result before its dropout) = keep_t * scale * d loss / d h_{t+1}
+        p = grad_out.contiguous()
+        if hops == 0:
+            return None, None, p.clone(), None, None, None, None, None, None
+        if nodes is not None:
+            p = _node_dropout_grad(p, nodes[hops - 1])
+        want_scores = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        grad_v = p * alpha
+        grad_attn = torch.zeros_like(attn) if want_scores else None
+        buffers = (torch.empty_like(p), torch.empty_like(p))  # p starts as autograd's grad_out: never written
+        for i, t in enumerate(range(hops - 1, -1, -1)):
+            # d loss / d h_t = (1 - alpha) A^T p_t; for t > 0 it becomes p_{t-1} through hop t-1's
+            # dropout in the same pass, and adds alpha * p_{t-1} (t = 0: all of it) to grad_v
+            before = None if (nodes is None or t == 0) else nodes[t - 1]
+            p = ops.spmm_t(
+                attn, p, 1.0 - alpha, dw=grad_attn, hx=states[t], dw_scale=1.0 - alpha, edges=edges, nodes=before,
+                total=grad_v, sum_scale=alpha if t > 0 else 1.0, out=buffers[i % 2],
+            )  # fmt: skip
+        del buffers, p
+        if not want_scores:
+            return None, None, grad_v, None, None, None, None, None, None
+        grad_q = ops.score_grad(attn, grad_attn, ctx.pad, MODE_SOFTMAX, k, edges=edges)
+        grad_k = ops.spmm_t(grad_attn, q) if ctx.needs_input_grad[1] else None
+        return grad_q, grad_k, grad_v, None, None, None, None, None, None
+
+
+def _dropout(ops, p, seed, stream, rows, count, device):
+    from ._ops import Dropout, dropout_key
+
+    bits = torch.empty((rows, (count + 7) // 8), dtype=torch.uint8, device=device)
+    return Dropout(float(p), 1.0 / (1.0 - float(p)), dropout_key(seed, stream), bits)
+
+
+def _node_dropout_grad(grad, nodes):
+    """``grad * keep * scale`` with the keep bits of one hop (``(rows, ceil(H * D / 8))`` bytes)."""
+    rows, heads, depth = grad.shape
+    shifts = torch.arange(8, dtype=torch.uint8, device=grad.device)
+    keep = ((nodes.bits[:, :, None] >> shifts) & 1).reshape(rows, -1)[:, : heads * depth]
+    scale = torch.tensor(nodes.scale, dtype=grad.dtype)
+    return torch.where(keep.reshape(rows, heads, depth).bool(), grad * scale, torch.zeros((), dtype=grad.dtype))
 
 
 def diffusion_attention(q, k, v, graph, hops: int = 5, alpha: float = 0.1, key_padding_mask=None, dropout: float = 0.0):
@@ -101,11 +142,6 @@ def diffusion_attention(q, k, v, graph, hops: int = 5, alpha: float = 0.1, key_p
     """
     batch, length, heads, depth, pad, ops = check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout)
     flat = [t.reshape(batch * length, heads, depth).contiguous() for t in (q, k, v)]
-    attn = EdgeScores.apply(flat[0], flat[1], ops, pad, MODE_SOFTMAX)
-    masks, keep_scale = None, 1.0
-    if dropout > 0.0:
-        keep_scale = 1.0 / (1.0 - dropout)
-        attn = torch.nn.functional.dropout(attn, p=dropout)
-        masks = [(torch.rand_like(flat[2]) >= dropout).to(flat[2].dtype) for _ in range(hops)]
-    out = Hops.apply(attn, flat[2], ops, hops, float(alpha), masks, keep_scale)
+    seed = int(torch.randint(0, 2**62, (1,))) if dropout > 0.0 else 0  # torch's CPU generator: no sync
+    out = DiffusionAttention.apply(*flat, ops, pad, hops, float(alpha), float(dropout), seed)
     return out.reshape(batch, length, heads, depth)

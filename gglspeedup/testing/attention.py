@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-__all__ = ["dense_adjacency", "dense_diffusion", "dense_fractional"]
+__all__ = ["dense_adjacency", "dense_diffusion", "dense_fractional", "dropout_masks"]
 
 
 def dense_adjacency(graph, repeats: int = 1):
@@ -100,3 +100,57 @@ def dense_fractional(q, k, v, graph, gamma=0.5, terms=6, steps=1, key_padding_ma
             h = operator @ h
         out[:, rows] = h
     return out.permute(1, 0, 2).reshape(batch, length, heads, depth)
+
+
+def dropout_masks(graph, batch, heads, depth, hops, p, seed, dtype=None):
+    """The dropout masks :func:`gglspeedup.attention.diffusion_attention` draws for ``seed`` (the
+    int it takes from torch's generator), recomputed here in NumPy from the same keyed draws, in the
+    form :func:`dense_diffusion` takes: ``(attention (H, N, N), [hop t (N, H, D)])``, kept
+    entries ``1 / (1 - p)``, dropped ``0``.
+
+    Edge ``e`` of query row ``r`` (``e0`` its row's first edge) keeps head ``h`` when
+    ``uniform_01(draw(row_state(row_state(key_0, r), e - e0), h)) >= p``; hop ``t`` keeps element
+    ``(r, h, d)`` when ``uniform_01(draw(row_state(key_{1 + t}, r), h * D + d)) >= p``.
+    """
+    import torch
+
+    from .._splitmix import GAMMA, mix64
+    from ..attention._ops import dropout_key
+    from ..device import to_numpy
+
+    node_mul = np.uint64(0xD6E8FEB86659FD93)
+    indptr = to_numpy(graph.indptr).astype(np.int64)
+    indices = to_numpy(graph.indices).astype(np.int64)
+    n = indptr.shape[0] - 1
+    repeats = batch if graph.shared else 1
+    rows = repeats * n
+    dtype = dtype or torch.float64
+    scale = 1.0 / (1.0 - p)
+
+    def uniform(states, count):  # (len(states), count) uniforms of draws 0 .. count - 1
+        with np.errstate(over="ignore"):
+            bits = mix64(states[:, None] + (np.arange(count, dtype=np.uint64)[None, :] + np.uint64(1)) * GAMMA)
+        return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
+
+    def row_states(key, node_ids):
+        with np.errstate(over="ignore"):
+            return mix64(np.uint64(key) ^ (node_ids.astype(np.uint64) * node_mul))
+
+    degree = np.diff(indptr)
+    query = np.repeat(np.arange(rows) % n, np.tile(degree, repeats))  # pattern row of every edge
+    copy = np.repeat(np.arange(rows) // n, np.tile(degree, repeats))
+    global_row = copy * n + query
+    position = np.arange(repeats * indptr[-1]) - np.repeat(np.tile(indptr[:-1], repeats), np.tile(degree, repeats))
+    position -= np.repeat(np.arange(repeats) * indptr[-1], indptr[-1])
+    with np.errstate(over="ignore"):
+        edge_states = mix64(row_states(dropout_key(seed, 0), global_row) ^ (position.astype(np.uint64) * node_mul))
+    keep = uniform(edge_states, heads) >= p  # (repeats * E, H)
+    attention = torch.zeros((heads, rows, rows), dtype=dtype)
+    key_rows = copy * n + np.tile(indices, repeats)
+    attention[:, torch.from_numpy(global_row), torch.from_numpy(key_rows)] = torch.from_numpy(keep.T * scale).to(dtype)
+    hop_masks = []
+    for t in range(hops):
+        states = row_states(dropout_key(seed, 1 + t), np.arange(rows))
+        kept = uniform(states, heads * depth) >= p
+        hop_masks.append(torch.from_numpy(kept.reshape(rows, heads, depth) * scale).to(dtype))
+    return attention, hop_masks

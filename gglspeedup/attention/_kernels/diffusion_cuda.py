@@ -1,7 +1,7 @@
 """GPU driver of the fused attention kernels: ``@cuda.jit``, one thread per row, the same row bodies.
 
-A thread's scratch is local memory (``MAX_HEADS x MAX_HEAD_DIM`` products for the dot-product trees); the
-accumulators are the output rows themselves. Launches go through :func:`gglspeedup._launch.launch_rows`.
+A thread's only scratch is the scalar dot product's lanes (local memory, 64 bytes); sums over
+edges accumulate in the thread's output row. Launches go through :func:`gglspeedup._launch.launch_rows`.
 """
 
 from __future__ import annotations
@@ -9,83 +9,61 @@ from __future__ import annotations
 from numba import cuda, float32, float64
 
 from ..._launch import launch_rows
-from .diffusion_rows import colsum_row, score_row, softmax_back_row, spmm_row, spmm_t_row
+from .diffusion_rows import colsum_row, score_grad_row, score_row, spmm_row, spmm_t_row
+from .lanes import LANE_BYTES
 
-__all__ = ["MAX_HEADS", "MAX_HEAD_DIM", "scores", "spmm", "spmm_t", "softmax_back", "colsum"]
-
-MAX_HEADS = 16  # the per-thread dot-product scratch (local memory): heads x head_dim products
-MAX_HEAD_DIM = 128
+__all__ = ["scores", "spmm", "spmm_t", "score_grad", "colsum"]
 
 
 def _kernels(dtype):
     local = float32 if dtype == "float32" else float64
+    width = LANE_BYTES // (4 if dtype == "float32" else 8)
 
     @cuda.jit
-    def scores_kernel(indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad):
+    def scores_kernel(indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad, drop_edges, p, key, bits):
         r = cuda.grid(1)
         if r < q.shape[0]:
-            prod = cuda.local.array((MAX_HEADS, MAX_HEAD_DIM), local)
-            score_row(r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, prod, bad)
+            lanes = cuda.local.array(width, local)
+            score_row(
+                r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, lanes, bad, drop_edges, p, key, bits
+            )
 
     @cuda.jit
     def spmm_kernel(
-        indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale, self_rows, has_diag, diag
-    ):
+        indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale, self_rows, has_diag, diag,
+        drop_edges, edge_bits, edge_scale, drop_nodes, p, key, node_bits, node_scale,
+    ):  # fmt: skip
         r = cuda.grid(1)
         if r < x.shape[0]:
             spmm_row(
-                r,
-                indptr,
-                indices,
-                n,
-                num_edges,
-                weights,
-                x,
-                out,
-                out,
-                r,
-                scale,
-                has_self,
-                self_scale,
-                self_rows,
-                has_diag,
-                diag,
-            )
+                r, indptr, indices, n, num_edges, weights, x, out, out, r, scale, has_self, self_scale, self_rows,
+                has_diag, diag, drop_edges, edge_bits, edge_scale, drop_nodes, p, key, node_bits, node_scale,
+            )  # fmt: skip
 
     @cuda.jit
     def spmm_t_kernel(
-        tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale
-    ):
+        tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale,
+        drop_edges, edge_bits, edge_scale, drop_nodes, node_bits, node_scale, want_sum, total, sum_scale,
+    ):  # fmt: skip
         r = cuda.grid(1)
         if r < g.shape[0]:
-            prod = cuda.local.array((MAX_HEADS, MAX_HEAD_DIM), local)
+            lanes = cuda.local.array(width, local)
             spmm_t_row(
-                r,
-                tindptr,
-                tqueries,
-                tedges,
-                n,
-                num_edges,
-                weights,
-                g,
-                out,
-                out,
-                r,
-                scale,
-                has_diag,
-                diag,
-                want_dw,
-                dw,
-                hx,
-                dw_scale,
-                prod,
-            )
+                r, tindptr, tqueries, tedges, n, num_edges, weights, g, out, out, r, lanes, scale, has_diag, diag,
+                want_dw, dw, hx, dw_scale, drop_edges, edge_bits, edge_scale, drop_nodes, node_bits, node_scale,
+                want_sum, total, sum_scale,
+            )  # fmt: skip
 
     @cuda.jit
-    def softmax_back_kernel(indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, rows):
+    def score_grad_kernel(
+        indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q
+    ):
         r = cuda.grid(1)
-        if r < rows:
-            softmax_back_row(r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode)
+        if r < grad_q.shape[0]:
+            score_grad_row(
+                r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
+                k, grad_q, grad_q, r,
+            )  # fmt: skip
 
     @cuda.jit
     def colsum_kernel(tindptr, tedges, n, num_edges, weights, out):
@@ -97,7 +75,7 @@ def _kernels(dtype):
         "scores": scores_kernel,
         "spmm": spmm_kernel,
         "spmm_t": spmm_t_kernel,
-        "softmax_back": softmax_back_kernel,
+        "score_grad": score_grad_kernel,
         "colsum": colsum_kernel,
     }
 
@@ -109,34 +87,28 @@ def _launch(name, device, rows, dtype, *args):
     launch_rows(_KERNELS[str(dtype)][name], device, rows, *args)
 
 
-def scores(device, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad):
-    _launch("scores", device, q.shape[0], q.dtype, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad)
+def scores(device, *args):
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.scores` (``q`` is ``args[4]``)."""
+    q = args[4]
+    _launch("scores", device, q.shape[0], q.dtype, *args)
 
 
-def spmm(
-    device, indptr, indices, n, num_edges, weights, x, out, scale, has_self, self_scale, self_rows, has_diag, diag
-):
-    _launch(
-        "spmm", device, x.shape[0], x.dtype, indptr, indices, n, num_edges, weights, x, out, scale, has_self,
-        self_scale,
-        self_rows, has_diag, diag,
-    )  # fmt: skip
+def spmm(device, *args):
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.spmm` (``x`` is ``args[5]``)."""
+    x = args[5]
+    _launch("spmm", device, x.shape[0], x.dtype, *args)
 
 
-def spmm_t(
-    device, tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale
-):
-    _launch(
-        "spmm_t", device, g.shape[0], g.dtype, tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale,
-        has_diag,
-        diag, want_dw, dw, hx, dw_scale,
-    )  # fmt: skip
+def spmm_t(device, *args):
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.spmm_t` (``g`` is ``args[6]``)."""
+    g = args[6]
+    _launch("spmm_t", device, g.shape[0], g.dtype, *args)
 
 
-def softmax_back(device, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, rows):
-    _launch(
-        "softmax_back", device, rows, attn.dtype, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, rows
-    )
+def score_grad(device, *args):
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.score_grad` (``grad_q`` is ``args[13]``)."""
+    grad_q = args[13]
+    _launch("score_grad", device, grad_q.shape[0], grad_q.dtype, *args)
 
 
 def colsum(device, tindptr, tedges, n, num_edges, weights, out):
