@@ -1,4 +1,4 @@
-"""CPU driver of the pattern sampler: ``@njit(parallel=True)`` count and fill passes over the rows.
+"""CPU driver of the pattern sampler: a serial count-and-scan pass, then one parallel fill over the rows.
 
 Also the host prologue both devices share: the per-sequence RNG states and global tokens (a few
 per sequence, drawn here once and uploaded for a GPU build, so both devices read the same ones).
@@ -20,11 +20,15 @@ prefer_tbb()
 _GLOBAL_ROW = np.int64(-1)  # row id of the global-token draws (never a query token)
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def count_rows(lengths, seq_len, gptr, gids, layout, half, num_random, num_rows, counts):
-    """``counts[r + 1] = row_count(r)`` for every row (``counts[0]`` is left for the scan)."""
-    for r in prange(num_rows):
-        counts[r + 1] = row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r)
+@njit(cache=True, nogil=True)
+def count_rows(lengths, seq_len, gptr, gids, layout, half, num_rows, num_random, indptr):
+    """``indptr`` of the rows: the scan of :func:`row_count` (closed form, no draws: one thread
+    does it in a fraction of the fill's time, so a build is a single parallel region)."""
+    running = 0
+    indptr[0] = 0
+    for r in range(num_rows):
+        running += row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r)
+        indptr[r + 1] = running
 
 
 _ROWS_PER_BLOCK = 64
@@ -99,10 +103,8 @@ def build(arrays, indptr_dtype, index_dtype):
 def _build(arrays, indptr_dtype, index_dtype):
     a = arrays
     num_rows = a.num_rows
-    counts = np.empty(num_rows + 1, np.int64)
-    counts[0] = 0
-    count_rows(a.lengths, a.seq_len, a.gptr, a.gids, a.layout, a.half, a.num_random, num_rows, counts)
-    indptr = np.cumsum(counts).astype(indptr_dtype, copy=False)
+    indptr = np.empty(num_rows + 1, indptr_dtype)
+    count_rows(a.lengths, a.seq_len, a.gptr, a.gids, a.layout, a.half, num_rows, a.num_random, indptr)
     indices = np.empty(int(indptr[-1]), index_dtype)
     fill_rows(
         a.lengths,
