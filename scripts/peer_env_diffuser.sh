@@ -5,8 +5,9 @@
 # and carries native libraries for torch 2.0-2.2 only, so the peer gets its own venv:
 #   dgl==2.1.0, torch==2.1.2, torchdata==0.7.1, setuptools<70, numpy<2, pandas (DGLBACKEND=pytorch),
 # plus what gglspeedup needs to run beside it in the same process for the agreement checks and the
-# bench (numba / scipy versions that keep numpy<2 and torch 2.1.2, tqdm, matplotlib-free, and TBB: a
-# core dependency of gglspeedup on Linux x86-64, Numba's threading layer for our kernels there).
+# bench: the numba gglspeedup pins (0.68.1, which still accepts numpy<2; 0.60 compiled our kernels about
+# half as fast), a scipy that keeps numpy<2 and torch 2.1.2, tqdm, and TBB (a core dependency of gglspeedup
+# on Linux x86-64: Numba's threading layer for our kernels there). matplotlib-free.
 #
 #   bash scripts/peer_env_diffuser.sh [PEER_DIR]        # default /work/peers/diffuser
 #
@@ -26,7 +27,7 @@ PIP=("$PEER_DIR/venv/bin/python" -m pip install --disable-pip-version-check)
 # torch first and pinned, so nothing later can resolve another one.
 "${PIP[@]}" "torch==2.1.2" "numpy<2" "setuptools<70"
 "${PIP[@]}" "torch==2.1.2" "numpy<2" "setuptools<70" "dgl==2.1.0" "torchdata==0.7.1" pandas pyyaml pydantic \
-    "numba==0.60.0" "scipy==1.13.1" "tbb==2023.2.0" tqdm pytest
+    "numba==0.68.1" "scipy==1.13.1" "tbb==2023.2.0" tqdm pytest
 if [ -n "${DIFFUSER_SRC:-}" ]; then
     rm -rf "$PEER_DIR/Diffuser" && mkdir -p "$PEER_DIR/Diffuser"
     if [ -d "$DIFFUSER_SRC/.git" ] || git -C "$DIFFUSER_SRC" rev-parse --git-dir >/dev/null 2>&1; then

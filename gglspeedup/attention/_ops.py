@@ -141,13 +141,13 @@ class GraphOps:
             )
         return attn
 
-    def spmm(self, weights, x, scale=1.0, self_rows=None, self_scale=0.0, diag=None, edges=None, nodes=None):
+    def spmm(self, weights, x, scale=1.0, self_rows=None, self_scale=0.0, diag=None, edges=None, nodes=None, out=None):
         """``scale * A x (+ self_scale * self_rows) (+ diag * x)`` with ``A[y, key] = weights[e]``
         (``edges``: after edge dropout); ``nodes`` (a :class:`Dropout`): node dropout on the result,
-        its keep bits drawn into ``nodes.bits``."""
+        its keep bits drawn into ``nodes.bits``. ``out``: where the result goes (may not be ``x``)."""
         import torch
 
-        out = torch.empty_like(x)
+        out = torch.empty_like(x) if out is None else out
         g = self.graph
         drop_nodes = nodes is not None
         self._call(
@@ -163,24 +163,38 @@ class GraphOps:
 
     def spmm_t(
         self, weights, g, scale=1.0, diag=None, dw=None, hx=None, dw_scale=0.0, edges=None, nodes=None, total=None,
-        sum_scale=1.0, out=None,
+        sum_scale=1.0, out=None, transposed=False,
     ):  # fmt: skip
         """``scale * A^T g (+ diag * g)``, then node dropout with ``nodes.bits`` (drawn before);
         with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]`` (kept edges only), with
-        ``total`` also ``total += sum_scale * result``. ``out``: where the result goes (may not be ``g``)."""
+        ``total`` also ``total += sum_scale * result``. ``out``: where the result goes (may not be ``g``).
+        ``transposed``: ``weights`` come from :meth:`transpose_weights` (edge dropout already in)."""
         import torch
 
         out = torch.empty_like(g) if out is None else out
         tindptr, tqueries, tedges = self.graph.transpose()
         drop_nodes = nodes is not None
         self._call(
-            "spmm_t", tindptr, tqueries, tedges, self.n, self.num_edges, weights, g, out, self._scalar(scale, g),
+            "spmm_t", tindptr, tqueries, tedges, self.n, self.num_edges, weights, transposed, g, out,
+            self._scalar(scale, g),
             diag is not None, diag if diag is not None else self._dummy(g, 2),
             dw is not None, dw if dw is not None else self._dummy(g, 2),
             hx if hx is not None else self._dummy(g, 3), self._scalar(dw_scale, g),
             *self._edge_args(edges, g), drop_nodes, nodes.bits if drop_nodes else self._bits_dummy(g),
             self._scalar(nodes.scale if drop_nodes else 1.0, g),
             total is not None, total if total is not None else self._dummy(g, 3), self._scalar(sum_scale, g),
+        )  # fmt: skip
+        return out
+
+    def transpose_weights(self, weights, edges=None):
+        """``weights`` (after edge dropout) in the out-CSR's order, for ``spmm_t(..., transposed=True)``."""
+        import torch
+
+        out = torch.empty_like(weights)
+        tindptr, _, tedges = self.graph.transpose()
+        self._call(
+            "transpose_weights", tindptr, tedges, self.n, self.num_edges, weights, *self._edge_args(edges, weights),
+            out, self.rows,
         )  # fmt: skip
         return out
 
@@ -195,6 +209,21 @@ class GraphOps:
         self._call(
             "score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode,
             *self._edge_args(edges, attn), k, grad_q,
+        )  # fmt: skip
+        return grad_q
+
+    def hop_score_grad(self, attn, grad, pad, k, pstack, sstack, scale, edges=None):
+        """Diffusion's score gradients in one pass over the query rows: ``grad`` (uninitialised,
+        ``(repeats * E, H)``) receives d loss / d weight ``= scale * sum_t pstack[t, query] .
+        sstack[t, key]`` and then, in place, d loss / d score (:meth:`score_grad`); returns ``grad_q``."""
+        import torch
+
+        has_mask, pad = self._pad(pad, attn)
+        g = self.graph
+        grad_q = torch.empty_like(k)
+        self._call(
+            "hop_score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, MODE_SOFTMAX,
+            *self._edge_args(edges, attn), k, grad_q, pstack, sstack, self._scalar(scale, k),
         )  # fmt: skip
         return grad_q
 

@@ -12,10 +12,18 @@ import numpy as np
 from numba import njit, prange
 
 from ..._threading import prefer_tbb
-from .diffusion_rows import colsum_row, score_grad_row, score_row, spmm_row, spmm_t_row
-from .lanes import LANE_BYTES
+from .diffusion_rows import (
+    colsum_row,
+    hop_grad_row,
+    score_grad_row,
+    score_row,
+    spmm_row,
+    spmm_t_row,
+    transpose_weights_row,
+)
+from .lanes import SCRATCH_BYTES
 
-__all__ = ["BLOCK", "scores", "spmm", "spmm_t", "score_grad", "colsum"]
+__all__ = ["BLOCK", "scores", "spmm", "spmm_t", "transpose_weights", "score_grad", "hop_score_grad", "colsum"]
 
 prefer_tbb()
 
@@ -26,7 +34,7 @@ BLOCK = 16
 def scores(indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad, drop_edges, p, key, edge_bits):
     rows = q.shape[0]
     for block in prange((rows + BLOCK - 1) // BLOCK):
-        lanes = np.empty(LANE_BYTES // q.itemsize, q.dtype)
+        lanes = np.empty(SCRATCH_BYTES // q.itemsize, q.dtype)
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
             score_row(
                 r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, lanes, bad, drop_edges, p, key,
@@ -51,18 +59,19 @@ def spmm(
 
 @njit(parallel=True, cache=True, nogil=True)
 def spmm_t(
-    tindptr, tqueries, tedges, n, num_edges, weights, g, out, scale, has_diag, diag, want_dw, dw, hx, dw_scale,
+    tindptr, tqueries, tedges, n, num_edges, weights, transposed, g, out, scale, has_diag, diag, want_dw, dw, hx,
+    dw_scale,
     drop_edges, edge_bits, edge_scale, drop_nodes, node_bits, node_scale, want_sum, total, sum_scale,
 ):  # fmt: skip
     rows = g.shape[0]
     for block in prange((rows + BLOCK - 1) // BLOCK):
-        lanes = np.empty(LANE_BYTES // g.itemsize, g.dtype)
+        lanes = np.empty(SCRATCH_BYTES // g.itemsize, g.dtype)
         acc = np.empty((1, g.shape[1], g.shape[2]), g.dtype)
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
             spmm_t_row(
-                r, tindptr, tqueries, tedges, n, num_edges, weights, g, out, acc, 0, lanes, scale, has_diag, diag,
-                want_dw, dw, hx, dw_scale, drop_edges, edge_bits, edge_scale, drop_nodes, node_bits, node_scale,
-                want_sum, total, sum_scale,
+                r, tindptr, tqueries, tedges, n, num_edges, weights, transposed, g, out, acc, 0, lanes, scale,
+                has_diag, diag, want_dw, dw, hx, dw_scale, drop_edges, edge_bits, edge_scale, drop_nodes, node_bits,
+                node_scale, want_sum, total, sum_scale,
             )  # fmt: skip
 
 
@@ -78,6 +87,31 @@ def score_grad(
                 r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
                 k, grad_q, acc, 0,
             )  # fmt: skip
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def hop_score_grad(
+    indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q,
+    pstack, sstack, scale,
+):  # fmt: skip
+    """The hops' edge gradients (:func:`hop_grad_row`) and :func:`score_grad_row`, row by row, one pass."""
+    rows = grad_q.shape[0]
+    for block in prange((rows + BLOCK - 1) // BLOCK):
+        acc = np.empty((1, k.shape[1], k.shape[2]), k.dtype)
+        lanes = np.empty(SCRATCH_BYTES // k.itemsize, k.dtype)
+        for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
+            hop_grad_row(r, indptr, indices, n, num_edges, pstack, sstack, scale, drop_edges, edge_bits, grad, lanes)
+            score_grad_row(
+                r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
+                k, grad_q, acc, 0,
+            )  # fmt: skip
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def transpose_weights(tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out, rows):
+    for block in prange((rows + BLOCK - 1) // BLOCK):
+        for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
+            transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -27,7 +27,7 @@ import numpy as np
 from numba.extending import register_jitable
 
 from ..._rng import draw, row_state, uniform_01
-from .lanes import dot_lanes
+from .lanes import dot_lanes, dot_stack
 
 __all__ = [
     "MASKED_SCORE",
@@ -36,7 +36,9 @@ __all__ = [
     "score_row",
     "spmm_row",
     "spmm_t_row",
+    "transpose_weights_row",
     "score_grad_row",
+    "hop_grad_row",
     "colsum_row",
 ]
 
@@ -200,6 +202,7 @@ def spmm_t_row(
     n,
     num_edges,
     weights,
+    transposed,
     g,
     out,
     acc,
@@ -223,10 +226,11 @@ def spmm_t_row(
     sum_scale,
 ):
     """The transposed product for key row ``r``: ``out[r] = scale * sum_{(y, e)} w_e * g[y]
-    (+ diag[r] * g[r])`` (``w_e`` as in :func:`spmm_row`), then node dropout with the given bits;
-    with ``want_dw`` also ``dw[e] += dw_scale * g[y] . hx[r]`` (each edge belongs to exactly one
-    key row, so no two rows write one edge; skipped for dropped edges), with ``want_sum`` also
-    ``total[r] += sum_scale * out[r]``."""
+    (+ diag[r] * g[r])`` (``w_e`` as in :func:`spmm_row`; ``transposed``: ``weights`` is in the
+    out-CSR's order, :func:`transpose_weights_row`, read in sequence instead of at ``e``), then
+    node dropout with the given bits; with ``want_dw`` also ``dw[e] += dw_scale * g[y] . hx[r]``
+    (each edge belongs to exactly one key row, so no two rows write one edge; skipped for dropped
+    edges), with ``want_sum`` also ``total[r] += sum_scale * out[r]``."""
     b = r // n
     x = r - b * n
     base = b * num_edges
@@ -237,7 +241,7 @@ def spmm_t_row(
         query = b * n + tqueries[t]
         e = base + tedges[t]
         for h in range(heads):
-            w = weights[e, h]
+            w = weights[base + t, h] if transposed else weights[e, h]
             if drop_edges:
                 if not kept(edge_bits, e, h):
                     continue
@@ -251,6 +255,23 @@ def spmm_t_row(
         for h in range(heads):
             for d in range(g.shape[2]):
                 total[r, h, d] = total[r, h, d] + sum_scale * out[r, h, d]
+
+
+@register_jitable
+def transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out):
+    """``out[base + t] = weights[base + tedges[t]]`` for key row ``r``'s out-edges ``t``, with edge
+    dropout applied (``* edge_scale`` kept, ``0`` dropped): the weights in the order the transposed
+    passes walk them, gathered once instead of once per pass."""
+    b = r // n
+    x = r - b * n
+    base = b * num_edges
+    for t in range(tindptr[x], tindptr[x + 1]):
+        e = base + tedges[t]
+        for h in range(weights.shape[1]):
+            w = weights[e, h]
+            if drop_edges:
+                w = w * edge_scale if kept(edge_bits, e, h) else w * 0
+            out[base + t, h] = w
 
 
 @register_jitable
@@ -296,6 +317,24 @@ def score_grad_row(
     for h in range(heads):
         for d in range(k.shape[2]):
             grad_q[r, h, d] = acc[ar, h, d]
+
+
+@register_jitable
+def hop_grad_row(r, indptr, indices, n, num_edges, pstack, sstack, scale, drop_edges, edge_bits, grad, lanes):
+    """d loss / d (edge weight) of row ``r``'s edges after ``S`` hops: ``grad[e] = scale *
+    sum_t pstack[t, r] . sstack[t, key_e]`` per head (``pstack[t]``: the gradient reaching hop
+    ``t``'s propagation, ``sstack[t]``: its input), one dot product over the whole stack; 0 for a
+    dropped edge. Row order: the writes are sequential and nothing is accumulated across passes."""
+    b = r // n
+    y = r - b * n
+    base = b * num_edges
+    for e in range(indptr[y], indptr[y + 1]):
+        source = b * n + indices[e]
+        for h in range(pstack.shape[2]):
+            if drop_edges and not kept(edge_bits, base + e, h):
+                grad[base + e, h] = 0.0
+            else:
+                grad[base + e, h] = scale * dot_stack(pstack, r, sstack, source, h, lanes)
 
 
 @register_jitable
