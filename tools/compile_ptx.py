@@ -135,15 +135,7 @@ def _attention_kernels():
         yield f"attention transposed propagate + edge gradients ({dtype})", kernels["spmm_t"], spmm_t, False
         back = (ints, ints, scalar, scalar, edges, edges, flag, pad, scalar, flag, bits, value, nodes, nodes)
         yield f"attention softmax backward + query gradient ({dtype})", kernels["score_grad"], back, False
-        stack = types.Array(value, 4, "C")
-        hop = (*back, stack, stack, value)
-        yield (
-            f"attention hop edge gradients + softmax backward + query gradient ({dtype})",
-            kernels["hop_score_grad"],
-            hop,
-            False,
-        )
-        transpose = (ints, ints, scalar, scalar, edges, flag, bits, value, edges, scalar)
+        transpose = (ints, ints, scalar, scalar, edges, flag, flag, bits, value, edges, scalar)
         yield f"attention weights in out-CSR order ({dtype})", kernels["transpose_weights"], transpose, False
         yield f"attention out-degrees ({dtype})", kernels["colsum"], (ints, ints, scalar, scalar, edges, edges), False
 

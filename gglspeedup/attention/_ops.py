@@ -168,7 +168,8 @@ class GraphOps:
         """``scale * A^T g (+ diag * g)``, then node dropout with ``nodes.bits`` (drawn before);
         with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]`` (kept edges only), with
         ``total`` also ``total += sum_scale * result``. ``out``: where the result goes (may not be ``g``).
-        ``transposed``: ``weights`` come from :meth:`transpose_weights` (edge dropout already in)."""
+        ``transposed``: ``weights`` come from :meth:`transpose_weights` (edge dropout already in) and
+        ``dw`` is in that order too."""
         import torch
 
         out = torch.empty_like(g) if out is None else out
@@ -186,15 +187,16 @@ class GraphOps:
         )  # fmt: skip
         return out
 
-    def transpose_weights(self, weights, edges=None):
-        """``weights`` (after edge dropout) in the out-CSR's order, for ``spmm_t(..., transposed=True)``."""
+    def transpose_weights(self, weights, edges=None, back=False):
+        """``weights`` (after edge dropout) in the out-CSR's order, for ``spmm_t(..., transposed=True)``;
+        ``back``: from that order to the in-CSR's (no dropout)."""
         import torch
 
         out = torch.empty_like(weights)
         tindptr, _, tedges = self.graph.transpose()
         self._call(
-            "transpose_weights", tindptr, tedges, self.n, self.num_edges, weights, *self._edge_args(edges, weights),
-            out, self.rows,
+            "transpose_weights", tindptr, tedges, self.n, self.num_edges, weights, bool(back),
+            *self._edge_args(edges, weights), out, self.rows,
         )  # fmt: skip
         return out
 
@@ -209,21 +211,6 @@ class GraphOps:
         self._call(
             "score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode,
             *self._edge_args(edges, attn), k, grad_q,
-        )  # fmt: skip
-        return grad_q
-
-    def hop_score_grad(self, attn, grad, pad, k, pstack, sstack, scale, edges=None):
-        """Diffusion's score gradients in one pass over the query rows: ``grad`` (uninitialised,
-        ``(repeats * E, H)``) receives d loss / d weight ``= scale * sum_t pstack[t, query] .
-        sstack[t, key]`` and then, in place, d loss / d score (:meth:`score_grad`); returns ``grad_q``."""
-        import torch
-
-        has_mask, pad = self._pad(pad, attn)
-        g = self.graph
-        grad_q = torch.empty_like(k)
-        self._call(
-            "hop_score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, MODE_SOFTMAX,
-            *self._edge_args(edges, attn), k, grad_q, pstack, sstack, self._scalar(scale, k),
         )  # fmt: skip
         return grad_q
 

@@ -9,13 +9,13 @@ Per query token ``y`` and head, over the keys ``x`` of its row in the pattern (D
 4. ``hops`` times: ``h <- (1 - alpha) * A h + alpha * v`` from ``h = v``, dropout after each hop.
 
 One ``torch.autograd.Function`` for the whole layer with a hand-written backward: the transposed
-propagation through the pattern's out-CSR for each hop (the value gradient and the previous hop's
-dropout in the same pass), then one pass over the query rows for the edges' gradient (one dot
-product per edge and head over the stacked hop inputs and gradients: ``sum_t g_t[query] .
-h_t[key]``), the softmax backward and the query gradient, then the key gradient. Kept for
-backward: ``q``, ``k``, the attention ``(B * E, H)``, the ``hops`` hop inputs (``v`` first) and the
-dropout keep bits (one bit per edge and head, one per node element and hop); the backward adds the
-``hops`` hop gradients. Never an ``(E, H, D)`` tensor. Dropout draws come
+propagation through the pattern's out-CSR for each hop, with the edges' gradient, the value
+gradient and the previous hop's dropout in the same pass (the attention and its gradient are
+kept in the out-CSR's order meanwhile, so the pass reads and writes them in sequence), then the
+softmax backward fused with the query gradient, then the key gradient. Kept for backward: ``q``,
+``k``, ``v``, the attention ``(B * E, H)``, the ``hops - 1`` intermediate node states and the
+dropout keep bits (one bit per edge and head, one per node element and hop); never an
+``(E, H, D)`` tensor. Dropout draws come
 from the package's keyed RNG, seeded from torch's generator (``torch.manual_seed`` reproduces a
 call), so the CPU and a GPU drop the same elements.
 """
@@ -62,48 +62,43 @@ class DiffusionAttention(torch.autograd.Function):
             edges = _dropout(dropout, seed, 0, ops.repeats * ops.num_edges, heads, q.device)
             nodes = [_dropout(dropout, seed, 1 + t, rows, heads * depth, q.device) for t in range(hops)]
         attn = ops.scores(q, k, pad, MODE_SOFTMAX, edges=edges)
-        # the input of every hop, stacked: the backward's edge gradients read them in one dot product
-        states = torch.empty((max(hops, 1), rows, heads, depth), dtype=v.dtype, device=v.device)
-        states[0].copy_(v)
+        states = [v]
         for t in range(hops):
             hop = None if nodes is None else nodes[t]
-            out = states[t + 1] if t + 1 < hops else None
-            h = ops.spmm(attn, states[t], 1.0 - alpha, self_rows=v, self_scale=alpha, edges=edges, nodes=hop, out=out)
-        ctx.save_for_backward(q, k, attn, states)
+            states.append(ops.spmm(attn, states[t], 1.0 - alpha, self_rows=v, self_scale=alpha, edges=edges, nodes=hop))
+        ctx.save_for_backward(q, k, attn, *states[:-1])
         ctx.ops, ctx.pad, ctx.hops, ctx.alpha, ctx.edges, ctx.nodes = ops, pad, hops, alpha, edges, nodes
-        return h if hops > 0 else v.clone()
+        return states[-1] if hops > 0 else v.clone()
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k, attn, states = ctx.saved_tensors
+        q, k, attn, *states = ctx.saved_tensors
         ops, alpha, hops, edges, nodes = ctx.ops, ctx.alpha, ctx.hops, ctx.edges, ctx.nodes
         grad_out = grad_out.contiguous()
         if hops == 0:
             return None, None, grad_out.clone(), None, None, None, None, None, None
-        # grads[t] = d loss / d (hop t's propagation before its dropout): keep_t * scale * d loss / d h_{t+1}
-        grads = torch.empty_like(states)
-        if nodes is not None:
-            grads[hops - 1] = _node_dropout_grad(grad_out, nodes[hops - 1])
-        else:
-            grads[hops - 1].copy_(grad_out)
-        grad_v = grads[hops - 1] * alpha
-        weights = ops.transpose_weights(attn, edges)  # read in order by every transposed pass
-        for t in range(hops - 1, -1, -1):
-            # d loss / d h_t = (1 - alpha) A^T grads[t]; for t > 0 it becomes grads[t - 1] through hop
-            # t-1's dropout in the same pass and adds alpha * grads[t - 1] to grad_v (t = 0: all of it)
+        want_scores = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        # p = d loss / d (hop t's propagation before its dropout) = keep_t * scale * d loss / d h_{t+1}
+        p = _node_dropout_grad(grad_out, nodes[hops - 1]) if nodes is not None else grad_out
+        grad_v = p * alpha
+        weights = ops.transpose_weights(attn, edges)  # the order every transposed pass reads them in
+        grad_weights = torch.zeros_like(attn) if want_scores else None  # in that order too
+        buffers = (torch.empty_like(grad_out), torch.empty_like(grad_out))  # p starts as autograd's: never written
+        for i, t in enumerate(range(hops - 1, -1, -1)):
+            # d loss / d h_t = (1 - alpha) A^T p; for t > 0 it becomes the next p through hop t-1's
+            # dropout in the same pass and adds alpha * p to grad_v (t = 0: all of it); the edges
+            # gain (1 - alpha) p[query] . h_t[key]
             before = None if (nodes is None or t == 0) else nodes[t - 1]
-            ops.spmm_t(
-                weights, grads[t], 1.0 - alpha, nodes=before, total=grad_v, sum_scale=alpha if t > 0 else 1.0,
-                out=grads[t - 1] if t > 0 else torch.empty_like(grad_out), transposed=True,
+            p = ops.spmm_t(
+                weights, p, 1.0 - alpha, dw=grad_weights, hx=states[t], dw_scale=1.0 - alpha, nodes=before,
+                total=grad_v, sum_scale=alpha if t > 0 else 1.0, out=buffers[i % 2], transposed=True,
             )  # fmt: skip
-        del weights
-        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+        del weights, buffers, p
+        if not want_scores:
             return None, None, grad_v, None, None, None, None, None, None
-        # d loss / d attention = (1 - alpha) sum_t grads[t][query] . states[t][key], then the softmax
-        # backward and the query gradient, row by row in one pass; then the key gradient
-        grad_score = torch.empty_like(attn)
-        grad_q = ops.hop_score_grad(attn, grad_score, ctx.pad, k, grads, states, 1.0 - alpha, edges=edges)
-        del grads
+        grad_score = ops.transpose_weights(grad_weights, back=True)
+        del grad_weights
+        grad_q = ops.score_grad(attn, grad_score, ctx.pad, MODE_SOFTMAX, k, edges=edges)  # grad_score: in place
         grad_k = ops.spmm_t(grad_score, q) if ctx.needs_input_grad[1] else None
         return grad_q, grad_k, grad_v, None, None, None, None, None, None
 

@@ -14,7 +14,6 @@ from numba import njit, prange
 from ..._threading import prefer_tbb
 from .diffusion_rows import (
     colsum_row,
-    hop_grad_row,
     score_grad_row,
     score_row,
     spmm_row,
@@ -23,7 +22,7 @@ from .diffusion_rows import (
 )
 from .lanes import SCRATCH_BYTES
 
-__all__ = ["BLOCK", "scores", "spmm", "spmm_t", "transpose_weights", "score_grad", "hop_score_grad", "colsum"]
+__all__ = ["BLOCK", "scores", "spmm", "spmm_t", "transpose_weights", "score_grad", "colsum"]
 
 prefer_tbb()
 
@@ -90,28 +89,12 @@ def score_grad(
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def hop_score_grad(
-    indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q,
-    pstack, sstack, scale,
-):  # fmt: skip
-    """The hops' edge gradients (:func:`hop_grad_row`) and :func:`score_grad_row`, row by row, one pass."""
-    rows = grad_q.shape[0]
-    for block in prange((rows + BLOCK - 1) // BLOCK):
-        acc = np.empty((1, k.shape[1], k.shape[2]), k.dtype)
-        lanes = np.empty(SCRATCH_BYTES // k.itemsize, k.dtype)
-        for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
-            hop_grad_row(r, indptr, indices, n, num_edges, pstack, sstack, scale, drop_edges, edge_bits, grad, lanes)
-            score_grad_row(
-                r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
-                k, grad_q, acc, 0,
-            )  # fmt: skip
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def transpose_weights(tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out, rows):
+def transpose_weights(tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out, rows):
     for block in prange((rows + BLOCK - 1) // BLOCK):
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
-            transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out)
+            transpose_weights_row(
+                r, tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out
+            )
 
 
 @njit(parallel=True, cache=True, nogil=True)

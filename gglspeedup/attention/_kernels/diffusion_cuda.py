@@ -11,7 +11,6 @@ from numba import cuda, float32, float64
 from ..._launch import launch_rows
 from .diffusion_rows import (
     colsum_row,
-    hop_grad_row,
     score_grad_row,
     score_row,
     spmm_row,
@@ -20,7 +19,7 @@ from .diffusion_rows import (
 )
 from .lanes import SCRATCH_BYTES
 
-__all__ = ["scores", "spmm", "spmm_t", "transpose_weights", "score_grad", "hop_score_grad", "colsum"]
+__all__ = ["scores", "spmm", "spmm_t", "transpose_weights", "score_grad", "colsum"]
 
 
 def _kernels(dtype):
@@ -75,24 +74,14 @@ def _kernels(dtype):
             )  # fmt: skip
 
     @cuda.jit
-    def hop_score_grad_kernel(
-        indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q,
-        pstack, sstack, scale,
-    ):  # fmt: skip
-        r = cuda.grid(1)
-        if r < grad_q.shape[0]:
-            lanes = cuda.local.array(width, local)
-            hop_grad_row(r, indptr, indices, n, num_edges, pstack, sstack, scale, drop_edges, edge_bits, grad, lanes)
-            score_grad_row(
-                r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
-                k, grad_q, grad_q, r,
-            )  # fmt: skip
-
-    @cuda.jit
-    def transpose_weights_kernel(tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out, rows):
+    def transpose_weights_kernel(
+        tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out, rows
+    ):
         r = cuda.grid(1)
         if r < rows:
-            transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out)
+            transpose_weights_row(
+                r, tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out
+            )
 
     @cuda.jit
     def colsum_kernel(tindptr, tedges, n, num_edges, weights, out):
@@ -106,7 +95,6 @@ def _kernels(dtype):
         "spmm_t": spmm_t_kernel,
         "transpose_weights": transpose_weights_kernel,
         "score_grad": score_grad_kernel,
-        "hop_score_grad": hop_score_grad_kernel,
         "colsum": colsum_kernel,
     }
 
@@ -145,12 +133,6 @@ def score_grad(device, *args):
     """``args`` as the CPU driver's :func:`~.diffusion_cpu.score_grad` (``grad_q`` is ``args[13]``)."""
     grad_q = args[13]
     _launch("score_grad", device, grad_q.shape[0], grad_q.dtype, *args)
-
-
-def hop_score_grad(device, *args):
-    """``args`` as the CPU driver's :func:`~.diffusion_cpu.hop_score_grad` (``grad_q`` is ``args[13]``)."""
-    grad_q = args[13]
-    _launch("hop_score_grad", device, grad_q.shape[0], grad_q.dtype, *args)
 
 
 def colsum(device, tindptr, tedges, n, num_edges, weights, out):

@@ -27,7 +27,7 @@ import numpy as np
 from numba.extending import register_jitable
 
 from ..._rng import draw, row_state, uniform_01
-from .lanes import dot_lanes, dot_stack
+from .lanes import dot_lanes, dots_into
 
 __all__ = [
     "MASKED_SCORE",
@@ -38,7 +38,6 @@ __all__ = [
     "spmm_t_row",
     "transpose_weights_row",
     "score_grad_row",
-    "hop_grad_row",
     "colsum_row",
 ]
 
@@ -226,11 +225,11 @@ def spmm_t_row(
     sum_scale,
 ):
     """The transposed product for key row ``r``: ``out[r] = scale * sum_{(y, e)} w_e * g[y]
-    (+ diag[r] * g[r])`` (``w_e`` as in :func:`spmm_row`; ``transposed``: ``weights`` is in the
-    out-CSR's order, :func:`transpose_weights_row`, read in sequence instead of at ``e``), then
-    node dropout with the given bits; with ``want_dw`` also ``dw[e] += dw_scale * g[y] . hx[r]``
-    (each edge belongs to exactly one key row, so no two rows write one edge; skipped for dropped
-    edges), with ``want_sum`` also ``total[r] += sum_scale * out[r]``."""
+    (+ diag[r] * g[r])`` (``w_e`` as in :func:`spmm_row`), then node dropout with the given bits;
+    with ``want_dw`` also ``dw[e] += dw_scale * g[y] . hx[r]`` (each edge belongs to exactly one
+    key row, so no two rows write one edge), with ``want_sum`` also ``total[r] += sum_scale *
+    out[r]``. ``transposed``: ``weights`` and ``dw`` are in the out-CSR's order
+    (:func:`transpose_weights_row`), read and written in sequence instead of at ``e``."""
     b = r // n
     x = r - b * n
     base = b * num_edges
@@ -240,16 +239,17 @@ def spmm_t_row(
     for t in range(tindptr[x], tindptr[x + 1]):
         query = b * n + tqueries[t]
         e = base + tedges[t]
+        at = base + t if transposed else e  # where this edge's scalars are
         for h in range(heads):
-            w = weights[base + t, h] if transposed else weights[e, h]
+            w = weights[at, h]
             if drop_edges:
                 if not kept(edge_bits, e, h):
                     continue
                 w = w * edge_scale
             for d in range(depth):
                 acc[ar, h, d] += w * g[query, h, d]
-            if want_dw:
-                dw[e, h] += dw_scale * dot_lanes(g, query, hx, r, h, lanes)
+        if want_dw:
+            dots_into(g, query, hx, r, dw, at, dw_scale, lanes)
     _finish_row(r, g, out, acc, ar, scale, False, scale, g, has_diag, diag, drop_nodes, node_bits, node_scale)
     if want_sum:
         for h in range(heads):
@@ -258,16 +258,20 @@ def spmm_t_row(
 
 
 @register_jitable
-def transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, drop_edges, edge_bits, edge_scale, out):
+def transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out):
     """``out[base + t] = weights[base + tedges[t]]`` for key row ``r``'s out-edges ``t``, with edge
     dropout applied (``* edge_scale`` kept, ``0`` dropped): the weights in the order the transposed
-    passes walk them, gathered once instead of once per pass."""
+    passes walk them, gathered once instead of once per pass. ``back``: the other way,
+    ``out[base + tedges[t]] = weights[base + t]`` (no dropout)."""
     b = r // n
     x = r - b * n
     base = b * num_edges
     for t in range(tindptr[x], tindptr[x + 1]):
         e = base + tedges[t]
         for h in range(weights.shape[1]):
+            if back:
+                out[e, h] = weights[base + t, h]
+                continue
             w = weights[e, h]
             if drop_edges:
                 w = w * edge_scale if kept(edge_bits, e, h) else w * 0
@@ -317,24 +321,6 @@ def score_grad_row(
     for h in range(heads):
         for d in range(k.shape[2]):
             grad_q[r, h, d] = acc[ar, h, d]
-
-
-@register_jitable
-def hop_grad_row(r, indptr, indices, n, num_edges, pstack, sstack, scale, drop_edges, edge_bits, grad, lanes):
-    """d loss / d (edge weight) of row ``r``'s edges after ``S`` hops: ``grad[e] = scale *
-    sum_t pstack[t, r] . sstack[t, key_e]`` per head (``pstack[t]``: the gradient reaching hop
-    ``t``'s propagation, ``sstack[t]``: its input), one dot product over the whole stack; 0 for a
-    dropped edge. Row order: the writes are sequential and nothing is accumulated across passes."""
-    b = r // n
-    y = r - b * n
-    base = b * num_edges
-    for e in range(indptr[y], indptr[y + 1]):
-        source = b * n + indices[e]
-        for h in range(pstack.shape[2]):
-            if drop_edges and not kept(edge_bits, base + e, h):
-                grad[base + e, h] = 0.0
-            else:
-                grad[base + e, h] = scale * dot_stack(pstack, r, sstack, source, h, lanes)
 
 
 @register_jitable
