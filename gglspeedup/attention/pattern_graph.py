@@ -81,6 +81,10 @@ class AttentionGraph:
         and the positions of those edges in :attr:`indices`, by query. Computed once and kept
         (the backward passes of the fused kernels walk it)."""
         with self._lock:
+            if self._transposed is None and self.device.xp is np:
+                from ._kernels.pattern_cpu import transpose
+
+                self._transposed = transpose(self.indptr, self.indices)  # counting sort, O(E)
             if self._transposed is None:
                 xp = self.device.xp
                 keys = self.indices

@@ -13,7 +13,7 @@ from ..._rng import draw, row_state, uniform_below
 from ..._threading import prefer_tbb
 from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, lower_bound, row_count, row_fill
 
-__all__ = ["count_rows", "fill_rows", "draw_globals", "build"]
+__all__ = ["count_rows", "fill_rows", "draw_globals", "build", "transpose"]
 
 prefer_tbb()
 
@@ -85,6 +85,34 @@ def draw_globals(states, lengths, window, num_global, gptr, gids):
             taken += 1
         for k in range(base, base + count):
             gids[k] += window
+
+
+@njit(cache=True, nogil=True)
+def _transpose(indptr, indices, tindptr, tqueries, tedges):
+    """Counting sort of the edges by key: ``O(E)``, each key's queries in increasing order."""
+    num_nodes = indptr.shape[0] - 1
+    tindptr[:] = 0
+    for e in range(indices.shape[0]):
+        tindptr[indices[e] + 1] += 1
+    for x in range(num_nodes):
+        tindptr[x + 1] += tindptr[x]
+    cursor = tindptr[:-1].copy()
+    for y in range(num_nodes):
+        for e in range(indptr[y], indptr[y + 1]):
+            x = indices[e]
+            position = cursor[x]
+            cursor[x] = position + 1
+            tqueries[position] = y
+            tedges[position] = e
+
+
+def transpose(indptr, indices):
+    """``(tindptr, tqueries, tedges)``: the out-CSR of an in-CSR (see :meth:`AttentionGraph.transpose`)."""
+    tindptr = np.empty_like(indptr)
+    tqueries = np.empty_like(indices)
+    tedges = np.empty(indices.shape[0], indptr.dtype)
+    _transpose(indptr, indices, tindptr, tqueries, tedges)
+    return tindptr, tqueries, tedges
 
 
 def build(arrays, indptr_dtype, index_dtype):
