@@ -112,6 +112,52 @@ def _kernels():
             flat = types.Array(word, 1, "C")
             signature = (flat, flat, i64, types.Array(index, 1, "C"), flat, types.int64, types.int64, i64)
             yield f"gather ({word} words, {index} ids)", gather_cuda.gather_two_tier, signature, False
+    yield from _attention_kernels()
+
+
+def _attention_kernels():
+    """The sequence-pattern kernels (integer draws: checked for fma like the samplers) and the fused
+    attention kernels (float arithmetic: fma allowed, so a real GPU may differ from the CPU in the
+    last bits; the simulator matches bit for bit)."""
+    from numba import types
+
+    from gglspeedup.attention._kernels import diffusion_cuda, pattern_cuda
+
+    i64 = types.Array(types.int64, 1, "C")
+    u64 = types.Array(types.uint64, 1, "C")
+    f64 = types.Array(types.float64, 1, "C")
+    scalar = types.int64
+    for index in (types.int32, types.int64):
+        indices = types.Array(index, 1, "C")
+        shape = (i64, scalar, i64, i64, scalar, scalar, scalar)
+        yield f"pattern count ({index})", pattern_cuda._count_kernel, (*shape, scalar, i64), True
+        fill = (*shape, scalar, f64, u64, types.Array(index, 1, "C"), indices, u64, i64)
+        yield f"pattern fill ({index})", pattern_cuda._fill_kernel, fill, True
+    for dtype in ("float32", "float64"):
+        value = getattr(types, dtype)
+        nodes = types.Array(value, 3, "C")
+        edges = types.Array(value, 2, "C")
+        ints = types.Array(types.int32, 1, "C")
+        pad = types.Array(types.uint8, 1, "C")
+        kernels = diffusion_cuda._KERNELS[dtype]
+        flag = types.boolean
+        bits = types.Array(types.uint8, 2, "C")
+        f64v, u64v = types.float64, types.uint64
+        score = (ints, ints, scalar, scalar, nodes, nodes, flag, pad, scalar, edges, pad, flag, f64v, u64v, bits)
+        yield f"attention scores ({dtype})", kernels["scores"], score, False
+        drop = (flag, bits, value, flag, f64v, u64v, bits, value)  # edge and node dropout
+        spmm = (ints, ints, scalar, scalar, edges, nodes, nodes, value, flag, value, nodes, flag, edges, *drop)
+        yield f"attention propagate ({dtype})", kernels["spmm"], spmm, False
+        spmm_t = (
+            ints, ints, ints, scalar, scalar, edges, flag, nodes, nodes, value, flag, edges, flag, edges, nodes, value,
+            flag, bits, value, flag, bits, value, flag, nodes, value,
+        )  # fmt: skip
+        yield f"attention transposed propagate + edge gradients ({dtype})", kernels["spmm_t"], spmm_t, False
+        back = (ints, ints, scalar, scalar, edges, edges, flag, pad, scalar, flag, bits, value, nodes, nodes)
+        yield f"attention softmax backward + query gradient ({dtype})", kernels["score_grad"], back, False
+        transpose = (ints, ints, scalar, scalar, edges, flag, flag, bits, value, edges, scalar)
+        yield f"attention weights in out-CSR order ({dtype})", kernels["transpose_weights"], transpose, False
+        yield f"attention out-degrees ({dtype})", kernels["colsum"], (ints, ints, scalar, scalar, edges, edges), False
 
 
 def _pooling_kernels():

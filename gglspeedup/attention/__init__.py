@@ -58,7 +58,16 @@ _POOLING_NAMES: dict[str, str] = {
         ("partition_graphs", "split_batch", "LocalBatch", "sum_gradients", "pool_across_devices"), "pooling_distributed"
     ),
 }
-_SEQUENCE_NAMES: dict[str, str] = {}
+_SEQUENCE_NAMES: dict[str, str] = {
+    "SequencePattern": "patterns",
+    "AttentionGraph": "pattern_graph",
+    "diffusion_attention": "diffusion",
+    "fractional_attention": "fractional",
+    "DiffuserSelfAttention": "diffuser_modules",
+    "DiffuserFracSelfAttention": "diffuser_modules",
+    "ShardPlan": "sharded",
+    "sharded_diffusion_attention": "sharded",
+}
 _LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 
 __all__ = [*_LAZY_NAMES]

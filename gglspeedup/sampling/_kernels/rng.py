@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
-from numba.extending import register_jitable
 
-from ..._splitmix import GAMMA, MASK, splitmix64
+from ..._rng import GAMMA, draw, mix64, row_state, uniform_01, uniform_below
+from ..._splitmix import MASK, splitmix64
 from ..._splitmix import mix64 as _mix64
 
 __all__ = [
@@ -33,17 +33,6 @@ __all__ = [
     "uniform_below",
     "uniform_01",
 ]
-
-_NODE_MUL = np.uint64(0xD6E8FEB86659FD93)
-_S11 = np.uint64(11)
-_S32 = np.uint64(32)
-_ONE = np.uint64(1)
-_LOW32 = np.uint64(0xFFFFFFFF)
-_TWO_POW_M53 = 1.0 / 9007199254740992.0  # 2**-53, exact
-
-# The package's one splitmix64 body (gglspeedup._splitmix), made callable from @njit and
-# @cuda.jit code as well as from Python.
-mix64 = register_jitable(_mix64)
 
 
 def hop_state(seed: int, key: int, hop: int) -> np.uint64:
@@ -80,33 +69,3 @@ def relation_states(hop_state_, edge_keys: np.ndarray) -> np.ndarray:
     """:func:`relation_state` of every key in ``edge_keys`` (uint64 array), as a uint64 array:
     the same bits, one array operation (arrays wrap silently, as the scalar form's Python ints)."""
     return _mix64((np.uint64(hop_state_) ^ edge_keys) + GAMMA)
-
-
-@register_jitable
-def row_state(hop_state_, node):
-    """State of one row (node) within a hop: depends on the node id, not its position."""
-    return mix64(hop_state_ ^ (np.uint64(node) * _NODE_MUL))
-
-
-@register_jitable
-def draw(row_state_, index):
-    """Draw ``index`` (0-based) of a row: 64 random bits."""
-    return mix64(row_state_ + (np.uint64(index) + _ONE) * GAMMA)
-
-
-@register_jitable
-def uniform_below(bits, n):
-    """An integer in ``[0, n)`` from 64 random bits (``n >= 1``), as int64.
-
-    Multiply-shift on the high 32 bits (Lemire) for ``n < 2**32``; the modulus above that.
-    """
-    un = np.uint64(n)
-    if un <= _LOW32:
-        return np.int64(((bits >> _S32) * un) >> _S32)
-    return np.int64(bits % un)
-
-
-@register_jitable
-def uniform_01(bits):
-    """A float64 in ``[0, 1)`` on the 2**-53 grid (``u * total`` can still round up to ``total``)."""
-    return np.float64(bits >> _S11) * _TWO_POW_M53

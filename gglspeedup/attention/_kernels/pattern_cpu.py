@@ -1,0 +1,153 @@
+"""CPU driver of the pattern sampler: a serial count-and-scan pass, then one parallel fill over the rows.
+
+Also the host prologue both devices share: the per-sequence RNG states and global tokens (a few
+per sequence, drawn here once and uploaded for a GPU build, so both devices read the same ones).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ..._rng import draw, row_state, uniform_below
+from ..._threading import prefer_tbb
+from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, lower_bound, row_count, row_fill
+
+__all__ = ["count_rows", "fill_rows", "draw_globals", "build", "transpose"]
+
+prefer_tbb()
+
+_GLOBAL_ROW = np.int64(-1)  # row id of the global-token draws (never a query token)
+
+
+@njit(cache=True, nogil=True)
+def count_rows(lengths, seq_len, gptr, gids, layout, half, num_rows, num_random, indptr):
+    """``indptr`` of the rows: the scan of :func:`row_count` (closed form, no draws: one thread
+    does it in a fraction of the fill's time, so a build is a single parallel region)."""
+    running = 0
+    indptr[0] = 0
+    for r in range(num_rows):
+        running += row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r)
+        indptr[r + 1] = running
+
+
+_ROWS_PER_BLOCK = 64
+_PARALLEL_MIN_WORK = 1 << 16  # keys (about 64 a row) below which a build runs on one thread
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def fill_rows(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, words, table):
+    """Fill every row; blocks of rows share one key bitmap (cleared as each row is read off it)."""
+    num_rows = indptr.shape[0] - 1
+    for block in prange((num_rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK):
+        bitmap = np.zeros(words, np.uint64)
+        for r in range(block * _ROWS_PER_BLOCK, min(num_rows, (block + 1) * _ROWS_PER_BLOCK)):
+            row_fill(
+                lengths,
+                seq_len,
+                gptr,
+                gids,
+                layout,
+                half,
+                num_random,
+                mode,
+                cdf,
+                states,
+                r,
+                indptr[r],
+                out,
+                bitmap,
+                table,
+            )
+
+
+@njit(cache=True, nogil=True)
+def draw_globals(states, lengths, window, num_global, gptr, gids):
+    """Sequence ``s``: ``min(num_global, lengths[s] - window)`` distinct tokens of
+    ``[window, lengths[s])``, uniform (Floyd's algorithm), sorted, into ``gids[gptr[s]:]``."""
+    for s in range(states.shape[0]):
+        population = lengths[s] - window
+        count = gptr[s + 1] - gptr[s]
+        base = gptr[s]
+        state = row_state(states[s], _GLOBAL_ROW)
+        taken = 0
+        for j in range(population - count, population):
+            t = uniform_below(draw(state, j), j + 1)
+            p = lower_bound(gids, base, base + taken, t)
+            if p < base + taken and gids[p] == t:
+                t = j  # j is larger than every key taken so far: it goes last
+                p = base + taken
+            k = base + taken
+            while k > p:
+                gids[k] = gids[k - 1]
+                k -= 1
+            gids[p] = t
+            taken += 1
+        for k in range(base, base + count):
+            gids[k] += window
+
+
+@njit(cache=True, nogil=True)
+def _transpose(indptr, indices, tindptr, tqueries, tedges):
+    """Counting sort of the edges by key: ``O(E)``, each key's queries in increasing order."""
+    num_nodes = indptr.shape[0] - 1
+    tindptr[:] = 0
+    for e in range(indices.shape[0]):
+        tindptr[indices[e] + 1] += 1
+    for x in range(num_nodes):
+        tindptr[x + 1] += tindptr[x]
+    cursor = tindptr[:-1].copy()
+    for y in range(num_nodes):
+        for e in range(indptr[y], indptr[y + 1]):
+            x = indices[e]
+            position = cursor[x]
+            cursor[x] = position + 1
+            tqueries[position] = y
+            tedges[position] = e
+
+
+def transpose(indptr, indices):
+    """``(tindptr, tqueries, tedges)``: the out-CSR of an in-CSR (see :meth:`AttentionGraph.transpose`)."""
+    tindptr = np.empty_like(indptr)
+    tqueries = np.empty_like(indices)
+    tedges = np.empty(indices.shape[0], indptr.dtype)
+    _transpose(indptr, indices, tindptr, tqueries, tedges)
+    return tindptr, tqueries, tedges
+
+
+def build(arrays, indptr_dtype, index_dtype):
+    """``(indptr, indices)`` of a pattern on the CPU. ``arrays`` is the record
+    :func:`gglspeedup.attention.patterns` prepares (lengths, global tokens, states, table)."""
+    import numba
+
+    threads = numba.get_num_threads()
+    numba.set_num_threads(threads if arrays.num_rows * 64 >= _PARALLEL_MIN_WORK else 1)
+    try:
+        return _build(arrays, indptr_dtype, index_dtype)
+    finally:
+        numba.set_num_threads(threads)
+
+
+def _build(arrays, indptr_dtype, index_dtype):
+    a = arrays
+    num_rows = a.num_rows
+    indptr = np.empty(num_rows + 1, indptr_dtype)
+    count_rows(a.lengths, a.seq_len, a.gptr, a.gids, a.layout, a.half, num_rows, a.num_random, indptr)
+    indices = np.empty(int(indptr[-1]), index_dtype)
+    fill_rows(
+        a.lengths,
+        a.seq_len,
+        a.gptr,
+        a.gids,
+        a.layout,
+        a.half,
+        a.num_random,
+        a.mode,
+        a.cdf,
+        a.states,
+        indptr,
+        indices,
+        bitmap_words(a.seq_len),
+        _DEBRUIJN_INDEX,
+    )
+    return indptr, indices

@@ -1,0 +1,92 @@
+"""GPU driver of the pattern sampler: ``@cuda.jit`` count and fill kernels over the same row bodies.
+
+One thread per query row; two launches, a device ``cumsum`` and one sync (the edge count, to size
+the indices). Arrays are CuPy on a real GPU and NumPy under the simulator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..._launch import launch_rows, to_host
+from .pattern_rows import _DEBRUIJN_INDEX, row_count, row_fill
+
+__all__ = ["build"]
+
+
+@cuda.jit(cache=True)
+def _count_kernel(lengths, seq_len, gptr, gids, layout, half, num_random, num_rows, counts):
+    r = cuda.grid(1)
+    if r < num_rows:
+        counts[r + 1] = row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r)
+
+
+@cuda.jit(cache=True)
+def _fill_kernel(
+    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, nobitmap, table
+):
+    r = cuda.grid(1)
+    if r < indptr.shape[0] - 1:
+        row_fill(
+            lengths,
+            seq_len,
+            gptr,
+            gids,
+            layout,
+            half,
+            num_random,
+            mode,
+            cdf,
+            states,
+            r,
+            indptr[r],
+            out,
+            nobitmap,
+            table,
+        )
+
+
+def build(arrays, indptr_dtype, index_dtype, device):
+    """``(indptr, indices)`` of a pattern on ``device`` (arrays of ``device.xp``)."""
+    xp = device.xp
+    a = arrays
+    num_rows = a.num_rows
+    counts = xp.zeros(num_rows + 1, xp.int64)
+    launch_rows(
+        _count_kernel,
+        device,
+        num_rows,
+        a.lengths,
+        a.seq_len,
+        a.gptr,
+        a.gids,
+        a.layout,
+        a.half,
+        a.num_random,
+        num_rows,
+        counts,
+    )
+    indptr = xp.cumsum(counts).astype(indptr_dtype, copy=False)
+    total = int(to_host(indptr[-1:])[0])  # sync: the edge count sizes the indices
+    indices = xp.empty(total, index_dtype)
+    launch_rows(
+        _fill_kernel,
+        device,
+        num_rows,
+        a.lengths,
+        a.seq_len,
+        a.gptr,
+        a.gids,
+        a.layout,
+        a.half,
+        a.num_random,
+        a.mode,
+        a.cdf,
+        a.states,
+        indptr,
+        indices,
+        xp.zeros(0, np.uint64),  # no bitmap: a thread keeps its drawn keys sorted by insertion
+        xp.asarray(_DEBRUIJN_INDEX),
+    )
+    return indptr, indices

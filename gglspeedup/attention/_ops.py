@@ -1,0 +1,238 @@
+"""The fused kernels as torch-facing operations on one attention graph (used by the autograd Functions).
+
+:class:`GraphOps` binds an :class:`~gglspeedup.attention.AttentionGraph` and the rows of a batch
+(``repeats`` sequences sharing it) and runs the CPU kernels on NumPy views of CPU tensors, the CUDA
+kernels on CUDA tensors, and (``device="cuda:0"`` patterns under ``NUMBA_ENABLE_CUDASIM=1``) the
+simulated CUDA kernels on CPU tensors. Every output is a new tensor; nothing is ``(E, H, D)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP"]
+
+MODE_SOFTMAX = 0
+MODE_EXP = 1
+_PARALLEL_MIN_WORK = 1 << 20  # edge x head x dim products below which a kernel runs on one thread
+
+
+class Dropout(NamedTuple):
+    """Keyed dropout of one kind of element (edges of the attention, or the nodes after one hop):
+    drop probability ``p``, kept values scaled by ``scale = 1 / (1 - p)``, draws keyed by ``key``
+    (a uint64), keep bits in ``bits`` (uint8 ``(rows, ceil(count / 8))``, drawn by the kernels)."""
+
+    p: float
+    scale: float
+    key: int
+    bits: Any
+
+
+def dropout_key(seed: int, stream: int) -> int:
+    """The uint64 key of dropout stream ``stream`` (0: attention edges, ``1 + t``: hop ``t``) of a
+    call whose seed is ``seed`` (drawn from torch's generator, so ``torch.manual_seed`` rules it)."""
+    from .._splitmix import GAMMA, MASK, splitmix64
+
+    return splitmix64((splitmix64(int(seed)) ^ ((int(stream) + 1) * int(GAMMA))) & MASK)
+
+
+class GraphOps:
+    """Kernel launches over ``graph`` for ``repeats * graph.num_nodes`` rows."""
+
+    def __init__(self, graph, repeats: int):
+        self.graph = graph
+        self.repeats = int(repeats)
+        self.n = graph.num_nodes
+        self.num_edges = graph.num_edges
+        self.device = graph.device
+        self.gpu = self.device.is_cuda
+        self.real_gpu = self.gpu and not self.device.simulated
+        if self.gpu:
+            from ._kernels import diffusion_cuda as kernels
+        else:
+            from ._kernels import diffusion_cpu as kernels
+        self.kernels = kernels
+        self.work = self.repeats * self.num_edges
+
+    def bind_width(self, heads: int, depth: int) -> GraphOps:
+        """Record the feature width (sizes the work of each call)."""
+        self.work = self.repeats * self.num_edges * heads * depth
+        return self
+
+    @property
+    def rows(self) -> int:
+        return self.repeats * self.n
+
+    def _array(self, tensor):
+        """What a kernel receives: the CUDA tensor itself, else a NumPy view (no copy)."""
+        if tensor is None:
+            return None
+        if self.real_gpu:
+            return tensor.detach()
+        return tensor.detach().numpy()
+
+    def _call(self, name, *args):
+        function = getattr(self.kernels, name)
+        args = tuple(self._array(a) if hasattr(a, "detach") else a for a in args)
+        if self.gpu:
+            function(self.device, *args)
+            return
+        import numba
+
+        threads = numba.get_num_threads()
+        # A parallel region costs a scheduler time slice per barrier on a busy machine: small
+        # calls run on one thread (as the samplers' PARALLEL_MIN_WORK rule).
+        numba.set_num_threads(threads if self.work >= _PARALLEL_MIN_WORK else 1)
+        try:
+            function(*args)
+        finally:
+            numba.set_num_threads(threads)
+
+    def _scalar(self, value, like):
+        return np.dtype(str(like.dtype).replace("torch.", "")).type(value)
+
+    def _dummy(self, like, ndim):
+        import torch
+
+        return torch.zeros((1,) * ndim, dtype=like.dtype, device=like.device)
+
+    def _pad(self, pad, like):
+        import torch
+
+        if pad is None:
+            return False, torch.zeros(1, dtype=torch.uint8, device=like.device)
+        return True, pad
+
+    # -- operations ----------------------------------------------------------------------------
+    def _edge_args(self, edges, like):
+        """(drop_edges, edge_bits, edge_scale) kernel arguments of an optional :class:`Dropout`."""
+        if edges is None:
+            return False, self._bits_dummy(like), self._scalar(1.0, like)
+        return True, edges.bits, self._scalar(edges.scale, like)
+
+    def _bits_dummy(self, like):
+        import torch
+
+        return torch.zeros((1, 1), dtype=torch.uint8, device=like.device)
+
+    def scores(self, q, k, pad, mode, edges=None):
+        """Edge scores of every row, softmaxed (``MODE_SOFTMAX``) or exponentiated (``MODE_EXP``):
+        ``(repeats * E, H)``; with ``edges`` (a :class:`Dropout`) its keep bits are drawn too.
+        Raises ``ValueError`` when a score is not finite."""
+        import torch
+
+        attn = torch.empty((self.repeats * self.num_edges, q.shape[1]), dtype=q.dtype, device=q.device)
+        bad = torch.zeros(self.rows, dtype=torch.uint8, device=q.device)
+        has_mask, pad = self._pad(pad, q)
+        g = self.graph
+        drop, bits = (True, edges.bits) if edges is not None else (False, self._bits_dummy(q))
+        p, key = (edges.p, edges.key) if edges is not None else (0.0, 0)
+        self._call(
+            "scores", g.indptr, g.indices, self.n, self.num_edges, q, k, has_mask, pad, mode, attn, bad, drop,
+            np.float64(p), np.uint64(key), bits,
+        )  # fmt: skip
+        if bool(bad.any()):  # sync on a GPU: the check reads one flag back
+            row = int(torch.nonzero(bad)[0, 0])
+            raise ValueError(
+                f"q and k give non-finite attention scores (k . q is inf or nan) at query row {row}; "
+                "check q and k for inf / nan or overflowing values"
+            )
+        return attn
+
+    def spmm(self, weights, x, scale=1.0, self_rows=None, self_scale=0.0, diag=None, edges=None, nodes=None, out=None):
+        """``scale * A x (+ self_scale * self_rows) (+ diag * x)`` with ``A[y, key] = weights[e]``
+        (``edges``: after edge dropout); ``nodes`` (a :class:`Dropout`): node dropout on the result,
+        its keep bits drawn into ``nodes.bits``. ``out``: where the result goes (may not be ``x``)."""
+        import torch
+
+        out = torch.empty_like(x) if out is None else out
+        g = self.graph
+        drop_nodes = nodes is not None
+        self._call(
+            "spmm", g.indptr, g.indices, self.n, self.num_edges, weights, x, out, self._scalar(scale, x),
+            self_rows is not None, self._scalar(self_scale, x),
+            self_rows if self_rows is not None else self._dummy(x, 3),
+            diag is not None, diag if diag is not None else self._dummy(x, 2),
+            *self._edge_args(edges, x), drop_nodes, np.float64(nodes.p if drop_nodes else 0.0),
+            np.uint64(nodes.key if drop_nodes else 0), nodes.bits if drop_nodes else self._bits_dummy(x),
+            self._scalar(nodes.scale if drop_nodes else 1.0, x),
+        )  # fmt: skip
+        return out
+
+    def spmm_t(
+        self, weights, g, scale=1.0, diag=None, dw=None, hx=None, dw_scale=0.0, edges=None, nodes=None, total=None,
+        sum_scale=1.0, out=None, transposed=False,
+    ):  # fmt: skip
+        """``scale * A^T g (+ diag * g)``, then node dropout with ``nodes.bits`` (drawn before);
+        with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]`` (kept edges only), with
+        ``total`` also ``total += sum_scale * result``. ``out``: where the result goes (may not be ``g``).
+        ``transposed``: ``weights`` come from :meth:`transpose_weights` (edge dropout already in) and
+        ``dw`` is in that order too."""
+        import torch
+
+        out = torch.empty_like(g) if out is None else out
+        tindptr, tqueries, tedges = self.graph.transpose()
+        drop_nodes = nodes is not None
+        self._call(
+            "spmm_t", tindptr, tqueries, tedges, self.n, self.num_edges, weights, transposed, g, out,
+            self._scalar(scale, g),
+            diag is not None, diag if diag is not None else self._dummy(g, 2),
+            dw is not None, dw if dw is not None else self._dummy(g, 2),
+            hx if hx is not None else self._dummy(g, 3), self._scalar(dw_scale, g),
+            *self._edge_args(edges, g), drop_nodes, nodes.bits if drop_nodes else self._bits_dummy(g),
+            self._scalar(nodes.scale if drop_nodes else 1.0, g),
+            total is not None, total if total is not None else self._dummy(g, 3), self._scalar(sum_scale, g),
+        )  # fmt: skip
+        return out
+
+    def transpose_weights(self, weights, edges=None, back=False):
+        """``weights`` (after edge dropout) in the out-CSR's order, for ``spmm_t(..., transposed=True)``;
+        ``back``: from that order to the in-CSR's (no dropout)."""
+        import torch
+
+        out = torch.empty_like(weights)
+        tindptr, _, tedges = self.graph.transpose()
+        self._call(
+            "transpose_weights", tindptr, tedges, self.n, self.num_edges, weights, bool(back),
+            *self._edge_args(edges, weights), out, self.rows,
+        )  # fmt: skip
+        return out
+
+    def score_grad(self, attn, grad, pad, mode, k, edges=None):
+        """In place: ``grad`` (d loss / d attention after edge dropout, contiguous, owned) becomes
+        d loss / d score; returns ``grad_q = sum_e grad_score[e] * k[key_e]`` per query row."""
+        import torch
+
+        has_mask, pad = self._pad(pad, attn)
+        g = self.graph
+        grad_q = torch.empty_like(k)
+        self._call(
+            "score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode,
+            *self._edge_args(edges, attn), k, grad_q,
+        )  # fmt: skip
+        return grad_q
+
+    def colsum(self, weights, heads):
+        """Out-degree of every key row: ``(rows, H)``, the sum of its outgoing edge weights."""
+        import torch
+
+        out = torch.empty((self.rows, heads), dtype=weights.dtype, device=weights.device)
+        tindptr, _, tedges = self.graph.transpose()
+        self._call("colsum", tindptr, tedges, self.n, self.num_edges, weights, out)
+        return out
+
+    def sources(self):
+        """int64 tensor ``(repeats * E,)``: the key row of every edge (kept)."""
+        import torch
+
+        cached = getattr(self, "_sources", None)
+        if cached is None:
+            from ..device import to_numpy
+
+            indices = torch.from_numpy(to_numpy(self.graph.indices).astype(np.int64))
+            offsets = torch.arange(self.repeats, dtype=torch.int64)[:, None] * self.n
+            cached = (indices[None, :] + offsets).reshape(-1)
+            self._sources = cached
+        return cached

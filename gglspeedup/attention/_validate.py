@@ -1,0 +1,73 @@
+"""Argument checks of the fused attention functions (raised before any kernel runs)."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["check_inputs"]
+
+
+def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
+    """``(B, L, H, D, pad, ops)`` for ``q, k, v`` on ``graph``, or raise naming the argument."""
+    import torch
+
+    from ..validation import check_int
+    from ._ops import GraphOps
+    from .pattern_graph import AttentionGraph
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape (batch, seq_len, heads, head_dim), got {tuple(t.shape)}")
+        if t.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{name} must be float32 or float64, got {t.dtype}")
+    if q.shape != k.shape or q.shape != v.shape:
+        raise ValueError(
+            f"q, k and v must have the same shape, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TypeError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.device != k.device or q.device != v.device:
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if not isinstance(graph, AttentionGraph):
+        raise TypeError(f"graph must be an AttentionGraph (SequencePattern.csc), got {type(graph).__name__}")
+    batch, length, heads, depth = (int(s) for s in q.shape)
+    if graph.shared:
+        if graph.num_nodes != length:
+            raise ValueError(f"graph is a shared {graph.num_nodes}-token pattern but q has seq_len {length}")
+        repeats = batch
+    else:
+        if graph.num_nodes != batch * length:
+            raise ValueError(
+                f"graph has {graph.num_nodes} nodes but q holds batch * seq_len = {batch} * {length} = "
+                f"{batch * length} tokens"
+            )
+        repeats = 1
+    real_gpu = graph.device.is_cuda and not graph.device.simulated
+    if real_gpu != (q.device.type == "cuda"):
+        raise ValueError(
+            f"q is on {q.device} but the graph was built on {graph.device}: build the pattern on the same device"
+        )
+    if graph.device.is_cuda and (heads > 16 or depth > 128):
+        raise ValueError(
+            f"on a GPU heads must be <= 16 and head_dim <= 128 (per-thread scratch), got {heads} and {depth}"
+        )
+    hops = check_int("hops", hops, minimum=0)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be a float in [0, 1], got {alpha!r}")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+    pad = None
+    if key_padding_mask is not None:
+        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
+            raise TypeError("key_padding_mask must be a bool torch.Tensor (True at padding tokens)")
+        if tuple(key_padding_mask.shape) != (batch, length):
+            raise ValueError(
+                f"key_padding_mask must have shape (batch, seq_len) = {(batch, length)}, "
+                f"got {tuple(key_padding_mask.shape)}"
+            )
+        pad = key_padding_mask.to(device=q.device).reshape(-1).to(torch.uint8).contiguous()
+    if not math.isfinite(float(alpha)):
+        raise ValueError(f"alpha must be finite, got {alpha}")
+    return batch, length, heads, depth, pad, GraphOps(graph, repeats).bind_width(heads, depth)

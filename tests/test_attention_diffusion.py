@@ -1,0 +1,234 @@
+"""diffusion_attention / fractional_attention: exact against dense float64 references, gradients
+included (and gradcheck), CPU == simulated GPU bit for bit, errors named before any kernel runs."""
+
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gglspeedup.attention import (  # noqa: E402
+    DiffuserFracSelfAttention,
+    DiffuserSelfAttention,
+    SequencePattern,
+    diffusion_attention,
+    fractional_attention,
+)
+from gglspeedup.testing.attention import dense_diffusion, dense_fractional  # noqa: E402
+
+B, L, H, D = 2, 10, 2, 3
+
+
+def make_inputs(dtype=torch.float64, scale=1.0, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    tensors = [scale * torch.randn(B, L, H, D, generator=generator, dtype=dtype) for _ in range(3)]
+    return [t.requires_grad_() for t in tensors]
+
+
+def padding():
+    mask = torch.zeros(B, L, dtype=torch.bool)
+    mask[1, 7:] = True
+    return mask
+
+
+def graph_for(shared, device="cpu", step=None):
+    pattern = SequencePattern(window=4, num_random=2, num_global=1, seed=1, device=device)
+    return pattern.csc(L, batch=B, step=step, shared=shared)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("mask", [None, "padding"])
+def test_diffusion_matches_the_dense_reference_with_gradients(shared, mask):
+    graph = graph_for(shared)
+    q, k, v = make_inputs()
+    pad = padding() if mask else None
+    out = diffusion_attention(q, k, v, graph, hops=5, alpha=0.1, key_padding_mask=pad)
+    ref = dense_diffusion(q, k, v, graph, hops=5, alpha=0.1, key_padding_mask=pad)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    upstream = torch.randn_like(out)
+    ours = torch.autograd.grad(out, (q, k, v), upstream)
+    theirs = torch.autograd.grad(ref, (q, k, v), upstream)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_diffusion_gradcheck():
+    graph = graph_for(False, step=3)
+    q, k, v = make_inputs()
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: diffusion_attention(q, k, v, graph, hops=3, alpha=0.2, key_padding_mask=padding()), (q, k, v)
+    )
+
+
+def test_diffusion_dropout_is_reference_math_with_the_same_masks():
+    graph = graph_for(False)
+    q, k, v = make_inputs()
+    torch.manual_seed(5)
+    out = diffusion_attention(q, k, v, graph, hops=2, dropout=0.3)
+    torch.manual_seed(5)
+    again = diffusion_attention(q, k, v, graph, hops=2, dropout=0.3)
+    assert torch.equal(out, again)
+    plain = diffusion_attention(q, k, v, graph, hops=2)
+    assert not torch.allclose(out, plain)
+    torch.manual_seed(5)
+    assert torch.autograd.gradcheck(lambda v: _reseeded(q, k, v, graph), (v,))
+
+
+def _reseeded(q, k, v, graph):
+    torch.manual_seed(5)
+    return diffusion_attention(q, k, v, graph, hops=2, dropout=0.3)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_fractional_matches_the_dense_reference_with_gradients(shared):
+    graph = graph_for(shared)
+    q, k, v = make_inputs(scale=0.5)
+    out = fractional_attention(q, k, v, graph, gamma=0.5, terms=6, steps=2, key_padding_mask=padding())
+    ref = dense_fractional(q, k, v, graph, gamma=0.5, terms=6, steps=2, key_padding_mask=padding())
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    upstream = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), upstream), torch.autograd.grad(ref, (q, k, v), upstream)):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-11)
+
+
+def test_fractional_gradcheck_and_a_convergent_series():
+    graph = graph_for(False, step=1)
+    q, k, v = make_inputs(scale=0.5)
+    assert torch.autograd.gradcheck(lambda q, k, v: fractional_attention(q, k, v, graph, steps=1), (q, k, v))
+    with torch.no_grad():  # (P / rho) is column-stochastic and sum |binom(0.5, n)| <= 2: bounded
+        out = fractional_attention(q, k, v, graph, steps=5)
+        rho = dense_rho(q, k, graph)  # (B, H)
+        scaled = out / rho[:, None, :, None] ** 2.5
+        bound = 2.0**5 * v.abs().sum(dim=1)  # 1-norm over the tokens of each sequence, head, dim
+    assert torch.all(scaled.abs().sum(dim=1) <= bound)
+
+
+def dense_rho(q, k, graph):
+    from gglspeedup.testing.attention import dense_adjacency
+
+    adjacency = dense_adjacency(graph)
+    qf, kf = (t.reshape(B * L, H, D).permute(1, 0, 2) for t in (q, k))
+    weights = torch.exp(qf @ kf.transpose(1, 2)) * adjacency[None]  # (H, query, key)
+    outdeg = weights.sum(dim=1).reshape(H, B, L)
+    return outdeg.amax(dim=2).T
+
+
+def results_on(device, dtype, function, **kwargs):
+    graph = graph_for(False, device=device, step=2)
+    q, k, v = make_inputs(dtype=dtype, scale=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = function(q, k, v, graph, key_padding_mask=padding(), **kwargs)
+        grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    return out, *grads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cpu_and_simulated_gpu_agree_bit_for_bit(device, dtype):
+    for function, kwargs in ((diffusion_attention, {"hops": 2}), (fractional_attention, {"steps": 1, "terms": 2})):
+        cpu = results_on("cpu", dtype, function, **kwargs)
+        other = results_on(device, dtype, function, **kwargs)
+        for a, b in zip(cpu, other):
+            assert torch.equal(a, b)
+
+
+def config(hidden=8, heads=2):
+    return types.SimpleNamespace(
+        hidden_size=hidden, num_attention_heads=heads, attention_probs_dropout_prob=0.1, attention_window=[4, 4]
+    )
+
+
+def test_layers_keep_diffusers_parameter_names_and_masks():
+    layer = DiffuserSelfAttention(config(), layer_id=1)
+    assert sorted(layer.state_dict()) == [
+        "key.bias",
+        "key.weight",
+        "query.bias",
+        "query.weight",
+        "value.bias",
+        "value.weight",
+    ]
+    layer.eval()
+    graph = SequencePattern(window=4, num_random=1, num_global=1).csc(6, batch=2)
+    x = torch.randn(2, 6, 8, dtype=torch.float64)
+    layer.double()
+    mask = torch.zeros(2, 6)
+    mask[1, 4:] = -10000.0
+    out = layer(x, g=graph, attention_mask=mask)[0]
+    q = (layer.query(x) / np.sqrt(4)).reshape(2, 6, 2, 4)
+    k, v = layer.key(x).reshape(2, 6, 2, 4), layer.value(x).reshape(2, 6, 2, 4)
+    ref = dense_diffusion(q, k, v, graph, key_padding_mask=mask < 0).reshape(2, 6, 8)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    frac = DiffuserFracSelfAttention(config(), layer_id=0, gamma=0.5).double().eval()
+    frac.load_state_dict(layer.state_dict())
+    assert frac(x, g=SequencePattern(window=4, num_random=1, num_global=1))[0].shape == (2, 6, 8)
+
+
+def test_bad_inputs_name_the_argument():
+    graph = graph_for(False)
+    q, k, v = make_inputs()
+    with pytest.raises(ValueError, match="same shape"):
+        diffusion_attention(q, k, v[:, :5], graph)
+    with pytest.raises(TypeError, match="one dtype"):
+        diffusion_attention(q, k.float(), v, graph)
+    with pytest.raises(ValueError, match="batch, seq_len, heads, head_dim"):
+        diffusion_attention(q[0], k[0], v[0], graph)
+    with pytest.raises(ValueError, match="graph has 20 nodes"):
+        diffusion_attention(q[:1], k[:1], v[:1], graph)
+    with pytest.raises(TypeError, match="AttentionGraph"):
+        diffusion_attention(q, k, v, "graph")
+    with pytest.raises(ValueError, match="key_padding_mask must have shape"):
+        diffusion_attention(q, k, v, graph, key_padding_mask=torch.zeros(B, L + 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match="alpha"):
+        diffusion_attention(q, k, v, graph, alpha=1.5)
+    with pytest.raises(ValueError, match="dropout"):
+        diffusion_attention(q, k, v, graph, dropout=1.0)
+    with pytest.raises(ValueError, match="gamma"):
+        fractional_attention(q, k, v, graph, gamma=0.0)
+    bad = q.detach().clone()
+    bad[0, 3, 1, 0] = float("inf")
+    with pytest.raises(ValueError, match="non-finite attention scores"):
+        diffusion_attention(bad, k, v, graph)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_diffusion_dropout_equals_the_dense_reference_with_the_recomputed_masks(shared):
+    from gglspeedup.testing.attention import dropout_masks
+
+    graph = graph_for(shared)
+    q, k, v = make_inputs()
+    torch.manual_seed(11)
+    seed = int(torch.randint(0, 2**62, (1,)))  # what diffusion_attention draws first
+    torch.manual_seed(11)
+    out = diffusion_attention(q, k, v, graph, hops=3, alpha=0.2, key_padding_mask=padding(), dropout=0.3)
+    masks = dropout_masks(graph, B, H, D, hops=3, p=0.3, seed=seed)
+    assert 0.5 < float((masks[1][0] > 0).double().mean()) < 0.9  # about 70 % kept
+    ref = dense_diffusion(q, k, v, graph, hops=3, alpha=0.2, key_padding_mask=padding(), dropout_masks=masks)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    upstream = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), upstream), torch.autograd.grad(ref, (q, k, v), upstream)):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def lane_results(device, dtype, dropout):
+    """Head dim 21: the lane path (16 float32 / 8 float64 lanes) and a tail, on a tiny graph."""
+    graph = SequencePattern(window=4, num_random=2, num_global=1, seed=4, device=device).csc(6, batch=2, step=1)
+    generator = torch.Generator().manual_seed(2)
+    q, k, v = (0.3 * torch.randn(2, 6, 2, 21, generator=generator, dtype=dtype).requires_grad_() for _ in range(3))
+    torch.manual_seed(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = diffusion_attention(q, k, v, graph, hops=2, key_padding_mask=None, dropout=dropout)
+        grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    return out, *grads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dropout", [0.0, 0.25])
+def test_cpu_and_simulated_gpu_agree_bit_for_bit_on_wide_heads(device, dtype, dropout):
+    cpu = lane_results("cpu", dtype, dropout)
+    other = lane_results(device, dtype, dropout)
+    for a, b in zip(cpu, other):
+        assert torch.equal(a, b)

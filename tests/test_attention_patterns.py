@@ -1,0 +1,190 @@
+"""SequencePattern: rows are window + globals + random keys exactly, on the CPU and the simulated GPU."""
+
+import sys
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+from gglspeedup.attention import AttentionGraph, SequencePattern
+
+from conftest import to_host
+
+
+def rows_of(graph):
+    indptr, indices = to_host(graph.indptr), to_host(graph.indices)
+    return [indices[indptr[r] : indptr[r + 1]] for r in range(indptr.shape[0] - 1)]
+
+
+def expected_fixed(layout, window, i, n, globals_):
+    """Window keys and global keys of a non-global query ``i`` (the deterministic part of its row)."""
+    h = window // 2
+    if layout == "diffuser":
+        keys = {x for x in range(n) if abs(x // h - i // h) <= 1}
+    else:
+        keys = {x for x in range(n) if abs(x - i) <= h}
+    return keys | set(globals_)
+
+
+def check_graph(graph, pattern, seq_len, lengths):
+    rows = rows_of(graph)
+    count = len(lengths)
+    for s in range(count):
+        n = lengths[s]
+        globals_ = set(graph.globals_of(s).tolist())
+        assert all(pattern.window <= g < n for g in globals_)
+        assert len(globals_) == min(pattern.num_global, max(0, n - pattern.window))
+        for i in range(seq_len):
+            row = rows[s * seq_len + i] - s * seq_len
+            if i >= n:
+                assert row.size == 0  # padding positions are isolated
+                continue
+            assert np.all(np.diff(row) > 0), "rows are sorted, no repeated key"
+            assert row.min() >= 0 and row.max() < n
+            fixed = expected_fixed(pattern.layout, pattern.window, i, n, globals_)
+            if i in globals_ or n - len(fixed) <= pattern.num_random:
+                assert row.tolist() == list(range(n))
+            else:
+                assert fixed <= set(row.tolist())
+                assert len(row) == len(fixed) + pattern.num_random
+
+
+@pytest.mark.parametrize("layout", ["diffuser", "sliding"])
+@pytest.mark.parametrize("random", ["uniform", "power_law"])
+def test_rows_are_window_globals_and_random_keys(layout, random):
+    pattern = SequencePattern(window=8, num_random=5, num_global=3, layout=layout, random=random, seed=3)
+    lengths = [60, 37, 9, 12]
+    graph = pattern.csc(60, batch=4, step=2, lengths=lengths)
+    check_graph(graph, pattern, 60, lengths)
+    fixed = pattern.csc(60, batch=2)
+    check_graph(fixed, pattern, 60, [60, 60])
+
+
+def test_fixed_pattern_is_the_same_for_every_sequence_and_cached():
+    pattern = SequencePattern(window=4, num_random=2, num_global=1, seed=5)
+    graph = pattern.csc(20, batch=3)
+    rows = rows_of(graph)
+    for s in (1, 2):
+        for i in range(20):
+            assert np.array_equal(rows[s * 20 + i] - s * 20, rows[i])
+    assert pattern.csc(20, batch=3) is graph
+    shared = pattern.csc(20, batch=3, shared=True)
+    assert shared.num_nodes == 20 and shared.repeats == 3
+    assert np.array_equal(to_host(shared.indices), to_host(graph.indices)[: shared.num_edges])
+
+
+def test_steps_and_sequences_draw_fresh_keys_and_repeat_with_the_seed():
+    make = lambda seed: SequencePattern(window=4, num_random=3, num_global=1, seed=seed)  # noqa: E731
+    a, b = make(1).csc(40, batch=2, step=7), make(1).csc(40, batch=2, step=7)
+    assert np.array_equal(to_host(a.indices), to_host(b.indices))
+    c = make(1).csc(40, batch=2, step=8)
+    d = make(2).csc(40, batch=2, step=7)
+    assert not np.array_equal(to_host(a.indices), to_host(c.indices))
+    assert not np.array_equal(to_host(a.indices), to_host(d.indices))
+    rows = rows_of(a)
+    assert any(not np.array_equal(rows[i], rows[40 + i] - 40) for i in range(40))  # sequences differ
+
+
+def test_cpu_and_simulated_gpu_build_the_same_pattern(device):
+    for kwargs in ({}, {"layout": "sliding"}, {"random": "power_law", "exponent": 1.5}):
+        options = dict(window=4, num_random=3, num_global=2, seed=11, **kwargs)
+        cpu = SequencePattern(**options).csc(18, batch=2, step=4, lengths=[18, 11])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            other = SequencePattern(device=device, **options).csc(18, batch=2, step=4, lengths=[18, 11])
+        assert np.array_equal(to_host(cpu.indptr), to_host(other.indptr))
+        assert np.array_equal(to_host(cpu.indices), to_host(other.indices))
+
+
+def test_index_types_follow_the_size():
+    graph = SequencePattern(window=4, num_random=1, num_global=1).csc(16, batch=2)
+    assert graph.indices.dtype == np.int32 and graph.indptr.dtype == np.int32
+    wide = SequencePattern(window=4, num_random=1, num_global=1).csc(16, batch=2, index_dtype=np.int64)
+    assert wide.indices.dtype == np.int64 and np.array_equal(wide.indices, graph.indices)
+
+
+def test_transpose_lists_each_edge_once_by_key():
+    graph = SequencePattern(window=4, num_random=2, num_global=1, seed=2).csc(15, batch=2, step=0)
+    tindptr, queries, edges = graph.transpose()
+    indptr, indices = graph.indptr, graph.indices
+    assert np.array_equal(np.sort(edges), np.arange(graph.num_edges))
+    for x in range(graph.num_nodes):
+        span = slice(tindptr[x], tindptr[x + 1])
+        assert np.all(indices[edges[span]] == x)
+        assert np.all(np.diff(queries[span]) > 0)
+        for q, e in zip(queries[span], edges[span]):
+            assert indptr[q] <= e < indptr[q + 1]
+
+
+def test_hand_offs_share_the_rows():
+    torch = pytest.importorskip("torch")
+    graph = SequencePattern(window=4, num_random=2, num_global=1).csc(12, batch=2)
+    csr = graph.to_torch_csr()
+    dense = csr.to_dense()
+    for y, row in enumerate(rows_of(graph)):
+        assert torch.nonzero(dense[y]).flatten().tolist() == row.tolist()
+    pyg = pytest.importorskip("torch_geometric")
+    edge_index = graph.to_pyg()
+    assert isinstance(edge_index, pyg.EdgeIndex) and edge_index.is_sorted_by_col
+    assert edge_index[0].tolist() == graph.indices.tolist()
+
+
+def test_to_dgl_hands_over_the_csc_arrays_without_a_sort(monkeypatch):
+    torch = pytest.importorskip("torch")
+    calls = {}
+    fake = types.ModuleType("dgl")
+    fake.graph = lambda data, num_nodes: calls.update(data=data, num_nodes=num_nodes) or "graph"
+    monkeypatch.setitem(sys.modules, "dgl", fake)
+    graph = SequencePattern(window=4, num_random=2, num_global=1).csc(12, batch=2)
+    assert graph.to_dgl() == "graph"
+    kind, (indptr, indices, edge_ids) = calls["data"]
+    assert kind == "csc" and calls["num_nodes"] == 24 and edge_ids.numel() == 0
+    assert indices.data_ptr() == torch.from_numpy(graph.indices).data_ptr()  # the same memory
+    assert indptr.tolist() == graph.indptr.tolist()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"window": 5}, ValueError, "window must be even"),
+        ({"window": 0}, ValueError, "window"),
+        ({"num_random": -1}, ValueError, "num_random"),
+        ({"layout": "band"}, ValueError, "layout"),
+        ({"random": "zipf"}, ValueError, "random"),
+        ({"exponent": 0.0, "random": "power_law"}, ValueError, "exponent"),
+        ({"compat": "longformer"}, ValueError, "compat"),
+        ({"compat": "diffuser", "layout": "sliding"}, ValueError, "compat='diffuser'"),
+        ({"window": 1.5}, TypeError, "window"),
+    ],
+)
+def test_bad_pattern_arguments_name_the_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        SequencePattern(**kwargs)
+
+
+def test_bad_csc_arguments_name_the_argument():
+    pattern = SequencePattern(window=4, num_random=1, num_global=1)
+    with pytest.raises(ValueError, match="lengths must lie in"):
+        pattern.csc(10, batch=2, step=0, lengths=[10, 11])
+    with pytest.raises(ValueError, match="lengths must have batch"):
+        pattern.csc(10, batch=2, step=0, lengths=[10])
+    with pytest.raises(ValueError, match="seq_len"):
+        pattern.csc(0)
+    with pytest.raises(ValueError, match="step"):
+        pattern.csc(10, step=-1)
+    with pytest.raises(ValueError, match="shared=True"):
+        pattern.csc(10, batch=2, lengths=[3, 4], shared=True)
+    with pytest.raises(ValueError, match="index_dtype int32 cannot hold"):
+        pattern.csc(2**16, batch=2**15, index_dtype=np.int32)
+    with pytest.raises(TypeError, match="index_dtype"):
+        pattern.csc(10, index_dtype=np.float32)
+    compat = SequencePattern(window=4, num_random=1, num_global=1, compat="diffuser", max_len=32)
+    with pytest.raises(ValueError, match="step must be None"):
+        compat.csc(16, step=1)
+    with pytest.raises(ValueError, match="max_len"):
+        compat.csc(64)
+
+
+def test_attention_graph_is_exported():
+    assert isinstance(SequencePattern(window=4, num_random=0, num_global=0).csc(4), AttentionGraph)
