@@ -33,9 +33,9 @@ def times_of(data, time_attr: str, typed: bool) -> tuple:
             raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute")
         return (nodes, None) if nodes else (None, edges)
     if isinstance(data, Data):
-        if data.is_node_attr(time_attr):
+        if time_attr in data and data.is_node_attr(time_attr):
             return data[time_attr], None
-        if data.is_edge_attr(time_attr):
+        if time_attr in data and data.is_edge_attr(time_attr):
             return None, data[time_attr]
         raise ValueError(f"The time attribute '{time_attr}' is neither a node-level or edge-level attribute")
     if isinstance(data, (tuple, list)) and len(data) == 2 and isinstance(data[0], FeatureStore):
