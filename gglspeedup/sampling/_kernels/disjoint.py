@@ -14,8 +14,8 @@ nodes. The relabel map is an open-addressing hash table over the virtual ids (a 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
-from numba.extending import register_jitable
+from numba import njit, prange, types
+from numba.extending import overload, register_jitable
 
 from ..._intrinsics import prefetch
 from .rng import mix64, row_state
@@ -25,6 +25,7 @@ __all__ = ["new_table", "sample_tree_hop", "sample_typed_tree_hop"]
 
 _ROWS_PER_BLOCK = 256
 _PREFETCH_DISTANCE = 16
+_ROW_PREFETCH = 8  # rows ahead whose window the count pass announces (their offsets twice as far)
 _EMPTY = -1
 
 
@@ -88,6 +89,25 @@ def _grow(keys, values, entries):
     return new_keys, new_values
 
 
+def prefetch_window(graph, options, node):
+    """Announce the cache lines row ``node``'s window search will read: a temporal sampler's
+    binary search over the row's times (its middle and first quarter; ``graph.indptr[node]``
+    must already be cached); nothing without times. CPU kernels only."""
+
+
+@overload(prefetch_window)
+def _overload_prefetch_window(graph, options, node):
+    if not isinstance(options.types[options.fields.index("times")], types.Array):
+        return lambda graph, options, node: None
+
+    def announce(graph, options, node):
+        start, end = graph.indptr[node], graph.indptr[node + 1]
+        prefetch(options.times, (start + end) >> 1)
+        prefetch(options.times, start + ((end - start) >> 2))
+
+    return announce
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
     """One disjoint hop for the targets ``n_id[first:]`` (virtual ids, ``options.stride > 0``).
@@ -102,9 +122,19 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
     num_targets = num_known - first
     offsets = np.empty(num_targets + 1, np.int64)
     ends = np.empty(num_targets, np.int64)
+    nodes = np.empty(num_targets, np.int64)  # each target split once (a division) for every pass
+    trees = np.empty(num_targets, np.int64)
+    for i in prange(num_targets):
+        nodes[i], trees[i] = split(options, n_id[first + i])
     offsets[0] = 0
     for i in prange(num_targets):
-        node, tree = split(options, n_id[first + i])
+        # Random rows: announce a later row's offsets, and the times of a nearer one (whose
+        # offsets were announced before), so several rows' misses are in flight at once
+        if i + 2 * _ROW_PREFETCH < num_targets:
+            prefetch(indptr, nodes[i + 2 * _ROW_PREFETCH])
+        if i + _ROW_PREFETCH < num_targets:
+            prefetch_window(graph, options, nodes[i + _ROW_PREFETCH])
+        node, tree = nodes[i], trees[i]
         start, end = row_window(graph, options, node, tree)
         ends[i] = end
         offsets[i + 1] = window_count(graph, options, node, start, end, k)
@@ -120,7 +150,9 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
         lo = block * _ROWS_PER_BLOCK
         hi = min(lo + _ROWS_PER_BLOCK, num_targets)
         for i in range(lo, hi):
-            node, tree = split(options, n_id[first + i])
+            if i + _ROW_PREFETCH < hi:
+                prefetch(indptr, nodes[i + _ROW_PREFETCH])
+            node = nodes[i]
             start = offsets[i]
             count = offsets[i + 1] - start
             state = row_state(hop_state_, node)
@@ -128,6 +160,10 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
             for q in range(start, start + count):
                 edge_index[1, q] = first + i
         row_finish(graph, options, e_id, col, offsets[lo], offsets[hi])
+        for i in range(lo, hi):  # neighbours as virtual ids of their target's tree: the table keys
+            base = trees[i] * stride
+            for q in range(offsets[i], offsets[i + 1]):
+                col[q] += base
 
     keys, values = _grow(keys, values, num_known + num_edges)
     mask = keys.shape[0] - 1
@@ -136,9 +172,10 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
     size = num_known
     for q in range(num_edges):
         if q + _PREFETCH_DISTANCE < num_edges:  # the table reads are the loop's misses
-            ahead = q + _PREFETCH_DISTANCE
-            prefetch(keys, _home((n_id[edge_index[1, ahead]] // stride) * stride + col[ahead], mask))
-        key = (n_id[edge_index[1, q]] // stride) * stride + col[q]  # the target's tree, the neighbour
+            home = _home(col[q + _PREFETCH_DISTANCE], mask)
+            prefetch(keys, home)
+            prefetch(values, home)
+        key = col[q]
         slot = _find(keys, key, mask)
         if keys[slot] == _EMPTY:
             keys[slot] = key
