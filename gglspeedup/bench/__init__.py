@@ -27,6 +27,7 @@ COMMANDS = {
     "scale": "the papers-like graph out of core: build time and memory, bytes per edge, sampling and disk gathers",
     "gammagl": "GammaGL's GraphSAGE loop: its NeighborSampler vs gglspeedup.gammagl's, sampling to whole epochs",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
+    "temporal": "temporal sampling: edges/s beside plain sampling (sorted and unsorted rows) and pyg-lib's",
 }
 
 
