@@ -5,6 +5,7 @@ The CUDA simulator runs kernels as Python and accepts code that numba-cuda's rea
 argument types the drivers pass, for compute capability 9.0 (H100 / H200) by default:
 
     python tools/compile_ptx.py [--cc 9.0] [--out DIR]
+    python tools/compile_ptx.py --list    # the variants and argument types, without compiling
 
 It needs NVVM and NVRTC libraries but no GPU and no CUDA driver: where the CUDA toolkit is not
 installed, ``pip install nvidia-cuda-nvrtc nvidia-nvvm`` (into any environment) and point
@@ -171,7 +172,16 @@ def main(argv=None) -> int:
         action="store_true",
         help="also assemble each kernel with ptxas -v and report registers per thread and spills",
     )
+    parser.add_argument(
+        "--list", action="store_true", help="only list the kernel variants and argument types (needs no toolchain)"
+    )
     args = parser.parse_args(argv)
+    if args.list:
+        variants = list(_kernels())
+        for name, kernel, signature, _ in variants:
+            print(f"{name}: {kernel.py_func.__module__}.{kernel.py_func.__name__}{tuple(signature)}")
+        print(f"{len(variants)} kernel variants")
+        return 0
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         parser.error("unset NUMBA_ENABLE_CUDASIM: the simulator has no PTX to compile")
     cc = tuple(int(part) for part in args.cc.split("."))
