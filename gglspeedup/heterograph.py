@@ -261,6 +261,17 @@ class HeteroGraph:
         graph._set_stack(stacked, self.edge_types, self._has_edge_ids)
         return graph
 
+    def with_stacked(self, stacked: CSRGraph, has_edge_ids=None) -> HeteroGraph:
+        """This graph's node and edge types over ``stacked``, a stacked CSR of the same layout (each
+        relation's rows and edges where :attr:`stacked` has them; e.g. rows sorted differently);
+        ``has_edge_ids`` per relation (default: as this graph's)."""
+        if stacked.num_nodes != self.stacked.num_nodes or stacked.num_edges != self.stacked.num_edges:
+            raise ValueError("stacked must have the layout of this graph's stacked CSR (rows and edges)")
+        graph = HeteroGraph.__new__(HeteroGraph)
+        graph.num_nodes = dict(self.num_nodes)
+        graph._set_stack(stacked, self.edge_types, self._has_edge_ids if has_edge_ids is None else has_edge_ids)
+        return graph
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike) -> None:
         """Write the graph to the folder ``path``, as :meth:`CSRGraph.save` does (the stacked

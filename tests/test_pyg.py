@@ -257,9 +257,11 @@ def test_neighbor_loader_takes_pyg_arguments_on_data_and_on_stores(cora):
         assert sorted(torch.cat([b.n_id[: b.batch_size] for b in batches]).tolist()) == sorted(split["val"].tolist())
     everything = pyg.NeighborLoader(stores, [2], batch_size=1000)  # no input_nodes: every node
     assert sum(b.batch_size for b in everything) == graph.num_nodes
-    with pytest.raises(NotImplementedError, match="disjoint"):
-        pyg.NeighborLoader(data, [2], disjoint=True)
-    with pytest.raises(NotImplementedError, match="temporal"):
+    # disjoint and temporal loaders are supported (issue 20; tests/test_pyg_temporal.py): a time
+    # attribute the data lacks is named, as in PyG
+    disjoint = next(iter(pyg.NeighborLoader(data, [2], disjoint=True, input_nodes=torch.tensor([0, 0]), batch_size=2)))
+    assert disjoint.batch[:2].tolist() == [0, 1] and disjoint.batch.shape == disjoint.n_id.shape
+    with pytest.raises(ValueError, match="'time'"):
         pyg.NeighborLoader(data, [2], time_attr="time")
 
 

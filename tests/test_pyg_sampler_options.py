@@ -149,13 +149,11 @@ def test_our_neighbor_sampler_drives_pygs_own_neighbor_loader():
     assert batch.num_sampled_nodes[0] == 4 and len(batch.num_sampled_edges) == 2
 
 
-@pytest.mark.parametrize(
-    "option, match",
-    [({"disjoint": True}, "disjoint"), ({"time_attr": "t"}, "time_attr"), ({"temporal_strategy": "last"}, "temporal")],
-)
-def test_options_we_do_not_implement_raise_not_implemented_naming_them(option, match):
-    with pytest.raises(NotImplementedError, match=match):
-        pyg.NeighborSampler(_data(), [2], **option)
+def test_temporal_backward_sampling_raises_not_implemented_as_pyg():
+    data = _data()
+    data.time = torch.arange(data.num_nodes)
+    with pytest.raises(NotImplementedError, match="backward"):
+        pyg.NeighborSampler(data, [2], time_attr="time", sample_direction="backward")
 
 
 # --------------------------------------------------------------------------- A9: input checks

@@ -5,6 +5,7 @@ The CUDA simulator runs kernels as Python and accepts code that numba-cuda's rea
 argument types the drivers pass, for compute capability 9.0 (H100 / H200) by default:
 
     python tools/compile_ptx.py [--cc 9.0] [--out DIR]
+    python tools/compile_ptx.py --list    # the variants and argument types, without compiling
 
 It needs NVVM and NVRTC libraries but no GPU and no CUDA driver: where the CUDA toolkit is not
 installed, ``pip install nvidia-cuda-nvrtc nvidia-nvvm`` (into any environment) and point
@@ -46,8 +47,17 @@ def _kernels():
 
     i64 = types.Array(types.int64, 1, "C")
     marker = np.int8(0)
-    plain = typeof(SampleOptions(False, False, False, marker, marker))  # sample(): no exclusion code
-    linked = typeof(SampleOptions(False, False, False, np.zeros(1, np.int64), np.zeros(1, np.uint8)))  # link batch
+    plain = typeof(SampleOptions(False, False, False, marker, marker, marker, marker))  # sample(): no exclusion code
+    ex, flags = np.zeros(1, np.int64), np.zeros(1, np.uint8)
+    linked = typeof(SampleOptions(False, False, False, ex, flags, marker, marker))  # link batch
+    # Temporal samplers (disjoint: stride > 0 at run time): times per edge and per tree, int or float
+    timed = [
+        (f"{np.dtype(t).name} times{', excluding' if e is not marker else ''}", typeof(SampleOptions(
+            False, False, False, e, f, np.zeros(1, t), np.zeros(1, t), True, 1
+        )))
+        for t in (np.int64, np.float64)
+        for e, f in ((marker, marker), (ex, flags))
+    ]  # fmt: skip
     ints = np.zeros(1, np.int64)
     narrow = np.zeros(1, np.int32)
     # Graphs at both index widths (int32 indices and edge ids while ids fit; int64 beyond), each
@@ -61,7 +71,7 @@ def _kernels():
         index = ints if width == np.int64 else narrow
         graph = typeof(GraphArrays(ints, index, index, np.zeros(1, weight), ints, np.zeros(1)))
         tag = f"{np.dtype(width).name} indices, {np.dtype(weight).name}"
-        for mode, options in (("", plain), (", excluding", linked)):
+        for mode, options in (("", plain), (", excluding", linked), *((f", {n}", o) for n, o in timed)):
             count = (graph, options, i64, types.int64, i64)
             yield f"sampling count ({tag} weights{mode})", sampling_cuda._count_kernel, count, True
             fill = (
@@ -81,19 +91,23 @@ def _kernels():
             u64 = types.Array(types.uint64, 1, "C")
             typed_fill = (graph, options, *([i64] * 5), u64, *([i64] * 6))
             yield f"typed fill ({tag} weights{mode})", cuda_typed._typed_fill_kernel, typed_fill, True
-        negatives = (
-            graph,
-            types.uint64,
-            types.UniTuple(types.int64, 3),  # (num_sources, num_targets, row_base)
-            i64,
-            types.boolean,
-            types.int64,
-            types.boolean,
-            i64,
-            i64,
-            types.Array(types.int8, 1, "C"),
-        )
-        yield f"link negatives ({tag} weights)", cuda_links._negatives_kernel, negatives, True
+        from gglspeedup.sampling._kernels.links import NegativeTimes
+
+        for when, eligible in (("", typeof(marker)), (", temporal", typeof(NegativeTimes(ints, ints, ints, ints)))):
+            negatives = (
+                graph,
+                types.uint64,
+                types.UniTuple(types.int64, 3),  # (num_sources, num_targets, row_base)
+                i64,
+                types.boolean,
+                types.int64,
+                types.boolean,
+                eligible,
+                i64,
+                i64,
+                types.Array(types.int8, 1, "C"),
+            )
+            yield f"link negatives ({tag} weights{when})", cuda_links._negatives_kernel, negatives, True
         flag = types.boolean
         yield (
             f"link exclusion count ({tag} weights)",
@@ -234,7 +248,16 @@ def main(argv=None) -> int:
         action="store_true",
         help="also assemble each kernel with ptxas -v and report registers per thread and spills",
     )
+    parser.add_argument(
+        "--list", action="store_true", help="only list the kernel variants and argument types (needs no toolchain)"
+    )
     args = parser.parse_args(argv)
+    if args.list:
+        variants = list(_kernels())
+        for name, kernel, signature, _ in variants:
+            print(f"{name}: {kernel.py_func.__module__}.{kernel.py_func.__name__}{tuple(signature)}")
+        print(f"{len(variants)} kernel variants")
+        return 0
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         parser.error("unset NUMBA_ENABLE_CUDASIM: the simulator has no PTX to compile")
     cc = tuple(int(part) for part in args.cc.split("."))

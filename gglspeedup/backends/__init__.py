@@ -114,7 +114,11 @@ def map_arrays(obj: Any, leaf) -> Any:
     # Lists, not generators, so no stdlib frame calls back into this module (warnings raised by
     # an adapter then point at the caller of ``to``).
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # named tuples: Adj, SampleOutput, Batch
-        return type(obj)._make([map_arrays(item, leaf) for item in obj])
+        out = type(obj)._make([map_arrays(item, leaf) for item in obj])
+        extra = getattr(obj, "__dict__", None)  # attributes beside the fields (SampleOutput.batch)
+        if extra:
+            out.__dict__.update({name: map_arrays(value, leaf) for name, value in extra.items()})
+        return out
     if isinstance(obj, (list, tuple)):
         return type(obj)([map_arrays(item, leaf) for item in obj])
     if isinstance(obj, dict):

@@ -29,6 +29,7 @@ COMMANDS = {
     "attention": "Diffuser attention: pattern per step, layer fwd+bwd GFLOP/s, peak memory vs Diffuser's DGL code",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
     "attention-pooling": "softmax / sparsemax / gfusedmax pooling of graph batches: ms per iteration vs attpool2",
+    "temporal": "temporal sampling: edges/s beside plain sampling (sorted and unsorted rows) and pyg-lib's",
 }
 
 

@@ -43,9 +43,8 @@ class NeighborLoader(NodeLoader):
         ``shuffle``, ``drop_last``, ``num_workers``, ``transform``, ``filter_per_worker``, ...
 
     ``subgraph_type`` (``"directional"``, ``"bidirectional"``, ``"induced"``; PyG's
-    ``directed=False`` is ``"induced"``) and ``weight_attr`` (weighted sampling) work as in PyG;
-    ``disjoint=True`` and temporal sampling (``time_attr``, ``input_time``) raise
-    ``NotImplementedError``.
+    ``directed=False`` is ``"induced"``), ``weight_attr`` (weighted sampling), ``disjoint`` and
+    temporal sampling (``time_attr``, ``input_time``, ``temporal_strategy``) work as in PyG.
     """
 
     def __init__(
@@ -58,20 +57,24 @@ class NeighborLoader(NodeLoader):
         *,
         subgraph_type="directional",
         disjoint=False,
+        temporal_strategy="uniform",
         time_attr=None,
         weight_attr=None,
         neighbor_sampler=None,
         directed=True,
         **kwargs,
     ):
-        _check_unsupported(disjoint, time_attr, input_time)
+        _check_time(time_attr, input_time, "input_time")
         options = {name: kwargs.pop(name) for name in _SAMPLER_OPTIONS if name in kwargs}
+        options.update(disjoint=disjoint, time_attr=time_attr, temporal_strategy=temporal_strategy)
         if neighbor_sampler is None:
             neighbor_sampler = _make_sampler(
                 data, num_neighbors, replace, weight_attr, _subgraph(subgraph_type, directed), options
             )
         input_nodes = _default_input_nodes(data, input_nodes, neighbor_sampler)
-        super().__init__(data=data, node_sampler=neighbor_sampler, input_nodes=input_nodes, **kwargs)
+        super().__init__(
+            data=data, node_sampler=neighbor_sampler, input_nodes=input_nodes, input_time=input_time, **kwargs
+        )
 
     def __iter__(self):
         _start_epoch(self.node_sampler, len(self))
@@ -114,14 +117,16 @@ class LinkNeighborLoader(LinkLoader):
         neg_sampling_ratio=None,
         subgraph_type="directional",
         disjoint=False,
+        temporal_strategy="uniform",
         time_attr=None,
         weight_attr=None,
         neighbor_sampler=None,
         directed=True,
         **kwargs,
     ):
-        _check_unsupported(disjoint, time_attr, edge_label_time)
+        _check_time(time_attr, edge_label_time, "edge_label_time")
         options = {name: kwargs.pop(name) for name in _SAMPLER_OPTIONS if name in kwargs}
+        options.update(disjoint=disjoint, time_attr=time_attr, temporal_strategy=temporal_strategy)
         if neighbor_sampler is None:
             neighbor_sampler = _make_sampler(
                 data, num_neighbors, replace, weight_attr, _subgraph(subgraph_type, directed), options
@@ -137,6 +142,7 @@ class LinkNeighborLoader(LinkLoader):
             link_sampler=neighbor_sampler,
             edge_label_index=edge_label_index,
             edge_label=edge_label,
+            edge_label_time=edge_label_time,
             neg_sampling=neg_sampling,
             neg_sampling_ratio=neg_sampling_ratio,
             **kwargs,
@@ -219,8 +225,8 @@ def _all_edges(graph_store, sampler: Sampler) -> torch.Tensor:
     return torch.stack([row, col])
 
 
-def _check_unsupported(disjoint, time_attr, time) -> None:
-    if disjoint:
-        raise NotImplementedError("gglspeedup does not sample disjoint subgraphs (disjoint=True)")
-    if time_attr is not None or time is not None:
-        raise NotImplementedError("gglspeedup does not sample temporally (time_attr / input or edge label time)")
+def _check_time(time_attr, time, name: str) -> None:
+    if time is not None and time_attr is None:  # PyG's check
+        raise ValueError(
+            f"Received conflicting '{name}' and 'time_attr' arguments: '{name}' is set while 'time_attr' is not set."
+        )

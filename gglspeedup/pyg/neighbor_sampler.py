@@ -2,9 +2,9 @@
 
 A drop-in for ``torch_geometric.sampler.NeighborSampler``: hand it to PyG's own loaders
 (``NeighborLoader(..., neighbor_sampler=...)``, ``LinkNeighborLoader``, ``NodeLoader``,
-``LinkLoader``). Options it does not implement raise ``NotImplementedError`` naming them:
-``disjoint=True`` and the temporal ones (``time_attr``, ``temporal_strategy`` other than
-``"uniform"``), which belong to temporal sampling.
+``LinkLoader``), disjoint and temporal sampling included (``disjoint``, ``time_attr``,
+``temporal_strategy``: :mod:`gglspeedup.pyg.times` reads the times as PyG does). Options it does
+not implement raise ``NotImplementedError`` naming them.
 """
 
 from __future__ import annotations
@@ -30,11 +30,13 @@ class NeighborSampler(Sampler):
     subgraph_type : {"directional", "bidirectional", "induced"}
     replace : bool
     disjoint : bool
-        Only ``False`` (``NotImplementedError`` otherwise).
-    temporal_strategy : str
-        Only ``"uniform"`` without ``time_attr``.
-    time_attr : None
-        Temporal sampling is not implemented (``NotImplementedError``).
+        Every seed its own subgraph (``SamplerOutput.batch`` filled); implied by ``time_attr``.
+    temporal_strategy : {"uniform", "last"}
+        With ``time_attr``: draw uniformly among the eligible neighbours, or take the latest.
+    time_attr : str, optional
+        Node or edge times (see :mod:`gglspeedup.pyg.times`): each seed's subgraph holds only
+        neighbours (edges) at or before its time (``input_time`` / ``edge_label_time``, else the
+        seed's own node time). Not with ``sample_direction="backward"`` (as PyG).
     weight_attr : str, optional
         Edge weights: an edge attribute of the ``Data`` / ``HeteroData`` (a store pair:
         ``NotImplementedError``, as PyG).
@@ -80,14 +82,8 @@ class NeighborSampler(Sampler):
                 "directed=False is deprecated in PyG; use subgraph_type='induced'", DeprecationWarning, stacklevel=2
             )
             subgraph_type = "induced"
-        if disjoint:
-            raise NotImplementedError("gglspeedup.pyg.NeighborSampler does not sample disjoint subgraphs (disjoint)")
-        if time_attr is not None:
-            raise NotImplementedError("gglspeedup.pyg.NeighborSampler does not sample temporally (time_attr)")
-        if temporal_strategy != "uniform":
-            raise NotImplementedError(
-                f"gglspeedup.pyg.NeighborSampler does not sample temporally (temporal_strategy={temporal_strategy!r})"
-            )
+        if time_attr is not None and sample_direction == "backward":
+            raise NotImplementedError("Temporal Sampling not yet supported for backward sampling")
         unknown = set(options) - _OPTIONS
         if unknown:
             raise TypeError(f"NeighborSampler got unexpected arguments {sorted(unknown)}")
@@ -98,17 +94,29 @@ class NeighborSampler(Sampler):
             subgraph_type=subgraph_type,
             sample_direction=sample_direction,
             weight_attr=weight_attr,
+            disjoint=disjoint,
+            time_attr=time_attr,
+            temporal_strategy=temporal_strategy,
             **options,
         )
-        self.disjoint = False
         self.temporal_strategy = temporal_strategy
-        self.time_attr = None
+        self.time_attr = time_attr
         self.weight_attr = weight_attr
         self.sample_direction = sample_direction
 
     # PyG's NeighborSampler attributes that PyG's own code reads (BidirectionalNeighborSampler
-    # sets num_neighbors hop by hop and calls _sample).
-    is_temporal = False
+    # sets num_neighbors and disjoint, and calls _sample).
+    @property
+    def is_temporal(self) -> bool:
+        return self.sampler.temporal
+
+    @property
+    def disjoint(self) -> bool:
+        return self.sampler.disjoint
+
+    @disjoint.setter
+    def disjoint(self, disjoint) -> None:
+        self.sampler.disjoint = bool(disjoint) or self.sampler.temporal
 
     @property
     def num_neighbors(self) -> NumNeighbors:
@@ -122,16 +130,15 @@ class NeighborSampler(Sampler):
 
     def _sample(self, seed, seed_time=None, **kwargs):
         """PyG's internal per-seed call: the batch of ``seed`` (a tensor, or node type -> tensor)
-        without metadata."""
-        if seed_time is not None:
-            raise NotImplementedError("gglspeedup.pyg.NeighborSampler does not sample temporally (seed_time)")
+        at ``seed_time`` (likewise), without metadata."""
         if isinstance(seed, dict):
             (node_type, ids), *rest = seed.items()
             if rest:
                 raise NotImplementedError("gglspeedup.pyg.NeighborSampler._sample takes seeds of one node type")
-            out = self.sample_from_nodes(NodeSamplerInput(None, _ids(ids), input_type=node_type))
+            time = None if seed_time is None else seed_time[node_type]
+            out = self.sample_from_nodes(NodeSamplerInput(None, _ids(ids), time=time, input_type=node_type))
         else:
-            out = self.sample_from_nodes(NodeSamplerInput(None, _ids(seed)))
+            out = self.sample_from_nodes(NodeSamplerInput(None, _ids(seed), time=seed_time))
         out.metadata = None
         return out
 
@@ -141,4 +148,15 @@ def _ids(seed):
     return seed.long() if seed.numel() == 0 else seed  # PyG builds an empty next frontier as float
 
 
-_OPTIONS = {"seed", "device", "placement", "exclude", "reverse_edge_types", "strict_negatives", "weighted", "expand"}
+_OPTIONS = {
+    "seed",
+    "device",
+    "placement",
+    "exclude",
+    "reverse_edge_types",
+    "strict_negatives",
+    "weighted",
+    "expand",
+    "node_time",
+    "edge_time",
+}

@@ -29,7 +29,7 @@ from torch_geometric.sampler import HeteroSamplerOutput, SamplerOutput
 from .. import backends
 from ..device import array_module
 
-__all__ = ["sampler_output", "hetero_sampler_output", "hop_edges", "to_torch"]
+__all__ = ["sampler_output", "hetero_sampler_output", "hop_edges", "to_torch", "pair_batch", "link_metadata"]
 
 
 def to_torch(obj):
@@ -72,18 +72,19 @@ def sampler_output(out, metadata=None) -> SamplerOutput:
     ``node`` is ``n_id``; ``row`` / ``col`` / ``edge`` the hops' ``edge_index[0]`` /
     ``edge_index[1]`` / ``e_id`` seed hop first; ``num_sampled_nodes`` has ``len(adjs) + 1``
     entries (the seeds, then ``size[0] - size[1]`` of each hop) and ``num_sampled_edges`` one per
-    hop; ``batch`` is ``None`` (gglspeedup does not sample disjoint subgraphs).
+    hop; ``batch`` is the output's (disjoint sampling: each node's tree), else ``None``.
     """
     adjs = list(out.adjs)
     hops = adjs[::-1]
     seeds = int(hops[0].size[1]) if hops else int(out.n_id.shape[0])
     node, row, col, e_id = to_torch((out.n_id, *hop_edges(adjs)))
+    batch = getattr(out, "batch", None)
     return SamplerOutput(
         node=node,
         row=row,
         col=col,
         edge=e_id,
-        batch=None,
+        batch=None if batch is None else to_torch(batch),
         num_sampled_nodes=[seeds] + [int(adj.size[0]) - int(adj.size[1]) for adj in hops],
         num_sampled_edges=[int(adj.e_id.shape[0]) for adj in hops],
         metadata=metadata,
@@ -101,28 +102,56 @@ def hetero_sampler_output(out, metadata=None) -> HeteroSamplerOutput:
     edge_types = list(out.num_sampled_edges)
     for edge_type in edge_types:
         row[edge_type], col[edge_type], edge[edge_type] = to_torch(hop_edges([layer[edge_type] for layer in out.adjs]))
+    batch = getattr(out, "batch", None)
     return HeteroSamplerOutput(
         node=node,
         row=row,
         col=col,
         edge=edge,
-        batch=None,
+        batch=None if batch is None else to_torch(dict(batch)),
         num_sampled_nodes={t: list(counts) for t, counts in out.num_sampled_nodes.items()},
         num_sampled_edges={et: list(counts) for et, counts in out.num_sampled_edges.items()},
         metadata=metadata,
     )
 
 
-def link_metadata(input_id, pair_index, negative_targets, num_pairs: int, edge_label, triplet: bool) -> tuple:
+def link_metadata(
+    input_id, pair_index, negative_targets, num_pairs: int, edge_label, triplet: bool, time=None
+) -> tuple:
     """PyG's link ``metadata``: ``(input_id, edge_label_index, edge_label, edge_label_time)`` for
     binary / no negatives, ``(input_id, src_index, dst_pos_index, dst_neg_index, seed_time)`` for
-    triplets; ``pair_index`` (local pair positions) is cut to the ``num_pairs`` PyG returns."""
+    triplets; ``pair_index`` (local pair positions) is cut to the ``num_pairs`` PyG returns;
+    ``time`` the pairs' times (``None`` without)."""
     pair_index = to_torch(pair_index)
     if not triplet:
-        return (input_id, pair_index[:, :num_pairs], edge_label, None)
+        return (input_id, pair_index[:, :num_pairs], edge_label, time)
     count = int(pair_index.shape[1])
     dst_neg_index = to_torch(negative_targets).reshape(count, -1).squeeze(-1)
-    return (input_id, pair_index[0], pair_index[1], dst_neg_index, None)
+    return (input_id, pair_index[0], pair_index[1], dst_neg_index, time)
+
+
+def pair_batch(out, edge_type, num_pos: int, graph):
+    """PyG's ``batch`` of a disjoint link batch: each node's tree as PyG numbers the trees (the seeds
+    of the source type, then of the target type, each in order), modulo ``num_pos`` (PyG's
+    ``batch % num_pos``: the pair, for the positives and triplet negatives)."""
+    modulus = max(num_pos, 1)
+    if edge_type is None:
+        return to_torch(out.batch) % modulus
+    src_type, _, dst_type = edge_type
+    seeds = {t: c[0] for t, c in out.num_sampled_nodes.items()}
+    ours, first = {}, 0
+    for t in graph.node_types:  # gglspeedup numbers trees over the node types in the graph's order
+        ours[t] = first
+        first += seeds.get(t, 0)
+    pyg_first = {src_type: 0} if src_type == dst_type else {src_type: 0, dst_type: seeds.get(src_type, 0)}
+    renumber = torch.empty(first, dtype=torch.int64)
+    for t, start in pyg_first.items():
+        renumber[ours[t] : ours[t] + seeds.get(t, 0)] = torch.arange(start, start + seeds.get(t, 0))
+    out_batch = {}
+    for t, b in out.batch.items():
+        b = to_torch(b)
+        out_batch[t] = renumber.to(b.device)[b] % modulus
+    return out_batch
 
 
 def binary_labels(edge_label, num_pos: int, num_neg: int):

@@ -24,8 +24,9 @@ from torch_geometric.sampler.base import NumNeighbors
 from ..heterograph import HeteroGraph
 from ..sampling import HeteroNeighborSampler, NeighborSampler
 from .graphs import NO_EDGES, graph_of, with_empty_relation
-from .outputs import binary_labels, hetero_sampler_output, link_metadata, sampler_output
+from .outputs import binary_labels, hetero_sampler_output, link_metadata, pair_batch, sampler_output
 from .subgraphs import SUBGRAPH_TYPES, finish_output, weighted_negatives
+from .times import times_of
 
 __all__ = ["Sampler", "graph_of"]  # graph_of: from .graphs, kept here for callers
 
@@ -72,6 +73,19 @@ class Sampler(BaseSampler):
         samples weighted with ``weighted=True`` when it was built from a weighted graph.
     expand : {"new", "all"}
         ``"new"`` is PyG's hop rule (the default here); ``"all"`` gglspeedup's layer blocks.
+    disjoint : bool
+        PyG's: every seed (every endpoint of a link batch) grows its own subgraph and
+        ``SamplerOutput.batch`` says whose each node is (link batches: the pair, PyG's
+        ``batch % num_pos``).
+    time_attr : str, optional
+        PyG's temporal sampling (implies ``disjoint``): the node or edge times of ``data`` under
+        that name (:mod:`gglspeedup.pyg.times`); seeds at ``input_time`` (``NodeSamplerInput.time``,
+        ``EdgeSamplerInput.time``) or, with node times, at their own.
+    node_time, edge_time
+        The times themselves, as :class:`~gglspeedup.NeighborSampler` takes them (for data without
+        attributes: a gglspeedup graph).
+    temporal_strategy : {"uniform", "last"}
+        With times (ignored without, as PyG).
 
     Notes
     -----
@@ -79,8 +93,8 @@ class Sampler(BaseSampler):
     epoch's batches on from the last (:meth:`start_epoch`), so batch ``i`` of an epoch gets the same
     key with or without ``num_workers`` (worker ``w`` of ``W`` takes batches ``w, w + W, ...``). A
     plain PyG loader with ``num_workers > 0`` restarts its workers every epoch; their keys then also
-    carry the epoch's base seed (``torch.manual_seed`` makes it reproducible). ``batch`` is ``None``
-    (``disjoint`` sampling is not supported), and temporal sampling is not supported. Negatives are
+    carry the epoch's base seed (``torch.manual_seed`` makes it reproducible). ``batch`` is filled
+    for disjoint (and temporal) samplers, ``None`` otherwise. Negatives are
     uniform, or drawn from ``NegativeSampling``'s ``src_weight`` / ``dst_weight`` (keyed by the
     sampler's seed and the batch key); binary negatives with a fractional ``amount`` draw
     ``ceil(amount)`` per pair and return the first ``ceil(amount * num_pos)``, as PyG does.
@@ -103,6 +117,11 @@ class Sampler(BaseSampler):
         sample_direction="forward",
         weight_attr=None,
         expand="new",
+        disjoint=False,
+        time_attr=None,
+        node_time=None,
+        edge_time=None,
+        temporal_strategy="uniform",
     ):
         if exclude not in _EXCLUDES:
             raise ValueError(f"exclude must be one of {_EXCLUDES}, got {exclude!r}")
@@ -122,12 +141,19 @@ class Sampler(BaseSampler):
             fanouts = None if num_neighbors is None else _fanouts(num_neighbors, data.graph)
             self.sampler = data.with_fanouts(data.fanouts if fanouts is None else fanouts)
             self.sampler.expand = expand if expand in ("new", "all") else _bad_expand(expand)
+            self.sampler.disjoint = self.sampler.disjoint or bool(disjoint)
+            self._times = None  # the ready sampler's own
         else:
             if num_neighbors is None:
                 raise TypeError("num_neighbors is required unless data is a ready gglspeedup sampler")
             graph = graph_of(data, weight_attr, self.backward)
             if self.backward and isinstance(graph, HeteroGraph):
                 num_neighbors = _reversed_keys(num_neighbors)
+            if time_attr is not None:
+                if self.backward:
+                    raise NotImplementedError("Temporal Sampling not yet supported for backward sampling")
+                node_time, edge_time = times_of(data, time_attr, isinstance(graph, HeteroGraph))
+            timed = node_time is not None or edge_time is not None
             kind = HeteroNeighborSampler if isinstance(graph, HeteroGraph) else NeighborSampler
             self.sampler = kind(
                 graph,
@@ -138,7 +164,12 @@ class Sampler(BaseSampler):
                 device=device,
                 placement=placement,
                 expand=expand,
+                disjoint=disjoint,
+                node_time=node_time,
+                edge_time=edge_time,
+                temporal_strategy=temporal_strategy if timed else "uniform",
             )
+            self._times = {"node_time": node_time, "edge_time": edge_time}
         self.exclude = exclude
         self.reverse_edge_types = dict(reverse_edge_types or {})
         self.strict_negatives = bool(strict_negatives)
@@ -189,19 +220,21 @@ class Sampler(BaseSampler):
 
     # ------------------------------------------------------------------ PyG's BaseSampler API
     def sample_from_nodes(self, index: NodeSamplerInput, **kwargs):
-        """Sample the neighbourhood of ``index.node`` (of ``index.input_type`` for typed graphs);
-        ``metadata`` is ``(input_id, time)`` as PyG's."""
-        _no_time(index.time)
+        """Sample the neighbourhood of ``index.node`` (of ``index.input_type`` for typed graphs), at
+        ``index.time`` for a temporal sampler; ``metadata`` is ``(input_id, time)`` as PyG's."""
         key = self.next_key()
         metadata = (index.input_id, index.time)
+        time = index.time if self.sampler.temporal else None  # PyG ignores seed times without time_attr
         if index.input_type is None:
             if self.is_hetero:
                 raise ValueError("a typed graph needs typed seeds: input_nodes=(node_type, ids)")
-            out = sampler_output(self.sampler.sample(index.node, key=key), metadata)
+            out = sampler_output(self.sampler.sample(index.node, key=key, seed_time=time), metadata)
         else:
             if not self.is_hetero:
                 raise ValueError(f"seeds of node type {index.input_type!r} given to an untyped graph's sampler")
-            out = hetero_sampler_output(self.sampler.sample({index.input_type: index.node}, key=key), metadata)
+            seed_time = None if time is None else {index.input_type: time}
+            sampled = self.sampler.sample({index.input_type: index.node}, key=key, seed_time=seed_time)
+            out = hetero_sampler_output(sampled, metadata)
         return finish_output(self, out)
 
     def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling=None):
@@ -211,10 +244,12 @@ class Sampler(BaseSampler):
         negatives or with binary ones (local pair positions, positives then negatives; labels the
         given ones or ones, then zeros), ``(input_id, src_index, dst_pos_index, dst_neg_index,
         seed_time)`` for triplets (``dst_neg_index`` of shape (B, amount), squeezed when amount
-        is 1).
+        is 1). Disjoint: every endpoint its own subgraph, seeds in PyG's order (sources, targets,
+        then triplet negatives draw by draw) and ``batch`` the pair of each node (PyG's
+        ``batch % num_pos``); ``index.time`` the pairs' times for a temporal sampler.
         """
-        _no_time(index.time)
         neg = NegativeSampling.cast(neg_sampling)
+        time = index.time if self.sampler.temporal else None
         num_pos = int(index.row.numel())
         mode, per_pair, num_neg = None, 1, 0
         if neg is not None:
@@ -223,7 +258,7 @@ class Sampler(BaseSampler):
             per_pair = math.ceil(neg.amount)
         pairs = torch.stack([index.row, index.col])
         key = self.next_key()
-        options = dict(strict_negatives=self.strict_negatives, exclude=self.exclude, key=key)
+        options = dict(strict_negatives=self.strict_negatives, exclude=self.exclude, key=key, pair_time=time)
         sampler, edge_type = self.sampler, None
         if index.input_type is not None:
             if not self.is_hetero:
@@ -242,12 +277,17 @@ class Sampler(BaseSampler):
             out = sampler.sample_links(pairs, negatives=mode, num_negatives=per_pair, **options)
             negative_targets = out.negative_targets
         result = hetero_sampler_output(out) if edge_type is not None else sampler_output(out)
+        if result.batch is not None:
+            result.batch = pair_batch(out, edge_type, num_pos, sampler.graph)
         if mode == "binary":
             edge_label, num_pairs = binary_labels(index.label, num_pos, num_neg), num_pos + num_neg
         else:
             edge_label, num_pairs = index.label, num_pos
+        label_time = index.time
+        if label_time is not None and mode == "binary":  # PyG's times of the negatives: pair j % num_pos's
+            label_time = label_time.repeat(1 + math.ceil(neg.amount))[:num_pairs]
         result.metadata = link_metadata(
-            index.input_id, out.pair_index, negative_targets, num_pairs, edge_label, mode == "triplet"
+            index.input_id, out.pair_index, negative_targets, num_pairs, edge_label, mode == "triplet", label_time
         )
         return finish_output(self, result)
 
@@ -261,6 +301,11 @@ class Sampler(BaseSampler):
             sampler = self.sampler
             wider = with_empty_relation(graph.to("cpu"), edge_type)
             fanouts = {et: sampler.fanouts.get(et, [0] * sampler.num_hops) for et in wider.edge_types}
+            times = self._times or {}
+            if sampler.temporal and not any(v is not None for v in times.values()):
+                raise NotImplementedError(
+                    f"link batches of edge type {edge_type!r}, which the graph lacks, on a ready temporal sampler"
+                )
             self._with_edge_type[edge_type] = HeteroNeighborSampler(
                 wider,
                 fanouts,
@@ -270,6 +315,10 @@ class Sampler(BaseSampler):
                 device=sampler.device,
                 placement=sampler.placement,
                 expand=sampler.expand,
+                disjoint=sampler.disjoint,
+                node_time=times.get("node_time"),
+                edge_time=times.get("edge_time"),
+                temporal_strategy=sampler.timeline.strategy if sampler.temporal else "uniform",
             )
         return self._with_edge_type[edge_type]
 
@@ -328,8 +377,3 @@ def _reversed_keys(num_neighbors):
 
 def _bad_expand(expand):
     raise ValueError(f"expand must be one of ('new', 'all'), got {expand!r}")
-
-
-def _no_time(time) -> None:
-    if time is not None:
-        raise NotImplementedError("gglspeedup.pyg.Sampler does not sample temporally (input time given)")

@@ -112,6 +112,8 @@ def _induce(graph, out, typed: bool) -> None:
 def weighted_negatives(sampler, inner, pairs, neg, mode: str, per_pair: int, num_neg: int, options: dict):
     """Sample a link batch whose negatives come from ``neg.src_weight`` / ``neg.dst_weight``:
     returns ``(link output with pair_index cut to the pairs PyG returns, negative_targets)``."""
+    if options.get("pair_time") is not None:
+        raise NotImplementedError("NegativeSampling src_weight / dst_weight with temporal link batches")
     key = options["key"]
     edge_type = options.get("edge_type")
     num_nodes = inner.num_nodes
@@ -130,6 +132,8 @@ def weighted_negatives(sampler, inner, pairs, neg, mode: str, per_pair: int, num
     else:
         extra_src = np.repeat(positives[0], per_pair)
         extra_dst = generator.choice(num_dst, size=count * per_pair, p=dst_p)
+    if mode == "triplet" and inner.disjoint:
+        return _disjoint_triplets(inner, positives, extra_dst.reshape(count, per_pair), options)
     every = np.concatenate([positives, np.stack([extra_src, extra_dst]).astype(np.int64)], axis=1)
     out = inner.sample_links(every, negatives=None, **options)
     if mode == "binary":
@@ -137,6 +141,38 @@ def weighted_negatives(sampler, inner, pairs, neg, mode: str, per_pair: int, num
     pair_index = out.pair_index
     negative_targets = pair_index[1, count:].reshape(count, per_pair)
     return out._replace(pair_index=pair_index[:, :count]), negative_targets
+
+
+def _disjoint_triplets(inner, positives, negatives, options: dict):
+    """A disjoint triplet batch with given negatives (``(B, amount)``): one tree per source, target
+    and negative, in PyG's order (sources, targets, then the negatives draw by draw)."""
+    from ..sampling.types import HeteroLinkSampleOutput, LinkSampleOutput
+
+    if options.get("exclude") is not None:
+        raise NotImplementedError("exclude with weighted triplet negatives in disjoint mode")
+    count, amount = negatives.shape
+    targets = np.concatenate([positives[1], negatives.T.reshape(-1)])
+    local = np.arange(count, dtype=np.int64)
+    edge_type = options.get("edge_type")
+    if edge_type is None or edge_type[0] == edge_type[2]:
+        seeds = np.concatenate([positives[0], targets])
+        pair_index = np.stack([local, count + local])
+        negative_targets = 2 * count + np.arange(count * amount, dtype=np.int64).reshape(amount, count).T
+    else:
+        seeds = {edge_type[0]: positives[0], edge_type[2]: targets}
+        pair_index = np.stack([local, local])
+        negative_targets = count + np.arange(count * amount, dtype=np.int64).reshape(amount, count).T
+    labels = np.ones(count, np.float32)
+    if edge_type is None:
+        out = inner.sample(seeds, key=options["key"])
+        return LinkSampleOutput(out.n_id, out.adjs, pair_index, labels, batch=out.batch), negative_targets
+    if not isinstance(seeds, dict):
+        seeds = {edge_type[0]: seeds}
+    out = inner.sample(seeds, key=options["key"])
+    typed = HeteroLinkSampleOutput(
+        out.n_id, out.adjs, out.num_sampled_nodes, out.num_sampled_edges, edge_type, pair_index, labels, batch=out.batch
+    )
+    return typed, negative_targets
 
 
 def _probabilities(weight, count: int, name: str):

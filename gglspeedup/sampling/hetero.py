@@ -8,76 +8,22 @@ import numpy as np
 
 from ..heterograph import HeteroGraph, check_edge_type
 from ..validation import check_bool, check_fanouts, check_int
-from ._kernels.rng import edge_type_key, hop_state, relation_states
-from .sampler import BatchKeys, check_expand, check_seeds, resolve_placement
+from .common import (
+    BatchKeys,
+    check_expand,
+    check_last,
+    check_seeds,
+    check_tree_count,
+    place_like,
+    resolve_placement,
+)
+from .plan import HopPlan
+from .temporal import Timeline, check_seed_time, check_strategy, sort_typed_by_time, typed_position_times
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
 __all__ = ["HeteroNeighborSampler", "HopPlan"]
 
 _UINT64_LIMIT = 1 << 64
-
-
-class HopPlan:
-    """What a typed driver needs to run the hops: per relation (the graph's edge-type order) its
-    source and target type indices, row and edge bases in the stacked CSR, fanouts (R, hops) and
-    RNG keys. Host arrays; built once per fanout setting."""
-
-    def __init__(self, graph: HeteroGraph, fanouts: np.ndarray):
-        types = {t: i for i, t in enumerate(graph.node_types)}
-        self.src_type = np.array([types[et[0]] for et in graph.edge_types], np.int64)
-        self.dst_type = np.array([types[et[2]] for et in graph.edge_types], np.int64)
-        self.row_base = graph.row_base[:-1].copy()
-        self.edge_base = graph.edge_base[:-1].copy()
-        self.fanouts = np.ascontiguousarray(fanouts, np.int64)
-        self.num_hops = int(self.fanouts.shape[1])
-        self.keys = np.array([edge_type_key(et) for et in graph.edge_types], np.uint64)
-
-    def states(self, seed: int, key: int, hop: int) -> np.ndarray:
-        """uint64 (R,): every relation's RNG state at ``hop`` of batch ``key``
-        (:func:`._kernels.rng.relation_state` of each relation, in one array operation)."""
-        return relation_states(hop_state(seed, key, hop), self.keys)
-
-    def src_base(self, type_base: np.ndarray) -> np.ndarray:
-        return type_base[self.src_type]
-
-    def targets(self, n_id: list, hop: int, xp=np):
-        """``(targets, rel_of, segments)``: relation ``r``'s targets are ``n_id`` of its target type
-        (none when its fanout at ``hop`` is 0), relation by relation; ``segments`` (host) bounds them."""
-        lengths = [0 if k == 0 else len(n_id[d]) for d, k in zip(self.dst_type, self.fanouts[:, hop])]
-        segments = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-        parts = [n_id[d] for d, length in zip(self.dst_type, lengths) if length]
-        targets = xp.concatenate(parts) if parts else xp.empty(0, np.int64)
-        rel_of = xp.asarray(np.repeat(np.arange(len(lengths), dtype=np.int64), lengths))
-        return targets, rel_of, segments
-
-    @staticmethod
-    def frontier(n_id: list, starts) -> list:
-        """Every type's nodes from ``starts[t]`` on (the last hop's new nodes, under PyG's rule)."""
-        return [ids[start:] if start else ids for ids, start in zip(n_id, starts)]
-
-    def shift_targets(self, edges, edge_offsets, starts) -> None:
-        """Add ``starts[target type]`` to row 1 of each relation's (2, E_r) block of ``edges``
-        (target positions within a frontier become positions in the whole ``n_id``)."""
-        for r, t in enumerate(self.dst_type):
-            first, stop = int(edge_offsets[r]), int(edge_offsets[r + 1])
-            if starts[t] and stop > first:
-                edges[2 * first + (stop - first) : 2 * stop] += starts[t]
-
-    def work(self, segments: np.ndarray, hop: int) -> int:
-        """Draws a hop makes, about (``-1`` counted as 16 per row), to pick the CPU thread count."""
-        ks = self.fanouts[:, hop]
-        return int((np.diff(segments) * np.where(ks > 0, ks, 16)).sum())
-
-    @staticmethod
-    def extend(n_id: list, new_nodes, type_offsets, xp=np) -> list:
-        """Every type's ``n_id`` with its new nodes (``new_nodes`` grouped by type, bounded by the
-        host array ``type_offsets``) appended."""
-        return [
-            xp.concatenate((ids, new_nodes[type_offsets[t] : type_offsets[t + 1]]))
-            if type_offsets[t + 1] > type_offsets[t]
-            else ids
-            for t, ids in enumerate(n_id)
-        ]
 
 
 class HeteroNeighborSampler(BatchKeys):
@@ -95,6 +41,14 @@ class HeteroNeighborSampler(BatchKeys):
     expand : {"all", "new"}
         As :class:`~gglspeedup.NeighborSampler`: ``"new"`` (PyG's rule) makes only the nodes first
         reached at hop ``h - 1`` targets at hop ``h``.
+    disjoint, temporal_strategy
+        As :class:`~gglspeedup.NeighborSampler`; trees are numbered over the seeds of every type,
+        in the graph's node-type order.
+    node_time : dict node type -> array, optional
+        Per-type node times (a neighbour of a type left out is always eligible, as in PyG).
+    edge_time : dict edge type -> array, optional
+        Per-relation edge times, indexed by the relation's edge id (a relation left out is never
+        filtered). Either implies ``disjoint``; see :class:`~gglspeedup.NeighborSampler`.
 
     At hop ``h`` every node of every type in ``n_id`` after hop ``h - 1`` (the seeds at hop 0) is a
     target of every relation into its type (``expand="all"``). The draws of a target in a relation depend only on
@@ -118,7 +72,20 @@ class HeteroNeighborSampler(BatchKeys):
     """
 
     def __init__(
-        self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto", expand="all"
+        self,
+        graph,
+        fanouts,
+        *,
+        replace=False,
+        weighted=False,
+        seed=0,
+        device="cpu",
+        placement="auto",
+        expand="all",
+        disjoint=False,
+        node_time=None,
+        edge_time=None,
+        temporal_strategy="uniform",
     ):
         from ..device import as_device
 
@@ -127,12 +94,24 @@ class HeteroNeighborSampler(BatchKeys):
         self.fanouts = self._check_fanouts(graph, fanouts)
         self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
+        self.disjoint = check_bool("disjoint", disjoint)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and not graph.weighted:
             raise ValueError("weighted=True needs a graph whose relations have weights")
+        strategy = check_strategy(temporal_strategy)
+        times = node_times = None
+        if node_time is not None or edge_time is not None:
+            check_last(strategy, self.weighted)
+            graph = graph.to("cpu")
+            times, node_times = typed_position_times(graph, node_time, edge_time)
+            graph, times = sort_typed_by_time(graph, times)
+            self.disjoint = True  # temporal implies disjoint, as in PyG
+        elif strategy != "uniform":
+            raise ValueError(f"temporal_strategy={strategy!r} needs node_time or edge_time")
         self.device = as_device(device).check_available()
         self.placement = resolve_placement(self.device, placement, graph.stacked, self.weighted)
         self.graph = graph.to(self.device, self.placement)
+        self.timeline = None if times is None else Timeline(place_like(self.graph.stacked, times), node_times, strategy)
         self.num_nodes = dict(graph.num_nodes)
         self._key = 0
         self._lock = threading.Lock()
@@ -171,15 +150,17 @@ class HeteroNeighborSampler(BatchKeys):
     def _make_driver(self):
         from ._kernels import SampleOptions
 
-        options = SampleOptions(self.replace, self.weighted, self.graph.stacked.edge_ids is not None)
+        last = self.timeline is not None and self.timeline.last
+        options = SampleOptions(self.replace, self.weighted, self.graph.stacked.edge_ids is not None, last=last)
         counts = [self.graph.num_nodes[t] for t in self.graph.node_types]
+        times = None if self.timeline is None else self.timeline.times
         if not self.device.is_cuda:
             from ._kernels.typed import TypedCPUDriver
 
-            return TypedCPUDriver(self.graph.stacked, options, self.seed, counts)
+            return TypedCPUDriver(self.graph.stacked, options, self.seed, counts, times=times)
         from ._kernels.cuda_typed import TypedCUDADriver
 
-        return TypedCUDADriver(self.graph.stacked, options, self.seed, counts, self.device)
+        return TypedCUDADriver(self.graph.stacked, options, self.seed, counts, self.device, times=times)
 
     def __repr__(self) -> str:
         return (
@@ -209,7 +190,12 @@ class HeteroNeighborSampler(BatchKeys):
         self._continue_keys(clone)
         return clone
 
-    def sample(self, seeds, key=None) -> HeteroSampleOutput:
+    @property
+    def temporal(self) -> bool:
+        """Whether this sampler filters by time (``node_time`` or ``edge_time`` given)."""
+        return self.timeline is not None
+
+    def sample(self, seeds, key=None, *, seed_time=None) -> HeteroSampleOutput:
         """Sample the typed multi-hop neighbourhood of ``seeds``.
 
         Parameters
@@ -219,12 +205,16 @@ class HeteroNeighborSampler(BatchKeys):
             pair is taken as ``{node_type: ids}``.
         key : int, optional
             Batch key (``None`` uses and advances the sampler's counter).
+        seed_time : dict node type -> 1-D array-like, optional
+            Temporal samplers: the times of each type's seeds (as :meth:`NeighborSampler.sample`;
+            node times default to the seeds' own, where their type has them).
 
         Returns
         -------
         HeteroSampleOutput
             ``n_id``, ``adjs`` (outermost hop first), ``num_sampled_nodes``, ``num_sampled_edges``;
-            arrays on the sampler's device.
+            disjoint samplers also ``batch`` (node type -> each row's tree); arrays on the
+            sampler's device.
 
         Raises
         ------
@@ -236,9 +226,43 @@ class HeteroNeighborSampler(BatchKeys):
             an id outside ``[0, num_nodes[type])``.
         """
         seeds = self._check_seed_dict(seeds)
+        tree_time = self._tree_times(seeds, seed_time)
         key = self._next_key(key)
-        n_id, adjs, counts_n, counts_e = self._run(seeds, key, None)
-        return HeteroSampleOutput(n_id, adjs, counts_n, counts_e)
+        n_id, adjs, counts_n, counts_e, batch = self._run(seeds, key, None, tree_time)
+        return HeteroSampleOutput(n_id, adjs, counts_n, counts_e, batch)
+
+    def _tree_times(self, seeds: list, seed_time, name: str = "seed_time"):
+        """The time of every tree (``seeds``: one checked array per type, trees numbered in that
+        order), or ``None`` without times; ``seed_time`` a dict node type -> times."""
+        timeline = self.timeline
+        if timeline is None:
+            if seed_time is not None:
+                raise ValueError(
+                    f"{name} needs a temporal sampler: HeteroNeighborSampler(..., node_time=... or edge_time=...)"
+                )
+            return None
+        if seed_time is not None and not isinstance(seed_time, dict):
+            raise TypeError(f"{name} must be a dict node type -> times, got {type(seed_time).__name__}")
+        seed_time = seed_time or {}
+        for node_type in seed_time:
+            if node_type not in self.num_nodes:
+                raise ValueError(f"{name} names node type {node_type!r}, which the graph does not have")
+        parts = []
+        for t, ids in zip(self.graph.node_types, seeds):
+            if t in seed_time:
+                parts.append(check_seed_time(seed_time[t], len(ids), timeline.dtype, self.device, f"{name}[{t!r}]"))
+            elif len(ids) == 0:
+                parts.append(np.empty(0, timeline.dtype))
+            elif timeline.node_times(t) is not None:
+                times = timeline.node_times(t)
+                parts.append(times[ids] if isinstance(ids, np.ndarray) else self.device.xp.asarray(times)[ids])
+            else:
+                raise ValueError(
+                    f"{name}[{t!r}] is required: the seeds of node type {t!r} have no node time to default to"
+                )
+        xp = self.device.xp if self.device.is_cuda else np
+        with self.device:
+            return xp.concatenate([xp.asarray(p) for p in parts])
 
     def sample_links(
         self,
@@ -252,6 +276,7 @@ class HeteroNeighborSampler(BatchKeys):
         exclude="self",
         reverse_edge_type=None,
         key=None,
+        pair_time=None,
     ) -> HeteroLinkSampleOutput:
         """Sample the typed neighbourhood of node pairs of one edge type, with negatives.
 
@@ -263,22 +288,41 @@ class HeteroNeighborSampler(BatchKeys):
         target`` of a positive pair out of every hop; ``"reverse"`` also the edges ``target ->
         source`` of ``reverse_edge_type`` (required then, e.g. ``(dst, "rev_name", src)``).
 
+        ``pair_time`` (temporal samplers) as in :meth:`NeighborSampler.sample_links`: the trees of
+        a pair's endpoints and negatives carry its time; negatives are drawn among the nodes of
+        their type existing then (types with node times).
+
         Returns a :class:`HeteroLinkSampleOutput` (``pair_index`` row 0 into
         ``n_id[edge_type[0]]``, row 1 into ``n_id[edge_type[2]]``).
         """
         from .hetero_links import sample_typed_links
 
         return sample_typed_links(
-            self, pairs, labels, edge_type, negatives, num_negatives, strict_negatives, exclude, reverse_edge_type, key
+            self,
+            pairs,
+            labels,
+            edge_type,
+            negatives,
+            num_negatives,
+            strict_negatives,
+            exclude,
+            reverse_edge_type,
+            key,
+            pair_time=pair_time,
         )
 
     # ------------------------------------------------------------------ internals
-    def _run(self, seeds: list, key: int, options):
-        """Drive the hops; returns the output dicts (``seeds``: one checked array per type)."""
+    def _run(self, seeds: list, key: int, options, tree_time=None):
+        """Drive the hops; returns the output dicts and ``batch`` (``seeds``: one checked array per
+        type; ``tree_time``: the trees' times of a temporal call)."""
         graph, plan = self.graph, self._plan
         seed_counts = [len(s) for s in seeds]
+        batch = None
         with self.device:
-            n_id, hops = self._driver.sample_all(seeds, plan, key, options=options, expand=self.expand)
+            if self.disjoint:
+                n_id, hops, batch = self._run_trees(seeds, key, options, tree_time)
+            else:
+                n_id, hops = self._driver.sample_all(seeds, plan, key, options=options, expand=self.expand)
         types, edge_types = graph.node_types, graph.edge_types
         counts_n = {t: [seed_counts[i]] for i, t in enumerate(types)}
         counts_e = {et: [] for et in edge_types}
@@ -300,7 +344,31 @@ class HeteroNeighborSampler(BatchKeys):
                 counts_e[et].append(width)
             adjs.append(layer)
         n_id_dict = dict(zip(types, n_id))
-        return n_id_dict, adjs[::-1], counts_n, counts_e
+        batch = None if batch is None else dict(zip(types, batch))
+        return n_id_dict, adjs[::-1], counts_n, counts_e, batch
+
+    def _run_trees(self, seeds: list, key: int, options, tree_time):
+        """``(n_id, hops, batch)`` lists per type of a disjoint call: virtual local ids (``tree *
+        stride + id``, trees numbered over the types in order) inside the driver, split here."""
+        from ._kernels.records import no_exclusions
+
+        stride = max(max(self.num_nodes.values(), default=1), 1)
+        trees = sum(len(ids) for ids in seeds)
+        check_tree_count(trees * len(seeds), stride)
+        xp = self.device.xp if self.device.is_cuda else np
+        options = self._driver.options if options is None else options
+        if tree_time is not None:
+            tree_time = xp.asarray(tree_time)
+        options = options._replace(stride=stride, seed_time=no_exclusions() if tree_time is None else tree_time)
+        virtual, first = [], 0
+        for ids in seeds:
+            virtual.append((xp.arange(len(ids), dtype=np.int64) + first) * stride + xp.asarray(ids))
+            first += len(ids)
+        n_id, hops = self._driver.sample_trees(
+            virtual, self._plan, key, options=options, expand=self.expand, span=max(trees, 1) * stride
+        )
+        batch = [ids // stride for ids in n_id]
+        return [ids - b * stride for ids, b in zip(n_id, batch)], hops, batch
 
     def _check_seed_dict(self, seeds) -> list:
         if isinstance(seeds, tuple) and len(seeds) == 2 and isinstance(seeds[0], str):

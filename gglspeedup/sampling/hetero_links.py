@@ -22,6 +22,7 @@ from .links import (
     first_appearance,
     link_labels,
 )
+from .temporal import check_seed_time
 from .types import HeteroLinkSampleOutput
 
 __all__ = ["sample_typed_links"]
@@ -47,7 +48,17 @@ def _check_reverse(graph, edge_type, reverse_edge_type, exclude):
 
 
 def sample_typed_links(
-    sampler, pairs, labels, edge_type, negatives, num_negatives, strict_negatives, exclude, reverse_edge_type, key
+    sampler,
+    pairs,
+    labels,
+    edge_type,
+    negatives,
+    num_negatives,
+    strict_negatives,
+    exclude,
+    reverse_edge_type,
+    key,
+    pair_time=None,
 ) -> HeteroLinkSampleOutput:
     """The work of :meth:`HeteroNeighborSampler.sample_links` (arguments checked here, in order)."""
     graph, device, driver = sampler.graph, sampler.device, sampler._driver
@@ -64,35 +75,66 @@ def sample_typed_links(
     if negatives is not None:
         check_negative_count(num_negatives, count)
     reverse = _check_reverse(graph, edge_type, reverse_edge_type, exclude)
+    timeline = sampler.timeline
+    if pair_time is not None:
+        if timeline is None:
+            raise ValueError(
+                "pair_time needs a temporal sampler: HeteroNeighborSampler(..., node_time=... or edge_time=...)"
+            )
+        times = check_seed_time(pair_time, count, timeline.dtype, device, "pair_time")
+    elif timeline is not None and timeline.edge_level:
+        raise ValueError("pair_time is required: an edge-time sampler filters each tree by its pair's time")
+    else:
+        times = None
     key = sampler._next_key(key)
     xp = device.xp if device.is_cuda else np
     with device:
         pairs = xp.asarray(pairs)
         src, dst = pairs[0], pairs[1]
-        extra, stayed = None, None
+        times = None if times is None else xp.asarray(times)
+        extra, stayed, pair_of = None, None, xp.arange(count, dtype=np.int64)
         if negatives is not None and count:
             fixed = negatives != "binary"
-            space = (bounds[0], bounds[1], int(graph.row_base[r]))
+            total = num_negatives * count
+            negative_pair = xp.arange(total, dtype=np.int64)
+            negative_pair = negative_pair // num_negatives if fixed else negative_pair % count  # binary: PyG's
+            eligible = None
+            if times is not None:
+                eligible = timeline.negative_times(xp, times[negative_pair], bounds, src_type, dst_type)
             neg_src, neg_dst, stayed = driver.negatives(
                 src,
-                num_negatives * count,
+                total,
                 fixed=fixed,
                 width=num_negatives if fixed else 1,
                 strict=strict,
                 key=key,
-                space=space,
+                space=(bounds[0], bounds[1], int(graph.row_base[r])),
+                eligible=eligible,
             )
             if negatives == "triplet":
                 extra = neg_dst
+                if sampler.disjoint:  # trees of the negatives draw by draw (PyG's order: 2B + s * B + i)
+                    draw_major = xp.arange(total, dtype=np.int64).reshape(count, num_negatives).T.reshape(-1)
+                    extra, negative_pair = extra[draw_major], negative_pair[draw_major]
             else:
                 src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
+            pair_of = xp.concatenate((pair_of, negative_pair))
         elif negatives == "triplet":  # no pairs: a (0, num_negatives) matrix all the same
             extra = xp.empty(0, np.int64)
         num_pairs = int(src.shape[0])
         seeds = [xp.empty(0, np.int64) for _ in graph.node_types]
         s_index, d_index = graph.node_types.index(src_type), graph.node_types.index(dst_type)
         targets = dst if extra is None else xp.concatenate((dst, extra))
-        if src_type == dst_type:
+        if sampler.disjoint:  # every endpoint a tree of its own
+            if src_type == dst_type:
+                seeds[s_index] = xp.concatenate((src, targets))
+                local = xp.arange(seeds[s_index].shape[0], dtype=np.int64)
+                local_src, local_dst = local[:num_pairs], local[num_pairs:]
+            else:
+                seeds[s_index], seeds[d_index] = src, targets
+                local_src = xp.arange(num_pairs, dtype=np.int64)
+                local_dst = xp.arange(targets.shape[0], dtype=np.int64)
+        elif src_type == dst_type:
             seeds[s_index], local = first_appearance(xp, xp.concatenate((src, targets)))
             local_src, local_dst = local[:num_pairs], local[num_pairs:]
         else:
@@ -100,10 +142,23 @@ def sample_typed_links(
             seeds[d_index], local_dst = first_appearance(xp, targets)
         pair_index = xp.stack((local_src, local_dst[:num_pairs]))
         negative_targets = None if extra is None else local_dst[num_pairs:].reshape(count, num_negatives)
+        if extra is not None and sampler.disjoint:  # negative s of pair i is the tree 2B + s * B + i
+            negative_targets = negative_targets.reshape(-1).reshape(num_negatives, count).T
         options = None
         if exclude is not None and count:
             options = _exclusions(graph, driver, xp, pairs, r, reverse)
-        n_id, adjs, counts_n, counts_e = sampler._run(seeds, key, options)
+        tree_time = None
+        if sampler.disjoint and timeline is not None:
+            if times is None:
+                tree_time = sampler._tree_times(seeds, None, "pair_time")
+            else:  # each tree the time of its pair, in the trees' order (node types in the graph's order)
+                returned = pair_of[:num_pairs]
+                target_pairs = returned if extra is None else xp.concatenate((returned, pair_of[num_pairs:]))
+                of_type = {s_index: returned, d_index: target_pairs}
+                if src_type == dst_type:
+                    of_type = {s_index: xp.concatenate((returned, target_pairs))}
+                tree_time = times[xp.concatenate([of_type[t] for t in sorted(of_type)])]
+        n_id, adjs, counts_n, counts_e, batch = sampler._run(seeds, key, options, tree_time)
         out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
         false_negatives = None
         if strict and stayed is not None:
@@ -113,7 +168,7 @@ def sample_typed_links(
         elif strict:
             false_negatives = 0
     return HeteroLinkSampleOutput(
-        n_id, adjs, counts_n, counts_e, edge_type, pair_index, out_labels, negative_targets, false_negatives
+        n_id, adjs, counts_n, counts_e, edge_type, pair_index, out_labels, negative_targets, false_negatives, batch
     )
 
 

@@ -147,7 +147,9 @@ def first_appearance(xp, sequence):
     return values[order], rank[inverse.reshape(-1)].astype(np.int64)
 
 
-def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key) -> LinkSampleOutput:
+def sample_links(
+    sampler, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key, pair_time=None
+) -> LinkSampleOutput:
     """The work of :meth:`NeighborSampler.sample_links` (arguments checked here, in order)."""
     device, driver = sampler.device, sampler._driver
     pairs = check_pairs(pairs, sampler.num_nodes, device)
@@ -157,6 +159,12 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
     negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
     if negatives is not None:
         check_negative_count(num_negatives, count)
+    # pair_time checked (None: node-time trees take their own seed's time, as PyG; edge times raise)
+    times = sampler._tree_times(pairs[0], pair_time, "pair_time") if pair_time is not None else None
+    if pair_time is None and sampler.timeline is not None and sampler.timeline.edge_level:
+        raise ValueError("pair_time is required: an edge-time sampler filters each tree by its pair's time")
+    if pair_time is not None and sampler.timeline is None:
+        raise ValueError("pair_time needs a temporal sampler: NeighborSampler(..., node_time=...) or edge_time=...")
     key = sampler._next_key(key)
     xp = np if isinstance(pairs, np.ndarray) else device.xp
     with device:
@@ -164,25 +172,41 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
         if device.xp is not np and xp is np:  # host pairs for a GPU sampler: one upload
             xp = device.xp
             pairs = xp.asarray(pairs)
+            times = None if times is None else xp.asarray(times)
         src, dst = pairs[0], pairs[1]
-        extra, stayed = None, None
+        extra, stayed, pair_of = None, None, xp.arange(count, dtype=np.int64)
         if negatives is not None and count:
             fixed = negatives != "binary"
             total = num_negatives * count
+            negative_pair = xp.arange(total, dtype=np.int64)
+            negative_pair = negative_pair // num_negatives if fixed else negative_pair % count  # binary: PyG's
+            eligible = None
+            if times is not None:
+                space = (sampler.num_nodes, sampler.num_nodes)
+                eligible = sampler.timeline.negative_times(xp, times[negative_pair], space)
             neg_src, neg_dst, stayed = driver.negatives(
-                src, total, fixed=fixed, width=num_negatives if fixed else 1, strict=strict, key=key
+                src, total, fixed=fixed, width=num_negatives if fixed else 1, strict=strict, key=key, eligible=eligible
             )
             if negatives == "triplet":
                 extra = neg_dst
+                if sampler.disjoint:  # trees of the negatives draw by draw (PyG's order: 2B + s * B + i)
+                    draw_major = xp.arange(total, dtype=np.int64).reshape(count, num_negatives).T.reshape(-1)
+                    extra, negative_pair = extra[draw_major], negative_pair[draw_major]
             else:
                 src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
+            pair_of = xp.concatenate((pair_of, negative_pair))  # each returned pair's (or negative's) positive
         elif negatives == "triplet":  # no pairs: a (0, num_negatives) matrix all the same
             extra = xp.empty(0, np.int64)
         num_pairs = int(src.shape[0])
         sequence = xp.concatenate((src, dst) if extra is None else (src, dst, extra))
-        seeds, local = first_appearance(xp, sequence)
+        if sampler.disjoint:  # every endpoint a tree of its own
+            seeds, local = sequence, xp.arange(sequence.shape[0], dtype=np.int64)
+        else:
+            seeds, local = first_appearance(xp, sequence)
         pair_index = local[: 2 * num_pairs].reshape(2, num_pairs)
         negative_targets = None if extra is None else local[2 * num_pairs :].reshape(count, num_negatives)
+        if extra is not None and sampler.disjoint:  # negative s of pair i is the tree 2B + s * B + i
+            negative_targets = negative_targets.reshape(-1).reshape(num_negatives, count).T
         options = None
         if exclude is not None and count:
             ex_src, ex_dst = pairs[0], pairs[1]
@@ -191,7 +215,17 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
             positions = driver.excluded_positions(ex_src, ex_dst)
             if positions.shape[0]:  # rows ex_dst hold them: flagged, so the others skip the search
                 options = driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, ex_dst))
-        n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options, expand=sampler.expand)
+        batch = None
+        if sampler.disjoint:
+            if times is not None:
+                returned = pair_of[:num_pairs]
+                parts = (returned, returned) if extra is None else (returned, returned, pair_of[num_pairs:])
+                tree_time = times[xp.concatenate(parts)]
+            else:
+                tree_time = sampler._tree_times(seeds, None)
+            n_id, hops, batch = sampler._sample_trees(seeds, key, tree_time, options)
+        else:
+            n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options, expand=sampler.expand)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
         out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
         false_negatives = None
@@ -201,7 +235,7 @@ def sample_links(sampler, pairs, labels, negatives, num_negatives, strict_negati
             false_negatives = int(to_host(stayed.sum()))  # sync
         elif strict:
             false_negatives = 0
-    return LinkSampleOutput(n_id, adjs, pair_index, out_labels, negative_targets, false_negatives)
+    return LinkSampleOutput(n_id, adjs, pair_index, out_labels, negative_targets, false_negatives, batch)
 
 
 def link_labels(xp, labels, positives: int, negatives: int):

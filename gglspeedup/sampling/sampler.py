@@ -6,34 +6,35 @@ import threading
 
 import numpy as np
 
-from ..device import as_device, as_device_array, on_gpu, reject_meta, to_numpy
+from ..device import as_device
 from ..graph import as_csr_graph
 from ..validation import check_bool, check_fanouts, check_int
+from .common import (
+    BatchKeys,
+    check_expand,
+    check_last,
+    check_not_bipartite,
+    check_seeds,
+    check_tree_count,
+    place_like,
+    resolve_placement,
+)
+from .temporal import Timeline, check_seed_time, check_strategy, position_times, sort_by_time
 from .types import Adj, LinkSampleOutput, SampleOutput
 
-__all__ = ["NeighborSampler", "BatchKeys", "check_seeds", "check_expand", "check_not_bipartite", "resolve_placement"]
+__all__ = [
+    "NeighborSampler",
+    "BatchKeys",
+    "check_seeds",
+    "check_expand",
+    "check_not_bipartite",
+    "check_last",
+    "check_tree_count",
+    "place_like",
+    "resolve_placement",
+]
 
-_PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
-_DEVICE_FIT_FRACTION = 0.5  # "auto" keeps the graph in GPU memory below this share of free memory
-
-
-class BatchKeys:
-    """The batch-key counter both samplers keep (``_key``, guarded by ``_lock``)."""
-
-    def _next_key(self, key) -> int:
-        """``key`` checked, or the counter's next value (advancing it) when ``key`` is None."""
-        if key is None:
-            with self._lock:
-                key, self._key = self._key, self._key + 1
-            return key
-        return check_int("key", key, minimum=0, below=_UINT64_LIMIT)
-
-    def _continue_keys(self, clone) -> None:
-        """Give ``clone`` a lock of its own and this sampler's counter value."""
-        clone._lock = threading.Lock()
-        with self._lock:
-            clone._key = self._key
 
 
 class NeighborSampler(BatchKeys):
@@ -73,6 +74,23 @@ class NeighborSampler(BatchKeys):
         seeds at hop 0), so no edge is drawn twice and the hops are PyG's
         ``num_sampled_nodes`` / ``num_sampled_edges``. Either way a node's draws at hop ``h``
         depend only on ``(seed, key, h, node)``, and ``edge_index`` holds positions in ``n_id``.
+    disjoint : bool
+        Every seed grows its own tree (PyG's ``disjoint=True``): a node reached from two seeds
+        gets a row in each tree, and the output's ``batch`` gives each row's seed position. A
+        node's draws are those of shared sampling (they depend on ``(seed, key, hop, node)`` only),
+        so with ``expand="all"`` the trees together draw exactly what the shared sample draws.
+    node_time, edge_time : array-like, optional
+        Temporal sampling (implies ``disjoint``): one time per node (``(num_nodes,)``), or one per
+        edge indexed like ``e_id`` (the graph's edge ids, else CSR positions). Every tree carries
+        its seed's time ``t`` (:meth:`sample`'s ``seed_time``), and a hop of that tree draws only
+        edges to neighbours with ``node_time <= t`` (edges with ``edge_time <= t``): ``<=``, so what
+        happens at ``t`` itself is visible. int64 or float64 (other numbers widened); NaN raises.
+        Rows are sorted by time once, here (a graph whose rows already are is used as is; else
+        :attr:`graph` is a row-sorted copy that keeps the edge ids, so ``e_id`` are unchanged).
+    temporal_strategy : {"uniform", "last"}
+        ``"uniform"``: draw ``k`` of a row's eligible edges as the row would draw among that many
+        (weighted too); ``"last"``: take its ``k`` latest eligible edges (oldest first; no
+        weights; ``replace`` has no effect). Needs times.
 
     Notes
     -----
@@ -107,36 +125,75 @@ class NeighborSampler(BatchKeys):
     """
 
     def __init__(
-        self, graph, fanouts, *, replace=False, weighted=False, seed=0, device="cpu", placement="auto", expand="all"
+        self,
+        graph,
+        fanouts,
+        *,
+        replace=False,
+        weighted=False,
+        seed=0,
+        device="cpu",
+        placement="auto",
+        expand="all",
+        disjoint=False,
+        node_time=None,
+        edge_time=None,
+        temporal_strategy="uniform",
     ):
         graph = check_not_bipartite(as_csr_graph(graph))
         self.fanouts = check_fanouts(fanouts)
         self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
+        self.disjoint = check_bool("disjoint", disjoint)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
+        strategy = check_strategy(temporal_strategy)
+        times = node_times = None
+        if node_time is not None or edge_time is not None:
+            check_last(strategy, self.weighted)
+            graph = graph.to("cpu")
+            times, node_times = position_times(graph, node_time, edge_time)
+            graph, times = sort_by_time(graph, times)
+            self.disjoint = True  # temporal implies disjoint, as in PyG
+        elif strategy != "uniform":
+            raise ValueError(f"temporal_strategy={strategy!r} needs node_time or edge_time")
         self.device = as_device(device).check_available()
         self.placement = resolve_placement(self.device, placement, graph, self.weighted)
         self.graph = graph.to(self.device, self.placement)
+        self.timeline = None if times is None else Timeline(place_like(self.graph, times), node_times, strategy)
         self.num_nodes = graph.num_nodes
         self._key = 0
         self._lock = threading.Lock()
         self._driver = self._make_driver()
 
+    @property
+    def temporal(self) -> bool:
+        """Whether this sampler filters by time (``node_time`` or ``edge_time`` given)."""
+        return self.timeline is not None
+
     def _make_driver(self):
         """The CPU or CUDA driver of this sampler: the placed graph's records, built once."""
         from ._kernels import SampleOptions, cpu
 
-        options = SampleOptions(self.replace, self.weighted, self.graph.edge_ids is not None)
+        last = self.timeline is not None and self.timeline.last
+        options = SampleOptions(self.replace, self.weighted, self.graph.edge_ids is not None, last=last)
+        times = None if self.timeline is None else self.timeline.times
         if not self.device.is_cuda:
-            return cpu.CPUDriver(self.graph, options, self.seed)
+            return cpu.CPUDriver(self.graph, options, self.seed, times=times)
         from ._kernels import cuda
 
-        return cuda.CUDADriver(self.graph, options, self.seed, self.device, weight_tables=cpu.weight_tables)
+        return cuda.CUDADriver(
+            self.graph, options, self.seed, self.device, weight_tables=cpu.weight_tables, times=times
+        )
 
     def __repr__(self) -> str:
         expand = "" if self.expand == "all" else f", expand={self.expand!r}"
+        if self.timeline is not None:
+            kind = "edge_time" if self.timeline.edge_level else "node_time"
+            expand += f", {kind}, temporal_strategy={self.timeline.strategy!r}"
+        elif self.disjoint:
+            expand += ", disjoint=True"
         return (
             f"NeighborSampler(fanouts={self.fanouts}, replace={self.replace}, weighted={self.weighted}, "
             f"seed={self.seed}, device={self.device}, placement={self.placement!r}{expand}, graph={self.graph!r})"
@@ -168,7 +225,7 @@ class NeighborSampler(BatchKeys):
         self._continue_keys(clone)
         return clone
 
-    def sample(self, seeds, key=None) -> SampleOutput:
+    def sample(self, seeds, key=None, *, seed_time=None) -> SampleOutput:
         """Sample the multi-hop neighbourhood of ``seeds``.
 
         Parameters
@@ -178,31 +235,90 @@ class NeighborSampler(BatchKeys):
             tensor; a CUDA sampler also takes CuPy / GPU tensors.
         key : int, optional
             Batch key (>= 0). ``None`` uses and advances the sampler's counter.
+        seed_time : 1-D array-like, shape (B,), optional
+            Temporal samplers only: each seed's time, inherited by every node of its tree. A
+            node-time sampler defaults to the seeds' own ``node_time``; an edge-time sampler needs it.
 
         Returns
         -------
         SampleOutput
             ``(n_id, adjs)``: ``n_id`` int64 (N,), seeds first then new nodes in order of first
             appearance; ``adjs`` one :class:`Adj` per hop, outermost hop first, with
-            ``size == (T_{h+1}, T_h)``. Arrays are on the sampler's device.
+            ``size == (T_{h+1}, T_h)``. Disjoint samplers also fill ``batch`` (each row's seed
+            position; a node of tree ``b`` carries the time ``seed_time[b]``). Arrays are on the
+            sampler's device.
 
         Raises
         ------
         TypeError
-            seeds not integer (floats, bools, strings), key not an int.
+            seeds not integer (floats, bools, strings), key not an int, seed_time not numbers.
         ValueError
-            seeds not 1-D, or on a GPU for a CPU sampler; key negative.
+            seeds not 1-D, or on a GPU for a CPU sampler; key negative; seed_time given to a
+            sampler without times, missing for an edge-time sampler, of the wrong length, or NaN.
         IndexError
             a seed outside ``[0, num_nodes)``.
         """
         seeds = self._check_seeds(seeds)
+        tree_time = self._tree_times(seeds, seed_time)
         key = self._next_key(key)
-        n_id, hops = self._driver.sample_all(seeds, self.fanouts, key, expand=self.expand)
+        if self.disjoint:
+            n_id, hops, batch = self._sample_trees(seeds, key, tree_time)
+        else:
+            (n_id, hops), batch = self._driver.sample_all(seeds, self.fanouts, key, expand=self.expand), None
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
-        return SampleOutput(n_id, adjs)
+        return SampleOutput(n_id, adjs, batch)
+
+    def _tree_times(self, seeds, seed_time, name: str = "seed_time"):
+        """The time of each tree (checked ``seed_time``; the seeds' node times by default), or
+        ``None`` for a sampler without times."""
+        timeline = self.timeline
+        if timeline is None:
+            if seed_time is not None:
+                raise ValueError(
+                    f"{name} needs a temporal sampler: NeighborSampler(..., node_time=...) or edge_time=..."
+                )
+            return None
+        if seed_time is not None:
+            return check_seed_time(seed_time, len(seeds), timeline.dtype, self.device, name)
+        if timeline.edge_level:
+            raise ValueError(f"{name} is required: an edge-time sampler filters each tree by its seed's time")
+        node_time = timeline.node_times()
+        if isinstance(seeds, np.ndarray):
+            return node_time[seeds]
+        return self.device.xp.asarray(node_time)[seeds]
+
+    def _sample_trees(self, seeds, key: int, tree_time, options=None):
+        """``(n_id, hops, batch)`` of a disjoint call: one tree per seed (virtual ids inside the
+        drivers, split here); ``tree_time`` the trees' times or ``None``."""
+        from ._kernels.records import no_exclusions
+
+        stride = max(self.num_nodes, 1)
+        check_tree_count(len(seeds), stride)
+        options = self._driver.options if options is None else options
+        xp = np if isinstance(seeds, np.ndarray) else self.device.xp
+        with self.device:
+            if self.device.is_cuda:
+                xp = self.device.xp
+                seeds = xp.asarray(seeds)
+                tree_time = None if tree_time is None else xp.asarray(tree_time)
+            options = options._replace(stride=stride, seed_time=no_exclusions() if tree_time is None else tree_time)
+            virtual = xp.arange(len(seeds), dtype=np.int64) * stride + seeds
+            n_id, hops = self._driver.sample_trees(virtual, self.fanouts, key, options=options, expand=self.expand)
+            batch = n_id // stride
+            n_id = n_id - batch * stride
+        return n_id, hops, batch
 
     def sample_links(
-        self, pairs, labels=None, *, negatives=None, num_negatives=1, strict_negatives=False, exclude="self", key=None
+        self,
+        pairs,
+        labels=None,
+        *,
+        negatives=None,
+        num_negatives=1,
+        strict_negatives=False,
+        exclude="self",
+        key=None,
+        pair_time=None,
     ) -> LinkSampleOutput:
         """Sample the neighbourhood of node pairs for link prediction, with negatives.
 
@@ -235,6 +351,12 @@ class NeighborSampler(BatchKeys):
             :meth:`sample` draws for the same key.
         key : int, optional
             Batch key, as in :meth:`sample` (``None`` uses and advances the counter).
+        pair_time : 1-D array-like, shape (B,), optional
+            Temporal samplers: each pair's time (required for edge times; node times default to
+            the pair's source's time). Both endpoints' trees, and the trees of the pair's
+            negatives, carry it; with node times negatives are drawn only among the nodes that
+            exist at that time (``node_time <= pair_time``; the earliest node when none does).
+            A disjoint sampler gives every endpoint a tree of its own (no deduplication).
 
         Returns
         -------
@@ -266,98 +388,10 @@ class NeighborSampler(BatchKeys):
         """
         from .links import sample_links
 
-        return sample_links(self, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key)
+        return sample_links(
+            self, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key, pair_time=pair_time
+        )
 
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):
         return check_seeds(seeds, self.num_nodes, self.device)
-
-
-def check_not_bipartite(graph):
-    """``graph``, refused when bipartite (``num_src_nodes != num_nodes``): an untyped sampler makes
-    each hop's sampled sources the next hop's targets, rows a bipartite relation does not have."""
-    if graph.num_src_nodes != graph.num_nodes:
-        raise ValueError(
-            f"graph is bipartite (num_src_nodes = {graph.num_src_nodes}, num_nodes = {graph.num_nodes}): an "
-            "untyped sampler makes each hop's sampled sources the next hop's targets, which a bipartite "
-            "relation's source ids are not; sample it as a relation of a HeteroGraph (HeteroNeighborSampler)"
-        )
-    return graph
-
-
-EXPANDS = ("all", "new")
-
-
-def check_expand(expand) -> str:
-    """``expand`` checked: ``"all"`` (every node so far, layer blocks) or ``"new"`` (PyG's rule)."""
-    if expand not in EXPANDS:
-        raise ValueError(f"expand must be one of {EXPANDS}, got {expand!r}")
-    return expand
-
-
-def resolve_placement(device, placement: str, graph, weighted: bool) -> str:
-    """The placement a sampler on ``device`` uses for ``graph`` (a CSRGraph; a typed graph's
-    stacked one): ``"auto"`` is ``"device"`` when the graph, with a weighted sampler's two tables
-    (8 bytes per row and per edge), takes less than half the free GPU memory, else ``"pinned"``;
-    a clear error for a placement the device cannot take."""
-    if placement not in _PLACEMENTS:
-        raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
-    if not device.is_cuda:
-        if placement not in ("auto", "host"):
-            raise ValueError(
-                f"placement {placement!r} needs a CUDA device; a CPU sampler reads the graph from host memory"
-            )
-        return "host"
-    if placement == "host":
-        raise ValueError("placement 'host' is for CPU samplers; on a CUDA device use 'device' or 'pinned'")
-    if placement != "auto":
-        return placement
-    if device.simulated:
-        return "device"
-    import cupy
-
-    with device:
-        free = cupy.cuda.runtime.memGetInfo()[0]
-    needed = graph.nbytes + (8 * (graph.num_nodes + graph.num_edges) if weighted else 0)
-    return "device" if needed < _DEVICE_FIT_FRACTION * free else "pinned"
-
-
-def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
-    """``seeds`` as a contiguous int64 1-D array (host, or ``device``'s for GPU input), every id in
-    ``[0, num_nodes)``; ``name`` names the argument in errors."""
-    if seeds is None:
-        raise TypeError(f"{name} must be a 1-D integer array, got None")
-    reject_meta(name, seeds)
-    seeds_on_gpu = on_gpu(seeds)
-    if seeds_on_gpu and not device.is_cuda:
-        raise ValueError(
-            f"{name} live on a GPU but this sampler runs on {device}; pass host seeds "
-            "(e.g. seeds.cpu() / cupy.asnumpy(seeds)) or build the sampler with device='cuda'"
-        )
-    if seeds_on_gpu:
-        seeds = as_device_array(seeds, device)
-    else:
-        if isinstance(seeds, (list, tuple)) and len(seeds) == 0:
-            seeds = np.empty(0, np.int64)
-        seeds = to_numpy(seeds)
-    dtype = seeds.dtype
-    if dtype.kind not in "iu":
-        what = "bool" if dtype.kind == "b" else str(dtype)
-        raise TypeError(f"{name} must hold integers (int32 or int64), got dtype {what}")
-    if seeds.ndim != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {tuple(seeds.shape)}")
-    xp = np if isinstance(seeds, np.ndarray) else device.xp
-    if seeds.size:
-        bad = (seeds < 0) | (seeds >= num_nodes)
-        if xp is np:
-            out_of_range = bool(bad.any())
-        else:
-            from .._launch import to_host
-
-            out_of_range = bool(to_host(bad.any()))  # sync: the one device read of a GPU batch's seeds
-        if out_of_range:
-            position = int(xp.argmax(bad))
-            raise IndexError(
-                f"{name} must lie in [0, num_nodes = {num_nodes}): {name}[{position}] = {int(seeds[position])}"
-            )
-    return xp.ascontiguousarray(seeds, dtype=np.int64)

@@ -39,17 +39,31 @@ class Adj(NamedTuple):
         return self.to("paddle")
 
 
-class SampleOutput(NamedTuple):
+class _SampleFields(NamedTuple):
+    n_id: Any
+    adjs: list
+
+
+class SampleOutput(_SampleFields):
     """A sampled multi-hop neighbourhood; unpacks as ``n_id, adjs``.
 
     n_id : int64 array, shape (N,)
         Global ids of every node touched; ``n_id[:batch_size]`` are the seeds, in order
         (duplicates kept), then new nodes in order of first appearance.
     adjs : list of :class:`Adj`, outermost hop first, so ``adjs[-1]`` targets the seeds.
+    batch : int64 array, shape (N,), or None
+        Disjoint (and temporal) sampling: for each row of ``n_id``, the position of its seed (its
+        tree); a node reached from two seeds has a row in each tree. ``None`` for shared sampling.
+        An attribute, not a field: the output still unpacks as ``n_id, adjs``.
     """
 
-    n_id: Any
-    adjs: list
+    batch = None
+
+    def __new__(cls, n_id, adjs, batch=None):
+        out = super().__new__(cls, n_id, adjs)
+        if batch is not None:
+            out.batch = batch
+        return out
 
     @property
     def batch_size(self) -> int:
@@ -81,6 +95,10 @@ class LinkSampleOutput(NamedTuple):
     num_false_negatives : int or None
         With ``strict_negatives``: how many negatives are still graph edges after the redraws
         (``None`` when negatives were not checked).
+    batch : int64 array, shape (N,), or None
+        Disjoint (and temporal) sampling: each row's tree. Every endpoint of every returned pair
+        (sources, then targets, then triplet negatives: no deduplication) is a seed of its own,
+        so ``pair_index`` is ``[0 .. P - 1; P .. 2P - 1]``. ``None`` for shared sampling.
     """
 
     n_id: Any
@@ -89,6 +107,7 @@ class LinkSampleOutput(NamedTuple):
     labels: Any
     negative_targets: Any = None
     num_false_negatives: Any = None
+    batch: Any = None
 
     @property
     def batch_size(self) -> int:
@@ -97,8 +116,8 @@ class LinkSampleOutput(NamedTuple):
 
     @property
     def sample_output(self) -> SampleOutput:
-        """The neighbourhood as a :class:`SampleOutput` ``(n_id, adjs)``."""
-        return SampleOutput(self.n_id, self.adjs)
+        """The neighbourhood as a :class:`SampleOutput` ``(n_id, adjs)`` (with ``batch``)."""
+        return SampleOutput(self.n_id, self.adjs, self.batch)
 
     def to(self, backend: str) -> LinkSampleOutput:
         """This output with every array converted zero-copy to ``backend``."""
@@ -107,7 +126,14 @@ class LinkSampleOutput(NamedTuple):
         return backends.to(backend, self)
 
 
-class HeteroSampleOutput(NamedTuple):
+class _HeteroSampleFields(NamedTuple):
+    n_id: Any
+    adjs: list
+    num_sampled_nodes: dict
+    num_sampled_edges: dict
+
+
+class HeteroSampleOutput(_HeteroSampleFields):
     """A sampled typed neighbourhood (:class:`~gglspeedup.HeteroNeighborSampler`).
 
     n_id : dict node type -> int64 array
@@ -121,12 +147,18 @@ class HeteroSampleOutput(NamedTuple):
     num_sampled_nodes : dict node type -> list of ``len(fanouts) + 1`` ints
         The type's seeds, then its nodes new at each hop, seed hop first (PyG's convention).
     num_sampled_edges : dict edge type -> list of ``len(fanouts)`` ints, seed hop first.
+    batch : dict node type -> int64 array, or None
+        Disjoint (and temporal) sampling: each row's tree, numbered over every type's seeds in the
+        graph's node-type order. An attribute, not a field (the output unpacks in four).
     """
 
-    n_id: Any
-    adjs: list
-    num_sampled_nodes: dict
-    num_sampled_edges: dict
+    batch = None
+
+    def __new__(cls, n_id, adjs, num_sampled_nodes, num_sampled_edges, batch=None):
+        out = super().__new__(cls, n_id, adjs, num_sampled_nodes, num_sampled_edges)
+        if batch is not None:
+            out.batch = batch
+        return out
 
     @property
     def batch_size(self) -> dict:
@@ -149,7 +181,9 @@ class HeteroLinkSampleOutput(NamedTuple):
         appearance (one type's sources and targets share its list when both ends have that type).
     edge_type : the ``(src_type, name, dst_type)`` of the pairs
     pair_index : int64 (2, P): row 0 positions in ``n_id[src_type]``, row 1 in ``n_id[dst_type]``
-    labels, negative_targets, num_false_negatives : as :class:`LinkSampleOutput`
+    labels, negative_targets, num_false_negatives, batch : as :class:`LinkSampleOutput`
+        (``batch`` a dict per node type, trees numbered sources first, then targets and triplet
+        negatives; with one node type at both ends one list, as untyped)
     """
 
     n_id: Any
@@ -161,6 +195,7 @@ class HeteroLinkSampleOutput(NamedTuple):
     labels: Any
     negative_targets: Any = None
     num_false_negatives: Any = None
+    batch: Any = None
 
     @property
     def batch_size(self) -> int:
@@ -169,8 +204,8 @@ class HeteroLinkSampleOutput(NamedTuple):
 
     @property
     def sample_output(self) -> HeteroSampleOutput:
-        """The neighbourhood as a :class:`HeteroSampleOutput`."""
-        return HeteroSampleOutput(self.n_id, self.adjs, self.num_sampled_nodes, self.num_sampled_edges)
+        """The neighbourhood as a :class:`HeteroSampleOutput` (with ``batch``)."""
+        return HeteroSampleOutput(self.n_id, self.adjs, self.num_sampled_nodes, self.num_sampled_edges, self.batch)
 
     def to(self, backend: str) -> HeteroLinkSampleOutput:
         """This output with every array converted zero-copy to ``backend``."""

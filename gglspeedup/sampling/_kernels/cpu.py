@@ -20,9 +20,10 @@ from numba import njit, prange
 from ..._hugepages import huge_empty
 from ..._intrinsics import prefetch
 from ..._threading import prefer_tbb
+from .disjoint import new_table, sample_tree_hop
 from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_state
-from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions
+from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions, with_markers
 from .rng import hop_state, row_state
 from .rows import row_count, row_count_unexcluded, row_fill, row_finish, row_weight_table
 
@@ -60,15 +61,17 @@ class CPUDriver:
     options : SampleOptions
     seed : int
         The sampler's seed (hop states hash ``(seed, key, hop)``).
+    times : array, optional
+        A temporal sampler's time per CSR position (rows sorted by it): ``SampleOptions.times``.
 
     The driver is thread-safe: each call takes a map from the pool (or makes one) and returns it
     clean; compiled kernels run one at a time (:data:`KERNEL_LOCK`) and release the GIL.
     """
 
-    def __init__(self, graph, options: SampleOptions, seed: int):
+    def __init__(self, graph, options: SampleOptions, seed: int, times=None):
         tables = weight_tables(graph.indptr, graph.weights) if options.weighted else None
         self.graph: GraphArrays = graph_arrays(graph, tables, lambda dtype: np.zeros(1, dtype))
-        self.options = options._replace(excluded=no_exclusions(), excluded_rows=no_exclusions())
+        self.options = with_markers(options, times)
         self.seed = int(seed)
         self.num_nodes = graph.num_nodes
         self._free_maps: list[np.ndarray] = []
@@ -119,10 +122,38 @@ class CPUDriver:
             self._free_maps.append(local_map)
         return n_id, hops
 
-    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None):
+    def sample_trees(self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions, expand: str = "all"):
+        """Disjoint sampling (:mod:`.disjoint`): every seed its own tree. ``options.stride`` (> 0)
+        is the virtual-id stride; ``seeds`` are already virtual (``tree * stride + seed``) and so
+        is the returned ``n_id``; hops as :meth:`sample_all`'s."""
+        hops = []
+        threads = numba.get_num_threads()
+        with KERNEL_LOCK:
+            try:
+                n_id = np.ascontiguousarray(seeds, dtype=np.int64)
+                keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
+                first = 0
+                for hop, k in enumerate(fanouts):
+                    num_targets = len(n_id)
+                    work = (num_targets - first) * (k if k > 0 else 16)
+                    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
+                    n_id, edge_index, e_id, keys, values = sample_tree_hop(
+                        self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
+                    )
+                    hops.append((edge_index, e_id, (len(n_id), num_targets)))
+                    if expand == "new":
+                        first = num_targets
+            finally:
+                numba.set_num_threads(threads)
+        return n_id, hops
+
+    def negatives(
+        self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None, eligible=None
+    ):
         """``(src, dst, stayed)``: ``count`` negatives of batch ``key`` (:func:`.links.draw_negatives`;
         ``sources`` are the positives' sources when ``fixed``; ``space`` ``(num_sources,
-        num_targets, row_base)`` defaults to the whole graph)."""
+        num_targets, row_base)`` defaults to the whole graph; ``eligible`` a
+        :class:`.links.NegativeTimes` for temporal negatives)."""
         space = (self.num_nodes, self.num_nodes, 0) if space is None else space
         out_src, out_dst = np.empty(count, np.int64), np.empty(count, np.int64)
         stayed = np.empty(count, np.int8)
@@ -136,6 +167,7 @@ class CPUDriver:
                     fixed,
                     width,
                     strict,
+                    no_exclusions() if eligible is None else eligible,
                     out_src,
                     out_dst,
                     stayed,

@@ -27,10 +27,10 @@ import numpy as np
 from numba import cuda
 
 from ..._launch import device_view, launch_rows, to_host
-from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions
+from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions, with_markers
 from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
 from .rng import hop_state, row_state
-from .rows import row_count, row_fill, row_finish
+from .rows import row_finish, row_window, split, window_count, window_fill
 
 __all__ = ["CUDADriver"]
 
@@ -39,7 +39,9 @@ __all__ = ["CUDADriver"]
 def _count_kernel(graph, options, n_id, k, counts):
     i = cuda.grid(1)
     if i < n_id.shape[0]:
-        counts[i + 1] = row_count(graph, options, n_id[i], k)
+        node, tree = split(options, n_id[i])
+        start, end = row_window(graph, options, node, tree)
+        counts[i + 1] = window_count(graph, options, node, start, end, k)
 
 
 @cuda.jit(cache=True)
@@ -49,24 +51,31 @@ def _fill_insert_kernel(
     """Node ``i`` of ``n_id`` enters the table; a target (``i >= lo``, row ``j = i - lo``) also
     draws into its slots (padded: ``j*k ..``, packed: ``offsets[j] ..``), finishes them
     (neighbours in ``col``, edge ids in ``pos``) and enters its neighbours. ``lo = 0`` expands
-    every node; the start of the last hop's new nodes expands those only (PyG's rule)."""
+    every node; the start of the last hop's new nodes expands those only (PyG's rule). In
+    disjoint sampling (``options.stride > 0``) ids are virtual (``tree * stride + node``): a row
+    draws for its node in its tree's window, and its neighbours enter as ids of its tree."""
     i = cuda.grid(1)
     num_known = n_id.shape[0]
     if i < num_known:
-        node = n_id[i]
-        slot_of[i] = insert(keys, first, node, i, mask)
+        vid = n_id[i]
+        slot_of[i] = insert(keys, first, vid, i, mask)
         if i >= lo:
             j = i - lo
+            node, tree = split(options, vid)
+            window_start, window_end = row_window(graph, options, node, tree)
             if padded:
-                count = row_count(graph, options, node, k)
+                count = window_count(graph, options, node, window_start, window_end, k)
                 counts[j + 1] = count
                 start = j * k
             else:
                 start = offsets[j]
                 count = offsets[j + 1] - start
-            row_fill(graph, options, node, k, row_state(hop_state_, node), count, pos, start)
+            state = row_state(hop_state_, node)
+            window_fill(graph, options, node, window_start, window_end, k, state, count, pos, start)
             row_finish(graph, options, pos, col, start, start + count)
+            base = tree * options.stride
             for q in range(start, start + count):
+                col[q] += base
                 slot_of[num_known + q] = insert(keys, first, col[q], num_known + q, mask)
                 if not padded:
                     dst[q] = i
@@ -88,9 +97,14 @@ class CUDADriver:
     weight_tables : callable, optional
         ``weight_tables(indptr, weights) -> (live, cum)`` on host arrays (the CPU kernel); used
         once, here, for weighted samplers. The tables go where the graph is.
+    times : array, optional
+        A temporal sampler's time per CSR position, where the graph is (``SampleOptions.times``).
+
+    Disjoint sampling runs through :meth:`sample_all` too: the kernels split virtual ids
+    (``options.stride``), so the caller passes virtual seeds and gets virtual ``n_id`` back.
     """
 
-    def __init__(self, graph, options: SampleOptions, seed: int, device, weight_tables=None):
+    def __init__(self, graph, options: SampleOptions, seed: int, device, weight_tables=None, times=None):
         from ...device import pinned_empty, to_numpy
 
         self.device, self.seed = device, int(seed)
@@ -109,7 +123,7 @@ class CUDADriver:
             arrays = graph_arrays(graph, tables, lambda dtype: xp.zeros(1, dtype=dtype))
             self.graph: GraphArrays = device_view(arrays)  # numba views, made once
             self._placeholder = xp.zeros(1, dtype=np.int64)
-            self.options = device_view(options._replace(excluded=no_exclusions(), excluded_rows=no_exclusions()))
+            self.options = device_view(with_markers(options, times))
         self._csr = (graph.indptr, graph.indices)  # CuPy or pinned NumPy arrays, for rows_ascending
         self._rows_ascending = None  # computed on the first link batch
 
@@ -118,9 +132,12 @@ class CUDADriver:
         """``(live, cum)`` of a weighted sampler, where the graph lives, else ``None``."""
         return (self.graph.live, self.graph.cum) if self.options.weighted else None
 
-    def negatives(self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None):
+    def negatives(
+        self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None, eligible=None
+    ):
         """``(src, dst, stayed)`` device arrays: ``count`` negatives of batch ``key`` (``space``:
-        ``(num_sources, num_targets, row_base)``, default the whole graph)."""
+        ``(num_sources, num_targets, row_base)``, default the whole graph; ``eligible``: temporal
+        negatives, a :class:`.links.NegativeTimes` of device arrays)."""
         num_nodes = self.graph.indptr.shape[0] - 1
         space = (num_nodes, num_nodes, 0) if space is None else space
         from .cuda_links import draw_negatives
@@ -138,6 +155,7 @@ class CUDADriver:
                 width,
                 strict,
                 count,
+                no_exclusions() if eligible is None else eligible,
             )
 
     def excluded_positions(self, sources, targets):
@@ -173,6 +191,10 @@ class CUDADriver:
                 if expand == "new":
                     lo = num_known
         return n_id, hops
+
+    def sample_trees(self, seeds, fanouts, key: int, *, options: SampleOptions, expand: str = "all"):
+        """Disjoint sampling: :meth:`sample_all` over virtual seeds (``options.stride > 0``)."""
+        return self.sample_all(seeds, fanouts, key, options=options, expand=expand)
 
     def _hop(self, n_id, lo: int, k: int, state, options):
         device, graph, xp = self.device, self.graph, self.device.xp

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..._launch import launch_rows, to_host
+from ..._launch import device_view, launch_rows, to_host
 from .exclusion import count_matches, fill_matches
 from .links import fill_negative
 
@@ -14,10 +14,10 @@ __all__ = ["draw_negatives", "match_positions"]
 
 
 @cuda.jit(cache=True)
-def _negatives_kernel(graph, state, space, sources, fixed, width, strict, out_src, out_dst, stayed):
+def _negatives_kernel(graph, state, space, sources, fixed, width, strict, eligible, out_src, out_dst, stayed):
     j = cuda.grid(1)
     if j < out_dst.shape[0]:
-        fill_negative(graph, state, space, sources, fixed, width, strict, j, out_src, out_dst, stayed)
+        fill_negative(graph, state, space, sources, fixed, width, strict, eligible, j, out_src, out_dst, stayed)
 
 
 @cuda.jit(cache=True)
@@ -34,12 +34,13 @@ def _fill_matches_kernel(graph, sources, targets, sorted_rows, offsets, position
         fill_matches(graph, sources[i], targets[i], sorted_rows, positions, offsets[i])
 
 
-def draw_negatives(device, graph, state, space, sources, fixed, width, strict, count):
+def draw_negatives(device, graph, state, space, sources, fixed, width, strict, count, eligible):
     """``(src, dst, stayed)`` device arrays of ``count`` negatives (see :func:`.links.draw_negatives`)."""
     xp = device.xp
     out_src = xp.empty(count, dtype=np.int64)
     out_dst = xp.empty(count, dtype=np.int64)
     stayed = xp.empty(count, dtype=np.int8)
+    eligible = device_view(eligible)
     launch_rows(
         _negatives_kernel,
         device,
@@ -51,6 +52,7 @@ def draw_negatives(device, graph, state, space, sources, fixed, width, strict, c
         fixed,
         width,
         strict,
+        eligible,
         out_src,
         out_dst,
         stayed,

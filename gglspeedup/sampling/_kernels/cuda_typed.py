@@ -19,7 +19,7 @@ from numba import cuda
 from ..._launch import device_view, launch_rows, to_host
 from .cuda import CUDADriver
 from .rng import row_state
-from .rows import row_count, row_fill, row_finish
+from .rows import row_finish, row_window, split, window_count, window_fill
 from .typed import TypedHop
 
 __all__ = ["TypedCUDADriver", "relabel_typed"]
@@ -30,7 +30,9 @@ def _typed_count_kernel(graph, options, targets, rel_of, row_base, ks, counts):
     i = cuda.grid(1)
     if i < targets.shape[0]:
         r = rel_of[i]
-        counts[i + 1] = row_count(graph, options, row_base[r] + targets[i], ks[r])
+        node, tree = split(options, targets[i])
+        start, end = row_window(graph, options, row_base[r] + node, tree)
+        counts[i + 1] = window_count(graph, options, row_base[r] + node, start, end, ks[r])
 
 
 @cuda.jit(cache=True)
@@ -38,17 +40,23 @@ def _typed_fill_kernel(
     graph, options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, offsets, pos, col, dst
 ):
     """Target ``i``: draw into ``pos[offsets[i]:offsets[i + 1]]``, finish (``col``: local source
-    ids, then their typed ids; ``pos``: relation-local edge ids) and write its position ``dst``."""
+    ids, then their typed ids; ``pos``: relation-local edge ids) and write its position ``dst``.
+    Disjoint (``options.stride > 0``): targets are virtual local ids and the sources' typed ids
+    carry the target's tree (``src_base[r] + tree * stride + id``)."""
     i = cuda.grid(1)
     if i < targets.shape[0]:
         r = rel_of[i]
-        node = targets[i]
+        node, tree = split(options, targets[i])
+        row = row_base[r] + node
         start = offsets[i]
         count = offsets[i + 1] - start
-        row_fill(graph, options, row_base[r] + node, ks[r], row_state(states[r], node), count, pos, start)
+        window_start, window_end = row_window(graph, options, row, tree)
+        state = row_state(states[r], node)
+        window_fill(graph, options, row, window_start, window_end, ks[r], state, count, pos, start)
         row_finish(graph, options, pos, col, start, start + count)
+        base = src_base[r] + tree * options.stride
         for q in range(start, start + count):
-            col[q] += src_base[r]
+            col[q] += base
             dst[q] = i - segments[r]
             if not options.has_edge_ids:
                 pos[q] -= edge_base[r]
@@ -100,10 +108,10 @@ class TypedCUDADriver:
     :class:`.typed.TypedCPUDriver`. The untyped :class:`.cuda.CUDADriver` over the same stacked
     graph (:attr:`flat`) holds the records and draws link negatives and exclusions."""
 
-    def __init__(self, stacked, options, seed: int, type_counts, device):
+    def __init__(self, stacked, options, seed: int, type_counts, device, times=None):
         from .cpu import weight_tables
 
-        self.flat = CUDADriver(stacked, options, seed, device, weight_tables=weight_tables)
+        self.flat = CUDADriver(stacked, options, seed, device, weight_tables=weight_tables, times=times)
         self.device, self.seed = device, int(seed)
         self.graph, self.options = self.flat.graph, self.flat.options
         counts = np.asarray(type_counts, np.int64)
@@ -119,12 +127,23 @@ class TypedCUDADriver:
             self._uploaded = (plan, arrays)
         return arrays
 
-    def sample_all(self, seeds: list, plan, key: int, *, options=None, expand: str = "all"):
+    def sample_trees(self, seeds: list, plan, key: int, *, options, expand: str = "all", span: int):
+        """Disjoint typed sampling: ``seeds`` per type are virtual local ids (``tree * stride +
+        id``, ``options.stride > 0``), as is the returned ``n_id``; ``span`` (trees times stride)
+        separates the node types' virtual id spaces in the relabel."""
+        type_base = np.arange(len(self.type_base), dtype=np.int64) * span
+        return self.sample_all(seeds, plan, key, options=options, expand=expand, type_base=type_base)
+
+    def sample_all(self, seeds: list, plan, key: int, *, options=None, expand: str = "all", type_base=None):
         """As :meth:`.typed.TypedCPUDriver.sample_all`, with arrays of ``device.xp``."""
         options = self.options if options is None else device_view(options)
         xp = self.device.xp
         with self.device:
             row_base, src_base, edge_base = self._device_plan(plan)
+            if type_base is None:
+                type_base = self.type_base
+            else:
+                src_base = xp.asarray(plan.src_base(type_base))
             n_id = [xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in seeds]
             hops = []
             starts = [0] * len(n_id)
@@ -132,7 +151,9 @@ class TypedCUDADriver:
                 targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop, xp)
                 ks = xp.asarray(plan.fanouts[:, hop].copy())
                 states = xp.asarray(plan.states(self.seed, key, hop))
-                hop_out = self._hop(options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id)
+                hop_out = self._hop(
+                    options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id, type_base
+                )
                 if expand == "new":
                     plan.shift_targets(hop_out[0], hop_out[2], starts)
                     starts = [len(ids) for ids in n_id]
@@ -140,7 +161,7 @@ class TypedCUDADriver:
                 hops.append(hop_out)
         return n_id, hops
 
-    def _hop(self, options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id):
+    def _hop(self, options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id, type_base):
         device, graph, xp = self.device, self.graph, self.device.xp
         num_targets = int(targets.shape[0])
         counts = xp.zeros(num_targets + 1, dtype=np.int64)
@@ -171,7 +192,7 @@ class TypedCUDADriver:
                 col,
                 dst,
             )
-        src_local, new_nodes, type_offsets = relabel_typed(xp, n_id, self.type_base, col)
+        src_local, new_nodes, type_offsets = relabel_typed(xp, n_id, type_base, col)
         edges = xp.empty(2 * num_edges, dtype=np.int64)
         for r in range(len(edge_offsets) - 1):
             first, stop = int(edge_offsets[r]), int(edge_offsets[r + 1])

@@ -39,6 +39,7 @@ __all__ = [
     "excluded_slice",
     "count_excluded",
     "fill_excluding",
+    "fill_last",
     "count_matches",
     "fill_matches",
 ]
@@ -280,6 +281,39 @@ def _overload_fill_excluding(graph, options, start, deg, k, state, count, availa
     if _excludes(options):
         return _fill_excluding
     return lambda graph, options, start, deg, k, state, count, available, pos, out, a, b: None
+
+
+@register_jitable
+def _last_plain(start, end, count, pos, out):
+    for c in range(count):
+        pos[out + c] = end - count + c
+
+
+def _fill_last(options, start, end, count, pos, out, a, b):
+    if b <= a:
+        _last_plain(start, end, count, pos, out)
+        return
+    excluded = options.excluded
+    c = count
+    p = end - 1
+    while c > 0:  # the window holds at least ``count`` edges that are not excluded
+        if not _is_excluded(excluded, a, b, p):
+            c -= 1
+            pos[out + c] = p
+        p -= 1
+
+
+def fill_last(options, start, end, count, pos, out, a, b):
+    """Temporal strategy ``"last"``: the ``count`` latest positions of the window ``[start, end)``
+    (rows sorted by time) that are not excluded (``excluded[a:b]``), written oldest first."""
+    _fill_last(options, start, end, count, pos, out, a, b)
+
+
+@overload(fill_last)
+def _overload_fill_last(options, start, end, count, pos, out, a, b):
+    if _excludes(options):
+        return _fill_last
+    return lambda options, start, end, count, pos, out, a, b: _last_plain(start, end, count, pos, out)
 
 
 @register_jitable

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["GraphArrays", "SampleOptions", "graph_arrays", "no_exclusions"]
+__all__ = ["GraphArrays", "SampleOptions", "graph_arrays", "no_exclusions", "with_markers"]
 
 
 class GraphArrays(NamedTuple):
@@ -52,8 +52,18 @@ class SampleOptions(NamedTuple):
         row that holds an excluded position (:func:`.exclusion.row_filter`), so most rows skip
         the binary search; the marker when ``excluded`` is.
 
-    The first three are fixed for a sampler's lifetime; a link batch swaps in its own
-    ``excluded`` and ``excluded_rows`` (``options._replace``) for its one call.
+    times : int64 or float64 array of one time per CSR position (a temporal sampler's rows are
+        sorted by it, ascending), or the :func:`no_exclusions` marker for a sampler without times
+        (the window bodies of :mod:`.windows` then compile to the whole row)
+    seed_time : a temporal call's time per tree (the dtype of ``times``), or the marker
+    last : temporal strategy ``"last"``: a row takes its ``k`` latest eligible edges
+    stride : int: 0 for shared sampling; in disjoint sampling the ids in ``n_id`` are *virtual*,
+        ``tree * stride + node`` (``stride`` the node count: every tree its own copy of the
+        graph), which the GPU kernels split (:func:`.windows.split`)
+
+    ``replace``, ``weighted``, ``has_edge_ids``, ``times``, ``last`` are fixed for a sampler's
+    lifetime; a call swaps in its own ``excluded`` / ``excluded_rows`` (a link batch),
+    ``seed_time`` and ``stride`` (``options._replace``).
     """
 
     replace: bool
@@ -61,6 +71,10 @@ class SampleOptions(NamedTuple):
     has_edge_ids: bool
     excluded: Any = None
     excluded_rows: Any = None
+    times: Any = None
+    seed_time: Any = None
+    last: bool = False
+    stride: int = 0
 
 
 def no_exclusions():
@@ -69,6 +83,16 @@ def no_exclusions():
     bodies are calls that take and release a reference to every array of their records, per row,
     and two more arrays made plain ``sample()`` 22% more instructions per batch."""
     return np.int8(0)
+
+
+def with_markers(options: SampleOptions, times=None) -> SampleOptions:
+    """A driver's own record: ``options`` with the :func:`no_exclusions` marker in every per-call
+    array field (``excluded``, ``excluded_rows``, ``seed_time``) and ``times`` (the marker when
+    ``None``): the record plain ``sample()`` calls run with."""
+    marker = no_exclusions()
+    return options._replace(
+        excluded=marker, excluded_rows=marker, seed_time=marker, times=marker if times is None else times, stride=0
+    )
 
 
 def graph_arrays(graph, tables, placeholder) -> GraphArrays:

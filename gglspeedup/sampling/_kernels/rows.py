@@ -33,9 +33,10 @@ a real GPU compute the same bits.
 from __future__ import annotations
 
 import numpy as np
-from numba.extending import register_jitable
+from numba import types
+from numba.extending import overload, register_jitable
 
-from .exclusion import count_excluded, excluded_slice, fill_excluding
+from .exclusion import count_excluded, excluded_slice, fill_excluding, fill_last
 from .rng import draw, uniform_01, uniform_below
 
 __all__ = [
@@ -45,6 +46,10 @@ __all__ = [
     "row_count_unexcluded",
     "row_fill",
     "row_finish",
+    "split",
+    "row_window",
+    "window_count",
+    "window_fill",
 ]
 
 
@@ -108,15 +113,110 @@ def row_fill(graph, options, node, k, state, count, pos, out):
 
     ``state`` is the row's RNG state (:func:`.rng.row_state`); ``count`` is :func:`row_count`'s.
     """
+    window_fill(graph, options, node, graph.indptr[node], graph.indptr[node + 1], k, state, count, pos, out)
+
+
+# ---------------------------------------------------------------------------- windows
+# A row's *window* is the part of it a draw may take: the whole row, or for a temporal sampler
+# (``options.times``: rows sorted by time) the prefix of edges whose time is ``<=`` the tree's
+# seed time, found by binary search. A prefix of a row draws exactly as a shorter row: the
+# weighted tables (``cum`` from the row's start) hold for it unchanged.
+
+
+def _timed(options) -> bool:
+    """At compile time: whether a ``SampleOptions`` type carries times (an array, not the marker)."""
+    field = options.types[options.fields.index("times")]
+    return isinstance(field, types.Array)
+
+
+@register_jitable
+def split(options, vid):
+    """``(node, tree)`` of an id in ``n_id``: ``(vid, 0)`` in shared sampling (``stride == 0``),
+    else the virtual id ``tree * stride + node`` split (disjoint sampling)."""
+    stride = options.stride
+    if stride == 0:
+        return vid, vid - vid
+    tree = vid // stride
+    return vid - tree * stride, tree
+
+
+@register_jitable
+def _eligible_end(times, start, end, limit):
+    """First ``p`` in ``[start, end)`` with ``times[p] > limit`` (``times`` ascending there): the
+    edges at or before the limit (``<=``) are ``[start, p)``."""
+    lo, hi = start, end
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if times[mid] <= limit:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _timed_window(graph, options, node, tree):
+    start = graph.indptr[node]
+    return start, _eligible_end(options.times, start, graph.indptr[node + 1], options.seed_time[tree])
+
+
+def row_window(graph, options, node, tree):
+    """``(start, end)``: the positions row ``node`` may draw from for tree ``tree`` (the whole row
+    without times; with times the prefix at or before ``options.seed_time[tree]``)."""
+    if options.times.dtype == np.int8:  # the marker (simulator path; compiled code: the overload)
+        return graph.indptr[node], graph.indptr[node + 1]
+    return _timed_window(graph, options, node, tree)
+
+
+@overload(row_window)
+def _overload_row_window(graph, options, node, tree):
+    if _timed(options):
+        return _timed_window
+    return lambda graph, options, node, tree: (graph.indptr[node], graph.indptr[node + 1])
+
+
+@register_jitable
+def _live_in(graph, node, start, end):
+    """Edges of weight > 0 in ``[start, end)`` of row ``node`` (the table when it is the whole row)."""
+    if start == graph.indptr[node] and end == graph.indptr[node + 1]:
+        return graph.live[node]
+    count = 0
+    for p in range(start, end):
+        if graph.weights[p] > 0:
+            count += 1
+    return count
+
+
+@register_jitable
+def window_count(graph, options, node, start, end, k):
+    """How many edges the window ``[start, end)`` of row ``node`` yields for fanout ``k``
+    (:func:`row_count` for the whole row; strategy ``"last"``: ``min(k, available)``)."""
+    if k == 0:
+        return 0
+    a, b = excluded_slice(options, node, start, end)
+    avail = _live_in(graph, node, start, end) if options.weighted else end - start
+    if b > a:
+        avail -= count_excluded(graph, options, a, b)
+    if options.last:
+        return avail if k < 0 else min(k, avail)
+    return _count_of(options, k, avail)
+
+
+@register_jitable
+def window_fill(graph, options, node, start, end, k, state, count, pos, out):
+    """Write ``count`` (:func:`window_count`'s) sampled positions of the window ``[start, end)`` of
+    row ``node`` into ``pos[out:out + count]``: :func:`row_fill`'s draws over the window, or with
+    strategy ``"last"`` its ``count`` latest positions (oldest first)."""
     if count == 0:
         return
     replace, weighted = options.replace, options.weighted
     weights, cum = graph.weights, graph.cum
-    start = graph.indptr[node]
-    deg = graph.indptr[node + 1] - start
-    a, b = excluded_slice(options, node, start, start + deg)
+    deg = end - start
+    a, b = excluded_slice(options, node, start, end)
+    if options.last:
+        fill_last(options, start, end, count, pos, out, a, b)
+        return
     if b > a:  # edges this row must not draw: a separate path, so other rows draw as sample() does
-        available = row_available(graph, options, node, a, b)
+        available = (_live_in(graph, node, start, end) if weighted else deg) - count_excluded(graph, options, a, b)
         fill_excluding(graph, options, start, deg, k, state, count, available, pos, out, a, b)
         return
     if k < 0 or (not replace and count < k) or (not replace and not weighted and deg <= k):

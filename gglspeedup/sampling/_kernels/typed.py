@@ -23,6 +23,7 @@ from numba import njit, prange
 
 from ..._intrinsics import prefetch
 from .cpu import KERNEL_LOCK, PARALLEL_MIN_WORK, CPUDriver, map_seeds, reset_map
+from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
 from .records import SampleOptions
 from .rng import row_state
@@ -63,8 +64,8 @@ class TypedCPUDriver:
     finds excluded positions for link batches; its records (weighted tables included) are shared.
     """
 
-    def __init__(self, stacked, options: SampleOptions, seed: int, type_counts):
-        self.flat = CPUDriver(stacked, options, seed)
+    def __init__(self, stacked, options: SampleOptions, seed: int, type_counts, times=None):
+        self.flat = CPUDriver(stacked, options, seed, times=times)
         self.graph, self.options, self.seed = self.flat.graph, self.flat.options, int(seed)
         counts = np.asarray(type_counts, np.int64)
         self.type_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
@@ -76,7 +77,7 @@ class TypedCPUDriver:
         """Sample every hop of a typed batch.
 
         ``seeds``: one checked int64 host array per node type (empty for types without seeds).
-        ``plan``: a :class:`~gglspeedup.sampling.hetero.HopPlan` (per relation: source type,
+        ``plan``: a :class:`~gglspeedup.sampling.plan.HopPlan` (per relation: source type,
         target type, row base, edge base, fanouts, keys). Returns ``(n_id, hops)``: ``n_id`` one
         array per type, ``hops`` one :class:`TypedHop` per hop, seed hop first. ``expand="new"``
         draws at hop ``h + 1`` only for the nodes first reached at hop ``h`` (PyG's rule); target
@@ -126,6 +127,48 @@ class TypedCPUDriver:
                 reset_map(ids, local_map[base : base + self._count(t)])
         with self._lock:  # only a clean map goes back (an exception above drops it)
             self._free_maps.append(local_map)
+        return n_id, hops
+
+    def sample_trees(self, seeds: list, plan, key: int, *, options: SampleOptions, expand: str = "all", span: int):
+        """Disjoint typed sampling (:func:`.disjoint.sample_typed_tree_hop`): ``seeds`` per type are
+        virtual local ids (``tree * stride + id``, ``options.stride > 0``), as is the returned
+        ``n_id``; ``span`` (trees times stride) separates the types in the relabel table."""
+        n_id = [np.ascontiguousarray(ids, dtype=np.int64) for ids in seeds]
+        hops = []
+        threads = numba.get_num_threads()
+        with KERNEL_LOCK:
+            try:
+                flat = np.concatenate(n_id)
+                type_of = np.repeat(np.arange(len(n_id), dtype=np.int64), [len(ids) for ids in n_id])
+                keys, values = new_table(flat, type_of * span, 4 * len(flat))
+                starts = [0] * len(n_id)
+                for hop in range(plan.num_hops):
+                    targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop)
+                    numba.set_num_threads(threads if plan.work(segments, hop) >= PARALLEL_MIN_WORK else 1)
+                    sizes = np.array([len(ids) for ids in n_id], np.int64)
+                    edges, e_id, offsets, (new_nodes, type_offsets), keys, values = sample_typed_tree_hop(
+                        self.graph,
+                        options,
+                        targets,
+                        rel_of,
+                        segments,
+                        plan.row_base,
+                        plan.fanouts[:, hop].copy(),
+                        plan.states(self.seed, key, hop),
+                        plan.src_type,
+                        plan.edge_base,
+                        keys,
+                        values,
+                        sizes,
+                        np.int64(span),
+                    )
+                    if expand == "new":
+                        plan.shift_targets(edges, offsets[segments], starts)
+                        starts = [len(ids) for ids in n_id]
+                    n_id = plan.extend(n_id, new_nodes, type_offsets)
+                    hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
+            finally:
+                numba.set_num_threads(threads)
         return n_id, hops
 
     def _count(self, t: int) -> int:

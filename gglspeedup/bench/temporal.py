@@ -1,0 +1,304 @@
+"""``python -m gglspeedup.bench temporal``: temporal sampling's edges/s beside plain sampling.
+
+Example (the issue's target: temporal >= 70% of plain, rows sorted by time)::
+
+    python -m gglspeedup.bench temporal --graph powerlaw:2000000:32 --fanouts 15,10 --batch 1024 \\
+        --peers pyg --json temporal.json
+
+Every node gets a time, uniform over ``[0, 10**6)`` (``--time edge``: every edge), drawn from
+``--seed``; every seed gets a time uniform over the same range, so about half of each row is
+eligible for a tree. Contenders, all on the same graph, seeds and seed times, timed in alternated
+rounds (``time_contenders``):
+
+- ``plain``: ``NeighborSampler(graph, fanouts)``, shared sampling (the reference of every ratio);
+- ``plain disjoint``: ``disjoint=True``, one tree per seed without times (what temporal implies);
+- ``temporal <strategy>, sorted rows``: the graph handed over with every row already ascending
+  in time (the sampler checks it once and uses it as is);
+- ``temporal uniform, unsorted rows``: the graph as generated; the sampler sorts a copy of its
+  rows once at construction (its ``setup s`` is that cost; the draws are the sorted case's);
+- ``pyg plain`` / ``pyg temporal <strategy>`` (``--peers pyg``, where pyg-lib is installed):
+  ``torch.ops.pyg.neighbor_sample`` on the same CSR (the time-sorted one for temporal calls, as
+  PyG's ``NeighborSampler`` sorts it), with ``node_time`` / ``edge_time``, ``seed_time`` and
+  ``disjoint=True``. PyG expands only the nodes new at each hop of a tree, so it samples fewer
+  edges per batch (the ``edges/batch`` column); edges/s stays comparable;
+- ``dgl``: GraphBolt's ``temporal_sample_neighbors``, reported unavailable with the reason when
+  its native library does not load (DGL 2.1 ships it for torch 2.0-2.2 only).
+
+``vs plain`` is the median over rounds of a row's edges/s over its own library's ``plain`` edges/s
+in the same round (:func:`._common.paired_ratio`); ``ours/pyg`` compares a temporal row of ours
+with pyg-lib's row of the same strategy, the same way.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+__all__ = ["add_arguments", "run", "make_times"]
+
+PLAIN = "plain"
+PEERS = ("pyg", "dgl")
+TIME_RANGE = 10**6
+_TORCH_CSR: dict = {}  # id(graph) -> pyg-lib's (rowptr, col), while one run's contenders are prepared
+
+
+def add_arguments(parser) -> None:
+    """Add this command's options to an ``argparse`` parser."""
+    from ._common import GRAPH_SPEC_HELP
+
+    parser.add_argument("--graph", default="powerlaw:2000000:32", help=GRAPH_SPEC_HELP)
+    parser.add_argument("--fanouts", default="15,10", help="comma-separated, seeds' hop first (default 15,10)")
+    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
+    parser.add_argument("--batches", type=int, default=20, help="timed batches per round (default 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first (default 3)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
+    parser.add_argument(
+        "--time", default="node", choices=("node", "edge"), help="filter by node times or edge times (default node)"
+    )
+    parser.add_argument(
+        "--strategies", default="uniform", help="comma-separated temporal strategies: uniform, last (default uniform)"
+    )
+    parser.add_argument("--peers", default="pyg,dgl", help="comma-separated peers from: pyg, dgl ('' for none)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the times, the batches and every sampler")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
+
+
+def make_times(graph, kind: str, seed: int) -> np.ndarray:
+    """int64 times uniform over ``[0, TIME_RANGE)``: one per node (``kind="node"``) or per edge id."""
+    rng = np.random.default_rng([seed, 20])
+    count = graph.num_nodes if kind == "node" else graph.num_edges
+    return rng.integers(0, TIME_RANGE, count, dtype=np.int64)
+
+
+def _validate(args):
+    from ._common import parse_fanouts, parse_names
+
+    fanouts = parse_fanouts(args.fanouts)
+    for option in ("batch", "batches", "repeats"):
+        if getattr(args, option) < 1:
+            raise ValueError(f"--{option} must be >= 1, got {getattr(args, option)}")
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    strategies = parse_names(args.strategies, ("uniform", "last"), "--strategies") or ["uniform", "last"]
+    wanted = [] if not args.peers.strip() else parse_names(args.peers, PEERS) or list(PEERS)
+    return fanouts, strategies, wanted
+
+
+def _ours(sampler, seed_times):
+    """``sample(i) -> edges`` of batch ``i`` (the seeds and times are looked up, not converted)."""
+
+    def sample(item) -> int:
+        seeds, tree_time = item
+        out = sampler.sample(seeds, seed_time=tree_time) if tree_time is not None else sampler.sample(seeds)
+        return sum(int(adj.e_id.shape[0]) for adj in out.adjs)
+
+    return sample
+
+
+def _pyg_contender(graph, fanouts, times, kind, strategy, seed):
+    """pyg-lib's ``neighbor_sample`` on ``graph`` (temporal when ``strategy`` is given)."""
+    from .peers import PeerUnavailable
+
+    try:
+        import pyg_lib
+        import torch
+    except ImportError as error:
+        raise PeerUnavailable(f"pyg-lib does not import ({error}); see scripts/peer_env_pyg.sh") from None
+    if id(graph) not in _TORCH_CSR:  # one int64 copy per graph, shared by its contenders
+        _TORCH_CSR.clear()
+        _TORCH_CSR[id(graph)] = (
+            torch.from_numpy(np.asarray(graph.indptr, dtype=np.int64)),
+            torch.from_numpy(np.asarray(graph.indices, dtype=np.int64)),
+        )
+    rowptr, col = _TORCH_CSR[id(graph)]
+    torch.manual_seed(seed)
+    extra = {}
+    if strategy is not None:
+        extra = dict(disjoint=True, temporal_strategy=strategy)
+        if kind == "node":
+            extra["node_time"] = torch.from_numpy(times)
+        else:  # one time per CSR position of this (sorted) graph
+            extra["edge_time"] = torch.from_numpy(times)
+
+    def sample(item) -> int:
+        seeds, tree_time = item
+        call = dict(extra)
+        if strategy is not None:
+            call["seed_time"] = tree_time
+        out = torch.ops.pyg.neighbor_sample(rowptr, col, seeds, list(fanouts), csc=True, **call)
+        return int(out[0].numel())
+
+    def convert(item):
+        seeds, tree_time = item
+        return torch.from_numpy(seeds), (None if tree_time is None else torch.from_numpy(tree_time))
+
+    return sample, convert, f"pyg-lib {pyg_lib.__version__}, torch {torch.__version__}"
+
+
+def _dgl_reason() -> str:
+    """Why GraphBolt's temporal sampler is not measured here."""
+    from .peers import PeerUnavailable, import_dgl
+
+    try:
+        dgl = import_dgl()
+        import dgl.graphbolt as graphbolt
+    except (PeerUnavailable, ImportError) as error:
+        return str(error)
+    error = getattr(graphbolt, "GRAPHBOLT_LOAD_ERROR", None)
+    if error is not None:
+        return f"dgl {dgl.__version__}: GraphBolt's native library does not load here ({error.splitlines()[0]})"
+    return f"dgl {dgl.__version__}: GraphBolt loads, but this bench does not drive its temporal_sample_neighbors yet"
+
+
+def run(args) -> dict:
+    """Measure every contender; print the table; return the results as a JSON-able dict."""
+    from .. import __version__
+    from ..sampling import NeighborSampler
+    from ..sampling.temporal import position_times, sort_by_time
+    from ._common import (
+        apply_threads,
+        edge_timing_fields,
+        load_graph,
+        machine_with_peers,
+        paired_ratio,
+        seed_batches,
+        time_contenders,
+    )
+
+    fanouts, strategies, wanted = _validate(args)
+    graph, graph_info = load_graph(args.graph)
+    times = make_times(graph, args.time, args.seed)
+    batches = seed_batches(graph.num_nodes, args.batch, args.warmup + args.batches, seed=args.seed)
+    rng = np.random.default_rng([args.seed, 21])
+    seed_times = [rng.integers(0, TIME_RANGE, len(b), dtype=np.int64) for b in batches]
+    if "pyg" in wanted:
+        try:  # imported before the clocks start (its load is no part of a contender's setup)
+            import pyg_lib  # noqa: F401
+        except ImportError:
+            pass  # reported when the contender is prepared
+    apply_threads(args.threads)
+    given = {"node_time": times} if args.time == "node" else {"edge_time": times}
+
+    start = time.perf_counter()
+    per_position = position_times(graph, given.get("node_time"), given.get("edge_time"))[0]
+    sorted_graph, sorted_times = sort_by_time(graph, per_position)
+    del per_position
+    sort_s = time.perf_counter() - start
+
+    rows, prepared = [], {}
+
+    def add(name, make, library="gglspeedup", timed_seed_times=True):
+        row = {"name": name, "library": library}
+        rows.append(row)
+        start = time.perf_counter()
+        try:
+            sample, convert, version, note = make()
+        except Exception as error:  # a peer that cannot run here: say why, measure the rest
+            from .peers import PeerUnavailable
+
+            if not isinstance(error, (ImportError, PeerUnavailable)):
+                raise
+            row["status"] = f"unavailable: {error}"
+            return
+        row.update(status="ok", version=version, note=note, setup_s=round(time.perf_counter() - start, 3))
+        items = [(b, t if timed_seed_times else None) for b, t in zip(batches, seed_times)]
+        converted = [convert(item) for item in items]
+        prepared[name] = (sample, converted[args.warmup :], converted[: args.warmup], None)
+
+    ours = f"gglspeedup {__version__}"
+
+    def our_sampler(graph_, note, **options):
+        def make():
+            sampler = NeighborSampler(graph_, fanouts, seed=args.seed, **options)
+            return _ours(sampler, seed_times), (lambda item: item), ours, note
+
+        return make
+
+    add(PLAIN, our_sampler(graph, "shared sampling"), timed_seed_times=False)
+    add("plain disjoint", our_sampler(graph, "disjoint=True, no times", disjoint=True), timed_seed_times=False)
+    for strategy in strategies:
+        note = f"{args.time}_time, rows given sorted"
+        add(f"temporal {strategy}, sorted rows", our_sampler(sorted_graph, note, **given, temporal_strategy=strategy))
+    add(
+        f"temporal {strategies[0]}, unsorted rows",
+        our_sampler(graph, f"{args.time}_time, rows sorted by the sampler", **given, temporal_strategy=strategies[0]),
+    )
+    if "pyg" in wanted:
+
+        def pyg(strategy, on_graph, on_times):
+            def make():
+                sample, convert, version = _pyg_contender(on_graph, fanouts, on_times, args.time, strategy, args.seed)
+                what = "neighbor_sample" if strategy is None else f"neighbor_sample, {args.time}_time, disjoint"
+                return sample, convert, version, what
+
+            return make
+
+        for strategy in strategies:
+            pyg_times = times if args.time == "node" else sorted_times
+            add(f"pyg temporal {strategy}", pyg(strategy, sorted_graph, pyg_times), library="pyg")
+        add("pyg plain", pyg(None, graph, None), library="pyg", timed_seed_times=False)
+    _TORCH_CSR.clear()
+    if "dgl" in wanted:
+        rows.append({"name": "dgl temporal", "library": "dgl", "status": f"unavailable: {_dgl_reason()}"})
+
+    timings = time_contenders(prepared, args.repeats)
+    for row in rows:
+        timing = timings.get(row["name"])
+        if timing is None:
+            continue
+        row.update(edge_timing_fields(timing), round_edges=list(timing.round_edges))
+        plain = PLAIN if row["library"] == "gglspeedup" else "pyg plain"
+        if plain in timings:
+            row["vs_plain"] = paired_ratio(timing, timings[plain])
+    pairs = [(PLAIN, "pyg plain")] + [(f"temporal {s}, sorted rows", f"pyg temporal {s}") for s in strategies]
+    for mine, peer in pairs:  # ours / pyg-lib, same round, shown on both rows
+        if mine in timings and peer in timings:
+            ratio = paired_ratio(timings[mine], timings[peer])
+            for row in rows:
+                if row["name"] in (mine, peer):
+                    row["ours_vs_pyg"] = ratio
+
+    results = {
+        "command": "temporal",
+        "graph": graph_info,
+        "fanouts": fanouts,
+        "batch": int(args.batch),
+        "batches": int(args.batches),
+        "warmup": int(args.warmup),
+        "repeats": int(args.repeats),
+        "time": args.time,
+        "strategies": strategies,
+        "sort_s": round(sort_s, 3),
+        "seed": int(args.seed),
+        "threads": args.threads,
+        "machine": machine_with_peers(),
+        "results": rows,
+    }
+    _print_report(results)
+    return results
+
+
+def _print_report(results: dict) -> None:
+    from ._common import format_table, machine_line, shown_edge_row
+
+    graph = results["graph"]
+    print(
+        f"temporal: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
+        f"fanouts {results['fanouts']}, batch {results['batch']}, {results['time']} times uniform over "
+        f"[0, {TIME_RANGE}), seed times too; rows sorted by time in {results['sort_s']} s\n" + machine_line(results)
+    )
+    columns = [
+        ("name", "contender", ""),
+        ("edges_per_s_m", "M edges/s", ".2f"),
+        ("ms_per_batch", "ms/batch", ".2f"),
+        ("edges_per_batch", "edges/batch", ",.0f"),
+        ("vs_plain", "vs plain", ".2f"),
+        ("ours_vs_pyg", "ours/pyg", ".2f"),
+        ("best_edges_per_s_m", "best M e/s", ".2f"),
+        ("setup_s", "setup s", ".2f"),
+        ("detail", "notes", ""),
+    ]
+    print(format_table([shown_edge_row(row) for row in results["results"]], columns))

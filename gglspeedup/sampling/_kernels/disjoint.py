@@ -1,0 +1,273 @@
+"""Disjoint (per-seed) sampling on the CPU: every seed grows its own tree.
+
+A node reached from two seeds appears twice, once per tree. Inside a call the ids in ``n_id`` are
+*virtual*: ``tree * stride + node`` (``SampleOptions.stride``: the node count, or for a typed
+graph the largest node-type count), so a tree's copy of a node is a node of its own. Rows split
+them (:func:`.rows.split`), draw with the state of the *node* (never the tree: the union of the
+trees draws what the shared sample draws) in the row's window (:func:`.rows.row_window`: a
+temporal sampler's eligible prefix, at the tree's seed time), and the relabel enters each new
+``(tree, node)`` pair in ``n_id`` in order of first appearance, as shared sampling does for
+nodes. The relabel map is an open-addressing hash table over the virtual ids (a dense map over
+``trees * nodes`` would not fit), kept across the hops of a call and grown as they add nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import overload, register_jitable
+
+from ..._intrinsics import prefetch
+from .rng import mix64, row_state
+from .rows import row_finish, row_window, split, window_count, window_fill
+
+__all__ = ["new_table", "sample_tree_hop", "sample_typed_tree_hop"]
+
+_ROWS_PER_BLOCK = 256
+_PREFETCH_DISTANCE = 16
+_ROW_PREFETCH = 8  # rows ahead whose window the count pass announces (their offsets twice as far)
+_EMPTY = -1
+
+
+@register_jitable
+def _home(key, mask):
+    return np.int64(mix64(np.uint64(key)) & np.uint64(mask))
+
+
+@register_jitable
+def _find(keys, key, mask):
+    """The slot holding ``key``, or the empty slot where it goes (linear probing)."""
+    slot = _home(key, mask)
+    while keys[slot] != _EMPTY and keys[slot] != key:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@register_jitable
+def _capacity(entries):
+    capacity = 16
+    while capacity < 2 * entries:
+        capacity *= 2
+    return capacity
+
+
+@njit(cache=True, nogil=True)
+def new_table(ids, offsets, entries):
+    """``(keys, values)``: a table of ``entries`` or more slots-worth holding ``ids[i] + offsets[i]``
+    -> the position of ``i`` within its group (``offsets`` constant per group; untyped: one group,
+    offset 0; typed: each type's ids at its type offset, positions restarting per type)."""
+    capacity = _capacity(max(entries, ids.shape[0]))
+    keys = np.full(capacity, _EMPTY, np.int64)
+    values = np.empty(capacity, np.int64)
+    mask = capacity - 1
+    position = 0
+    for i in range(ids.shape[0]):
+        if i > 0 and offsets[i] != offsets[i - 1]:
+            position = 0
+        key = ids[i] + offsets[i]
+        slot = _find(keys, key, mask)
+        keys[slot] = key
+        values[slot] = position
+        position += 1
+    return keys, values
+
+
+@njit(cache=True, nogil=True)
+def _grow(keys, values, entries):
+    """The table rebuilt with room for ``entries`` (when it has less than twice that)."""
+    capacity = _capacity(entries)
+    if keys.shape[0] >= capacity:
+        return keys, values
+    new_keys = np.full(capacity, _EMPTY, np.int64)
+    new_values = np.empty(capacity, np.int64)
+    mask = capacity - 1
+    for s in range(keys.shape[0]):
+        if keys[s] != _EMPTY:
+            slot = _find(new_keys, keys[s], mask)
+            new_keys[slot] = keys[s]
+            new_values[slot] = values[s]
+    return new_keys, new_values
+
+
+def prefetch_window(graph, options, node):
+    """Announce the cache lines row ``node``'s window search will read: a temporal sampler's
+    binary search over the row's times (its middle and first quarter; ``graph.indptr[node]``
+    must already be cached); nothing without times. CPU kernels only."""
+
+
+@overload(prefetch_window)
+def _overload_prefetch_window(graph, options, node):
+    if not isinstance(options.types[options.fields.index("times")], types.Array):
+        return lambda graph, options, node: None
+
+    def announce(graph, options, node):
+        start, end = graph.indptr[node], graph.indptr[node + 1]
+        prefetch(options.times, (start + end) >> 1)
+        prefetch(options.times, start + ((end - start) >> 2))
+
+    return announce
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
+    """One disjoint hop for the targets ``n_id[first:]`` (virtual ids, ``options.stride > 0``).
+
+    Returns ``(n_id_next, edge_index, e_id, keys, values)`` as :func:`.cpu.sample_hop` (positions
+    in ``n_id_next``), plus the relabel table (``keys`` / ``values``, grown when needed), which
+    must map every id of ``n_id`` to its position on entry.
+    """
+    stride = options.stride
+    indptr = graph.indptr
+    num_known = n_id.shape[0]
+    num_targets = num_known - first
+    offsets = np.empty(num_targets + 1, np.int64)
+    ends = np.empty(num_targets, np.int64)
+    nodes = np.empty(num_targets, np.int64)  # each target split once (a division) for every pass
+    trees = np.empty(num_targets, np.int64)
+    for i in prange(num_targets):
+        nodes[i], trees[i] = split(options, n_id[first + i])
+    offsets[0] = 0
+    for i in prange(num_targets):
+        # Random rows: announce a later row's offsets, and the times of a nearer one (whose
+        # offsets were announced before), so several rows' misses are in flight at once
+        if i + 2 * _ROW_PREFETCH < num_targets:
+            prefetch(indptr, nodes[i + 2 * _ROW_PREFETCH])
+        if i + _ROW_PREFETCH < num_targets:
+            prefetch_window(graph, options, nodes[i + _ROW_PREFETCH])
+        node, tree = nodes[i], trees[i]
+        start, end = row_window(graph, options, node, tree)
+        ends[i] = end
+        offsets[i + 1] = window_count(graph, options, node, start, end, k)
+    for i in range(num_targets):
+        offsets[i + 1] += offsets[i]
+    num_edges = offsets[num_targets]
+
+    edge_index = np.empty((2, num_edges), np.int64)
+    e_id = np.empty(num_edges, np.int64)
+    col = np.empty(num_edges, np.int64)
+    num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
+    for block in prange(num_blocks):
+        lo = block * _ROWS_PER_BLOCK
+        hi = min(lo + _ROWS_PER_BLOCK, num_targets)
+        for i in range(lo, hi):
+            if i + _ROW_PREFETCH < hi:
+                prefetch(indptr, nodes[i + _ROW_PREFETCH])
+            node = nodes[i]
+            start = offsets[i]
+            count = offsets[i + 1] - start
+            state = row_state(hop_state_, node)
+            window_fill(graph, options, node, indptr[node], ends[i], k, state, count, e_id, start)
+            for q in range(start, start + count):
+                edge_index[1, q] = first + i
+        row_finish(graph, options, e_id, col, offsets[lo], offsets[hi])
+        for i in range(lo, hi):  # neighbours as virtual ids of their target's tree: the table keys
+            base = trees[i] * stride
+            for q in range(offsets[i], offsets[i + 1]):
+                col[q] += base
+
+    keys, values = _grow(keys, values, num_known + num_edges)
+    mask = keys.shape[0] - 1
+    n_id_next = np.empty(num_known + num_edges, np.int64)
+    n_id_next[:num_known] = n_id
+    size = num_known
+    for q in range(num_edges):
+        if q + _PREFETCH_DISTANCE < num_edges:  # the table reads are the loop's misses
+            home = _home(col[q + _PREFETCH_DISTANCE], mask)
+            prefetch(keys, home)
+            prefetch(values, home)
+        key = col[q]
+        slot = _find(keys, key, mask)
+        if keys[slot] == _EMPTY:
+            keys[slot] = key
+            values[slot] = size
+            n_id_next[size] = key
+            size += 1
+        edge_index[0, q] = values[slot]
+    return n_id_next[:size], edge_index, e_id, keys, values
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sample_typed_tree_hop(
+    graph, options, targets, rel_of, segments, row_base, ks, states, src_type, edge_base, keys, values, sizes, span
+):
+    """One disjoint typed hop (the layout of :func:`.typed.sample_typed_hop`): target ``i`` is the
+    virtual local id ``targets[i]`` (``tree * stride + node``) of relation ``rel_of[i]``.
+
+    The relabel table maps ``type * span + virtual local id`` to the position in that type's
+    ``n_id`` (``span``: trees times stride); ``sizes`` (per-type ``n_id`` lengths) is updated.
+    Returns ``(edges, e_id, offsets, (grouped, type_offsets), keys, values)``: as the typed hop,
+    the new nodes (virtual local ids) grouped by type, then the (maybe grown) table.
+    """
+    stride = options.stride
+    num_targets = targets.shape[0]
+    num_relations = row_base.shape[0]
+    offsets = np.empty(num_targets + 1, np.int64)
+    ends = np.empty(num_targets, np.int64)
+    offsets[0] = 0
+    for i in prange(num_targets):
+        r = rel_of[i]
+        node, tree = split(options, targets[i])
+        start, end = row_window(graph, options, row_base[r] + node, tree)
+        ends[i] = end
+        offsets[i + 1] = window_count(graph, options, row_base[r] + node, start, end, ks[r])
+    for i in range(num_targets):
+        offsets[i + 1] += offsets[i]
+    num_edges = offsets[num_targets]
+
+    edges = np.empty(2 * num_edges, np.int64)
+    e_id = np.empty(num_edges, np.int64)
+    col = np.empty(num_edges, np.int64)
+    num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
+    for block in prange(num_blocks):
+        lo = block * _ROWS_PER_BLOCK
+        hi = min(lo + _ROWS_PER_BLOCK, num_targets)
+        for i in range(lo, hi):
+            r = rel_of[i]
+            node, tree = split(options, targets[i])
+            row = row_base[r] + node
+            start = offsets[i]
+            count = offsets[i + 1] - start
+            window_fill(
+                graph, options, row, graph.indptr[row], ends[i], ks[r], row_state(states[r], node), count, e_id, start
+            )
+            first = offsets[segments[r]]
+            width = offsets[segments[r + 1]] - first
+            for q in range(start, start + count):  # row 1 of relation r's (2, E_r) block
+                edges[2 * first + width + q - first] = i - segments[r]
+        row_finish(graph, options, e_id, col, offsets[lo], offsets[hi])
+
+    keys, values = _grow(keys, values, sizes.sum() + num_edges)
+    mask = keys.shape[0] - 1
+    found = np.empty(num_edges, np.int64)
+    found_type = np.empty(num_edges, np.int64)
+    m = 0
+    for r in range(num_relations):  # relations in order, then targets, then draws (first appearance)
+        first, stop = offsets[segments[r]], offsets[segments[r + 1]]
+        t = src_type[r]
+        for q in range(first, stop):
+            target = targets[segments[r] + edges[2 * first + (stop - first) + q - first]]
+            vlocal = (target // stride) * stride + col[q]  # the target's tree, the neighbour
+            key = t * span + vlocal
+            slot = _find(keys, key, mask)
+            if keys[slot] == _EMPTY:
+                keys[slot] = key
+                values[slot] = sizes[t]
+                sizes[t] += 1
+                found[m] = vlocal
+                found_type[m] = t
+                m += 1
+            edges[2 * first + q - first] = values[slot]
+            if not options.has_edge_ids:
+                e_id[q] -= edge_base[r]
+    num_types = sizes.shape[0]
+    type_offsets = np.zeros(num_types + 1, np.int64)
+    for j in range(m):
+        type_offsets[found_type[j] + 1] += 1
+    for t in range(num_types):
+        type_offsets[t + 1] += type_offsets[t]
+    fill = type_offsets[:num_types].copy()
+    grouped = np.empty(m, np.int64)
+    for j in range(m):  # stable: each type's new nodes keep their order of first appearance
+        grouped[fill[found_type[j]]] = found[j]
+        fill[found_type[j]] += 1
+    return edges, e_id, offsets, (grouped, type_offsets), keys, values

@@ -1,0 +1,131 @@
+"""PyG's disjoint and temporal loaders over gglspeedup.pyg (issue 20): PyG's own NeighborLoader /
+LinkNeighborLoader with ``time_attr`` on our stores and sampler, ``SamplerOutput.batch``."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_geometric")
+
+from torch_geometric.data import Data, HeteroData  # noqa: E402
+from torch_geometric.loader import LinkNeighborLoader as PyGLinkNeighborLoader  # noqa: E402
+from torch_geometric.loader import NeighborLoader as PyGNeighborLoader  # noqa: E402
+from torch_geometric.sampler import NodeSamplerInput  # noqa: E402
+
+import gglspeedup as gg  # noqa: E402
+from gglspeedup import pyg  # noqa: E402
+
+
+def _data(num_nodes=50, num_edges=300, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=generator)
+    data = Data(edge_index=edge_index, num_nodes=num_nodes)
+    data.x = torch.arange(num_nodes)
+    data.time = torch.randint(0, 20, (num_nodes,), generator=generator)
+    data.edge_time = torch.randint(0, 20, (num_edges,), generator=generator)
+    return data
+
+
+def _stores(data):
+    feature_store = pyg.FeatureStore({"x": data.x.numpy(), "time": data.time.numpy()})
+    graph = gg.CSRGraph.from_edge_index(data.edge_index.numpy(), num_nodes=data.num_nodes)
+    return feature_store, pyg.GraphStore(graph)
+
+
+def test_pygs_own_neighbor_loader_with_time_attr_runs_on_our_stores():
+    data = _data()
+    stores = _stores(data)
+    sampler = pyg.NeighborSampler(stores, [3, 3], time_attr="time")
+    input_time = torch.full((data.num_nodes,), 10)
+    loader = PyGNeighborLoader(
+        stores, [3, 3], input_nodes=torch.arange(data.num_nodes), input_time=input_time, time_attr="time",
+        batch_size=8, neighbor_sampler=sampler,
+    )  # fmt: skip
+    seen = 0
+    for batch in loader:
+        assert batch.batch is not None and batch.batch.numel() == batch.n_id.numel()
+        assert (data.time[batch.n_id[batch.batch_size :]] <= 10).all()  # seeds are kept, neighbours eligible
+        assert torch.equal(batch.batch[: batch.batch_size], torch.arange(batch.batch_size))
+        assert torch.equal(batch.x, batch.n_id)  # features gathered by PyG for our rows
+        seen += batch.batch_size
+    assert seen == data.num_nodes
+
+
+@pytest.mark.parametrize("level", ["node", "edge"])
+def test_our_neighbor_loader_keeps_every_subgraph_before_its_seed_time(level):
+    data = _data(seed=1)
+    time_attr = "time" if level == "node" else "edge_time"
+    seeds = torch.arange(20)
+    input_time = torch.arange(20) % 15
+    loader = pyg.NeighborLoader(
+        data, [4, 4], input_nodes=seeds, input_time=input_time, time_attr=time_attr, batch_size=5, shuffle=False
+    )
+    for i, batch in enumerate(loader):
+        limit = input_time[5 * i : 5 * i + 5][batch.batch]
+        if level == "node":
+            later = data.time[batch.n_id] > limit
+            assert not later[batch.batch_size :].any()
+        else:
+            source = batch.batch[batch.edge_index[1]]
+            assert (data.edge_time[batch.e_id] <= input_time[5 * i : 5 * i + 5][source]).all()
+
+
+def test_last_strategy_takes_the_latest_neighbours_through_pyg():
+    data = _data(seed=2)
+    sampler = pyg.NeighborSampler(data, [2], time_attr="edge_time", temporal_strategy="last")
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([4]), time=torch.tensor([12])))
+    times = data.edge_time[out.edge]
+    row = (data.edge_index[1] == 4) & (data.edge_time <= 12)
+    expected = torch.sort(data.edge_time[row]).values[-2:]
+    assert torch.equal(torch.sort(times).values, expected)
+
+
+def test_disjoint_sampler_output_fills_batch():
+    data = _data(seed=3)
+    sampler = pyg.NeighborSampler(data, [2, 2], disjoint=True)
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([1, 1, 2])))
+    assert out.batch is not None and out.batch[:3].tolist() == [0, 1, 2]
+    assert torch.equal(out.batch[out.row], out.batch[out.col])
+    assert sampler.disjoint and not sampler.is_temporal
+
+
+def test_temporal_link_neighbor_loader_with_triplet_negatives():
+    data = _data(seed=4)
+    label_index = data.edge_index[:, :40]
+    label_time = torch.maximum(data.time[label_index[0]], data.time[label_index[1]]) + 2
+    sampler = pyg.NeighborSampler(data, [-1, -1], time_attr="time")
+    loader = PyGLinkNeighborLoader(
+        data, [-1, -1], edge_label_index=label_index, edge_label_time=label_time, time_attr="time",
+        neg_sampling=dict(mode="triplet", amount=2), batch_size=10, neighbor_sampler=sampler,
+    )  # fmt: skip
+    for batch in loader:
+        assert batch.src_index.tolist() == list(range(10))
+        assert batch.dst_pos_index.tolist() == list(range(10, 20))
+        assert batch.batch[:40].tolist() == list(range(10)) * 4  # PyG's order: sources, targets, draws
+        for i in range(10):
+            assert (data.time[batch.n_id[batch.batch == i]] <= batch.seed_time[i]).all()
+
+
+def test_typed_temporal_loader_leaves_types_without_time_unfiltered():
+    data = HeteroData()
+    for node_type in ("a", "b", "c"):
+        data[node_type].x = torch.arange(10)
+    data["b"].time = torch.arange(0, 10)
+    data["c"].time = torch.arange(1, 11)
+    for src, dst in (("a", "b"), ("b", "a"), ("a", "c"), ("c", "a")):
+        data[src, "to", dst].edge_index = torch.arange(10).view(1, -1).repeat(2, 1)
+    loader = pyg.NeighborLoader(
+        data, [-1], input_nodes="a", time_attr="time", input_time=torch.arange(0, 10), batch_size=10
+    )
+    batch = next(iter(loader))
+    assert (batch["a"].num_nodes, batch["b"].num_nodes, batch["c"].num_nodes) == (10, 10, 0)
+    assert torch.equal(batch["b"].batch, torch.arange(10))
+
+
+def test_input_time_without_time_attr_is_refused_as_pyg():
+    with pytest.raises(ValueError, match="input_time"):
+        pyg.NeighborLoader(_data(), [2], input_time=torch.zeros(50, dtype=torch.long))
+
+
+def test_time_attr_missing_from_data_is_named():
+    with pytest.raises(ValueError, match="'when' is neither a node-level or edge-level attribute"):
+        pyg.NeighborSampler(_data(), [2], time_attr="when")
