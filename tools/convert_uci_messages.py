@@ -47,28 +47,29 @@ README_FILE = "README.opsahl-ucsocial"
 NUM_NODES = 1899  # the header's "% 59835 1899 1899"
 
 
-def read_uci_messages(src: str) -> dict[str, np.ndarray]:
-    """The arrays described in the module docstring, from ``<src>/out.opsahl-ucsocial``."""
+def read_uci_messages(src: str, expected_sha256: str | None = SOURCE_SHA256, num_nodes: int = NUM_NODES) -> dict:
+    """The arrays described in the module docstring, from ``<src>/out.opsahl-ucsocial``
+    (``expected_sha256=None`` skips the check: the tests read a tiny file of the same format)."""
     path = os.path.join(src, EDGES_FILE)
     with open(path, "rb") as handle:
         raw = handle.read()
     digest = hashlib.sha256(raw).hexdigest()
-    if digest != SOURCE_SHA256:
-        raise ValueError(f"{path}: sha256 {digest} is not the published file's {SOURCE_SHA256}")
+    if expected_sha256 is not None and digest != expected_sha256:
+        raise ValueError(f"{path}: sha256 {digest} is not the published file's {expected_sha256}")
     lines = [line for line in raw.decode("ascii").splitlines() if line.strip() and not line.startswith("%")]
     table = np.array([line.split() for line in lines], dtype=np.int64)
     if table.shape[1] != 4 or not (table[:, 2] == 1).all():
         raise ValueError(f"{path}: expected 'from to 1 time' lines, got shape {table.shape}")
     src_ids, dst_ids, time = table[:, 0] - 1, table[:, 1] - 1, table[:, 3]
     ids = np.unique(np.concatenate((src_ids, dst_ids)))
-    if not np.array_equal(ids, np.arange(NUM_NODES)):
-        raise ValueError(f"{path}: user ids are not exactly 1..{NUM_NODES}")
+    if not np.array_equal(ids, np.arange(num_nodes)):
+        raise ValueError(f"{path}: user ids are not exactly 1..{num_nodes}")
     order = np.lexsort((dst_ids, src_ids, time))  # by time, then src, then dst
     return {
         "src": src_ids[order].astype(np.int16),
         "dst": dst_ids[order].astype(np.int16),
         "time": time[order],
-        "num_nodes": np.int64(NUM_NODES),
+        "num_nodes": np.int64(num_nodes),
     }
 
 
@@ -97,10 +98,11 @@ def _license_text(src: str, arrays: dict[str, np.ndarray]) -> str:
     )
 
 
-def convert(src: str = DEFAULT_SRC, out: str = DEFAULT_OUT) -> list[str]:
-    """Write ``<out>/uci_messages.npz`` and ``<out>/LICENSE-uci-messages.md``; return the paths."""
+def convert(src: str = DEFAULT_SRC, out: str = DEFAULT_OUT, **read_options) -> list[str]:
+    """Write ``<out>/uci_messages.npz`` and ``<out>/LICENSE-uci-messages.md``; return the paths
+    (``read_options`` go to :func:`read_uci_messages`)."""
     os.makedirs(out, exist_ok=True)
-    arrays = read_uci_messages(src)
+    arrays = read_uci_messages(src, **read_options)
     path = os.path.join(out, "uci_messages.npz")
     with open(path, "wb") as handle:  # a handle, so numpy adds no suffix
         np.savez_compressed(handle, **arrays)
