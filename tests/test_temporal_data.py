@@ -44,7 +44,13 @@ def test_uci_messages_licence_travels_with_the_file():
     assert os.path.getsize(os.path.join(DATA, "uci_messages.npz")) < 1_000_000
     with open(os.path.join(DATA, "LICENSE-uci-messages.md"), encoding="utf-8") as handle:
         text = handle.read()
-    for needle in ("CC BY-SA 2.0 DE", "Opsahl", "Kunegis", "chengw07/NetWalk", "Creative Commons Attribution-ShareAlike"):
+    for needle in (
+        "CC BY-SA 2.0 DE",
+        "Opsahl",
+        "Kunegis",
+        "chengw07/NetWalk",
+        "Creative Commons Attribution-ShareAlike",
+    ):
         assert needle in text, needle
 
 
@@ -89,7 +95,7 @@ def test_chronological_split_partitions_in_time_order():
 
 
 def test_load_uci_messages_missing_file_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="uci_messages.npz' not found"):
+    with pytest.raises(FileNotFoundError, match=r"uci_messages\.npz' not found"):
         datasets.load_uci_messages(tmp_path)
 
 
@@ -102,7 +108,7 @@ def test_converter_reads_konect_lines_into_sorted_zero_based_events(tmp_path):
     assert arrays["time"].tolist() == [20, 20, 50, 50] and int(arrays["num_nodes"]) == 3
     with pytest.raises(ValueError, match="sha256"):
         tool.read_uci_messages(str(tmp_path))
-    with pytest.raises(ValueError, match="not exactly 1..4"):
+    with pytest.raises(ValueError, match=r"not exactly 1\.\.4"):
         tool.read_uci_messages(str(tmp_path), expected_sha256=None, num_nodes=4)
     npz, licence = tool.convert(str(tmp_path), str(tmp_path / "out"), expected_sha256=None, num_nodes=3)
     loaded = load_uci_messages(tmp_path / "out")

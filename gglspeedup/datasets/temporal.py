@@ -102,7 +102,7 @@ def chronological_split(num_events: int, val: float = 0.15, test: float = 0.15) 
     if val + test >= 1:
         raise ValueError(f"val + test must leave events to train on (< 1), got {val} + {test}")
     num_events = int(num_events)
-    train_end = int(round(num_events * (1 - val - test)))
-    val_end = int(round(num_events * (1 - test)))
+    train_end = round(num_events * (1 - val - test))
+    val_end = round(num_events * (1 - test))
     idx = np.arange(num_events, dtype=np.int64)
     return {"train": idx[:train_end], "val": idx[train_end:val_end], "test": idx[val_end:]}
