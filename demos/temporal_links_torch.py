@@ -7,7 +7,8 @@ Trains on the first 70% of the messages by time, validates on the next 15%, test
 (ROC-AUC and MRR). ``--time respect`` samples each query's neighbourhoods with
 ``NeighborSampler(..., edge_time=...)`` and ``seed_time`` just before the query; ``--time ignore``
 samples a plain graph of every known message, so it reads the future: it scores higher on
-validation and worse on the test. The code is :mod:`gglspeedup.examples.temporal_links`.
+validation and falls short on the test (BENCHMARKS.md has the figures). The code is
+:mod:`gglspeedup.examples.temporal_links`.
 """
 
 import sys

@@ -21,12 +21,14 @@ side by side):
     the query's time and reads only messages sent strictly before it (``seed_time = t - 1``: times
     are whole seconds and eligibility is ``edge_time <= seed_time``, so the message asked about is
     never read). For the test, the history is frozen at the end of the validation period
-    (``seed_time = min(t - 1, last validation time)``): the same information the other sampler has.
+    (``seed_time = min(t - 1, last validation time)``): the same information the other sampler has;
+    the test is also scored streaming (``t - 1`` inside the test period too), which only a
+    temporal sampler can do without reading the future.
 ``ignore``
     A plain sampler over the graph of every message known when the model is built (training and
     validation periods), with no time filter: what a static pipeline does. Training and validation
     queries then read the future, including the very message they predict, so validation looks
-    excellent; test queries (all later than that graph) cannot, and score worse.
+    better than it is; test queries (all later than that graph) cannot, and fall short of it.
 
 Prints per-epoch loss and validation ROC-AUC (progress bars with ``tqdm``), writes a plot per
 sampler to ``--out`` and the metrics to ``--json``. CPU by default; a few minutes on 2 cores.
