@@ -153,3 +153,15 @@ def test_demo_runs_both_samplers_on_tiny_settings(tmp_path):
         for metric in ("val_auc", "test_auc", "val_mrr", "test_mrr"):
             assert 0.0 <= result[mode][metric] <= 1.0 and saved[mode][metric] == result[mode][metric]
         assert result[mode]["best_epoch"] == 1 and result[mode]["sampled_edges_per_s"] > 0
+
+
+def test_demo_script_is_a_shim_over_the_example(capsys):
+    path = os.path.join(ROOT, "demos", "temporal_links_torch.py")
+    spec = importlib.util.spec_from_file_location("demo_temporal_links_torch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(SystemExit) as done:
+        module.main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert all(option in text for option in ("--time", "--strategy", "--fanouts", "--mrr-negatives", "--json"))
