@@ -1,5 +1,5 @@
-"""Datasets: the bundled Cora, CiteSeer and WordNet graphs, synthetic benchmark graphs, and
-readers for graphs users already have on disk.
+"""Datasets: the bundled Cora, CiteSeer and WordNet graphs, the UC Irvine messages (a temporal
+graph), synthetic benchmark graphs, and readers for graphs users already have on disk.
 
 Every loader returns the same 4-tuple ``(graph, x, y, split)``:
 
@@ -10,7 +10,8 @@ Every loader returns the same 4-tuple ``(graph, x, y, split)``:
 
 Typed datasets (:func:`load_wordnet`, :func:`load_igbh_like`) return a
 :class:`~gglspeedup.HeteroGraph` and the same three per node type: ``x[t]``, ``y[t]`` and
-``split[part][t]`` (only for the types that have them).
+``split[part][t]`` (only for the types that have them). The temporal
+:func:`load_uci_messages` returns :class:`TemporalEvents` (timestamped ``src -> dst`` events).
 
 >>> from gglspeedup import datasets
 >>> graph, x, y, split = datasets.load("cora")
@@ -29,6 +30,7 @@ from . import planetoid
 from .links import EdgeSplit, split_edges
 from .readers import read_ogb_node, read_reddit
 from .spec import parse_dataset_spec
+from .temporal import TemporalEvents, chronological_split, load_uci_messages
 from .wordnet import HeteroEdgeSplit, load_wordnet, wordnet_link_split
 
 __all__ = [
@@ -51,6 +53,9 @@ __all__ = [
     "build_csr",
     "load_tu",
     "TUDataset",
+    "load_uci_messages",
+    "TemporalEvents",
+    "chronological_split",
 ]
 
 _LAZY = {

@@ -12,6 +12,8 @@ reuse it instead of copying it:
 - :mod:`.sage_cora`: the main job, ``python -m gglspeedup.demo`` (GraphSAGE on the bundled Cora).
 - :mod:`.link_cora`: link prediction, ``python -m gglspeedup.demo --task link`` (GraphSAGE
   encoder and dot-product decoder on Cora / CiteSeer edges, test ROC-AUC).
+- :mod:`.temporal_links`: temporal link prediction on the bundled UC Irvine messages, time
+  respected (temporal sampling) vs ignored, ``demos/temporal_links_torch.py``.
 
 The scripts in the repository's ``demos/`` folder (TensorFlow, Paddle, GammaGL, multi-GPU,
 multi-machine) are built from these pieces.
