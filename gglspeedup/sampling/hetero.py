@@ -9,7 +9,7 @@ import numpy as np
 from ..heterograph import HeteroGraph, check_edge_type
 from ..validation import check_bool, check_fanouts, check_int
 from ._kernels.rng import edge_type_key, hop_state, relation_states
-from .sampler import BatchKeys, check_expand, check_seeds, resolve_placement
+from .sampler import BatchKeys, check_expand, check_replace_fanouts, check_seeds, resolve_placement
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
 __all__ = ["HeteroNeighborSampler", "HopPlan"]
@@ -127,6 +127,7 @@ class HeteroNeighborSampler(BatchKeys):
         self.fanouts = self._check_fanouts(graph, fanouts)
         self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
+        self._check_replace(self.fanouts)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and not graph.weighted:
             raise ValueError("weighted=True needs a graph whose relations have weights")
@@ -138,6 +139,10 @@ class HeteroNeighborSampler(BatchKeys):
         self._lock = threading.Lock()
         self._plan = HopPlan(self.graph, self._fanout_matrix())
         self._driver = self._make_driver()
+
+    def _check_replace(self, fanouts: dict) -> None:
+        for edge_type, values in fanouts.items():
+            check_replace_fanouts(values, self.replace, name=f"fanouts[{edge_type!r}]")
 
     @staticmethod
     def _check_fanouts(graph: HeteroGraph, fanouts) -> dict:
@@ -205,6 +210,7 @@ class HeteroNeighborSampler(BatchKeys):
         clone = HeteroNeighborSampler.__new__(HeteroNeighborSampler)
         clone.__dict__.update(self.__dict__)
         clone.fanouts = self._check_fanouts(self.graph, fanouts)
+        clone._check_replace(clone.fanouts)
         clone._plan = HopPlan(self.graph, clone._fanout_matrix())
         self._continue_keys(clone)
         return clone

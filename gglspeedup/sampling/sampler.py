@@ -8,10 +8,18 @@ import numpy as np
 
 from ..device import as_device, as_device_array, on_gpu, reject_meta, to_numpy
 from ..graph import as_csr_graph
-from ..validation import check_bool, check_fanouts, check_int
+from ..validation import check_bool, check_draws, check_fanouts, check_int
 from .types import Adj, LinkSampleOutput, SampleOutput
 
-__all__ = ["NeighborSampler", "BatchKeys", "check_seeds", "check_expand", "check_not_bipartite", "resolve_placement"]
+__all__ = [
+    "NeighborSampler",
+    "BatchKeys",
+    "check_seeds",
+    "check_expand",
+    "check_not_bipartite",
+    "check_replace_fanouts",
+    "resolve_placement",
+]
 
 _PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
@@ -113,6 +121,7 @@ class NeighborSampler(BatchKeys):
         self.fanouts = check_fanouts(fanouts)
         self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
+        check_replace_fanouts(self.fanouts, self.replace)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
@@ -165,6 +174,7 @@ class NeighborSampler(BatchKeys):
         clone = NeighborSampler.__new__(NeighborSampler)
         clone.__dict__.update(self.__dict__)
         clone.fanouts = check_fanouts(fanouts)
+        check_replace_fanouts(clone.fanouts, self.replace)
         self._continue_keys(clone)
         return clone
 
@@ -286,6 +296,14 @@ def check_not_bipartite(graph):
 
 
 EXPANDS = ("all", "new")
+
+
+def check_replace_fanouts(fanouts, replace: bool, name: str = "fanouts") -> None:
+    """With replacement a row draws exactly ``k`` edges: refuse a ``k`` whose output for a single
+    target would not fit in memory (``fanouts=[10**12]``), at construction."""
+    if replace:
+        for hop, k in enumerate(fanouts):
+            check_draws(f"{name}[{hop}]", k, k, "for every target (replace=True)")
 
 
 def check_expand(expand) -> str:
