@@ -182,3 +182,73 @@ def test_read_reddit_names_the_file_it_looked_for_and_what_the_format_needs(tmp_
     np.savez(tmp_path / "reddit-data.npz", feature=np.zeros((2, 2)))  # misnamed
     with pytest.raises(FileNotFoundError, match=r"reddit_data.npz' not found: .*reddit_graph.npz.*'reddit-data.npz'"):
         datasets.read_reddit(tmp_path)
+
+
+# ------------------------------------------------------------------ items 11 and 12: the demo's report
+
+
+def _history(rows):
+    from gglspeedup.examples.loop import History
+
+    history = History()
+    history.rows = [
+        dict(
+            epoch=i + 1,
+            loss=1.0,
+            train_acc=0.5,
+            val_acc=0.5,
+            seconds=s,
+            sample_share=share,
+            wait_share=0.0,
+            seeds=140,
+            edges=e,
+        )
+        for i, (s, share, e) in enumerate(rows)
+    ]
+    return history
+
+
+def test_the_first_epoch_with_its_compilation_is_reported_apart_from_the_throughput(capsys):
+    from argparse import Namespace
+
+    from gglspeedup.examples.loop import report
+
+    history = _history([(20.0, 0.93, 2800), (0.2, 0.25, 2900), (0.3, 0.5, 3100)])
+    totals = {"test_acc": 0.5, "best_epoch": 1, "best_val_acc": 0.5, **history.totals()}
+    result = report(totals, history, Namespace(out=None), name="x.png", title="")
+    assert result["first_epoch_s"] == 20.0 and result["steady_epochs"] == [2, 3]
+    assert result["seconds"] == pytest.approx(0.5) and result["edges"] == 6000
+    assert result["edges_per_s"] == pytest.approx(12000) and result["sample_share"] == pytest.approx(0.4)
+    printed = capsys.readouterr().out
+    assert "first epoch 20.0 s, kernel compilation" in printed
+    assert "throughput over epochs 2-3 (0.50 s): 560 training seeds/s, 6,000 sampled edges (12 k edges/s)" in printed
+    assert "busy for 40% of the epoch time" in printed and "0.00 M" not in printed
+    single = _history([(2.0, 0.5, 1500)])
+    assert single.totals()["steady_epochs"] == [1] and single.totals()["edges_per_s"] == 750
+
+
+def test_rates_keep_three_digits_at_every_scale():
+    from gglspeedup.examples.loop import rate
+
+    assert [rate(x) for x in (0, 7.25, 1234.5, 1.5e6, 2.25e9)] == ["0", "7.25", "1.23 k", "1.5 M", "2.25 G"]
+
+
+def test_progress_bars_are_off_when_the_output_is_piped(monkeypatch, capsys):
+    import io
+
+    from gglspeedup.examples import loop
+
+    piped = io.StringIO()
+    monkeypatch.setattr("sys.stderr", piped)
+    assert not loop.on_terminal()
+    assert list(loop.progress(range(3), total=3, desc="training")) == [0, 1, 2]
+    assert piped.getvalue() == ""  # no carriage-return frames between the epoch lines
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stdout", Tty())
+    monkeypatch.setattr("sys.stderr", Tty())
+    assert loop.on_terminal()
+    assert loop.progress(range(3), total=3).disable is False
