@@ -196,6 +196,9 @@ def interrupt() -> None:
 
 
 def main() -> None:
+    # A process started from a background job of a non-interactive shell (CI runners, `cmd &`)
+    # inherits SIGINT ignored, and Python then installs no handler: restore a terminal's default.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     case, delay = sys.argv[1], float(sys.argv[2])
     call, facts = globals()[f"case_{case}"]()
     gc.collect()
