@@ -149,7 +149,7 @@ def edge_index_arrays(edge_index, num_nodes, direction, weights, num_src_nodes, 
     edge_index = int_array("edge_index", edge_index, ndim=2, dtype=None)
     if edge_index.shape[0] != 2:
         raise ValueError(f"edge_index must have shape [2, num_edges], got {edge_index.shape}")
-    if direction not in ("in", "out"):
+    if not isinstance(direction, str) or direction not in ("in", "out"):  # an array would compare elementwise
         raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
     if num_src_nodes is not None and direction != "in":
         raise ValueError("num_src_nodes (a bipartite graph) needs direction='in'")
