@@ -157,6 +157,34 @@ def _pyg_loader(value):
     return pyg.NeighborLoader((feature_store, graph_store), value, batch_size=4)
 
 
+def _none(result, value):
+    """A setter that accepted ``value`` returns nothing."""
+    assert result is None
+
+
+def _build_csr(value):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        graph = datasets.build_csr(value, os.path.join(folder, "g"), NUM_NODES)
+        return graph.num_edges
+
+
+def _typed_loader(value):
+    loader = gg.NodeLoader(_hetero_sampler(), _hetero_store(), value, 4, backend=None, prefetch=0)
+    for batch in loader:
+        for node_type, rows in batch.x.items():
+            assert np.asarray(rows).shape == (len(batch.n_id[node_type]), 2)
+    return loader
+
+
+def _pyg_link_loader(value):
+    from gglspeedup import pyg
+
+    graph_store, feature_store = pyg.GraphStore(_graph()), pyg.FeatureStore({"x": _x()})
+    return pyg.LinkNeighborLoader((feature_store, graph_store), [2], edge_label_index=value, batch_size=4)
+
+
 def _set_size(value):
     sampler = compat.GPUSampler(-1, _graph())
     sampler.set_size(value)
@@ -221,13 +249,26 @@ ENTRIES = [
     ("split_edges(graph)", r"graph", lambda v: datasets.split_edges(v), _ok),
     ("pyg.NeighborLoader(num_neighbors)", r"num_neighbors", _pyg_loader, _ok),
     ("pyg.FeatureStore(features)", r"feature", lambda v: __import__("gglspeedup.pyg").pyg.FeatureStore(v), _ok),
+    ("CSRGraph.from_scipy(matrix)", r"matrix", lambda v: gg.CSRGraph.from_scipy(v), _ok),
+    ("CSRGraph.load(path)", r"path|saved graph", lambda v: gg.CSRGraph.load(v), _ok),
+    ("build_csr(source)", r"source|edge", _build_csr, _ok),
+    ("typed NodeLoader(seeds)", r"seeds", _typed_loader, _ok),
+    (
+        "HeteroFeatureStore(cache_size)",
+        r"cache_size|size",
+        lambda v: gg.HeteroFeatureStore({"a": _x()}, cache_size=v),
+        _ok,
+    ),
+    ("pyg.GraphStore(graph)", r"graph", lambda v: __import__("gglspeedup.pyg").pyg.GraphStore(v), _ok),
+    ("pyg.LinkNeighborLoader(edge_label_index)", r"edge_label_index|pairs", _pyg_link_loader, _ok),
+    ("compat.MultiGPUSampler.set_size", r"sizes", lambda v: compat.MultiGPUSampler(-1, _graph()).set_size(v), _none),
     ("compat.GPUSampler.set_size", r"sizes", _set_size, lambda sizes, v: sizes == _ids(v).tolist()),
     ("compat.CGPUFeature(cache_size)", r"size", lambda v: compat.CGPUFeature(_graph(), -1, v), _ok),
     ("compat.Multi_CGPUFeature(rank)", r"rank", lambda v: compat.Multi_CGPUFeature(v, [-1]), _ok),
 ]
 
 # Values whose success is legitimate for an entry and needs no other check than its own.
-_FILE_ERRORS = {"datasets.load(name)": (FileNotFoundError,)}
+_FILE_ERRORS = {"datasets.load(name)": (FileNotFoundError,), "CSRGraph.load(path)": (FileNotFoundError,)}
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[entry[0] for entry in ENTRIES])
