@@ -252,3 +252,27 @@ def test_progress_bars_are_off_when_the_output_is_piped(monkeypatch, capsys):
     monkeypatch.setattr("sys.stderr", Tty())
     assert loop.on_terminal()
     assert loop.progress(range(3), total=3).disable is False
+
+
+# ------------------------------------------------------------------ item 14: what the fuzz module found
+
+
+def test_the_fuzz_findings_raise_named_errors():
+    with pytest.raises(ValueError, match=r"direction must be 'in' or 'out'"):
+        gg.CSRGraph.from_edge_index([[0], [1]], 2, np.array([], np.int32))  # was NumPy's truth-value error
+    with pytest.raises(TypeError, match=r"path must be a str or os.PathLike"):
+        gg.CSRGraph.load(3)  # was an OverflowError or a bare TypeError
+    store = gg.HeteroFeatureStore({"a": np.ones((3, 2), np.float32)})
+    with pytest.raises(ValueError, match=r"ids names unknown node type 'z'"):
+        store.gather({"z": [0]})
+
+
+def test_pyg_arguments_are_named_as_pyg_names_them():
+    pytest.importorskip("torch_geometric")
+    from gglspeedup import pyg
+
+    graph_store, feature_store = pyg.GraphStore(_graph()), pyg.FeatureStore({"x": np.zeros((30, 2), np.float32)})
+    with pytest.raises(ValueError, match=r"num_neighbors\[0\] must be an int >= 0 or -1"):
+        pyg.NeighborLoader((feature_store, graph_store), [-2], batch_size=4)
+    with pytest.raises(TypeError, match=r"edge_label_index must be a \(2, num_pairs\) tensor"):
+        pyg.LinkNeighborLoader((feature_store, graph_store), [2], edge_label_index=False, batch_size=4)
