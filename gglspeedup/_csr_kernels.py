@@ -14,24 +14,26 @@ from ._threading import prefer_tbb
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
-__all__ = ["count_rows", "cursors_from_counts", "scatter_rows", "sort_unique_rows", "compact_rows"]
+__all__ = ["count_rows", "block_part", "cursors_from_counts", "scatter_rows", "sort_unique_rows", "compact_rows"]
 
 _PREFETCH_DISTANCE = 16  # scatter: edges ahead whose cursor is fetched early (random reads)
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def count_rows(rows, cols, row_bound, col_bound, counts):
+def count_rows(rows, cols, row_bound, col_bound, counts, part=0, parts=1):
     """``counts[t, v]`` += edges of block ``t`` in row ``v``; returns the first edge whose row is
     outside ``[0, row_bound)`` or whose column is outside ``[0, col_bound)``, or -1.
 
     ``counts`` : int64 (blocks, num_rows), zeros; block ``t`` is edges ``t*E//T .. (t+1)*E//T``.
+    ``part`` of ``parts``: count only that share of every block (:func:`block_part`), so a caller
+    can split a long count into calls (and handle Ctrl-C between them); with ``parts > 1`` the
+    edge returned is the first bad one of this part, not necessarily of all edges.
     """
     blocks = counts.shape[0]
     num_edges = rows.shape[0]
     bad = np.full(blocks, -1, np.int64)
     for t in prange(blocks):
-        lo = t * num_edges // blocks
-        hi = (t + 1) * num_edges // blocks
+        lo, hi = block_part(num_edges, blocks, t, part, parts)
         mine = counts[t]
         for e in range(lo, hi):
             r = rows[e]
@@ -44,6 +46,14 @@ def count_rows(rows, cols, row_bound, col_bound, counts):
         if bad[t] >= 0:
             return bad[t]
     return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def block_part(num_edges, blocks, t, part, parts):
+    """Edges ``[lo, hi)`` of share ``part`` (of ``parts``) of block ``t`` (of ``blocks``)."""
+    lo = t * num_edges // blocks
+    size = (t + 1) * num_edges // blocks - lo
+    return lo + size * part // parts, lo + size * (part + 1) // parts
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -68,15 +78,17 @@ def cursors_from_counts(counts, indptr):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def scatter_rows(rows, cols, cursors, indices, edge_ids, keep_ids, id_base, weights_in, weights_out, weighted):
+def scatter_rows(
+    rows, cols, cursors, indices, edge_ids, keep_ids, id_base, weights_in, weights_out, weighted, part=0, parts=1
+):
     """Each block writes its edges at its cursors, in order: ``indices[p] = cols[e]`` and, when
     asked, ``edge_ids[p] = id_base + e`` and ``weights_out[p] = weights_in[e]``. Advances
-    ``cursors``."""
+    ``cursors``. ``part`` of ``parts``: only that share of every block (calls for parts ``0, 1,
+    ...`` in order write what one call writes)."""
     blocks = cursors.shape[0]
     num_edges = rows.shape[0]
     for t in prange(blocks):
-        lo = t * num_edges // blocks
-        hi = (t + 1) * num_edges // blocks
+        lo, hi = block_part(num_edges, blocks, t, part, parts)
         mine = cursors[t]
         for e in range(lo, hi):
             if e + _PREFETCH_DISTANCE < hi:

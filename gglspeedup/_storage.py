@@ -337,6 +337,8 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
     was saved and its arrays are taken as they are (an O(1) load). An ``.npz`` file is never
     trusted. Raises ``FileNotFoundError`` or ``ValueError`` naming ``path`` (see :func:`read_folder`).
     """
+    if not isinstance(path, (str, os.PathLike)):  # an int is a file descriptor to os.path.exists
+        raise TypeError(f"path must be a str or os.PathLike naming a saved graph, got {type(path).__name__}")
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved graph at {os.fspath(path)!r}")
     if os.path.isdir(path):

@@ -35,7 +35,7 @@ import numpy as np
 
 from .device import aligned_empty, as_device, parse_size
 from .graph import as_csr_graph
-from .validation import check_int
+from .validation import check_fanouts, check_int
 
 __all__ = [
     "GPUSampler",
@@ -123,7 +123,7 @@ class GPUSampler:
 
         The placed graph is kept and the batch counter continues (no replayed epochs).
         """
-        self._sampler = self._sampler.with_fanouts(list(sizes))
+        self._sampler = self._sampler.with_fanouts(check_fanouts(sizes, name="sizes"))
 
     def sample(self, seeds):
         """``(all_node, adjs)``: all touched nodes (seeds first) and one ``Adj`` per hop, outermost first."""
@@ -218,7 +218,8 @@ class MultiGPUSampler:
         return list(self._multi.fanouts)
 
     def set_size(self, sizes) -> None:
-        self._multi.set_fanouts(list(sizes))
+        """Fanouts per hop, seed hop first, as for :meth:`GPUSampler.set_size`."""
+        self._multi.set_fanouts(check_fanouts(sizes, name="sizes"))
 
     def sample(self, seeds, rank: int):
         """``(all_node, adjs)`` for ``seeds`` on rank ``rank``'s device."""

@@ -237,8 +237,9 @@ def array_module(array: Any):
     return np
 
 
+# A number, then an optional K/M/G/T, then an optional B, or iB after a unit ("1iB" is not a size).
 _SIZE_RE = re.compile(
-    r"^\s*(?P<num>(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(?P<unit>[kmgt]?)(?P<suffix>i?b)?\s*$",
+    r"^\s*(?P<num>(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*(?:(?P<unit>[kmgt])(?P<suffix>i?b)?|b?)\s*$",
     re.IGNORECASE,
 )
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
@@ -247,8 +248,9 @@ _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
 def parse_size(size: Any) -> int:
     """Bytes in a budget: ``"0.1G"``, ``"512M"``, ``"200MB"``, ``"1.5GiB"``, ``"64"``, or an int.
 
-    K/M/G/T, with or without ``B`` or ``iB`` and in either case, are powers of 1024, as
-    torch-quiver and the original gglspeedup read them. Fractions round down to whole bytes.
+    The grammar: a number, then optionally K/M/G/T (powers of 1024, as torch-quiver and the
+    original gglspeedup read them) followed by an optional ``B`` or ``iB``; a bare number may end
+    in ``B``. Either case. Fractions round down to whole bytes.
 
     >>> parse_size("0.5K"), parse_size("200MB"), parse_size(4096)
     (512, 209715200, 4096)
@@ -270,7 +272,7 @@ def parse_size(size: Any) -> int:
                 f"'200MB', '1.5GiB'), got {size!r}"
             )
         number = float(match.group("num"))
-        multiplier = 1024 ** _POWERS[match.group("unit").lower()]
+        multiplier = 1024 ** _POWERS[(match.group("unit") or "").lower()]
     else:
         number, multiplier = float(size), 1
     if math.isnan(number) or math.isinf(number):

@@ -17,6 +17,7 @@ TypeError: fanouts[1] must be an int >= 0 or -1 (all neighbours), got 0.5
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "int_array",
     "check_ids_in_range",
     "check_allocation",
+    "check_draws",
     "physical_memory",
     "as_count",
     "index_dtype",
@@ -213,8 +215,27 @@ def check_allocation(name: str, count: int, bytes_each: int) -> None:
         )
 
 
+# Bytes of a hop's output per drawn edge: edge_index (2 x int64), e_id (int64), the kernel's
+# relabel column (int64) and at most one new n_id entry (int64).
+BYTES_PER_DRAW = 40
+
+
+def check_draws(name: str, fanout: int, draws: int, where: str) -> None:
+    """Raise ``ValueError`` naming the fanout ``name`` when a hop drawing up to ``draws`` edges
+    (``where`` says over what) could not hold its output in this machine's memory: before the
+    kernel would fail allocating it (a bare ``MemoryError``)."""
+    total = physical_memory()
+    if total and draws * BYTES_PER_DRAW > total:
+        raise ValueError(
+            f"{name} = {fanout} draws up to {draws} edges {where}: {draws * BYTES_PER_DRAW / 2**30:.1f} GiB of "
+            f"output ({BYTES_PER_DRAW} bytes each), more than this machine's {total / 2**30:.1f} GiB of memory; "
+            "lower the fanout (or the batch)"
+        )
+
+
+@functools.cache
 def physical_memory() -> int:
-    """Bytes of physical memory (0 where the platform does not say)."""
+    """Bytes of physical memory (0 where the platform does not say); read once."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX

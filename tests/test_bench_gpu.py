@@ -56,3 +56,15 @@ def test_checks_and_deadline_are_checked():
     with pytest.raises(ValueError, match="--checks must name some of"):
         gpu._checks(",")
     assert gpu._checks(" sampling , gather ") == ["sampling", "gather"]
+
+
+def test_the_size_defaults_to_tiny_under_the_simulator_and_says_so(monkeypatch, capsys):
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    assert gpu.default_size(None) == "tiny"
+    assert "--size tiny" in capsys.readouterr().out
+    assert gpu.default_size("full") == "full"  # an explicit size wins
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    assert gpu.default_size(None) == "full"
+    parser = __import__("argparse").ArgumentParser()
+    gpu.add_arguments(parser)
+    assert parser.parse_args([]).size is None  # decided at run time, not by argparse

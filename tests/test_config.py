@@ -76,8 +76,7 @@ def _module_exists(module: str) -> bool:
 @pytest.mark.parametrize("name", sorted(gglspeedup._LAZY_NAMES))
 def test_lazy_names_resolve_to_their_module_objects(name):
     module = gglspeedup._LAZY_NAMES[name]
-    if not _module_exists(module):
-        pytest.skip(f"{module} is not written yet")
+    assert _module_exists(module), f"gglspeedup.{name} points at {module}, which does not exist"
     value = getattr(gglspeedup, name)
     assert value is getattr(importlib.import_module(module), name)
     assert gglspeedup.__dict__[name] is value  # cached after the first access
@@ -85,11 +84,19 @@ def test_lazy_names_resolve_to_their_module_objects(name):
 
 @pytest.mark.parametrize("name", gglspeedup._LAZY_MODULES)
 def test_lazy_submodules_resolve(name):
-    if not _module_exists(f"gglspeedup.{name}"):
-        pytest.skip(f"gglspeedup.{name} is not written yet")
+    assert _module_exists(f"gglspeedup.{name}"), f"gglspeedup.{name} is a lazy submodule that does not exist"
     module = getattr(gglspeedup, name)
     assert module is sys.modules[f"gglspeedup.{name}"]
     assert isinstance(getattr(module, "__all__", None), (list, tuple)), f"gglspeedup.{name} lacks __all__"
+
+
+def test_a_lazy_name_whose_module_is_missing_fails_rather_than_skips(monkeypatch):
+    monkeypatch.setitem(gglspeedup._LAZY_NAMES, "Ghost", "gglspeedup.no_such_module")
+    with pytest.raises(AssertionError, match="does not exist"):
+        test_lazy_names_resolve_to_their_module_objects("Ghost")
+    monkeypatch.setattr(gglspeedup, "_LAZY_MODULES", [*gglspeedup._LAZY_MODULES, "no_such_module"])
+    with pytest.raises(AssertionError, match="does not exist"):
+        test_lazy_submodules_resolve("no_such_module")
 
 
 def test_unknown_attribute_raises_attribute_error():

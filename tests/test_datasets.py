@@ -346,7 +346,7 @@ def test_read_ogb_node_rejects_broken_folders(tmp_path):
         datasets.read_ogb_node(tmp_path)
     _write_csv_gz(str(tmp_path / "raw" / "edge.csv.gz"), [(0, 1)], lambda r: ",".join(map(str, r)))
     os.remove(tmp_path / "raw" / "node-feat.csv.gz")
-    with pytest.raises(FileNotFoundError, match=r"node-feat.csv.gz' not found"):
+    with pytest.raises(FileNotFoundError, match=r"node-feat.csv.gz' \(or .csv\) not found: the folder needs"):
         datasets.read_ogb_node(tmp_path)
 
 

@@ -41,13 +41,29 @@ def _read_csv_gz(path: str, dtype, *, ndmin: int = 1) -> np.ndarray:
         return np.loadtxt(handle, delimiter=",", dtype=dtype, ndmin=ndmin)
 
 
-def _find(folder: str, stem: str, required: bool = True) -> str | None:
+_OGB_RAW = "edge, node-feat and node-label (num-node-list optional), each .csv.gz or .csv"
+_OGB_SPLIT = "train, valid and test, each .csv.gz or .csv"
+
+
+def _holds(folder: str) -> str:
+    """What ``folder`` holds, for an error message."""
+    if not os.path.isdir(folder):
+        return f"{folder!r} does not exist" if not os.path.exists(folder) else f"{folder!r} is not a folder"
+    names = sorted(os.listdir(folder))
+    shown = names[:12] + (["..."] if len(names) > 12 else [])
+    return f"it holds {shown}"
+
+
+def _find(folder: str, stem: str, required: bool = True, needs: str = _OGB_RAW) -> str | None:
     for suffix in (".csv.gz", ".csv"):
         path = os.path.join(folder, stem + suffix)
-        if os.path.exists(path):
+        if os.path.isfile(path):
             return path
     if required:
-        raise FileNotFoundError(f"{os.path.join(folder, stem + '.csv.gz')!r} not found")
+        raise FileNotFoundError(
+            f"{os.path.join(folder, stem + '.csv.gz')!r} (or .csv) not found: the folder needs {needs}; "
+            f"{_holds(folder)}"
+        )
     return None
 
 
@@ -87,7 +103,10 @@ def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme
     root = os.fspath(path)
     raw = os.path.join(root, "raw")
     if not os.path.isdir(raw):
-        raise FileNotFoundError(f"{raw!r} not found: path must be an OGB dataset folder with raw/ and split/")
+        raise FileNotFoundError(
+            f"{raw!r} not found: path must be an OGB dataset folder with raw/ ({_OGB_RAW}) and "
+            f"split/<scheme>/ ({_OGB_SPLIT}); {_holds(root)}"
+        )
     edges = _read_csv_gz(_find(raw, "edge"), np.int64, ndmin=2)
     if edges.size and edges.shape[1] != 2:
         raise ValueError(f"{_find(raw, 'edge')!r} must have two columns (src,dst), got {edges.shape[1]}")
@@ -116,7 +135,10 @@ def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme
 
 def _read_ogb_split(folder: str, scheme: str | None, num_nodes: int) -> dict[str, np.ndarray]:
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{folder!r} not found: the OGB dataset folder has no split/")
+        raise FileNotFoundError(
+            f"{folder!r} not found: the OGB dataset folder needs split/<scheme>/ ({_OGB_SPLIT}); "
+            f"{_holds(os.path.dirname(folder))}"
+        )
     if scheme is None:
         schemes = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
         if len(schemes) != 1:
@@ -124,7 +146,7 @@ def _read_ogb_split(folder: str, scheme: str | None, num_nodes: int) -> dict[str
         scheme = schemes[0]
     split = {}
     for name, stem in (("train", "train"), ("val", "valid"), ("test", "test")):
-        ids = np.sort(_read_csv_gz(_find(os.path.join(folder, scheme), stem), np.int64))
+        ids = np.sort(_read_csv_gz(_find(os.path.join(folder, scheme), stem, needs=_OGB_SPLIT), np.int64))
         if ids.size and (ids[0] < 0 or ids[-1] >= num_nodes):
             raise ValueError(f"split {stem!r} holds node ids outside [0, {num_nodes})")
         split[name] = ids
@@ -157,8 +179,11 @@ def read_reddit(path: str | os.PathLike):
     data_path = os.path.join(root, "reddit_data.npz")
     graph_path = os.path.join(root, "reddit_graph.npz")
     for file in (data_path, graph_path):
-        if not os.path.exists(file):
-            raise FileNotFoundError(f"{file!r} not found: path must hold reddit_data.npz and reddit_graph.npz")
+        if not os.path.isfile(file):
+            raise FileNotFoundError(
+                f"{file!r} not found: path must hold reddit_data.npz (feature, label, node_types) and "
+                f"reddit_graph.npz (a scipy.sparse adjacency), DGL's layout; {_holds(root)}"
+            )
     with _reading(data_path, ".npz archive of feature, label and node_types"):
         with np.load(data_path, allow_pickle=False) as data:
             if not hasattr(data, "files"):

@@ -5,6 +5,7 @@ Frameworks are imported only by the callers (see :mod:`.torch_models` for PyTorc
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 
@@ -24,14 +25,25 @@ __all__ = [
     "batch_count",
     "fit",
     "report",
+    "rate",
+    "on_terminal",
     "INNER_BAR_MIN_BATCHES",
 ]
 
 
+def on_terminal() -> bool:
+    """Whether both stdout and stderr are terminals. When either is piped (CI logs, ``| tee``),
+    tqdm's carriage-return frames (stderr) would interleave with the per-epoch lines (stdout) into
+    one unreadable line per epoch, so the demos show no bars then, only the epoch lines."""
+    return all(getattr(stream, "isatty", lambda: False)() for stream in (sys.stdout, sys.stderr))
+
+
 def progress(iterable, *, total=None, desc=None, disable=False, leave=False):
-    """A tqdm progress bar over ``iterable`` (tqdm is a core dependency)."""
+    """A tqdm progress bar over ``iterable`` (tqdm is a core dependency); disabled, whatever
+    ``disable`` says, when the output is not a terminal (:func:`on_terminal`)."""
     from tqdm import tqdm  # not tqdm.auto: its asyncio class calls iter() eagerly, a wasted epoch
 
+    disable = disable or not on_terminal()
     return tqdm(iterable, total=total, desc=desc, disable=disable, leave=leave, dynamic_ncols=True)
 
 
@@ -119,11 +131,17 @@ class History:
         return max(self.rows, key=lambda row: (row["val_acc"], -row["epoch"]))
 
     def totals(self) -> dict:
-        seconds = sum(row["seconds"] for row in self.rows)
-        seeds = sum(row["seeds"] for row in self.rows)
-        edges = sum(row["edges"] for row in self.rows)
-        busy = sum(row["sample_share"] * row["seconds"] for row in self.rows)
+        """Throughput over the epochs after the first (``steady_epochs``): the first epoch also
+        compiles (or loads from Numba's cache) every kernel, seconds that are not sampling, so it
+        is reported apart as ``first_epoch_s``. With a single epoch that epoch is all there is."""
+        steady = self.rows[1:] or self.rows
+        seconds = sum(row["seconds"] for row in steady)
+        seeds = sum(row["seeds"] for row in steady)
+        edges = sum(row["edges"] for row in steady)
+        busy = sum(row["sample_share"] * row["seconds"] for row in steady)
         return {
+            "first_epoch_s": self.rows[0]["seconds"] if self.rows else 0.0,
+            "steady_epochs": [row["epoch"] for row in steady],
             "seconds": seconds,
             "seeds": seeds,
             "edges": edges,
@@ -169,6 +187,15 @@ def plot_history(
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def rate(per_s: float) -> str:
+    """``per_s`` with three significant digits and a k/M/G prefix: ``rate(1234.5) == '1.23 k'``
+    (a fixed ``M`` with two decimals printed a small graph's rate as 0.00 M)."""
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if per_s >= scale:
+            return f"{per_s / scale:.3g} {prefix}"
+    return f"{per_s:.3g}"
 
 
 def batch_count(batch) -> int:
@@ -252,10 +279,17 @@ def report(result: dict, history: History, args, *, name: str, title: str) -> di
     result["plot"] = plot_history(history, args.out, name=name, title=title) if args.out else None
     print(f"best epoch {result['best_epoch']} (val acc {result['best_val_acc']:.4f})")
     print(f"test accuracy: {result['test_acc']:.4f}")
+    epochs = result.get("steady_epochs") or []
+    if len(epochs) < len(history.rows):  # the first epoch left out of the throughput
+        print(
+            f"first epoch {result['first_epoch_s']:.1f} s, kernel compilation (or loading from Numba's cache) "
+            "included: not counted in the throughput below"
+        )
+    over = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {epochs[0]}-{epochs[-1]}" if epochs else "no epoch"
     print(
-        f"throughput: {result['seeds_per_s']:,.0f} training seeds/s, {result['edges_per_s'] / 1e6:.2f} M sampled "
-        f"edges/s over {result['seconds']:.1f} s of training; sampling + gathering busy for "
-        f"{100 * result['sample_share']:.0f}% of the epoch time (on the prefetching loader's thread)"
+        f"throughput over {over} ({result['seconds']:.2f} s): {result['seeds_per_s']:,.0f} training seeds/s, "
+        f"{result['edges']:,} sampled edges ({rate(result['edges_per_s'])} edges/s); sampling + gathering busy "
+        f"for {100 * result['sample_share']:.0f}% of the epoch time (on the prefetching loader's thread)"
     )
     if result["plot"]:
         print(f"plot of loss and accuracy per epoch: {result['plot']}")

@@ -83,6 +83,10 @@ class HostTier:
     def reset(self) -> None:
         """Nothing to reset: there are no device hits to count."""
 
+    def sources(self) -> list:
+        """``(name, array)`` of every array the gather reads (an ``out`` must not overlap them)."""
+        return [("feature table", self.table)]
+
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``; ids : int32/int64 host array, in range; out : C-contiguous."""
         check_backing(self.backing)
@@ -146,6 +150,9 @@ class HostCacheTier:
 
     def reset(self) -> None:
         self.hits = 0
+
+    def sources(self) -> list:
+        return [("feature table", self.table), ("RAM cache", self.cache)]
 
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``, from RAM where cached; ids in range, out C-contiguous."""
@@ -287,6 +294,9 @@ class CUDATiers:
     def reset(self) -> None:
         with self.device:
             self.counters[0] = 0
+
+    def sources(self) -> list:
+        return [("device cache", self.device_table), ("page-locked host rows", self.host_table)]
 
     def gather(self, ids, out) -> None:
         """``out[i] = row ids[i]`` from whichever tier holds it; one kernel launch.

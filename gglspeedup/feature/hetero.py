@@ -166,6 +166,8 @@ class HeteroFeatureSource:
         for node_type, type_ids in ids.items():
             if featureless == "skip" and node_type in self._sources and self._sources[node_type] is None:
                 continue
+            if not isinstance(node_type, str) or node_type not in self._sources:
+                raise ValueError(f"ids names unknown node type {node_type!r}; known node types: {list(self._sources)}")
             self.source(node_type)
             asked[node_type] = type_ids
         for node_type in out or ():

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..device import to_numpy
 from ..validation import check_int
-from .policies import _PRESAMPLE_KEYS, _as_node_ids, _default_batches, presample_scores
+from .policies import _PRESAMPLE_KEYS, _as_node_ids, _default_batches, check_presample_scalars, presample_scores
 
 __all__ = [
     "HETERO_POLICIES",
@@ -320,7 +320,29 @@ def resolve_hetero_policy(policy: Any, graph, num_rows: dict, row_bytes: dict, p
     unknown = set(options) - _HETERO_PRESAMPLE_KEYS
     if unknown:
         raise ValueError(f"unknown presample option(s) {sorted(unknown)}; known: {sorted(_HETERO_PRESAMPLE_KEYS)}")
+    check_presample_scalars(options)
+    _check_typed_seeds(graph, options.get("seeds"))
+    sampler = options.get("sampler")
+    if sampler is not None and not callable(getattr(sampler, "sample", None)):
+        raise TypeError(f"presample['sampler'] must have sample(seeds, key=None), got {type(sampler).__name__}")
     return "presample", lambda budget: _presample(graph, row_bytes, budget, dict(options))
+
+
+def _check_typed_seeds(graph, seeds) -> None:
+    """``presample['seeds']``: ``None`` or a dict node type -> ids in range, not all empty."""
+    if seeds is None:
+        return
+    if not isinstance(seeds, dict):
+        raise TypeError(f"presample['seeds'] must be a dict node type -> ids, got {type(seeds).__name__}")
+    total = 0
+    for t, ids in seeds.items():
+        if t not in graph.num_nodes:
+            raise ValueError(
+                f"presample['seeds'] names node type {t!r}; the graph's node types: {list(graph.num_nodes)}"
+            )
+        total += len(_as_node_ids(f"presample['seeds'][{t!r}]", ids, graph.num_nodes[t]))
+    if total == 0:
+        raise ValueError("presample['seeds'] must not be empty")
 
 
 def plan_cache(policy, graph, num_rows: dict, row_bytes: dict, budget: int, *, skip: dict | None = None) -> dict:

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..device import to_numpy
 from ..protocols import Sampler
-from ..validation import check_ids_in_range, check_int, int_array
+from ..validation import check_fanouts, check_ids_in_range, check_int, int_array
 
 __all__ = [
     "POLICIES",
@@ -252,6 +252,11 @@ def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
     unknown = set(options) - _PRESAMPLE_KEYS
     if unknown:
         raise ValueError(f"unknown presample option(s) {sorted(unknown)}; known: {sorted(_PRESAMPLE_KEYS)}")
+    check_presample_scalars(options)
+    if options.get("seeds") is not None:
+        seeds = _as_node_ids("presample['seeds']", options["seeds"], graph.num_nodes)
+        if len(seeds) == 0:
+            raise ValueError("presample['seeds'] must not be empty")
     _check_sampler(options.get("sampler"))
 
     def compute(budget):
@@ -259,6 +264,25 @@ def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
         return order, {"policy": "presample", **info}
 
     return "presample", compute
+
+
+def check_presample_scalars(options: dict) -> None:
+    """Check the ``presample=`` options every store reads the same way (``fanouts``,
+    ``batch_size``, ``num_batches``, ``seed``) when the store is built, whether or not it has a
+    cache to fill: a CPU store over a table in memory never runs the presample, and a bad option
+    must not wait for the first store that does (a GPU's)."""
+    fanouts = options.get("fanouts")
+    if isinstance(fanouts, dict):  # typed stores: per edge type
+        for edge_type, values in fanouts.items():
+            check_fanouts(values, name=f"presample['fanouts'][{edge_type!r}]")
+    elif "fanouts" in options:
+        check_fanouts(fanouts, name="presample['fanouts']")
+    if "batch_size" in options:
+        check_int("presample['batch_size']", options["batch_size"], minimum=1)
+    if options.get("num_batches") is not None:
+        check_int("presample['num_batches']", options["num_batches"], minimum=1)
+    if "seed" in options:
+        check_int("presample['seed']", options["seed"], minimum=0)
 
 
 def _check_sampler(sampler) -> None:

@@ -11,12 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from .._backing import backing_file
-from ..device import aligned_empty, as_device, parse_size
+from .._interrupt import interruptible
+from ..device import aligned_empty, array_library, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out
 from ._tiers import PINS, CUDATiers, HostCacheTier, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
 
-__all__ = ["FeatureStore"]
+__all__ = ["FeatureStore", "GATHER_CHUNK_BYTES"]
+
+# A CPU gather of more bytes than this runs in equal chunks of at most this size, with Ctrl-C
+# handled between them (gglspeedup._interrupt): about 20-100 ms each on two cores.
+GATHER_CHUNK_BYTES = 128 << 20
 
 
 class FeatureStore:
@@ -246,7 +251,8 @@ class FeatureStore:
         TypeError
             float, bool or non-integer ids; an ``out`` of the wrong type or dtype.
         ValueError
-            ids that are not 1-D; an ``out`` of the wrong shape or layout.
+            ids that are not 1-D; an ``out`` of the wrong shape or layout, or sharing memory with
+            the feature table or the cache the gather reads.
         IndexError
             an id outside ``[0, num_rows)`` (negative ids included), naming the first one.
         """
@@ -256,12 +262,38 @@ class FeatureStore:
             out = self._empty(count)
         else:
             check_out(out, count, self.dim, self.out_dtype, self.device)
+            self._check_out_apart(out)
         self._lookups += count
         self._calls += 1
         if count == 0:
             return out
-        self._tier.gather(ids, out)
+        nbytes = count * self.row_bytes
+        if self.device.is_cuda or nbytes <= GATHER_CHUNK_BYTES:
+            self._tier.gather(ids, out)
+            return out
+        parts = -(-nbytes // GATHER_CHUNK_BYTES)
+        with interruptible() as guard:  # Ctrl-C between chunks; leaving the block raises
+            for part in range(parts):
+                if guard.stopping():
+                    break
+                lo, hi = count * part // parts, count * (part + 1) // parts
+                self._tier.gather(ids[lo:hi], out[lo:hi])
+            if guard.stopping():
+                ids = out = None  # not kept alive by the traceback
         return out
+
+    def _check_out_apart(self, out) -> None:
+        """Refuse an ``out`` sharing memory with a table or cache the gather reads: rows written
+        early would be read back as other rows' sources (silently wrong output). Both arrays are
+        contiguous, so overlapping bounds (``may_share_memory``, O(1)) means shared bytes."""
+        xp = self.device.xp
+        library = array_library(out)
+        for name, source in self._tier.sources():
+            if array_library(source) == library and xp.may_share_memory(out, source):
+                raise ValueError(
+                    f"out shares memory with the store's {name}: the gather would overwrite rows it still has to "
+                    "read; pass a separate buffer"
+                )
 
     def check_ids(self, ids):
         """``ids`` as :meth:`gather` reads them: a 1-D int32/int64 array of the store's device

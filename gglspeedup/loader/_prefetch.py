@@ -12,6 +12,7 @@ import queue
 import threading
 import time
 
+from .._interrupt import StopFlag, stop_scope
 from .._launch import synchronize
 
 __all__ = ["PrefetchIterator"]
@@ -43,9 +44,11 @@ def _put(items: queue.Queue, stop: threading.Event, item) -> bool:
     return False
 
 
-def _produce(loader, epoch: int, slices: list, items: queue.Queue, stop: threading.Event) -> None:
+def _produce(loader, epoch: int, slices: list, items: queue.Queue, stop: threading.Event, flag: StopFlag) -> None:
     """The producer thread's body. It holds no reference to the iterator, so an iterator the
-    caller abandons is garbage-collected, and its ``__del__`` stops this thread."""
+    caller abandons is garbage-collected, and its ``__del__`` stops this thread. ``flag`` is set
+    with ``stop``: the long kernel calls of a batch in progress poll it (gglspeedup._interrupt),
+    so closing the iterator ends the batch within a block of work, not at its end."""
     try:
         threads = getattr(loader, "producer_threads", None)
         if threads:  # Numba's thread count is per calling thread: this one only, not the trainer's
@@ -53,7 +56,7 @@ def _produce(loader, epoch: int, slices: list, items: queue.Queue, stop: threadi
 
             numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
         device, stream = _device_and_stream(loader.sampler)
-        with device, stream as current:  # every launch and CuPy call of this thread: one stream
+        with stop_scope(flag), device, stream as current:  # every launch and CuPy call: one stream
             for index, batch_seeds in enumerate(slices):
                 if stop.is_set():
                     return
@@ -81,11 +84,12 @@ class PrefetchIterator:
         self._loader, self._num_batches = loader, len(slices)
         self._queue: queue.Queue = queue.Queue(maxsize=loader.prefetch)
         self._stop = threading.Event()
+        self._flag = StopFlag()  # set with _stop: stops the producer's kernel calls mid-batch
         self._finished = False
         # Started by the first __next__, so an iterator created and never used costs nothing.
         self._thread = threading.Thread(
             target=_produce,
-            args=(loader, epoch, slices, self._queue, self._stop),
+            args=(loader, epoch, slices, self._queue, self._stop, self._flag),
             name=f"gglspeedup-{type(loader).__name__}-epoch{epoch}",
             daemon=True,
         )
@@ -102,21 +106,11 @@ class PrefetchIterator:
         if self._thread.ident is None:
             self._thread.start()
         start = time.perf_counter()
-        while True:
-            try:
-                kind, value = self._queue.get(timeout=_POLL_S)
-                break
-            except queue.Empty:
-                if self._thread.is_alive():
-                    continue
-                try:  # the producer may have queued its last item just before exiting
-                    kind, value = self._queue.get_nowait()
-                    break
-                except queue.Empty:
-                    self.close()
-                    raise RuntimeError(
-                        f"the {type(self._loader).__name__} producer thread stopped without a result"
-                    ) from None
+        try:
+            kind, value = self._wait()
+        except BaseException:  # Ctrl-C while waiting (or any error): the producer ends with the loop
+            self.close()
+            raise
         self._loader._count(wait_s=time.perf_counter() - start)
         if kind == "batch":
             return value
@@ -125,10 +119,27 @@ class PrefetchIterator:
             raise value
         raise StopIteration
 
+    def _wait(self):
+        """The next ``(kind, value)`` the producer queued."""
+        while True:
+            try:
+                return self._queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if self._thread.is_alive():
+                    continue
+                try:  # the producer may have queued its last item just before exiting
+                    return self._queue.get_nowait()
+                except queue.Empty:
+                    raise RuntimeError(
+                        f"the {type(self._loader).__name__} producer thread stopped without a result"
+                    ) from None
+
     def close(self) -> None:
-        """Stop the producer (used when the caller leaves the loop early)."""
+        """Stop the producer (used when the caller leaves the loop early, or is interrupted): its
+        batch in progress ends within a block of kernel work, and the thread is joined."""
         self._finished = True
         self._stop.set()
+        self._flag.set()
         with contextlib.suppress(queue.Empty):
             while True:
                 self._queue.get_nowait()

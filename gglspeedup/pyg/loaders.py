@@ -131,7 +131,7 @@ class LinkNeighborLoader(LinkLoader):
             neighbor_sampler = _make_sampler(
                 data, num_neighbors, replace, weight_attr, _subgraph(subgraph_type, directed), options
             )
-        edge_label_index, edge_label = _check_label_index(edge_label_index, edge_label)
+        edge_label_index, edge_label = _check_label_index(edge_label_index, edge_label, neighbor_sampler.is_hetero)
         if _is_remote(data) and not neighbor_sampler.is_hetero:
             if edge_label_index is None:
                 edge_label_index = _all_edges(data[1], neighbor_sampler)
@@ -174,13 +174,21 @@ def _subgraph(subgraph_type, directed):
     return "induced" if not directed else subgraph_type
 
 
-def _check_label_index(edge_label_index, edge_label):
+def _check_label_index(edge_label_index, edge_label, hetero: bool):
     """Refuse, by name, pairs that are not (2, B) and labels that are not one per pair."""
     pairs = edge_label_index
     if isinstance(pairs, (tuple, list)) and len(pairs) == 2 and not isinstance(pairs[0], (str, int)):
         pairs = pairs[1]  # (edge type or None, pairs)
     elif isinstance(pairs, (tuple, list)) and len(pairs) == 2 and isinstance(pairs[1], torch.Tensor):
         pairs = pairs[1]
+    edge_type = isinstance(pairs, str) or (
+        isinstance(pairs, (tuple, list)) and len(pairs) == 3 and all(isinstance(part, str) for part in pairs)
+    )
+    if pairs is not None and not isinstance(pairs, torch.Tensor) and not (hetero and edge_type):  # PyG's bare assert
+        raise TypeError(
+            "edge_label_index must be a (2, num_pairs) tensor, an edge type or (edge type, tensor), "
+            f"got {type(pairs).__name__}"
+        )
     if isinstance(pairs, torch.Tensor):
         if pairs.dim() != 2 or pairs.size(0) != 2:
             raise ValueError(f"edge_label_index must have shape (2, num_pairs), got {tuple(pairs.shape)}")

@@ -23,6 +23,7 @@ from torch_geometric.sampler.base import NumNeighbors
 
 from ..heterograph import HeteroGraph
 from ..sampling import HeteroNeighborSampler, NeighborSampler
+from ..validation import check_fanouts
 from .graphs import NO_EDGES, graph_of, with_empty_relation
 from .outputs import binary_labels, hetero_sampler_output, link_metadata, pair_batch, sampler_output
 from .subgraphs import SUBGRAPH_TYPES, finish_output, weighted_negatives
@@ -352,10 +353,10 @@ def _fanouts(num_neighbors, graph):
     if isinstance(num_neighbors, NumNeighbors):
         if isinstance(num_neighbors.values, dict):
             raise ValueError("num_neighbors per edge type needs a typed graph")
-        return list(num_neighbors.values)
+        return check_fanouts(list(num_neighbors.values), name="num_neighbors")
     if isinstance(num_neighbors, dict):
         raise ValueError("num_neighbors per edge type needs a typed graph")
-    return num_neighbors
+    return check_fanouts(num_neighbors, name="num_neighbors")  # errors name PyG's argument, not ours
 
 
 def _no_hops(num_neighbors) -> bool:

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
-from ..validation import check_int
+from ..validation import check_draws, check_int
 
 __all__ = [
     "BatchKeys",
@@ -15,6 +15,7 @@ __all__ = [
     "check_seeds",
     "check_expand",
     "check_not_bipartite",
+    "check_replace_fanouts",
     "check_last",
     "check_tree_count",
     "place_like",
@@ -86,6 +87,14 @@ def place_like(graph, array):
 
 
 EXPANDS = ("all", "new")
+
+
+def check_replace_fanouts(fanouts, replace: bool, name: str = "fanouts") -> None:
+    """With replacement a row draws exactly ``k`` edges: refuse a ``k`` whose output for a single
+    target would not fit in memory (``fanouts=[10**12]``), at construction."""
+    if replace:
+        for hop, k in enumerate(fanouts):
+            check_draws(f"{name}[{hop}]", k, k, "for every target (replace=True)")
 
 
 def check_expand(expand) -> str:

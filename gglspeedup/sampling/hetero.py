@@ -12,6 +12,7 @@ from .common import (
     BatchKeys,
     check_expand,
     check_last,
+    check_replace_fanouts,
     check_seeds,
     check_tree_count,
     place_like,
@@ -95,6 +96,7 @@ class HeteroNeighborSampler(BatchKeys):
         self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
         self.disjoint = check_bool("disjoint", disjoint)
+        self._check_replace(self.fanouts)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and not graph.weighted:
             raise ValueError("weighted=True needs a graph whose relations have weights")
@@ -117,6 +119,10 @@ class HeteroNeighborSampler(BatchKeys):
         self._lock = threading.Lock()
         self._plan = HopPlan(self.graph, self._fanout_matrix())
         self._driver = self._make_driver()
+
+    def _check_replace(self, fanouts: dict) -> None:
+        for edge_type, values in fanouts.items():
+            check_replace_fanouts(values, self.replace, name=f"fanouts[{edge_type!r}]")
 
     @staticmethod
     def _check_fanouts(graph: HeteroGraph, fanouts) -> dict:
@@ -186,6 +192,7 @@ class HeteroNeighborSampler(BatchKeys):
         clone = HeteroNeighborSampler.__new__(HeteroNeighborSampler)
         clone.__dict__.update(self.__dict__)
         clone.fanouts = self._check_fanouts(self.graph, fanouts)
+        clone._check_replace(clone.fanouts)
         clone._plan = HopPlan(self.graph, clone._fanout_matrix())
         self._continue_keys(clone)
         return clone

@@ -14,6 +14,7 @@ from .common import (
     check_expand,
     check_last,
     check_not_bipartite,
+    check_replace_fanouts,
     check_seeds,
     check_tree_count,
     place_like,
@@ -31,6 +32,7 @@ __all__ = [
     "check_last",
     "check_tree_count",
     "place_like",
+    "check_replace_fanouts",
     "resolve_placement",
 ]
 
@@ -145,6 +147,7 @@ class NeighborSampler(BatchKeys):
         self.expand = check_expand(expand)
         self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
         self.disjoint = check_bool("disjoint", disjoint)
+        check_replace_fanouts(self.fanouts, self.replace)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
@@ -222,6 +225,7 @@ class NeighborSampler(BatchKeys):
         clone = NeighborSampler.__new__(NeighborSampler)
         clone.__dict__.update(self.__dict__)
         clone.fanouts = check_fanouts(fanouts)
+        check_replace_fanouts(clone.fanouts, self.replace)
         self._continue_keys(clone)
         return clone
 

@@ -23,7 +23,9 @@ hard deadline (``--deadline``, default 540 s), each with its share of what is le
 
 ``report.json`` and ``report.md`` go to ``--out``; the exit status is 1 when a check failed or
 the deadline cut one off. ``--size tiny`` runs everything at toy sizes: that is how CI runs the
-command on numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) before it ever meets a GPU.
+command on numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) before it ever meets a GPU. Without
+``--size`` the command picks ``full`` on a GPU and ``tiny`` under the simulator (where full sizes
+would run every check out of the deadline), and says which.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--size",
         choices=("full", "tiny"),
-        default="full",
-        help="problem sizes: full (a GPU) or tiny (the simulator, CI)",
+        default=None,
+        help="problem sizes: full (a GPU) or tiny (the simulator, CI); default full, tiny under the simulator",
     )
     parser.add_argument("--checks", default=",".join(ORDER), help=f"comma-separated subset of {','.join(ORDER)}")
 
@@ -131,10 +133,24 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def default_size(size: str | None) -> str:
+    """``size`` when given; else ``tiny`` under numba's CUDA simulator (said on stdout) and
+    ``full`` otherwise."""
+    if size is not None:
+        return size
+    from ..._config import cuda_sim_enabled
+
+    if cuda_sim_enabled():
+        print("numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): --size tiny (pass --size full to override)")
+        return "tiny"
+    return "full"
+
+
 def run(args) -> dict:
     names = _checks(args.checks)
     if args.deadline <= 0:
         raise ValueError(f"--deadline must be > 0 seconds, got {args.deadline}")
+    args.size = default_size(args.size)
     start = time.monotonic()
     report = {
         "command": "python -m gglspeedup.bench gpu " + " ".join(sys.argv[2:]) if len(sys.argv) > 1 else "",

@@ -18,8 +18,11 @@ import numpy as np
 from numba import njit, prange
 
 from ..._hugepages import huge_empty
+from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
+from ..._stop import stop_requested
 from ..._threading import prefer_tbb
+from ...validation import BYTES_PER_DRAW, check_draws, physical_memory
 from .disjoint import new_table, sample_tree_hop
 from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_state
@@ -35,6 +38,9 @@ __all__ = [
     "reset_map",
     "KERNEL_LOCK",
     "PARALLEL_MIN_WORK",
+    "LONG_WORK",
+    "hop_work",
+    "check_hop_output",
 ]
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
@@ -49,6 +55,9 @@ PARALLEL_MIN_WORK = 1 << 16
 # Serial loops over random ids prefetch this many iterations ahead.
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 4  # rows ahead in the fill loop (measured best of 4 / 8 / none)
+# A hop drawing at least this many edges (about 0.1 s on two cores) runs as an interruptible call
+# (gglspeedup._interrupt): its kernel polls a stop flag, so Ctrl-C ends it within a block of rows.
+LONG_WORK = 1 << 21
 
 
 class CPUDriver:
@@ -100,23 +109,32 @@ class CPUDriver:
         local_map = self._acquire_map()
         hops = []
         threads = numba.get_num_threads()
-        with KERNEL_LOCK:
-            try:
-                n_id = map_seeds(seeds, local_map)
-                first = 0  # the first target's position in n_id
-                for hop, k in enumerate(fanouts):
-                    num_targets = len(n_id)
-                    work = (num_targets - first) * (k if k > 0 else 16)
-                    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
-                    n_id, edge_index, e_id = sample_hop(
-                        self.graph, options, n_id, k, hop_state(self.seed, key, hop), local_map, first
-                    )
-                    hops.append((edge_index, e_id, (len(n_id), num_targets)))
-                    if expand == "new":
-                        first = num_targets
-            finally:
-                numba.set_num_threads(threads)
-            reset_map(n_id, local_map)
+        # Ctrl-C is handled between hops, and inside a long hop's kernel (gglspeedup._interrupt);
+        # leaving the block raises KeyboardInterrupt after this frame has dropped its arrays.
+        with interruptible() as guard:
+            with KERNEL_LOCK:
+                try:
+                    n_id = map_seeds(seeds, local_map)
+                    first = 0  # the first target's position in n_id
+                    for hop, k in enumerate(fanouts):
+                        num_targets = len(n_id)
+                        work = hop_work(self.graph.indptr, n_id, first, k)
+                        check_hop_output(self.graph.indptr, n_id, first, k, hop, work, options.replace)
+                        numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
+                        args = (self.graph, options, n_id, k, hop_state(self.seed, key, hop), local_map, first)
+                        result = guard.run(sample_hop, *args) if work >= LONG_WORK else sample_hop(*args)
+                        if guard.stopping():
+                            break
+                        n_id, edge_index, e_id = result
+                        hops.append((edge_index, e_id, (len(n_id), num_targets)))
+                        if expand == "new":
+                            first = num_targets
+                finally:
+                    numba.set_num_threads(threads)
+                if guard.stopping():  # the map may hold entries of this batch: it is dropped, not pooled
+                    n_id = hops = local_map = result = args = None
+                    return None
+                reset_map(n_id, local_map)
         # Only a clean map goes back to the pool (an exception above drops it).
         with self._lock:
             self._free_maps.append(local_map)
@@ -191,6 +209,29 @@ class CPUDriver:
         return np.full(self.num_nodes, -1, dtype=dtype)
 
 
+def check_hop_output(indptr, n_id, first: int, k: int, hop: int, work: int, replace: bool) -> None:
+    """Refuse, before its kernel, a hop whose output cannot fit in memory: ``work`` draws bound
+    it with replacement; without, each target draws at most its degree, which is summed (only
+    for a hop that fails the first test)."""
+    if work * BYTES_PER_DRAW <= (physical_memory() or work * BYTES_PER_DRAW):
+        return
+    num_targets = len(n_id) - first
+    where = f"at hop {hop} ({num_targets} targets)"
+    if k >= 0 and not replace:
+        targets = n_id[first:]
+        work = min(work, int(np.sum(indptr[targets + 1] - indptr[targets])))
+    check_draws(f"fanouts[{hop}]", k, work, where)
+
+
+def hop_work(indptr, n_id, first: int, k: int) -> int:
+    """About how many edges a hop over the targets ``n_id[first:]`` draws: ``k`` per target, or
+    (``k < 0``) their degrees summed."""
+    if k >= 0:
+        return (len(n_id) - first) * k
+    targets = n_id[first:]
+    return int(np.sum(indptr[targets + 1] - indptr[targets]))
+
+
 @contextlib.contextmanager
 def _threads_for(work: int):
     """Numba's threads for a parallel region of ``work`` units: one below PARALLEL_MIN_WORK."""
@@ -242,7 +283,7 @@ def reset_map(n_id, local_map):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def sample_hop(graph, options, n_id, k, hop_state_, local_map, first):
+def sample_hop(graph, options, n_id, k, hop_state_, local_map, first, stop_flag=None):
     """Sample one hop for the targets ``n_id[first:]`` and extend ``n_id`` with the new nodes.
 
     Returns ``(n_id_next, edge_index, e_id)``: ``n_id_next`` (int64, ``n_id`` then new nodes in
@@ -250,7 +291,9 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, first):
     target, both positions in ``n_id_next``), ``e_id`` (int64, shape (E,)). ``local_map`` must
     already map every node of ``n_id`` to its first position and is updated with the new nodes.
     ``first = 0`` expands every node; the position where the last hop's new nodes start expands
-    those only (PyG's rule).
+    those only (PyG's rule). ``stop_flag`` (optional, a uint8 flag of one element) is polled per block
+    of rows and per relabelled edge: once set, the kernel returns early with partial
+    output and ``local_map`` holding some of the hop's nodes (see :mod:`gglspeedup._interrupt`).
     """
     indptr = graph.indptr
     num_known = n_id.shape[0]
@@ -272,6 +315,8 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, first):
     # tight loop whose loads are independent (they overlap, unlike loads inside the row loop).
     num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
     for block in prange(num_blocks):
+        if stop_requested(stop_flag):
+            continue
         lo = block * _ROWS_PER_BLOCK
         hi = min(lo + _ROWS_PER_BLOCK, num_targets)
         for i in range(lo, hi):
@@ -289,6 +334,8 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, first):
     n_id_next[:num_known] = n_id
     size = num_known
     for q in range(num_edges):
+        if stop_requested(stop_flag):
+            break
         if q + _PREFETCH_DISTANCE < num_edges:  # the map reads are the serial loop's misses
             prefetch(local_map, col[q + _PREFETCH_DISTANCE])
         g = col[q]

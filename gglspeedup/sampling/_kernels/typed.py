@@ -21,8 +21,11 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
-from .cpu import KERNEL_LOCK, PARALLEL_MIN_WORK, CPUDriver, map_seeds, reset_map
+from ..._stop import stop_requested
+from ...validation import check_draws
+from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, map_seeds, reset_map
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
 from .records import SampleOptions
@@ -88,7 +91,7 @@ class TypedCPUDriver:
         n_id = list(seeds)
         hops = []
         threads = numba.get_num_threads()
-        with KERNEL_LOCK:
+        with interruptible() as guard, KERNEL_LOCK:  # Ctrl-C: see CPUDriver.sample_all
             try:
                 for t, ids in enumerate(n_id):
                     base = self.type_base[t]
@@ -97,9 +100,11 @@ class TypedCPUDriver:
                 for hop in range(plan.num_hops):
                     targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop)
                     work = plan.work(segments, hop)
+                    if options.replace:  # rows draw exactly k: refuse an output that cannot fit
+                        check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
                     numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
-                    result = sample_typed_hop(
+                    args = (
                         self.graph,
                         options,
                         targets,
@@ -114,6 +119,9 @@ class TypedCPUDriver:
                         local_map,
                         sizes,
                     )
+                    result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
+                    if guard.stopping():
+                        break
                     edges, e_id, offsets, (new_nodes, type_offsets) = result
                     if expand == "new":
                         plan.shift_targets(edges, offsets[segments], starts)
@@ -122,6 +130,9 @@ class TypedCPUDriver:
                     hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
             finally:
                 numba.set_num_threads(threads)
+            if guard.stopping():  # the map is dropped, not pooled; leaving the block raises
+                n_id = hops = local_map = result = args = targets = None
+                return None
             for t, ids in enumerate(n_id):
                 base = self.type_base[t]
                 reset_map(ids, local_map[base : base + self._count(t)])
@@ -190,7 +201,20 @@ class TypedCPUDriver:
 
 @njit(parallel=True, cache=True, nogil=True)
 def sample_typed_hop(
-    graph, options, targets, rel_of, segments, row_base, ks, states, src_type, src_base, edge_base, local_map, sizes
+    graph,
+    options,
+    targets,
+    rel_of,
+    segments,
+    row_base,
+    ks,
+    states,
+    src_type,
+    src_base,
+    edge_base,
+    local_map,
+    sizes,
+    stop_flag=None,
 ):
     """One typed hop. Target ``i`` is node ``targets[i]`` of relation ``rel_of[i]`` (relation
     ``r``'s targets are ``segments[r] .. segments[r + 1]``), drawn with fanout ``ks[r]`` and state
@@ -202,6 +226,8 @@ def sample_typed_hop(
     target's position ``i - segments[r]``); ``e_id`` relation-local edge ids; the new nodes
     grouped by type (type order, each type's in order of first appearance), bounded by
     ``type_offsets``. ``local_map`` and ``sizes`` (per-type ``n_id`` lengths) are updated.
+    ``stop_flag`` (optional): polled per block of rows; once set, the kernel returns early with
+    partial output (see :mod:`gglspeedup._interrupt`).
     """
     num_targets = targets.shape[0]
     num_relations = row_base.shape[0]
@@ -233,6 +259,8 @@ def sample_typed_hop(
             num_busy += 1
     num_blocks = (num_busy + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
     for block in prange(num_blocks):
+        if stop_requested(stop_flag):
+            continue
         lo = block * _ROWS_PER_BLOCK
         hi = min(lo + _ROWS_PER_BLOCK, num_busy)
         for j in range(lo, hi):
@@ -272,6 +300,8 @@ def sample_typed_hop(
             stop = offsets[segments[r + 1]]
             base = src_base[r]
             for q in range(first, stop):
+                if stop_requested(stop_flag):
+                    break
                 if q + _PREFETCH_DISTANCE < stop:  # the map reads are the pass's misses
                     prefetch(local_map, base + col[q + _PREFETCH_DISTANCE])
                 u = col[q]
