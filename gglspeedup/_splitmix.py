@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GAMMA", "MASK", "mix64", "splitmix64"]
+__all__ = ["GAMMA", "MASK", "mix64", "splitmix64", "dropout_key"]
 
 GAMMA = np.uint64(0x9E3779B97F4A7C15)  # the golden-ratio increment of splitmix64's stream
 MASK = (1 << 64) - 1
@@ -46,3 +46,11 @@ def splitmix64(value: int) -> int:
     """
     with np.errstate(over="ignore"):
         return int(mix64(np.uint64(int(value) & MASK)))
+
+
+def dropout_key(seed: int, stream: int) -> int:
+    """The uint64 key of dropout stream ``stream`` (0: attention edges, ``1 + t``: hop ``t``) of an
+    attention call whose seed is ``seed`` (:mod:`gglspeedup.attention`; drawn from torch's
+    generator, so ``torch.manual_seed`` rules it). Here, beside :func:`splitmix64`, so the kernels'
+    wrappers and the references in :mod:`gglspeedup.testing` share one definition."""
+    return splitmix64((splitmix64(int(seed)) ^ ((int(stream) + 1) * int(GAMMA))) & MASK)

@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._splitmix import dropout_key
+
 __all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP"]
 
 MODE_SOFTMAX = 0
@@ -28,14 +30,6 @@ class Dropout(NamedTuple):
     scale: float
     key: int
     bits: Any
-
-
-def dropout_key(seed: int, stream: int) -> int:
-    """The uint64 key of dropout stream ``stream`` (0: attention edges, ``1 + t``: hop ``t``) of a
-    call whose seed is ``seed`` (drawn from torch's generator, so ``torch.manual_seed`` rules it)."""
-    from .._splitmix import GAMMA, MASK, splitmix64
-
-    return splitmix64((splitmix64(int(seed)) ^ ((int(stream) + 1) * int(GAMMA))) & MASK)
 
 
 class GraphOps:

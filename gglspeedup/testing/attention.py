@@ -114,8 +114,7 @@ def dropout_masks(graph, batch, heads, depth, hops, p, seed, dtype=None):
     """
     import torch
 
-    from .._splitmix import GAMMA, mix64
-    from ..attention._ops import dropout_key
+    from .._splitmix import GAMMA, dropout_key, mix64
     from ..device import to_numpy
 
     node_mul = np.uint64(0xD6E8FEB86659FD93)
