@@ -26,6 +26,7 @@ COMMANDS = {
     "build": "CSR construction in memory: from_edge_index (parallel counting sort) vs the previous stable argsort",
     "scale": "the papers-like graph out of core: build time and memory, bytes per edge, sampling and disk gathers",
     "gammagl": "GammaGL's GraphSAGE loop: its NeighborSampler vs gglspeedup.gammagl's, sampling to whole epochs",
+    "inference": "layer-wise full-graph inference: nodes/s and peak memory against the bound, vs DGL's recipe",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
 }
 
