@@ -161,8 +161,8 @@ def _tiny_graph(graph):
 def run(args) -> dict:
     import torch
 
-    from ..examples.torch_models import SAGE, SAGEConv
     from ..device import parse_size
+    from ..examples.torch_models import SAGE, SAGEConv
     from ._common import apply_threads, format_table, load_graph, machine_info
 
     apply_threads(args.threads)
