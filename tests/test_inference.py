@@ -127,3 +127,18 @@ def test_bad_inputs(tmp_path):
         gg.inference.layerwise([conv], graph, x, out_dir=tmp_path / "missing")
     with pytest.raises(ValueError, match=r"layers\[0\] must return a 2-D output with one row per target"):
         gg.inference.layerwise([lambda block, edge_index: block[0]], graph, x, batch_size=8)
+
+
+def test_sage_demo_layerwise_matches_full_neighbourhood_test_accuracy():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demos", "train_sage_torch.py")
+    spec = importlib.util.spec_from_file_location("train_sage_torch_layerwise", path)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    argv = "--dataset powerlaw:300:6 --epochs 1 --fanouts 4,3 --batch-size 64 --hidden 8 --no-progress --threads 1"
+    result = demo.main([*argv.split(), "--device", "cpu", "--prefetch", "0", "--layerwise"])
+    # the demo's test batches take every neighbour of every hop: the same outputs as layer-wise
+    assert result["layerwise_test_acc"] == result["test_acc"]
+    assert 0.0 <= result["sampled_test_acc"] <= 1.0
