@@ -142,3 +142,19 @@ def test_sage_demo_layerwise_matches_full_neighbourhood_test_accuracy():
     # the demo's test batches take every neighbour of every hop: the same outputs as layer-wise
     assert result["layerwise_test_acc"] == result["test_acc"]
     assert 0.0 <= result["sampled_test_acc"] <= 1.0
+
+
+def test_bench_inference_tiny(tmp_path, capsys):
+    import json
+
+    from gglspeedup.bench import main
+
+    path = tmp_path / "inference.json"
+    argv = ["inference", "--graph", "powerlaw:400:6", "--layers", "2", "--dim", "8", "--hidden", "8"]
+    main([*argv, "--out", "4", "--batch-size", "64", "--threads", "1", "--json", str(path)])
+    results = json.loads(path.read_text())
+    (row,) = results["rows"]
+    assert row["contender"] == "gglspeedup" and row["nodes_per_s"] > 0
+    assert row["bound_mib"] == round(2 * 400 * 8 * 4 / 2**20, 1)
+    assert row["peak_rss_mib"] >= row["rss_before_mib"] > 0
+    assert "nodes/s (x layers)" in capsys.readouterr().out
