@@ -59,6 +59,7 @@ _LAZY_MODULES = (
     "examples",
     "feature",
     "gammagl",
+    "inference",
     "loader",
     "multigpu",
     "protocols",

@@ -28,6 +28,7 @@ COMMANDS = {
     "gammagl": "GammaGL's GraphSAGE loop: its NeighborSampler vs gglspeedup.gammagl's, sampling to whole epochs",
     "attention": "Diffuser attention: pattern per step, layer fwd+bwd GFLOP/s, peak memory vs Diffuser's DGL code",
     "soak": "leak check: node, link and typed loaders with prefetch for --minutes, RSS every second",
+    "inference": "layer-wise full-graph inference: nodes/s and peak memory against the bound, vs DGL's recipe",
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
     "attention-pooling": "softmax / sparsemax / gfusedmax pooling of graph batches: ms per iteration vs attpool2",
     "temporal": "temporal sampling: edges/s beside plain sampling (sorted and unsorted rows) and pyg-lib's",

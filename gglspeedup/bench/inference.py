@@ -1,0 +1,242 @@
+"""``python -m gglspeedup.bench inference``: layer-wise full-graph inference, nodes/s and memory.
+
+Example (issue 20's target, on the 64M-edge benchmark graph)::
+
+    python -m gglspeedup.bench inference --graph powerlaw:2000000:32 --layers 3
+
+A GraphSAGE (mean) of ``--layers`` layers with random weights runs over every node with
+:func:`gglspeedup.inference.layerwise` (full neighbourhoods, no sampling) on random float32
+features. Reported: nodes/s (all nodes times layers over the wall time), the resident memory
+before the run (graph, features, model) and its peak during it, sampled every 20 ms from
+``/proc/self/status`` (``VmRSS`` and its anonymous part ``RssAnon``), beside the bound the
+design promises: two layer tables (the one read, the one written) plus the cache budget. With
+``--out-dir`` the layer tables are memory-mapped files, so the anonymous memory should stay near
+the cache budget plus one batch. ``--peers dgl`` also times DGL's recipe (``SAGEConv`` with
+``MultiLayerFullNeighborSampler(1)`` and a ``DataLoader`` over all nodes, layer by layer) on the
+same graph and features when DGL imports. The time spent inside the convolutions (the model's
+arithmetic, torch's for ours and DGL's for DGL) is reported apart from the rest (building the
+blocks, gathering rows, writing outputs).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser) -> None:
+    from ._common import GRAPH_SPEC_HELP
+
+    parser.add_argument("--graph", default="powerlaw:2000000:32", help=GRAPH_SPEC_HELP)
+    parser.add_argument("--layers", type=int, default=3, help="SAGE layers (default 3)")
+    parser.add_argument("--dim", type=int, default=64, help="input feature width (default 64)")
+    parser.add_argument("--hidden", type=int, default=64, help="hidden width (default 64)")
+    parser.add_argument("--out", type=int, default=16, help="output width (default 16)")
+    parser.add_argument("--batch-size", type=int, default=8192, help="target nodes per batch (default 8192)")
+    parser.add_argument("--cache-size", default="0", help="cache budget per layer's store (default 0)")
+    parser.add_argument("--out-dir", default=None, help="keep layer outputs in memory-mapped files there")
+    parser.add_argument("--peers", default="", help="'dgl' to also time DGL's layer-wise recipe")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba and torch")
+
+
+def _status_kib(fields=("VmRSS", "RssAnon")) -> dict:
+    values = {}
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            name = line.split(":", 1)[0]
+            if name in fields:
+                values[name] = int(line.split()[1])
+    return values
+
+
+class _PeakMemory:
+    """Peak VmRSS / RssAnon (KiB) over a block, sampled by a thread every ``interval`` s."""
+
+    def __init__(self, interval: float = 0.02):
+        self.interval, self.peak, self._stop = interval, {}, threading.Event()
+
+    def _poll(self):
+        while not self._stop.is_set():
+            for name, value in _status_kib().items():
+                self.peak[name] = max(self.peak.get(name, 0), value)
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        for name, value in _status_kib().items():
+            self.peak[name] = max(self.peak.get(name, 0), value)
+
+
+def _mib(kib: int) -> float:
+    return round(kib / 1024, 1)
+
+
+class _Timed:
+    """A layer that adds its own wall time to ``clock[0]`` (the model's share of a run)."""
+
+    def __init__(self, layer, clock):
+        self.layer, self.clock = layer, clock
+
+    def __call__(self, *inputs):
+        start = time.perf_counter()
+        try:
+            return self.layer(*inputs)
+        finally:
+            self.clock[0] += time.perf_counter() - start
+
+
+def _ours(model, graph, x, args, clock):
+    import torch
+
+    from ..inference import layerwise
+
+    with torch.no_grad():
+        return layerwise(
+            [_Timed(conv, clock) for conv in model.convs],
+            graph,
+            x,
+            batch_size=args.batch_size,
+            activation=torch.relu,
+            cache_size=args.cache_size,
+            out_dir=args.out_dir,
+        )
+
+
+def _dgl(model, graph, x, args, clock):
+    """DGL's documented recipe (examples/pytorch/graphsage: ``SAGE.inference``), with DGL's own
+    mean ``SAGEConv`` given our layers' weights."""
+    import torch
+
+    from .peers import import_dgl
+
+    dgl = import_dgl()
+    indptr = torch.from_numpy(np.asarray(graph.indptr, dtype=np.int64))
+    indices = torch.from_numpy(np.asarray(graph.indices, dtype=np.int64))
+    # our rows list in-neighbours: DGL's CSC (destination-major) layout
+    g = dgl.graph(("csc", (indptr, indices, torch.empty(0, dtype=torch.int64))), num_nodes=graph.num_nodes)
+    convs = []
+    for conv in model.convs:
+        dgl_conv = dgl.nn.SAGEConv(conv.lin_l.in_features, conv.lin_l.out_features, "mean")
+        with torch.no_grad():
+            dgl_conv.fc_neigh.weight.copy_(conv.lin_l.weight)
+            dgl_conv.fc_self.weight.copy_(conv.lin_r.weight)
+            dgl_conv.fc_self.bias.copy_(conv.lin_l.bias)  # DGL keeps the mean aggregator's bias in fc_self
+        convs.append(dgl_conv.eval())
+    sampler = dgl.dataloading.MultiLayerFullNeighborSampler(1)
+    loader = dgl.dataloading.DataLoader(
+        g, torch.arange(g.num_nodes()), sampler, batch_size=args.batch_size, shuffle=False, drop_last=False
+    )
+    h = torch.from_numpy(x)
+    with torch.no_grad():
+        for index, conv in enumerate(convs):
+            y = torch.empty(g.num_nodes(), conv.fc_self.out_features)
+            for input_nodes, output_nodes, blocks in loader:
+                start = time.perf_counter()
+                out = conv(blocks[0], h[input_nodes])
+                clock[0] += time.perf_counter() - start
+                if index != len(convs) - 1:
+                    out = torch.relu(out)
+                y[output_nodes] = out
+            h = y
+    return h.numpy()
+
+
+def _tiny_graph(graph):
+    from ..graph import CSRGraph
+
+    edges = np.random.default_rng(1).integers(0, 300, size=(2, 3000))
+    return CSRGraph.from_edge_index(edges, num_nodes=300, dtype=graph.index_dtype, keep_edge_ids=False)
+
+
+def run(args) -> dict:
+    import torch
+
+    from ..device import parse_size
+    from ..examples.torch_models import SAGE, SAGEConv
+    from ._common import apply_threads, format_table, load_graph, machine_info
+
+    apply_threads(args.threads)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    graph, description = load_graph(args.graph)
+    x = np.random.default_rng(0).standard_normal((graph.num_nodes, args.dim), dtype=np.float32)
+    torch.manual_seed(0)
+    model = SAGE(args.dim, args.hidden, args.out, num_layers=args.layers, conv=SAGEConv).eval()
+    widest = max([args.hidden] * (args.layers - 1) + [args.out])
+    layer_bytes = graph.num_nodes * widest * 4
+    cache = parse_size(args.cache_size)
+    contenders = {"gglspeedup": _ours}
+    if "dgl" in args.peers.split(","):
+        from .peers import PeerUnavailable, import_dgl
+
+        try:
+            import_dgl()
+        except PeerUnavailable as error:
+            print(f"dgl: skipped ({error})")
+        else:
+            contenders["dgl"] = _dgl
+    tiny = _tiny_graph(graph)
+    rows, outputs = [], {}
+    for name, function in contenders.items():
+        function(model, tiny, x[: tiny.num_nodes], args, [0.0])  # warm-up: Numba compiles, first allocations
+        before, clock = _status_kib(), [0.0]
+        start = time.perf_counter()
+        with _PeakMemory() as peak:
+            outputs[name] = function(model, graph, x, args, clock)
+        seconds = time.perf_counter() - start
+        rows.append(
+            {
+                "contender": name,
+                "seconds": round(seconds, 2),
+                "nodes_per_s": round(graph.num_nodes * args.layers / seconds),
+                "layer_calls_s": round(clock[0], 2),
+                "rest_s": round(seconds - clock[0], 2),
+                "rss_before_mib": _mib(before["VmRSS"]),
+                "peak_rss_mib": _mib(peak.peak["VmRSS"]),
+                "peak_extra_mib": _mib(peak.peak["VmRSS"] - before["VmRSS"]),
+                "peak_extra_anon_mib": _mib(peak.peak["RssAnon"] - before["RssAnon"]),
+                "bound_mib": round((2 * layer_bytes + cache) / 2**20, 1),
+            }
+        )
+        print(format_table(rows[-1:], _COLUMNS), flush=True)
+    if "dgl" in outputs:
+        difference = float(np.abs(outputs["dgl"] - outputs["gglspeedup"]).max())
+        print(f"max |gglspeedup - dgl| = {difference:.3g}")
+    results = {
+        "graph": description,
+        "layers": args.layers,
+        "widths": [args.dim, args.hidden, args.out],
+        "batch_size": args.batch_size,
+        "cache_size": cache,
+        "out_dir": args.out_dir,
+        "rows": rows,
+        "machine": machine_info(),
+    }
+    if "dgl" in outputs:
+        results["max_abs_difference_vs_dgl"] = difference
+        results["machine"]["dgl"] = import_dgl().__version__
+    return results
+
+
+_COLUMNS = (
+    ("contender", "contender", ""),
+    ("seconds", "s", ""),
+    ("nodes_per_s", "nodes/s (x layers)", ","),
+    ("layer_calls_s", "in convs s", ""),
+    ("rest_s", "rest s", ""),
+    ("rss_before_mib", "RSS before MiB", ""),
+    ("peak_rss_mib", "peak RSS MiB", ""),
+    ("peak_extra_mib", "peak extra MiB", ""),
+    ("peak_extra_anon_mib", "extra anon MiB", ""),
+    ("bound_mib", "bound MiB", ""),
+)

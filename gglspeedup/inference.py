@@ -1,0 +1,237 @@
+"""Layer-wise full-graph inference: every node's output, one layer at a time, without sampling.
+
+A model trained on sampled neighbourhoods is evaluated exactly by running its layers over the
+whole graph in turn (DGL's and PyG's ``SAGE.inference``): layer ``l`` is applied to every node,
+batch by batch, reading layer ``l - 1``'s output for the batch's full one-hop neighbourhood. Each
+node's output is computed once per layer, so the cost is ``num_layers * (num_edges + num_nodes)``
+instead of the ``fanout ** num_layers`` blow-up of evaluating every node on its own multi-hop tree.
+
+See DESIGN.md, "Layer-wise inference". Importing this module imports neither a framework nor Numba.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from .device import as_device, parse_size
+from .validation import check_int
+
+__all__ = ["layerwise"]
+
+
+def _check_layers(layers, activation):
+    if getattr(layers, "convs", None) is not None:  # a model: its layers
+        layers = layers.convs
+    try:
+        layers = list(layers)
+    except TypeError:
+        raise TypeError(
+            "layers must be a sequence of callables (e.g. model.convs) or a model with .convs, "
+            f"got {type(layers).__name__}"
+        ) from None
+    if not layers:
+        raise ValueError("layers must hold at least one layer, got an empty sequence")
+    for i, layer in enumerate(layers):
+        if not callable(layer):
+            raise TypeError(f"layers[{i}] must be callable, got {type(layer).__name__}")
+    if activation is not None and not callable(activation):
+        raise TypeError(f"activation must be callable or None, got {type(activation).__name__}")
+    return layers
+
+
+def _empty_output(num_nodes: int, dim: int, dtype, out_dir, layer: int) -> np.ndarray:
+    if out_dir is None:
+        return np.empty((num_nodes, dim), dtype=dtype)
+    path = os.path.join(os.fspath(out_dir), f"layer{layer}.npy")
+    return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(num_nodes, dim))
+
+
+def _to_host(array) -> np.ndarray:
+    if isinstance(array, np.ndarray):
+        return array
+    return array.get()  # sync: a CuPy batch output back to host memory
+
+
+def layerwise(
+    layers,
+    graph,
+    x,
+    *,
+    batch_size: int = 4096,
+    device="cpu",
+    backend: str = "torch",
+    activation=None,
+    cache_size=0,
+    policy=None,
+    out_dir=None,
+    progress: bool = False,
+):
+    """Every node's output of ``layers`` over ``graph``, exactly, one layer at a time.
+
+    For each layer in turn, the nodes are taken in batches of ``batch_size`` consecutive ids; a
+    batch's full one-hop neighbourhood (every in-edge: fanout ``-1``, no sampling) is built by the
+    :class:`~gglspeedup.NeighborSampler` on ``device``, the previous layer's rows of its nodes are
+    gathered by a :class:`~gglspeedup.FeatureStore` (hottest rows cached on the GPU up to
+    ``cache_size``), handed to ``backend`` zero-copy, and the layer's output for the batch is
+    written to a host table of all nodes, which the next layer reads.
+
+    Parameters
+    ----------
+    layers : sequence of callables, or a model with ``.convs``
+        Layer ``i`` is called as ``layers[i]((h, h[:T]), edge_index)`` (PyG's bipartite
+        convention, which :class:`gglspeedup.examples.torch_models.SAGEConv`, PyG's ``SAGEConv``,
+        ``GATConv``, ... follow): ``h`` the previous output of the block's ``N`` nodes (targets
+        first), ``edge_index`` int64 (2, E) with sources in ``[0, N)`` and targets in ``[0, T)``;
+        it returns the (T, F_out) output of the targets. Call it under ``torch.no_grad()`` and
+        with the model in ``eval()`` mode (dropout off) for deterministic outputs.
+    graph : CSRGraph or scipy sparse matrix
+        Row ``v`` lists the nodes whose messages flow into ``v`` (as for the sampler).
+    x : array-like, shape (num_nodes, dim), or FeatureStore
+        Input features: anything a :class:`~gglspeedup.FeatureStore` takes (a memory-mapped
+        ``.npy`` too), or a store already built (used as it is).
+    batch_size : int
+        Target nodes per batch (>= 1). Results do not depend on it (up to float rounding of the
+        framework's reductions, which it does not reorder for a given node).
+    device : str or device
+        Where the neighbourhoods are built, the rows gathered and the layers run (``"cpu"``,
+        ``"cuda[:i]"``).
+    backend : str
+        The framework the layers take (``"torch"``, ``"tensorflow"``, ``"paddle"``, ``"jax"``, ...).
+    activation : callable, optional
+        Applied to every layer's output but the last (e.g. ``torch.relu``), as the model does
+        between layers.
+    cache_size : int or str
+        Device-cache budget in bytes for each intermediate table's store (and for ``x`` when it
+        is not a store already); on the CPU it caches rows of memory-mapped tables in RAM.
+    policy : None, "degree", "none" or int array
+        The stores' cache policy (default ``"degree"``: the most-read rows are the high
+        in-degree... and out-degree nodes; see :mod:`gglspeedup.feature.policies`).
+    out_dir : path, optional
+        Keep every layer's output in ``out_dir/layer{i}.npy`` (memory-mapped) instead of RAM: for
+        graphs whose layer outputs do not fit. The files are left there.
+    progress : bool
+        Report progress on stderr (a ``tqdm`` bar when tqdm is installed, else a line per layer).
+
+    Returns
+    -------
+    np.ndarray, shape (num_nodes, F_out)
+        The last layer's output for every node, in host memory (a ``np.memmap`` with
+        ``out_dir``). Memory: besides the graph and ``x``, at most two layer tables at once (the
+        one read and the one written; each freed once the next layer is done) plus the cache
+        budget and one batch's block.
+
+    Raises
+    ------
+    TypeError
+        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int.
+    ValueError
+        no layers, ``batch_size < 1``, ``x`` rows differing from the graph's nodes, a layer
+        returning the wrong number of rows or not a 2-D array.
+
+    Examples
+    --------
+    >>> import numpy as np, torch, gglspeedup as gg                         # doctest: +SKIP
+    >>> from gglspeedup.examples.torch_models import SAGE                   # doctest: +SKIP
+    >>> model = SAGE(16, 32, 4).eval()                                      # doctest: +SKIP
+    >>> with torch.no_grad():                                               # doctest: +SKIP
+    ...     out = gg.inference.layerwise(model.convs, graph, x, activation=torch.relu)
+    """
+    from .feature import FeatureStore
+    from .graph import as_csr_graph
+    from .sampling import NeighborSampler
+
+    layers = _check_layers(layers, activation)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    device = as_device(device)
+    cache_size = parse_size(cache_size)
+    graph = as_csr_graph(graph)
+    num_nodes = graph.num_nodes
+    if out_dir is not None and not os.path.isdir(os.fspath(out_dir)):
+        raise ValueError(f"out_dir must be an existing directory, got {os.fspath(out_dir)!r}")
+    shape = getattr(x, "shape", None)
+    rows = len(x) if shape is None else (int(shape[0]) if len(shape) else None)
+    if rows != num_nodes:
+        raise ValueError(f"x must have one row per graph node ({num_nodes}), got {rows} rows")
+    store = x if isinstance(x, FeatureStore) else FeatureStore(x, device, cache_size, _policy(policy), graph)
+    from . import backends
+
+    sampler = NeighborSampler(graph, [-1], device=device)
+    bar = _Progress(progress, num_nodes, len(layers))
+    previous = None
+    for index, layer in enumerate(layers):
+        last = index == len(layers) - 1
+        table = None
+        started = time.perf_counter()
+        for start in range(0, num_nodes, batch_size):
+            seeds = np.arange(start, min(start + batch_size, num_nodes), dtype=np.int64)
+            n_id, adjs = sampler.sample(seeds, key=0)
+            h = backends.to(backend, store.gather(n_id, check=False))
+            edge_index = backends.to(backend, adjs[0].edge_index)
+            result = layer((h, h[: len(seeds)]), edge_index)
+            if not last and activation is not None:
+                result = activation(result)
+            rows = _to_host(backends.from_(result))
+            if rows.ndim != 2 or rows.shape[0] != len(seeds):
+                raise ValueError(
+                    f"layers[{index}] must return a 2-D output with one row per target ({len(seeds)}), "
+                    f"got shape {tuple(rows.shape)}"
+                )
+            if table is None:
+                table = _empty_output(num_nodes, rows.shape[1], rows.dtype, out_dir, index)
+            elif rows.shape[1] != table.shape[1]:
+                raise ValueError(f"layers[{index}] returned {rows.shape[1]} columns, earlier batches {table.shape[1]}")
+            table[start : start + len(seeds)] = rows
+            bar.update(index, len(seeds))
+        if table is None:  # a graph without nodes
+            table = np.empty((0, 0), dtype=np.float32)
+        bar.layer_done(index, time.perf_counter() - started)
+        del previous  # the table the store read; the store below replaces it
+        previous = table
+        if not last:
+            store = FeatureStore(table, device, cache_size, _policy(policy), graph)
+    bar.close()
+    store = None  # the last store read the second-to-last table: free both before returning
+    return previous
+
+
+def _policy(policy):
+    return "degree" if policy is None else policy
+
+
+class _Progress:
+    """A tqdm bar over nodes per layer when tqdm imports, else a line per layer on stderr."""
+
+    def __init__(self, enabled: bool, num_nodes: int, num_layers: int):
+        self.enabled, self.num_nodes, self.num_layers, self.bar = bool(enabled), num_nodes, num_layers, None
+        if self.enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                self.tqdm = None
+            else:
+                self.tqdm = tqdm
+
+    def update(self, layer: int, count: int) -> None:
+        if not self.enabled or self.tqdm is None:
+            return
+        if self.bar is None:
+            self.bar = self.tqdm(total=self.num_nodes, desc=f"layer {layer + 1}/{self.num_layers}", unit="node")
+        self.bar.update(count)
+
+    def layer_done(self, layer: int, seconds: float) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        else:
+            rate = self.num_nodes / seconds if seconds > 0 else float("inf")
+            print(f"layer {layer + 1}/{self.num_layers}: {self.num_nodes} nodes, {rate:,.0f} nodes/s", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
