@@ -4,6 +4,8 @@
   and :class:`SampleOptions` (replace, weighted, has_edge_ids, ...).
 - :mod:`.rng`: the counter-based RNG (splitmix64 hash of seed, batch key, hop, node, draw).
 - :mod:`.rows`: one body per row (count, fill, finish), compiled for both targets.
+- :mod:`.draws`: the draw primitives :mod:`.rows` and :mod:`.exclusion` share (bisection, the
+  inverse-CDF search, Floyd's algorithm, the successive-sampling checks).
 - :mod:`.cpu`: :class:`~.cpu.CPUDriver` and its ``@njit(parallel=True, cache=True)`` hop kernel.
 - :mod:`.cuda`: :class:`~.cuda.CUDADriver` and its ``@cuda.jit`` kernels (imported only for a
   CUDA sampler).

@@ -28,6 +28,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
+from .draws import bisect_left, chosen_mass, floyd, is_free, search
 from .rng import draw, uniform_01, uniform_below
 
 __all__ = [
@@ -43,18 +44,6 @@ __all__ = [
     "count_matches",
     "fill_matches",
 ]
-
-
-@register_jitable
-def _bisect(array, lo, hi, value):
-    """First ``i`` in ``[lo, hi)`` with ``array[i] >= value`` (``hi`` if none); ``array`` sorted."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if array[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 ROW_FILTER_BITS = 15  # 32 KiB of flags: a few percent of rows search in vain with 2048 rows flagged
@@ -102,10 +91,10 @@ def _excluded_slice(options, node, start, end):
         return 0, 0  # the common case: one load from a small table, no search
     excluded = options.excluded
     count = excluded.shape[0]
-    a = _bisect(excluded, 0, count, start)
+    a = bisect_left(excluded, 0, count, start)
     if a == count or excluded[a] >= end:
         return a, a
-    return a, _bisect(excluded, a, count, end)
+    return a, bisect_left(excluded, a, count, end)
 
 
 def excluded_slice(options, node, start, end):
@@ -172,7 +161,7 @@ def _skip(excluded, a, b, position):
 
 @register_jitable
 def _is_excluded(excluded, a, b, p):
-    q = _bisect(excluded, a, b, p)
+    q = bisect_left(excluded, a, b, p)
     return q < b and excluded[q] == p
 
 
@@ -185,32 +174,13 @@ def _mass_upto(weights, excluded, a, b, pos, out, filled, p):
         if excluded[q] > p:
             break
         mass += np.float64(weights[excluded[q]])
-    for q in range(out, out + filled):
-        if pos[q] <= p:
-            mass += np.float64(weights[pos[q]])
-    return mass
+    return chosen_mass(weights, pos, out, filled, p, mass)
 
 
 @register_jitable
 def _is_free(weights, excluded, a, b, pos, out, filled, p):
-    if not weights[p] > 0 or _is_excluded(excluded, a, b, p):
-        return False
-    for q in range(out, out + filled):
-        if pos[q] == p:
-            return False
-    return True
-
-
-@register_jitable
-def _search(cum, lo, hi, base, value):
-    """First ``p`` in ``[lo, hi)`` with ``cum[p] - base > value``; ``hi`` if none."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if cum[mid] - base > value:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    """:func:`.draws.is_free`, and not excluded."""
+    return is_free(weights, pos, out, filled, p) and not _is_excluded(excluded, a, b, p)
 
 
 @register_jitable
@@ -219,7 +189,7 @@ def _weighted_draw(weights, cum, excluded, a, b, start, end, target, pos, out, f
     of the excluded and the ``filled`` chosen edges (re-searching until that mass is stable)."""
     base = 0.0
     while True:
-        p = _search(cum, start, end, base, target)
+        p = search(cum, start, end, base, target)
         mass = _mass_upto(weights, excluded, a, b, pos, out, filled, p)
         if mass == base:
             break
@@ -247,16 +217,8 @@ def _fill_excluding(graph, options, start, deg, k, state, count, available, pos,
             for i in range(count):
                 pos[out + i] = _skip(excluded, a, b, start + uniform_below(draw(state, i), available))
             return
-        c = 0  # Floyd's algorithm over virtual indices, then each mapped to its real position
-        for j in range(available - count, available):
-            p = start + uniform_below(draw(state, c), j + 1)
-            for q in range(out, out + c):
-                if pos[q] == p:
-                    p = start + j
-                    break
-            pos[out + c] = p
-            c += 1
-        for q in range(out, out + count):
+        floyd(start, available, state, count, pos, out)  # over virtual indices, then each mapped
+        for q in range(out, out + count):  # to its real position
             pos[q] = _skip(excluded, a, b, pos[q])
         return
     remaining = cum[end - 1] - _mass_upto(weights, excluded, a, b, pos, out, 0, end)
@@ -322,7 +284,7 @@ def _first_match(graph, source, target, sorted_rows):
     starts at its first entry >= ``source`` (binary search), an unsorted one at its start."""
     start, end = graph.indptr[target], graph.indptr[target + 1]
     if sorted_rows:
-        return _bisect(graph.indices, start, end, source), end
+        return bisect_left(graph.indices, start, end, source), end
     return start, end
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
+from .draws import bisect_right, chosen_mass, floyd, is_free, search
 from .exclusion import count_excluded, excluded_slice, fill_excluding, fill_last
 from .rng import draw, uniform_01, uniform_below
 
@@ -140,23 +141,9 @@ def split(options, vid):
     return vid - tree * stride, tree
 
 
-@register_jitable
-def _eligible_end(times, start, end, limit):
-    """First ``p`` in ``[start, end)`` with ``times[p] > limit`` (``times`` ascending there): the
-    edges at or before the limit (``<=``) are ``[start, p)``."""
-    lo, hi = start, end
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if times[mid] <= limit:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 def _timed_window(graph, options, node, tree):
     start = graph.indptr[node]
-    return start, _eligible_end(options.times, start, graph.indptr[node + 1], options.seed_time[tree])
+    return start, bisect_right(options.times, start, graph.indptr[node + 1], options.seed_time[tree])
 
 
 def row_window(graph, options, node, tree):
@@ -227,25 +214,9 @@ def window_fill(graph, options, node, start, end, k, state, count, pos, out):
     elif replace:
         _weighted_with_replacement(weights, cum, start, deg, state, count, pos, out)
     elif not weighted:
-        _floyd(start, deg, state, count, pos, out)
+        floyd(start, deg, state, count, pos, out)
     else:
         _successive(weights, cum, start, deg, state, count, pos, out)
-
-
-@register_jitable
-def _search(cum, lo, hi, base, value, strict):
-    """First ``p`` in ``[lo, hi)`` with ``cum[p] - base`` above (``strict``) or at least ``value``.
-
-    ``cum[p] - base`` is non-decreasing in ``p``, so this equals a linear scan; ``hi`` if none.
-    """
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        reached = cum[mid] - base > value if strict else cum[mid] - base >= value
-        if reached:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 @register_jitable
@@ -258,52 +229,18 @@ def _take_all(weights, start, deg, weighted, pos, out):
 
 
 @register_jitable
-def _floyd(start, deg, state, count, pos, out):
-    # Floyd's algorithm: a uniform ``count``-subset of ``range(deg)`` in ``count`` draws.
-    c = 0
-    for j in range(deg - count, deg):
-        p = start + uniform_below(draw(state, c), j + 1)
-        for q in range(out, out + c):
-            if pos[q] == p:
-                p = start + j
-                break
-        pos[out + c] = p
-        c += 1
-
-
-@register_jitable
 def _weighted_with_replacement(weights, cum, start, deg, state, count, pos, out):
     # Inverse CDF: the first edge whose running sum exceeds u * total (never a zero-weight
     # edge: its running sum equals its predecessor's).
     end = start + deg
     total = cum[end - 1]
     for i in range(count):
-        p = _search(cum, start, end, 0.0, uniform_01(draw(state, i)) * total, True)
+        p = search(cum, start, end, 0.0, uniform_01(draw(state, i)) * total)
         if p == end:  # rounding put the target at the very top: the last live edge
             p = end - 1
             while not weights[p] > 0:
                 p -= 1
         pos[out + i] = p
-
-
-@register_jitable
-def _chosen_mass(weights, pos, out, filled, p):
-    # Weight of the edges chosen so far at positions <= p, summed in draw order.
-    mass = 0.0
-    for q in range(out, out + filled):
-        if pos[q] <= p:
-            mass += np.float64(weights[pos[q]])
-    return mass
-
-
-@register_jitable
-def _is_free(weights, pos, out, filled, p):
-    if not weights[p] > 0:
-        return False
-    for q in range(out, out + filled):
-        if pos[q] == p:
-            return False
-    return True
 
 
 @register_jitable
@@ -320,15 +257,15 @@ def _successive(weights, cum, start, deg, state, count, pos, out):
         target = uniform_01(draw(state, i)) * remaining
         base = 0.0
         while True:
-            p = _search(cum, start, end, base, target, True)
-            mass = _chosen_mass(weights, pos, out, i, p)
+            p = search(cum, start, end, base, target)
+            mass = chosen_mass(weights, pos, out, i, p, 0.0)
             if mass == base:
                 break
             base = mass
-        if p == end or not _is_free(weights, pos, out, i, p):
+        if p == end or not is_free(weights, pos, out, i, p):
             # Rounding only: take the next free live edge (wrapping round; one exists).
             p = min(p, end - 1)
-            while not _is_free(weights, pos, out, i, p):
+            while not is_free(weights, pos, out, i, p):
                 p = p + 1 if p + 1 < end else start
         pos[out + i] = p
         remaining -= np.float64(weights[p])
