@@ -33,6 +33,12 @@ __all__ = [
     "time_contenders",
     "paired_ratio",
     "format_table",
+    "prepare_contender",
+    "time_rows",
+    "set_ratios",
+    "timing_settings",
+    "run_footer",
+    "print_edge_report",
 ]
 
 
@@ -111,8 +117,17 @@ def set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def apply_threads(threads: int | None) -> None:
-    """:func:`set_threads`, and DGL's thread count too when DGL is imported (import it first)."""
+def apply_threads(threads: int | None, peers: Sequence[str] = ()) -> None:
+    """:func:`set_threads`, and DGL's thread count too when DGL is imported. With ``"dgl"`` in
+    ``peers``, DGL is imported first (if it can be), so that its thread count follows; a DGL that
+    cannot load is reported later, when its contender is prepared."""
+    if "dgl" in peers:
+        from .peers import PeerUnavailable, import_dgl
+
+        try:
+            import_dgl()
+        except PeerUnavailable:
+            pass
     set_threads(threads)
     if threads is not None and "dgl" in sys.modules:
         sys.modules["dgl"].utils.set_num_threads(threads)
@@ -311,3 +326,80 @@ def format_table(rows: Sequence[dict], columns: Sequence[tuple[str, str, str]]) 
         if index == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- contender runs
+# The steps every side-by-side command takes: prepare each contender into a row (or say why it is
+# unavailable), time them interleaved, put the timings and ratios on the rows, then report.
+
+
+def prepare_contender(rows: list, prepared: dict, name: str, make: Callable[[], Any], timed, warmup, **fields):
+    """Add contender ``name``'s row to ``rows`` (with ``fields``) and return it.
+
+    ``make()`` sets the contender up and returns an object with ``sample``, ``convert``, ``sync``,
+    ``version`` and ``note`` (a :class:`.peers.Contender`). On success the row gets its status,
+    version, note and set-up time, and ``prepared[name]`` the entry :func:`time_contenders` takes
+    (``timed`` and ``warmup`` converted); an ``ImportError`` or ``PeerUnavailable`` from ``make``
+    marks the row unavailable with the reason, and the run goes on with the others.
+    """
+    from .peers import PeerUnavailable
+
+    row = {"name": name, **fields}
+    rows.append(row)
+    start = time.perf_counter()
+    try:
+        contender = make()
+    except (ImportError, PeerUnavailable) as error:
+        row["status"] = f"unavailable: {error}"
+        return row
+    row.update(status="ok", version=contender.version, note=contender.note)
+    row["setup_s"] = round(time.perf_counter() - start, 3)
+    convert = contender.convert
+    prepared[name] = (contender.sample, [convert(b) for b in timed], [convert(b) for b in warmup], contender.sync)
+    return row
+
+
+def time_rows(rows: Sequence[dict], prepared: dict, rounds: int) -> dict[str, Timing]:
+    """:func:`time_contenders` over ``prepared``, each timed row given its
+    :func:`edge_timing_fields`; returns the timings."""
+    timings = time_contenders(prepared, rounds)
+    for row in rows:
+        timing = timings.get(row["name"])
+        if timing is not None:
+            row.update(edge_timing_fields(timing))
+    return timings
+
+
+def set_ratios(rows: Sequence[dict], timings: dict, ours: str, paired: bool = False) -> None:
+    """``ratio`` (median rounds) and ``best_ratio`` (fastest rounds) of contender ``ours`` over each
+    timed row, and with ``paired`` the :func:`paired_ratio` too; nothing when ``ours`` was not timed."""
+    if ours not in timings:
+        return
+    mine = timings[ours]
+    for row in rows:
+        timing = timings.get(row["name"])
+        if timing is None:
+            continue
+        row["ratio"] = mine.edges_per_s / row["edges_per_s"]
+        row["best_ratio"] = mine.best_edges_per_s / row["best_edges_per_s"]
+        if paired:
+            row["paired_ratio"] = paired_ratio(mine, timing)
+
+
+def timing_settings(args) -> dict[str, int]:
+    """The results' batch, batches, warmup and repeats (the command line's)."""
+    return {key: int(getattr(args, key)) for key in ("batch", "batches", "warmup", "repeats")}
+
+
+def run_footer(args, rows: list) -> dict[str, Any]:
+    """The results' seed, threads, machine (:func:`machine_with_peers`) and rows."""
+    return {"seed": int(args.seed), "threads": args.threads, "machine": machine_with_peers(), "results": rows}
+
+
+def print_edge_report(header: str, results: dict, columns: Sequence[tuple[str, str, str]], table=None) -> None:
+    """Print ``header``, the :func:`machine_line`, then the rows (``table``, or every result row
+    through :func:`shown_edge_row`) in ``columns``."""
+    print(header + "\n" + machine_line(results))
+    if table is None:
+        table = [shown_edge_row(row) for row in results["results"]]
+    print(format_table(table, columns))

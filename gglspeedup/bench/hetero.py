@@ -236,50 +236,31 @@ def _validate(args):
 
 def run(args) -> dict:
     """Measure ours (typed and untyped) and the peers; print the table; return a JSON-able dict."""
-    from . import peers
-    from ._common import apply_threads, edge_timing_fields, machine_with_peers, paired_ratio, time_contenders
+    from ._common import (
+        apply_threads,
+        paired_ratio,
+        prepare_contender,
+        run_footer,
+        set_ratios,
+        time_rows,
+        timing_settings,
+    )
 
     fanouts, wanted = _validate(args)
     graph, labelled, graph_info = load_typed(args.dataset)
     types = seed_types(graph, labelled, args.seed_type)
     batches = typed_seed_batches(graph, types, args.batch, args.warmup + args.batches, seed=args.seed)
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
-    if "dgl" in wanted:
-        try:
-            peers.import_dgl()  # before the thread settings, so that DGL's follow them
-        except peers.PeerUnavailable:
-            pass  # reported below, when the peer is prepared
-    apply_threads(args.threads)
+    apply_threads(args.threads, wanted)
 
     rows, prepared = [], {}
     makers = {OURS: _prepare_ours, UNTYPED: _prepare_untyped, "dgl": _prepare_dgl}
     for name in [OURS, UNTYPED, *wanted]:
-        row = {"name": name}
-        rows.append(row)
-        start = time.perf_counter()
-        try:
-            contender = makers[name](graph, fanouts, args.seed)
-        except (ImportError, peers.PeerUnavailable) as error:
-            row["status"] = f"unavailable: {error}"
-            continue
-        row.update(status="ok", version=contender.version, note=contender.note)
-        row["setup_s"] = round(time.perf_counter() - start, 3)
-        prepared[name] = (
-            contender.sample,
-            [contender.convert(b) for b in timed],
-            [contender.convert(b) for b in warmup],
-            contender.sync,
+        prepare_contender(
+            rows, prepared, name, lambda name=name: makers[name](graph, fanouts, args.seed), timed, warmup
         )
-    timings = time_contenders(prepared, args.repeats)
-    for row in rows:
-        timing = timings.get(row["name"])
-        if timing is None:
-            continue
-        row.update(edge_timing_fields(timing))
-        if OURS in timings:
-            row["ratio"] = timings[OURS].edges_per_s / row["edges_per_s"]
-            row["best_ratio"] = timings[OURS].best_edges_per_s / row["best_edges_per_s"]
-            row["paired_ratio"] = paired_ratio(timings[OURS], timing)
+    timings = time_rows(rows, prepared, args.repeats)
+    set_ratios(rows, timings, OURS, paired=True)
     typed_vs_untyped = None
     if OURS in timings and UNTYPED in timings:
         typed, untyped = timings[OURS], timings[UNTYPED]
@@ -294,15 +275,9 @@ def run(args) -> dict:
         "dataset": graph_info,
         "seed_types": types,
         "fanouts": fanouts,
-        "batch": int(args.batch),
-        "batches": int(args.batches),
-        "warmup": int(args.warmup),
-        "repeats": int(args.repeats),
+        **timing_settings(args),
         "device": "cpu",
-        "seed": int(args.seed),
-        "threads": args.threads,
-        "machine": machine_with_peers(),
-        "results": rows,
+        **run_footer(args, rows),
         "typed_vs_untyped": typed_vs_untyped,
     }
     _print_report(results)
@@ -310,14 +285,14 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table, machine_line, shown_edge_row
+    from ._common import print_edge_report
 
     data = results["dataset"]
     types = ", ".join(f"{t} {n:,}" for t, n in data["num_nodes"].items())
-    print(
+    header = (
         f"hetero: dataset {data['spec']} ({types}; {data['total_edges']:,} edges in {len(data['num_edges'])} "
         f"relations), seeds of {'/'.join(results['seed_types'])}, fanouts {results['fanouts']} per relation, "
-        f"batch {results['batch']}, device {results['device']}\n" + machine_line(results)
+        f"batch {results['batch']}, device {results['device']}"
     )
     columns = [
         ("name", "contender", ""),
@@ -330,7 +305,7 @@ def _print_report(results: dict) -> None:
         ("paired_ratio", "paired", ".2f"),
         ("detail", "notes", ""),
     ]
-    print(format_table([shown_edge_row(row) for row in results["results"]], columns))
+    print_edge_report(header, results, columns)
     ratio = results["typed_vs_untyped"]
     if ratio is not None:
         verdict = "met" if ratio["median"] >= ratio["target"] else "NOT met"

@@ -19,8 +19,6 @@ neighbourhood edges/s over all hops (the median round, and the fastest).
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 __all__ = ["add_arguments", "run", "parse_negatives", "reverse_positions"]
@@ -162,16 +160,17 @@ def run(args) -> dict:
     """Measure ours and the peers, each with and without exclusion; print the table; return a dict."""
     from .. import __version__
     from ..device import as_device
-    from . import peers
     from ._common import (
         apply_threads,
-        edge_timing_fields,
         load_graph,
-        machine_with_peers,
         parse_fanouts,
         parse_names,
-        time_contenders,
+        prepare_contender,
+        run_footer,
+        time_rows,
+        timing_settings,
     )
+    from .peers import Contender
 
     fanouts = parse_fanouts(args.fanouts)
     negatives = parse_negatives(args.negatives)
@@ -187,60 +186,42 @@ def run(args) -> dict:
         raise ValueError(f"--graph {args.graph} has no edges to predict")
     batches = edge_batches(graph, args.batch, args.warmup + args.batches, args.seed)
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
-    if "dgl" in wanted:
-        try:
-            peers.import_dgl()  # before the thread settings, so that DGL's follow them
-        except peers.PeerUnavailable:
-            pass
-    apply_threads(args.threads)
+    apply_threads(args.threads, wanted)
     rows_of_edges = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(np.asarray(graph.indptr)))
     reverse = reverse_positions(graph) if exclude == "reverse" and "dgl" in wanted else None
-    settings = [exclude] if exclude is None else [exclude, None]
+
+    def make(name, setting):
+        def ours():
+            prepared = _prepare_ours(
+                graph, rows_of_edges, fanouts, args.seed, device, args.placement, negatives, setting
+            )
+            sample, convert, sync, note = prepared
+            return Contender(name, f"gglspeedup {__version__}", sample, convert, sync, note)
+
+        def dgl():
+            sample, convert, sync, note, version = _prepare_dgl(
+                graph, fanouts, args.seed, device, negatives, setting, reverse
+            )
+            return Contender(name, f"dgl {version}", sample, convert, sync, note)
+
+        return ours if name == OURS else dgl
+
     rows, prepared = [], {}
     for name in [OURS, *wanted]:
-        for setting in settings:
+        for setting in [exclude] if exclude is None else [exclude, None]:
             label = name if setting == exclude else f"{name} exclude=None"
-            row = {"name": label, "exclude": setting}
-            rows.append(row)
-            start = time.perf_counter()
-            try:
-                if name == OURS:
-                    sample, convert, sync, note = _prepare_ours(
-                        graph, rows_of_edges, fanouts, args.seed, device, args.placement, negatives, setting
-                    )
-                    version = f"gglspeedup {__version__}"
-                else:
-                    sample, convert, sync, note, dgl_version = _prepare_dgl(
-                        graph, fanouts, args.seed, device, negatives, setting, reverse
-                    )
-                    version = f"dgl {dgl_version}"
-            except (ImportError, peers.PeerUnavailable) as error:
-                row["status"] = f"unavailable: {error}"
-                continue
-            row.update(status="ok", version=version, note=note, setup_s=round(time.perf_counter() - start, 3))
-            prepared[label] = (sample, [convert(b) for b in timed], [convert(b) for b in warmup], sync)
-    timings = time_contenders(prepared, args.repeats)
-    for row in rows:
-        timing = timings.get(row["name"])
-        if timing is not None:
-            row.update(edge_timing_fields(timing))
-    _ratios(rows, timings, exclude)
+            prepare_contender(rows, prepared, label, make(name, setting), timed, warmup, exclude=setting)
+    _ratios(rows, time_rows(rows, prepared, args.repeats), exclude)
     results = {
         "command": "link",
         "graph": graph_info,
         "fanouts": fanouts,
-        "batch": int(args.batch),
-        "batches": int(args.batches),
-        "warmup": int(args.warmup),
-        "repeats": int(args.repeats),
+        **timing_settings(args),
         "negatives": args.negatives,
         "exclude": exclude,
         "device": str(device),
         "placement": args.placement,
-        "seed": int(args.seed),
-        "threads": args.threads,
-        "machine": machine_with_peers(),
-        "results": rows,
+        **run_footer(args, rows),
     }
     _print_report(results)
     return results
@@ -264,13 +245,13 @@ def _ratios(rows: list, timings: dict, exclude) -> None:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table, machine_line, shown_edge_row
+    from ._common import print_edge_report, shown_edge_row
 
     graph = results["graph"]
-    print(
+    header = (
         f"link: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), fanouts "
         f"{results['fanouts']}, batch {results['batch']} edges, negatives {results['negatives']}, exclude "
-        f"{results['exclude']}, device {results['device']}\n" + machine_line(results)
+        f"{results['exclude']}, device {results['device']}"
     )
     columns = [
         ("name", "contender", ""),
@@ -289,4 +270,4 @@ def _print_report(results: dict) -> None:
         if "exclusion_cost" in row:
             shown["exclusion_pct"] = 100 * row["exclusion_cost"]
         table.append(shown)
-    print(format_table(table, columns))
+    print_edge_report(header, results, columns, table)

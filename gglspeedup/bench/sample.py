@@ -13,8 +13,6 @@ edges are counted over all hops of a batch. The ratio columns are ours / peer in
 
 from __future__ import annotations
 
-import time
-
 __all__ = ["add_arguments", "run"]
 
 OURS = "gglspeedup"
@@ -100,87 +98,58 @@ def run(args) -> dict:
     from . import peers
     from ._common import (
         apply_threads,
-        edge_timing_fields,
         load_graph,
-        machine_with_peers,
+        prepare_contender,
+        run_footer,
         seed_batches,
-        time_contenders,
+        set_ratios,
+        time_rows,
+        timing_settings,
     )
 
     fanouts, wanted, device = _validate(args)
     graph, graph_info = load_graph(args.graph)
     batches = seed_batches(graph.num_nodes, args.batch, args.warmup + args.batches, seed=args.seed)
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
-    if "dgl" in wanted:
-        try:
-            peers.import_dgl()  # before the thread settings, so that DGL's follow them
-        except peers.PeerUnavailable:
-            pass  # reported below, when the peer is prepared
-    apply_threads(args.threads)
+    apply_threads(args.threads, wanted)
+
+    def make(name):
+        if name == OURS:
+            return lambda: _prepare_ours(graph, fanouts, args.seed, device, args.placement)
+        if name == WIDE:
+
+            def wide():
+                copy = CSRGraph(graph.indptr, graph.indices, edge_ids=graph.edge_ids, dtype=np.int64, _checked=True)
+                return _prepare_ours(copy, fanouts, args.seed, device, args.placement)
+
+            return wide
+        return lambda: peers.prepare(name, graph, fanouts, seed=args.seed, device=device)
 
     # Prepare everyone first, then time them interleaved round by round (time_contenders).
     rows, prepared = [], {}
-    names = [OURS, *([WIDE] if getattr(args, "widths", False) else []), *wanted]
-    for name in names:
-        row = {"name": name}
-        rows.append(row)
-        start = time.perf_counter()
-        try:
-            if name == OURS:
-                contender = _prepare_ours(graph, fanouts, args.seed, device, args.placement)
-            elif name == WIDE:
-                wide = CSRGraph(graph.indptr, graph.indices, edge_ids=graph.edge_ids, dtype=np.int64, _checked=True)
-                contender = _prepare_ours(wide, fanouts, args.seed, device, args.placement)
-            else:
-                contender = peers.prepare(name, graph, fanouts, seed=args.seed, device=device)
-        except (ImportError, peers.PeerUnavailable) as error:
-            row["status"] = f"unavailable: {error}"
-            continue
-        row.update(status="ok", version=contender.version, note=contender.note)
-        row["setup_s"] = round(time.perf_counter() - start, 3)
-        prepared[name] = (
-            contender.sample,
-            [contender.convert(b) for b in timed],
-            [contender.convert(b) for b in warmup],
-            contender.sync,
-        )
-    timings = time_contenders(prepared, args.repeats)
-    for row in rows:
-        timing = timings.get(row["name"])
-        if timing is not None:
-            row.update(edge_timing_fields(timing))
-    if OURS in timings:
-        for row in rows:
-            if row["name"] in timings:
-                row["ratio"] = timings[OURS].edges_per_s / row["edges_per_s"]
-                row["best_ratio"] = timings[OURS].best_edges_per_s / row["best_edges_per_s"]
-
+    for name in [OURS, *([WIDE] if getattr(args, "widths", False) else []), *wanted]:
+        prepare_contender(rows, prepared, name, make(name), timed, warmup)
+    set_ratios(rows, time_rows(rows, prepared, args.repeats), OURS)
     results = {
         "command": "sample",
         "graph": graph_info,
         "fanouts": fanouts,
-        "batch": int(args.batch),
-        "batches": int(args.batches),
-        "warmup": int(args.warmup),
-        "repeats": int(args.repeats),
+        **timing_settings(args),
         "device": str(device),
         "placement": args.placement,
-        "seed": int(args.seed),
-        "threads": args.threads,
-        "machine": machine_with_peers(),
-        "results": rows,
+        **run_footer(args, rows),
     }
     _print_report(results)
     return results
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table, machine_line, shown_edge_row
+    from ._common import print_edge_report
 
     graph = results["graph"]
-    print(
+    header = (
         f"sample: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
-        f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}\n" + machine_line(results)
+        f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}"
     )
     columns = [
         ("name", "contender", ""),
@@ -193,4 +162,4 @@ def _print_report(results: dict) -> None:
         ("best_ratio", "best ours/peer", ".2f"),
         ("detail", "notes", ""),
     ]
-    print(format_table([shown_edge_row(row) for row in results["results"]], columns))
+    print_edge_report(header, results, columns)

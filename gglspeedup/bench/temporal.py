@@ -160,13 +160,15 @@ def run(args) -> dict:
     from ..sampling.temporal import position_times, sort_by_time
     from ._common import (
         apply_threads,
-        edge_timing_fields,
         load_graph,
-        machine_with_peers,
         paired_ratio,
+        prepare_contender,
+        run_footer,
         seed_batches,
-        time_contenders,
+        time_rows,
+        timing_settings,
     )
+    from .peers import Contender
 
     fanouts, strategies, wanted = _validate(args)
     graph, graph_info = load_graph(args.graph)
@@ -191,22 +193,13 @@ def run(args) -> dict:
     rows, prepared = [], {}
 
     def add(name, make, library="gglspeedup", timed_seed_times=True):
-        row = {"name": name, "library": library}
-        rows.append(row)
-        start = time.perf_counter()
-        try:
-            sample, convert, version, note = make()
-        except Exception as error:  # a peer that cannot run here: say why, measure the rest
-            from .peers import PeerUnavailable
-
-            if not isinstance(error, (ImportError, PeerUnavailable)):
-                raise
-            row["status"] = f"unavailable: {error}"
-            return
-        row.update(status="ok", version=version, note=note, setup_s=round(time.perf_counter() - start, 3))
         items = [(b, t if timed_seed_times else None) for b, t in zip(batches, seed_times)]
-        converted = [convert(item) for item in items]
-        prepared[name] = (sample, converted[args.warmup :], converted[: args.warmup], None)
+
+        def contender():
+            sample, convert, version, note = make()
+            return Contender(name, version, sample, convert, None, note)
+
+        prepare_contender(rows, prepared, name, contender, items[args.warmup :], items[: args.warmup], library=library)
 
     ours = f"gglspeedup {__version__}"
 
@@ -244,12 +237,12 @@ def run(args) -> dict:
     if "dgl" in wanted:
         rows.append({"name": "dgl temporal", "library": "dgl", "status": f"unavailable: {_dgl_reason()}"})
 
-    timings = time_contenders(prepared, args.repeats)
+    timings = time_rows(rows, prepared, args.repeats)
     for row in rows:
         timing = timings.get(row["name"])
         if timing is None:
             continue
-        row.update(edge_timing_fields(timing), round_edges=list(timing.round_edges))
+        row["round_edges"] = list(timing.round_edges)
         plain = PLAIN if row["library"] == "gglspeedup" else "pyg plain"
         if plain in timings:
             row["vs_plain"] = paired_ratio(timing, timings[plain])
@@ -265,30 +258,24 @@ def run(args) -> dict:
         "command": "temporal",
         "graph": graph_info,
         "fanouts": fanouts,
-        "batch": int(args.batch),
-        "batches": int(args.batches),
-        "warmup": int(args.warmup),
-        "repeats": int(args.repeats),
+        **timing_settings(args),
         "time": args.time,
         "strategies": strategies,
         "sort_s": round(sort_s, 3),
-        "seed": int(args.seed),
-        "threads": args.threads,
-        "machine": machine_with_peers(),
-        "results": rows,
+        **run_footer(args, rows),
     }
     _print_report(results)
     return results
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table, machine_line, shown_edge_row
+    from ._common import print_edge_report
 
     graph = results["graph"]
-    print(
+    header = (
         f"temporal: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
         f"fanouts {results['fanouts']}, batch {results['batch']}, {results['time']} times uniform over "
-        f"[0, {TIME_RANGE}), seed times too; rows sorted by time in {results['sort_s']} s\n" + machine_line(results)
+        f"[0, {TIME_RANGE}), seed times too; rows sorted by time in {results['sort_s']} s"
     )
     columns = [
         ("name", "contender", ""),
@@ -301,4 +288,4 @@ def _print_report(results: dict) -> None:
         ("setup_s", "setup s", ".2f"),
         ("detail", "notes", ""),
     ]
-    print(format_table([shown_edge_row(row) for row in results["results"]], columns))
+    print_edge_report(header, results, columns)
