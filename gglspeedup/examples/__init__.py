@@ -14,6 +14,9 @@ reuse it instead of copying it:
   encoder and dot-product decoder on Cora / CiteSeer edges, test ROC-AUC).
 - :mod:`.temporal_links`: temporal link prediction on the bundled UC Irvine messages, time
   respected (temporal sampling) vs ignored, ``demos/temporal_links_torch.py``.
+- :mod:`.pyg_sage` and :mod:`.pyg_rgcn_wordnet`: PyG's own models and loops on
+  :mod:`gglspeedup.pyg`'s stores and loaders (``demos/pyg_sage_cora.py``,
+  ``demos/pyg_rgcn_wordnet.py``); :mod:`.pyg_common` is what they share.
 
 The scripts in the repository's ``demos/`` folder (TensorFlow, Paddle, GammaGL, multi-GPU,
 multi-machine) are built from these pieces.
