@@ -1,4 +1,9 @@
-"""The sampler's output records, shared by the loader, the backends and the multi-GPU layer."""
+"""The sampler's output records, shared by the loader, the backends and the multi-GPU layer.
+
+Hop order, the same in every record here: ``adjs`` lists the hops outermost first (GammaGL / PyG
+v1), so ``adjs[-1]`` targets the seeds; ``fanouts``, ``num_sampled_nodes`` and
+``num_sampled_edges`` run seed hop first (PyG), ``num_sampled_nodes`` with the seeds as entry 0.
+"""
 
 from __future__ import annotations
 
