@@ -172,6 +172,8 @@ def check_typed_link(sampler, num_nodes: dict, pairs: np.ndarray, edge_type, rev
     """The typed options of a link loader (``edge_type``, ``reverse_edge_type``) after checking
     them against the sampler's graph (any edge type between known node types for a sampler
     without a ``graph``) and ``pairs`` against the endpoint types, as ``sample_links`` will."""
+    from ..sampling.hetero_links import check_reverse_rule
+
     known = getattr(getattr(sampler, "graph", None), "edge_types", None)
 
     def edge_type_of(value, name):
@@ -189,13 +191,7 @@ def check_typed_link(sampler, num_nodes: dict, pairs: np.ndarray, edge_type, rev
     check_ids_in_range("pairs[1]", pairs[1], num_nodes[dst], what=f"num_nodes[{dst!r}]")
     if reverse_edge_type is not None:
         reverse_edge_type = edge_type_of(reverse_edge_type, "reverse_edge_type")
-        if exclude == "reverse" and (reverse_edge_type[0] != dst or reverse_edge_type[2] != src):
-            raise ValueError(f"reverse_edge_type must go from {dst!r} to {src!r}, got {reverse_edge_type!r}")
-    elif exclude == "reverse" and src != dst:
-        raise ValueError(
-            f"exclude='reverse' on {edge_type!r} needs reverse_edge_type: the relation ({dst!r}, ..., {src!r}) "
-            "holding the reverse edges"
-        )
+    check_reverse_rule(edge_type, reverse_edge_type, exclude)
     return {"edge_type": edge_type, "reverse_edge_type": reverse_edge_type}
 
 

@@ -13,25 +13,30 @@ from __future__ import annotations
 import numpy as np
 
 from ..heterograph import check_edge_type
-from ._kernels.exclusion import row_filter
 from .links import (
     check_labels,
     check_link_options,
     check_negative_count,
     check_pairs,
+    draw_link_negatives,
+    exclusion_options,
+    finish_links,
     first_appearance,
-    link_labels,
+    link_negative_targets,
 )
 from .temporal import check_seed_time
 from .types import HeteroLinkSampleOutput
 
-__all__ = ["sample_typed_links"]
+__all__ = ["sample_typed_links", "check_reverse_rule"]
 
 
-def _check_reverse(graph, edge_type, reverse_edge_type, exclude):
+def check_reverse_rule(edge_type, reverse_edge_type, exclude):
+    """The reverse-edge rule of typed link prediction, for ``sample_links`` and the typed link
+    loader alike: with ``exclude="reverse"`` the reverse edges of ``edge_type = (s, name, d)`` are
+    in ``reverse_edge_type`` (an edge type already checked, or ``None``), which must run from ``d``
+    to ``s``; ``None`` is allowed only when ``s == d`` (the relation holds both directions).
+    Returns the relation holding the reverse edges (``None`` without ``"reverse"``)."""
     if exclude != "reverse":
-        if reverse_edge_type is not None:
-            check_edge_type(reverse_edge_type, graph.edge_types, "reverse_edge_type")
         return None
     src, _, dst = edge_type
     if reverse_edge_type is None:
@@ -41,10 +46,15 @@ def _check_reverse(graph, edge_type, reverse_edge_type, exclude):
                 "holding the reverse edges"
             )
         return edge_type  # one node type: the relation stores both directions itself
-    reverse = check_edge_type(reverse_edge_type, graph.edge_types, "reverse_edge_type")
-    if reverse[0] != dst or reverse[2] != src:
-        raise ValueError(f"reverse_edge_type must go from {dst!r} to {src!r}, got {reverse!r}")
-    return reverse
+    if reverse_edge_type[0] != dst or reverse_edge_type[2] != src:
+        raise ValueError(f"reverse_edge_type must go from {dst!r} to {src!r}, got {reverse_edge_type!r}")
+    return reverse_edge_type
+
+
+def _check_reverse(graph, edge_type, reverse_edge_type, exclude):
+    if reverse_edge_type is not None:
+        reverse_edge_type = check_edge_type(reverse_edge_type, graph.edge_types, "reverse_edge_type")
+    return check_reverse_rule(edge_type, reverse_edge_type, exclude)
 
 
 def sample_typed_links(
@@ -90,37 +100,16 @@ def sample_typed_links(
     xp = device.xp if device.is_cuda else np
     with device:
         pairs = xp.asarray(pairs)
-        src, dst = pairs[0], pairs[1]
         times = None if times is None else xp.asarray(times)
-        extra, stayed, pair_of = None, None, xp.arange(count, dtype=np.int64)
-        if negatives is not None and count:
-            fixed = negatives != "binary"
-            total = num_negatives * count
-            negative_pair = xp.arange(total, dtype=np.int64)
-            negative_pair = negative_pair // num_negatives if fixed else negative_pair % count  # binary: PyG's
-            eligible = None
-            if times is not None:
-                eligible = timeline.negative_times(xp, times[negative_pair], bounds, src_type, dst_type)
-            neg_src, neg_dst, stayed = driver.negatives(
-                src,
-                total,
-                fixed=fixed,
-                width=num_negatives if fixed else 1,
-                strict=strict,
-                key=key,
-                space=(bounds[0], bounds[1], int(graph.row_base[r])),
-                eligible=eligible,
+        eligible_of = None
+        if times is not None:
+            eligible_of = lambda negative_pair: timeline.negative_times(  # noqa: E731
+                xp, times[negative_pair], bounds, src_type, dst_type
             )
-            if negatives == "triplet":
-                extra = neg_dst
-                if sampler.disjoint:  # trees of the negatives draw by draw (PyG's order: 2B + s * B + i)
-                    draw_major = xp.arange(total, dtype=np.int64).reshape(count, num_negatives).T.reshape(-1)
-                    extra, negative_pair = extra[draw_major], negative_pair[draw_major]
-            else:
-                src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
-            pair_of = xp.concatenate((pair_of, negative_pair))
-        elif negatives == "triplet":  # no pairs: a (0, num_negatives) matrix all the same
-            extra = xp.empty(0, np.int64)
+        space = (bounds[0], bounds[1], int(graph.row_base[r]))
+        src, dst, extra, stayed, pair_of = draw_link_negatives(
+            driver, xp, pairs, negatives, num_negatives, strict, key, sampler.disjoint, eligible_of, space
+        )
         num_pairs = int(src.shape[0])
         seeds = [xp.empty(0, np.int64) for _ in graph.node_types]
         s_index, d_index = graph.node_types.index(src_type), graph.node_types.index(dst_type)
@@ -141,9 +130,9 @@ def sample_typed_links(
             seeds[s_index], local_src = first_appearance(xp, src)
             seeds[d_index], local_dst = first_appearance(xp, targets)
         pair_index = xp.stack((local_src, local_dst[:num_pairs]))
-        negative_targets = None if extra is None else local_dst[num_pairs:].reshape(count, num_negatives)
-        if extra is not None and sampler.disjoint:  # negative s of pair i is the tree 2B + s * B + i
-            negative_targets = negative_targets.reshape(-1).reshape(num_negatives, count).T
+        negative_targets = link_negative_targets(
+            None if extra is None else local_dst[num_pairs:], count, num_negatives, sampler.disjoint
+        )
         options = None
         if exclude is not None and count:
             options = _exclusions(graph, driver, xp, pairs, r, reverse)
@@ -159,14 +148,7 @@ def sample_typed_links(
                     of_type = {s_index: xp.concatenate((returned, target_pairs))}
                 tree_time = times[xp.concatenate([of_type[t] for t in sorted(of_type)])]
         n_id, adjs, counts_n, counts_e, batch = sampler._run(seeds, key, options, tree_time)
-        out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
-        false_negatives = None
-        if strict and stayed is not None:
-            from .._launch import to_host
-
-            false_negatives = int(to_host(stayed.sum()))  # sync
-        elif strict:
-            false_negatives = 0
+        out_labels, false_negatives = finish_links(xp, labels, count, num_pairs, extra, strict, stayed)
     return HeteroLinkSampleOutput(
         n_id, adjs, counts_n, counts_e, edge_type, pair_index, out_labels, negative_targets, false_negatives, batch
     )
@@ -180,7 +162,4 @@ def _exclusions(graph, driver, xp, pairs, r, reverse):
     if reverse is not None:
         base = int(graph.row_base[graph.edge_types.index(reverse)])
         sources, rows = xp.concatenate((sources, pairs[1])), xp.concatenate((rows, pairs[0] + base))
-    positions = driver.excluded_positions(sources, rows)
-    if not positions.shape[0]:
-        return None
-    return driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, rows))
+    return exclusion_options(driver, xp, sources, rows)

@@ -35,6 +35,10 @@ __all__ = [
     "check_negative_count",
     "first_appearance",
     "link_labels",
+    "draw_link_negatives",
+    "link_negative_targets",
+    "exclusion_options",
+    "finish_links",
 ]
 
 NEGATIVES = (None, "binary", "per_source", "triplet")
@@ -173,30 +177,13 @@ def sample_links(
             xp = device.xp
             pairs = xp.asarray(pairs)
             times = None if times is None else xp.asarray(times)
-        src, dst = pairs[0], pairs[1]
-        extra, stayed, pair_of = None, None, xp.arange(count, dtype=np.int64)
-        if negatives is not None and count:
-            fixed = negatives != "binary"
-            total = num_negatives * count
-            negative_pair = xp.arange(total, dtype=np.int64)
-            negative_pair = negative_pair // num_negatives if fixed else negative_pair % count  # binary: PyG's
-            eligible = None
-            if times is not None:
-                space = (sampler.num_nodes, sampler.num_nodes)
-                eligible = sampler.timeline.negative_times(xp, times[negative_pair], space)
-            neg_src, neg_dst, stayed = driver.negatives(
-                src, total, fixed=fixed, width=num_negatives if fixed else 1, strict=strict, key=key, eligible=eligible
-            )
-            if negatives == "triplet":
-                extra = neg_dst
-                if sampler.disjoint:  # trees of the negatives draw by draw (PyG's order: 2B + s * B + i)
-                    draw_major = xp.arange(total, dtype=np.int64).reshape(count, num_negatives).T.reshape(-1)
-                    extra, negative_pair = extra[draw_major], negative_pair[draw_major]
-            else:
-                src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
-            pair_of = xp.concatenate((pair_of, negative_pair))  # each returned pair's (or negative's) positive
-        elif negatives == "triplet":  # no pairs: a (0, num_negatives) matrix all the same
-            extra = xp.empty(0, np.int64)
+        eligible_of = None
+        if times is not None:
+            space = (sampler.num_nodes, sampler.num_nodes)
+            eligible_of = lambda negative_pair: sampler.timeline.negative_times(xp, times[negative_pair], space)  # noqa: E731
+        src, dst, extra, stayed, pair_of = draw_link_negatives(
+            driver, xp, pairs, negatives, num_negatives, strict, key, sampler.disjoint, eligible_of
+        )
         num_pairs = int(src.shape[0])
         sequence = xp.concatenate((src, dst) if extra is None else (src, dst, extra))
         if sampler.disjoint:  # every endpoint a tree of its own
@@ -204,17 +191,15 @@ def sample_links(
         else:
             seeds, local = first_appearance(xp, sequence)
         pair_index = local[: 2 * num_pairs].reshape(2, num_pairs)
-        negative_targets = None if extra is None else local[2 * num_pairs :].reshape(count, num_negatives)
-        if extra is not None and sampler.disjoint:  # negative s of pair i is the tree 2B + s * B + i
-            negative_targets = negative_targets.reshape(-1).reshape(num_negatives, count).T
+        negative_targets = link_negative_targets(
+            None if extra is None else local[2 * num_pairs :], count, num_negatives, sampler.disjoint
+        )
         options = None
         if exclude is not None and count:
             ex_src, ex_dst = pairs[0], pairs[1]
             if exclude == "reverse":
                 ex_src, ex_dst = xp.concatenate((ex_src, pairs[1])), xp.concatenate((ex_dst, pairs[0]))
-            positions = driver.excluded_positions(ex_src, ex_dst)
-            if positions.shape[0]:  # rows ex_dst hold them: flagged, so the others skip the search
-                options = driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, ex_dst))
+            options = exclusion_options(driver, xp, ex_src, ex_dst)
         batch = None
         if sampler.disjoint:
             if times is not None:
@@ -227,15 +212,91 @@ def sample_links(
         else:
             n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options, expand=sampler.expand)
         adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
-        out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
-        false_negatives = None
-        if strict and stayed is not None:
-            from .._launch import to_host
-
-            false_negatives = int(to_host(stayed.sum()))  # sync
-        elif strict:
-            false_negatives = 0
+        out_labels, false_negatives = finish_links(xp, labels, count, num_pairs, extra, strict, stayed)
     return LinkSampleOutput(n_id, adjs, pair_index, out_labels, negative_targets, false_negatives, batch)
+
+
+# ---------------------------------------------------------------------------- the shared steps
+# sample_links (here) and sample_typed_links (hetero_links.py) take the same steps; what differs
+# (the pairs' bounds, the seeds per node type, the excluded rows, the run) stays in each.
+
+
+def draw_link_negatives(
+    driver, xp, pairs, negatives, num_negatives, strict, key, disjoint, eligible_of=None, space=None
+):
+    """Step 2, the negatives of the checked ``pairs`` (2, B) on the sampler's module ``xp``.
+
+    Returns ``(src, dst, extra, stayed, pair_of)``: the returned pairs' sources and targets (the
+    positives, then ``"binary"`` / ``"per_source"`` negatives), the triplet negatives' targets
+    (``extra``, ``None`` for other modes), the driver's strict-mode flags, and for every returned
+    pair and triplet negative the position of its positive pair. ``eligible_of(negative_pair)``
+    gives the driver's ``eligible`` (temporal calls); ``space`` the typed driver's sampling space.
+    """
+    src, dst = pairs[0], pairs[1]
+    count = int(pairs.shape[1])
+    extra, stayed, pair_of = None, None, xp.arange(count, dtype=np.int64)
+    if negatives is not None and count:
+        fixed = negatives != "binary"
+        total = num_negatives * count
+        negative_pair = xp.arange(total, dtype=np.int64)
+        negative_pair = negative_pair // num_negatives if fixed else negative_pair % count  # binary: PyG's
+        eligible = None if eligible_of is None else eligible_of(negative_pair)
+        neg_src, neg_dst, stayed = driver.negatives(
+            src,
+            total,
+            fixed=fixed,
+            width=num_negatives if fixed else 1,
+            strict=strict,
+            key=key,
+            space=space,
+            eligible=eligible,
+        )
+        if negatives == "triplet":
+            extra = neg_dst
+            if disjoint:  # trees of the negatives draw by draw (PyG's order: 2B + s * B + i)
+                draw_major = xp.arange(total, dtype=np.int64).reshape(count, num_negatives).T.reshape(-1)
+                extra, negative_pair = extra[draw_major], negative_pair[draw_major]
+        else:
+            src, dst = xp.concatenate((src, neg_src)), xp.concatenate((dst, neg_dst))
+        pair_of = xp.concatenate((pair_of, negative_pair))  # each returned pair's (or negative's) positive
+    elif negatives == "triplet":  # no pairs: a (0, num_negatives) matrix all the same
+        extra = xp.empty(0, np.int64)
+    return src, dst, extra, stayed, pair_of
+
+
+def link_negative_targets(local, count: int, num_negatives: int, disjoint: bool):
+    """``negative_targets`` (B, num_negatives) from the triplet negatives' local positions
+    ``local`` (``None`` without triplets): negative ``s`` of pair ``i`` (disjoint: the tree
+    ``2B + s * B + i``)."""
+    if local is None:
+        return None
+    targets = local.reshape(count, num_negatives)
+    if disjoint:
+        targets = targets.reshape(-1).reshape(num_negatives, count).T
+    return targets
+
+
+def exclusion_options(driver, xp, sources, rows):
+    """The driver's options for one call with every edge ``sources[i] -> rows[i]`` (all parallel
+    copies) excluded, or ``None`` when the graph holds none; the rows holding them are flagged so
+    the others skip the search."""
+    positions = driver.excluded_positions(sources, rows)
+    if not positions.shape[0]:
+        return None
+    return driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, rows))
+
+
+def finish_links(xp, labels, count: int, num_pairs: int, extra, strict: bool, stayed):
+    """``(labels, false_negatives)`` of the output: the positives' labels then zeros for the
+    returned negatives; with ``strict`` the number of negatives that stayed graph edges."""
+    out_labels = link_labels(xp, labels, count, num_pairs - count if extra is None else 0)
+    if not strict:
+        return out_labels, None
+    if stayed is None:
+        return out_labels, 0
+    from .._launch import to_host
+
+    return out_labels, int(to_host(stayed.sum()))  # sync
 
 
 def link_labels(xp, labels, positives: int, negatives: int):
