@@ -236,38 +236,30 @@ def _validate(args):
 
 def run(args) -> dict:
     """Measure ours (typed and untyped) and the peers; print the table; return a JSON-able dict."""
-    from ._common import (
-        apply_threads,
-        paired_ratio,
-        prepare_contender,
-        run_footer,
-        set_ratios,
-        time_rows,
-        timing_settings,
-    )
+    from . import _common
 
     fanouts, wanted = _validate(args)
     graph, labelled, graph_info = load_typed(args.dataset)
     types = seed_types(graph, labelled, args.seed_type)
     batches = typed_seed_batches(graph, types, args.batch, args.warmup + args.batches, seed=args.seed)
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
-    apply_threads(args.threads, wanted)
+    _common.apply_threads(args.threads, wanted)
 
     rows, prepared = [], {}
     makers = {OURS: _prepare_ours, UNTYPED: _prepare_untyped, "dgl": _prepare_dgl}
     for name in [OURS, UNTYPED, *wanted]:
-        prepare_contender(
+        _common.prepare_contender(
             rows, prepared, name, lambda name=name: makers[name](graph, fanouts, args.seed), timed, warmup
         )
-    timings = time_rows(rows, prepared, args.repeats)
-    set_ratios(rows, timings, OURS, paired=True)
+    timings = _common.time_rows(rows, prepared, args.repeats)
+    _common.set_ratios(rows, timings, OURS, paired=True)
     typed_vs_untyped = None
     if OURS in timings and UNTYPED in timings:
         typed, untyped = timings[OURS], timings[UNTYPED]
         typed_vs_untyped = {
             "median": typed.edges_per_s / untyped.edges_per_s,
             "best": typed.best_edges_per_s / untyped.best_edges_per_s,
-            "paired": paired_ratio(typed, untyped),
+            "paired": _common.paired_ratio(typed, untyped),
             "target": TARGET_TYPED_VS_UNTYPED,
         }
     results = {
@@ -275,9 +267,9 @@ def run(args) -> dict:
         "dataset": graph_info,
         "seed_types": types,
         "fanouts": fanouts,
-        **timing_settings(args),
+        **_common.timing_settings(args),
         "device": "cpu",
-        **run_footer(args, rows),
+        **_common.run_footer(args, rows),
         "typed_vs_untyped": typed_vs_untyped,
     }
     _print_report(results)

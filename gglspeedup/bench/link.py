@@ -160,33 +160,24 @@ def run(args) -> dict:
     """Measure ours and the peers, each with and without exclusion; print the table; return a dict."""
     from .. import __version__
     from ..device import as_device
-    from ._common import (
-        apply_threads,
-        load_graph,
-        parse_fanouts,
-        parse_names,
-        prepare_contender,
-        run_footer,
-        time_rows,
-        timing_settings,
-    )
+    from . import _common
     from .peers import Contender
 
-    fanouts = parse_fanouts(args.fanouts)
+    fanouts = _common.parse_fanouts(args.fanouts)
     negatives = parse_negatives(args.negatives)
     exclude = None if args.exclude == "none" else args.exclude
-    wanted = parse_names(args.peers, PEERS) if args.peers else []
+    wanted = _common.parse_names(args.peers, PEERS) if args.peers else []
     wanted = list(PEERS) if wanted is None else wanted
     for option in ("batch", "batches", "repeats"):
         if getattr(args, option) < 1:
             raise ValueError(f"--{option} must be >= 1, got {getattr(args, option)}")
     device = as_device(args.device).check_available()
-    graph, graph_info = load_graph(args.graph)
+    graph, graph_info = _common.load_graph(args.graph)
     if graph.num_edges == 0:
         raise ValueError(f"--graph {args.graph} has no edges to predict")
     batches = edge_batches(graph, args.batch, args.warmup + args.batches, args.seed)
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
-    apply_threads(args.threads, wanted)
+    _common.apply_threads(args.threads, wanted)
     rows_of_edges = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(np.asarray(graph.indptr)))
     reverse = reverse_positions(graph) if exclude == "reverse" and "dgl" in wanted else None
 
@@ -210,18 +201,18 @@ def run(args) -> dict:
     for name in [OURS, *wanted]:
         for setting in [exclude] if exclude is None else [exclude, None]:
             label = name if setting == exclude else f"{name} exclude=None"
-            prepare_contender(rows, prepared, label, make(name, setting), timed, warmup, exclude=setting)
-    _ratios(rows, time_rows(rows, prepared, args.repeats), exclude)
+            _common.prepare_contender(rows, prepared, label, make(name, setting), timed, warmup, exclude=setting)
+    _ratios(rows, _common.time_rows(rows, prepared, args.repeats), exclude)
     results = {
         "command": "link",
         "graph": graph_info,
         "fanouts": fanouts,
-        **timing_settings(args),
+        **_common.timing_settings(args),
         "negatives": args.negatives,
         "exclude": exclude,
         "device": str(device),
         "placement": args.placement,
-        **run_footer(args, rows),
+        **_common.run_footer(args, rows),
     }
     _print_report(results)
     return results

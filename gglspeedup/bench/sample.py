@@ -95,23 +95,13 @@ def run(args) -> dict:
     import numpy as np
 
     from ..graph import CSRGraph
-    from . import peers
-    from ._common import (
-        apply_threads,
-        load_graph,
-        prepare_contender,
-        run_footer,
-        seed_batches,
-        set_ratios,
-        time_rows,
-        timing_settings,
-    )
+    from . import _common, peers
 
     fanouts, wanted, device = _validate(args)
-    graph, graph_info = load_graph(args.graph)
-    batches = seed_batches(graph.num_nodes, args.batch, args.warmup + args.batches, seed=args.seed)
+    graph, graph_info = _common.load_graph(args.graph)
+    batches = _common.seed_batches(graph.num_nodes, args.batch, args.warmup + args.batches, seed=args.seed)
     warmup, timed = batches[: args.warmup], batches[args.warmup :]
-    apply_threads(args.threads, wanted)
+    _common.apply_threads(args.threads, wanted)
 
     def make(name):
         if name == OURS:
@@ -128,16 +118,16 @@ def run(args) -> dict:
     # Prepare everyone first, then time them interleaved round by round (time_contenders).
     rows, prepared = [], {}
     for name in [OURS, *([WIDE] if getattr(args, "widths", False) else []), *wanted]:
-        prepare_contender(rows, prepared, name, make(name), timed, warmup)
-    set_ratios(rows, time_rows(rows, prepared, args.repeats), OURS)
+        _common.prepare_contender(rows, prepared, name, make(name), timed, warmup)
+    _common.set_ratios(rows, _common.time_rows(rows, prepared, args.repeats), OURS)
     results = {
         "command": "sample",
         "graph": graph_info,
         "fanouts": fanouts,
-        **timing_settings(args),
+        **_common.timing_settings(args),
         "device": str(device),
         "placement": args.placement,
-        **run_footer(args, rows),
+        **_common.run_footer(args, rows),
     }
     _print_report(results)
     return results

@@ -158,22 +158,13 @@ def run(args) -> dict:
     from .. import __version__
     from ..sampling import NeighborSampler
     from ..sampling.temporal import position_times, sort_by_time
-    from ._common import (
-        apply_threads,
-        load_graph,
-        paired_ratio,
-        prepare_contender,
-        run_footer,
-        seed_batches,
-        time_rows,
-        timing_settings,
-    )
+    from . import _common
     from .peers import Contender
 
     fanouts, strategies, wanted = _validate(args)
-    graph, graph_info = load_graph(args.graph)
+    graph, graph_info = _common.load_graph(args.graph)
     times = make_times(graph, args.time, args.seed)
-    batches = seed_batches(graph.num_nodes, args.batch, args.warmup + args.batches, seed=args.seed)
+    batches = _common.seed_batches(graph.num_nodes, args.batch, args.warmup + args.batches, seed=args.seed)
     rng = np.random.default_rng([args.seed, 21])
     seed_times = [rng.integers(0, TIME_RANGE, len(b), dtype=np.int64) for b in batches]
     if "pyg" in wanted:
@@ -181,7 +172,7 @@ def run(args) -> dict:
             import pyg_lib  # noqa: F401
         except ImportError:
             pass  # reported when the contender is prepared
-    apply_threads(args.threads)
+    _common.apply_threads(args.threads)
     given = {"node_time": times} if args.time == "node" else {"edge_time": times}
 
     start = time.perf_counter()
@@ -199,7 +190,9 @@ def run(args) -> dict:
             sample, convert, version, note = make()
             return Contender(name, version, sample, convert, None, note)
 
-        prepare_contender(rows, prepared, name, contender, items[args.warmup :], items[: args.warmup], library=library)
+        _common.prepare_contender(
+            rows, prepared, name, contender, items[args.warmup :], items[: args.warmup], library=library
+        )
 
     ours = f"gglspeedup {__version__}"
 
@@ -237,7 +230,7 @@ def run(args) -> dict:
     if "dgl" in wanted:
         rows.append({"name": "dgl temporal", "library": "dgl", "status": f"unavailable: {_dgl_reason()}"})
 
-    timings = time_rows(rows, prepared, args.repeats)
+    timings = _common.time_rows(rows, prepared, args.repeats)
     for row in rows:
         timing = timings.get(row["name"])
         if timing is None:
@@ -245,11 +238,11 @@ def run(args) -> dict:
         row["round_edges"] = list(timing.round_edges)
         plain = PLAIN if row["library"] == "gglspeedup" else "pyg plain"
         if plain in timings:
-            row["vs_plain"] = paired_ratio(timing, timings[plain])
+            row["vs_plain"] = _common.paired_ratio(timing, timings[plain])
     pairs = [(PLAIN, "pyg plain")] + [(f"temporal {s}, sorted rows", f"pyg temporal {s}") for s in strategies]
     for mine, peer in pairs:  # ours / pyg-lib, same round, shown on both rows
         if mine in timings and peer in timings:
-            ratio = paired_ratio(timings[mine], timings[peer])
+            ratio = _common.paired_ratio(timings[mine], timings[peer])
             for row in rows:
                 if row["name"] in (mine, peer):
                     row["ours_vs_pyg"] = ratio
@@ -258,11 +251,11 @@ def run(args) -> dict:
         "command": "temporal",
         "graph": graph_info,
         "fanouts": fanouts,
-        **timing_settings(args),
+        **_common.timing_settings(args),
         "time": args.time,
         "strategies": strategies,
         "sort_s": round(sort_s, 3),
-        **run_footer(args, rows),
+        **_common.run_footer(args, rows),
     }
     _print_report(results)
     return results
