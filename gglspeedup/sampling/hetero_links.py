@@ -14,10 +14,7 @@ import numpy as np
 
 from ..heterograph import check_edge_type
 from .links import (
-    check_labels,
-    check_link_options,
-    check_negative_count,
-    check_pairs,
+    check_link_call,
     draw_link_negatives,
     exclusion_options,
     finish_links,
@@ -77,13 +74,10 @@ def sample_typed_links(
     r = graph.edge_types.index(edge_type)
     bounds = (graph.num_nodes[src_type], graph.num_nodes[dst_type])
     names = (f"num_nodes[{src_type!r}]", f"num_nodes[{dst_type!r}]")
-    pairs = check_pairs(pairs, bounds, device, names)
+    pairs, labels, negatives, num_negatives, strict, exclude = check_link_call(
+        device, pairs, bounds, names, labels, negatives, num_negatives, strict_negatives, exclude
+    )
     count = int(pairs.shape[1])
-    if labels is not None:
-        labels = check_labels(labels, count, device)
-    negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
-    if negatives is not None:
-        check_negative_count(num_negatives, count)
     reverse = _check_reverse(graph, edge_type, reverse_edge_type, exclude)
     timeline = sampler.timeline
     if pair_time is not None:

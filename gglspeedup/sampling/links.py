@@ -35,6 +35,7 @@ __all__ = [
     "check_negative_count",
     "first_appearance",
     "link_labels",
+    "check_link_call",
     "draw_link_negatives",
     "link_negative_targets",
     "exclusion_options",
@@ -156,13 +157,18 @@ def sample_links(
 ) -> LinkSampleOutput:
     """The work of :meth:`NeighborSampler.sample_links` (arguments checked here, in order)."""
     device, driver = sampler.device, sampler._driver
-    pairs = check_pairs(pairs, sampler.num_nodes, device)
+    pairs, labels, negatives, num_negatives, strict, exclude = check_link_call(
+        device,
+        pairs,
+        sampler.num_nodes,
+        ("num_nodes", "num_nodes"),
+        labels,
+        negatives,
+        num_negatives,
+        strict_negatives,
+        exclude,
+    )
     count = int(pairs.shape[1])
-    if labels is not None:
-        labels = check_labels(labels, count, device)
-    negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
-    if negatives is not None:
-        check_negative_count(num_negatives, count)
     # pair_time checked (None: node-time trees take their own seed's time, as PyG; edge times raise)
     times = sampler._tree_times(pairs[0], pair_time, "pair_time") if pair_time is not None else None
     if pair_time is None and sampler.timeline is not None and sampler.timeline.edge_level:
@@ -219,6 +225,20 @@ def sample_links(
 # ---------------------------------------------------------------------------- the shared steps
 # sample_links (here) and sample_typed_links (hetero_links.py) take the same steps; what differs
 # (the pairs' bounds, the seeds per node type, the excluded rows, the run) stays in each.
+
+
+def check_link_call(device, pairs, bounds, names, labels, negatives, num_negatives, strict_negatives, exclude):
+    """Step 1, the checks every link call makes, in order: ``pairs`` (:func:`check_pairs` against
+    ``bounds``, errors naming ``names``), ``labels``, the options, the negatives' memory.
+    Returns ``(pairs, labels, negatives, num_negatives, strict, exclude)``."""
+    pairs = check_pairs(pairs, bounds, device, names)
+    count = int(pairs.shape[1])
+    if labels is not None:
+        labels = check_labels(labels, count, device)
+    negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
+    if negatives is not None:
+        check_negative_count(num_negatives, count)
+    return pairs, labels, negatives, num_negatives, strict, exclude
 
 
 def draw_link_negatives(
