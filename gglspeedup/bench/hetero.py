@@ -281,11 +281,6 @@ def _print_report(results: dict) -> None:
 
     data = results["dataset"]
     types = ", ".join(f"{t} {n:,}" for t, n in data["num_nodes"].items())
-    header = (
-        f"hetero: dataset {data['spec']} ({types}; {data['total_edges']:,} edges in {len(data['num_edges'])} "
-        f"relations), seeds of {'/'.join(results['seed_types'])}, fanouts {results['fanouts']} per relation, "
-        f"batch {results['batch']}, device {results['device']}"
-    )
     columns = [
         ("name", "contender", ""),
         ("edges_per_s_m", "M edges/s", ".2f"),
@@ -297,6 +292,11 @@ def _print_report(results: dict) -> None:
         ("paired_ratio", "paired", ".2f"),
         ("detail", "notes", ""),
     ]
+    header = (
+        f"hetero: dataset {data['spec']} ({types}; {data['total_edges']:,} edges in {len(data['num_edges'])} "
+        f"relations), seeds of {'/'.join(results['seed_types'])}, fanouts {results['fanouts']} per relation, "
+        f"batch {results['batch']}, device {results['device']}"
+    )
     print_edge_report(header, results, columns)
     ratio = results["typed_vs_untyped"]
     if ratio is not None:

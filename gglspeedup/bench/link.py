@@ -239,11 +239,6 @@ def _print_report(results: dict) -> None:
     from ._common import print_edge_report, shown_edge_row
 
     graph = results["graph"]
-    header = (
-        f"link: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), fanouts "
-        f"{results['fanouts']}, batch {results['batch']} edges, negatives {results['negatives']}, exclude "
-        f"{results['exclude']}, device {results['device']}"
-    )
     columns = [
         ("name", "contender", ""),
         ("edges_per_s_m", "M edges/s", ".2f"),
@@ -255,6 +250,11 @@ def _print_report(results: dict) -> None:
         ("exclusion_pct", "exclusion cost %", ".1f"),
         ("detail", "notes", ""),
     ]
+    header = (
+        f"link: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), fanouts "
+        f"{results['fanouts']}, batch {results['batch']} edges, negatives {results['negatives']}, exclude "
+        f"{results['exclude']}, device {results['device']}"
+    )
     table = []
     for row in results["results"]:
         shown = shown_edge_row(row)

@@ -137,10 +137,6 @@ def _print_report(results: dict) -> None:
     from ._common import print_edge_report
 
     graph = results["graph"]
-    header = (
-        f"sample: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
-        f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}"
-    )
     columns = [
         ("name", "contender", ""),
         ("edges_per_s_m", "M edges/s", ".2f"),
@@ -152,4 +148,8 @@ def _print_report(results: dict) -> None:
         ("best_ratio", "best ours/peer", ".2f"),
         ("detail", "notes", ""),
     ]
+    header = (
+        f"sample: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
+        f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}"
+    )
     print_edge_report(header, results, columns)

@@ -265,11 +265,6 @@ def _print_report(results: dict) -> None:
     from ._common import print_edge_report
 
     graph = results["graph"]
-    header = (
-        f"temporal: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
-        f"fanouts {results['fanouts']}, batch {results['batch']}, {results['time']} times uniform over "
-        f"[0, {TIME_RANGE}), seed times too; rows sorted by time in {results['sort_s']} s"
-    )
     columns = [
         ("name", "contender", ""),
         ("edges_per_s_m", "M edges/s", ".2f"),
@@ -281,4 +276,9 @@ def _print_report(results: dict) -> None:
         ("setup_s", "setup s", ".2f"),
         ("detail", "notes", ""),
     ]
+    header = (
+        f"temporal: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
+        f"fanouts {results['fanouts']}, batch {results['batch']}, {results['time']} times uniform over "
+        f"[0, {TIME_RANGE}), seed times too; rows sorted by time in {results['sort_s']} s"
+    )
     print_edge_report(header, results, columns)
