@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 
+from ._numpy_compat import restore_removed_aliases as _restore_removed_aliases
 from ._threading import prefer_tbb as _prefer_tbb
 from .device import Device, parse_size
 from .graph import CSRGraph
@@ -21,6 +22,7 @@ from .graph import CSRGraph
 # Numba picks its threading layer at its first parallel launch, which a user's
 # numba.set_num_threads() also triggers: make TBB loadable now (a shared library; Numba is not imported).
 _prefer_tbb()
+_restore_removed_aliases()  # before any numba-cuda compile: see _numpy_compat
 
 __version__ = "0.1.0"
 

@@ -103,6 +103,11 @@ def device_view(array):
         return array
     from numba import cuda
 
+    # numba's as_cuda_array was measured on an H200 (numba-cuda 0.30.4) at ~45 us per argument:
+    # a launch with eight CuPy arguments cost 0.41 ms on the host against 0.05 ms with the views
+    # made beforehand. Building the view by hand (MemoryPointer + DeviceNDArray, no stream) cost
+    # the same (0.42 ms), so the time is in numba's objects themselves: arguments that do not
+    # change between calls are viewed once by their owners instead (samplers, feature tiers).
     return cuda.as_cuda_array(array, sync=False)
 
 

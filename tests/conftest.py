@@ -24,6 +24,19 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and importlib.util.f
 
 from gglspeedup import _config
 
+
+def pytest_configure(config):
+    # numba-cuda 0.30's NumbaPerformanceWarning is not a subclass of numba's, and the module that
+    # holds it moves between numba-cuda releases (a GPU machine's image may carry another one), so
+    # the filter is added here where a missing module can be skipped, not in pyproject.toml where
+    # it would stop pytest before any test ran.
+    try:
+        from numba.cuda.core.errors import NumbaPerformanceWarning  # noqa: F401
+    except ImportError:
+        return
+    config.addinivalue_line("filterwarnings", "ignore::numba.cuda.core.errors.NumbaPerformanceWarning")
+
+
 HAS_CUDA = _config.HAS_CUDA
 HAS_GPU_HARDWARE = _config.HAS_NUMBA_CUDA and _config.HAS_CUPY_GPU
 
@@ -51,8 +64,31 @@ def pytest_collection_modifyitems(config, items):
 
 
 def to_host(array):
-    """A NumPy copy of a NumPy or CuPy array (test helper)."""
+    """A NumPy copy of a NumPy or CuPy array, or of a torch tensor on any device (test helper)."""
+    if hasattr(array, "detach"):
+        return array.detach().cpu().numpy()
     return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
+def gpu_hardware(device) -> bool:
+    """Whether ``device`` names a real GPU here (not the CPU, not numba's simulator)."""
+    return str(device).startswith("cuda") and not _config.cuda_sim_enabled()
+
+
+def assert_same_bits(device, actual, expected, err_msg=""):
+    """``actual`` (computed on ``device``) equals ``expected`` (the CPU's) bit for bit on the CPU
+    and the simulator. On a real GPU, floats agree to 1024 ulps of the values' scale instead: NVVM
+    fuses multiply-adds and libdevice rounds ``exp`` its own way (docs/DESIGN.md, attention);
+    integers and booleans still exactly."""
+    a, b = to_host(actual), to_host(expected)
+    assert a.shape == b.shape, (a.shape, b.shape, err_msg)
+    if not gpu_hardware(device) or a.dtype.kind not in "fc":
+        np.testing.assert_array_equal(a, b, err_msg=err_msg)
+        return
+    assert a.dtype == b.dtype, (a.dtype, b.dtype, err_msg)
+    tol = 1024 * np.finfo(a.dtype).eps
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, err_msg=err_msg)
 
 
 @pytest.fixture

@@ -115,3 +115,12 @@ def test_attpool2s_other_mappings_run(max_type):
     assert y.shape == (len(sizes), 3) and torch.isfinite(x.grad).all()
     with pytest.raises(ValueError, match="Wrong max_type"):
         FastFlexAddAttention(5, 3, "bogus")
+
+
+def test_the_modules_module_re_exports_every_layer_of_both_families():
+    from gglspeedup import attention
+    from gglspeedup.attention import diffuser_modules, modules, pooling_modules
+
+    assert modules.__all__ == [*pooling_modules.__all__, *diffuser_modules.__all__]
+    for name in modules.__all__:
+        assert getattr(modules, name) is getattr(attention, name)

@@ -18,6 +18,8 @@ from gglspeedup import _launch, _pinned
 from gglspeedup.device import Device
 from gglspeedup.feature import _tiers
 
+from conftest import gpu_hardware, to_host
+
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 
 
@@ -29,7 +31,9 @@ def _graph(num_nodes=30, num_edges=120, seed=2):
 # ---------------------------------------------------------------------- one stream for every launch
 @pytest.mark.cuda
 def test_every_launch_receives_cupys_current_stream(monkeypatch):
-    stub = object()
+    # A marker object the simulator passes along untouched; a real GPU's launches need a real
+    # stream, so there the marker is a numba handle on CuPy's current stream (what launches get).
+    stub = _launch.current_stream(Device("cuda", 0)) if gpu_hardware("cuda:0") else object()
     seen = []
     configure = _launch._configure
 
@@ -44,7 +48,7 @@ def test_every_launch_receives_cupys_current_stream(monkeypatch):
     for fanouts in ([3, 2], [-1, 2]):
         out = gg.NeighborSampler(graph, fanouts, device="cuda:0", seed=1).sample([0, 5, 9])
     store = gg.FeatureStore(x, device="cuda:0", cache_size=10 * 16, graph=graph)
-    np.testing.assert_array_equal(store[out.n_id], x[out.n_id])
+    np.testing.assert_array_equal(to_host(store[out.n_id]), x[to_host(out.n_id)])
     names = {name for name, _ in seen}
     assert {"_count_kernel", "_fill_insert_kernel", "flag_kernel", "compact_kernel", "gather_two_tier"} <= names
     assert all(stream is stub for _, stream in seen)
@@ -128,7 +132,7 @@ def test_a_gather_is_one_launch_and_no_sync_and_stats_one_sync():
     ids = np.array([4, 0, 29, 4])
     store[ids]
     _launch.reset_counters()
-    np.testing.assert_array_equal(store.gather(ids), x[ids])
+    np.testing.assert_array_equal(to_host(store.gather(ids)), x[ids])
     assert _launch.counters() == {"launches": 1, "syncs": 0}
     assert store.stats()["lookups"] == 8 and _launch.counters()["syncs"] == 1
 
@@ -160,7 +164,7 @@ def test_staging_in_many_small_chunks_uploads_every_row_exactly(monkeypatch):
     store = gg.FeatureStore(
         x, device="cuda:0", cache_size=rows * dim * 4, policy=order, staging=3 * dim * 4
     )  # 8 chunks
-    device_rows = np.asarray(store._tier.device_table).view(np.float32)
+    device_rows = to_host(store._tier.device_table).view(np.float32)
     np.testing.assert_array_equal(device_rows, x[order])  # slot s holds row order[s]
     buffers = sorted({address for kind, address in events if kind == "fill"})
     assert len(buffers) == 2  # double-buffered
@@ -173,7 +177,7 @@ def test_staging_in_many_small_chunks_uploads_every_row_exactly(monkeypatch):
         else:
             copies_in_flight[address] = False
     assert not any(copies_in_flight.values())  # everything waited on before the store is usable
-    np.testing.assert_array_equal(store[order[:7]], x[order[:7]])
+    np.testing.assert_array_equal(to_host(store[order[:7]]), x[order[:7]])
 
 
 # ---------------------------------------------------------------------- page-locked memory, once
@@ -327,3 +331,35 @@ def test_pin_and_staging_options_are_checked_on_every_device():
     with pytest.raises(ValueError, match="size must be a number"):
         gg.FeatureStore(x, staging="lots")
     assert gg.FeatureStore(x, pin="register", staging="1M")[[1]].shape == (1, 2)
+
+
+def test_a_view_of_a_view_keeps_its_pages_locked(monkeypatch):
+    # NumPy points a view's base at the memory's owner, skipping plain views: the registration
+    # must outlive every view of the array pin() returned, of any dtype or shape (on an H200,
+    # pin(table).view(word) lost its registration at once and the launch refused the table).
+    import gc
+
+    released = []
+    runtime = types.SimpleNamespace(hostUnregister=released.append, freeHost=released.append)
+    monkeypatch.setattr(_pinned, "_runtime", lambda: runtime)
+    table = _pinned.aligned_empty((8, 6), np.float32)
+    start = table.ctypes.data
+    pinned = _pinned._track(table, start, table.nbytes, allocated=False)
+    words = pinned.view(np.uint64).reshape(-1)  # what the feature tiers keep
+    assert words.ctypes.data == start and not words.flags.owndata
+    del pinned
+    gc.collect()
+    assert [r[0] for r in _pinned.registered_ranges()].count(start) == 1 and released == []
+    assert _pinned._lookup(words.ctypes.data) is not None
+    again = _pinned._use(_pinned._lookup(start), table.view())  # a second user of the same range
+    del words
+    gc.collect()
+    assert released == [] and _pinned._lookup(start).users == 1
+    readonly = again[:2]
+    readonly.flags.writeable = False
+    del again
+    gc.collect()
+    assert released == []  # the slice still holds the second use
+    del readonly
+    gc.collect()
+    assert released == [start] and _pinned._lookup(start) is None

@@ -45,14 +45,16 @@ def typed_graph(rng, sizes=(9, 7, 4), edges=(30, 24, 12, 10, 6), weights=False, 
 def assert_same(out, ref):
     assert set(out.n_id) == set(ref.n_id)
     for t in ref.n_id:
-        np.testing.assert_array_equal(to_host(out.n_id[t]), ref.n_id[t], err_msg=f"n_id[{t}]")
+        np.testing.assert_array_equal(to_host(out.n_id[t]), to_host(ref.n_id[t]), err_msg=f"n_id[{t}]")
     assert len(out.adjs) == len(ref.adjs)
     for hop, (layer, ref_layer) in enumerate(zip(out.adjs, ref.adjs)):
         assert list(layer) == list(ref_layer)
         for et, adj in layer.items():
             expected = ref_layer[et]
-            np.testing.assert_array_equal(to_host(adj.edge_index), expected.edge_index, err_msg=f"hop {hop} {et}")
-            np.testing.assert_array_equal(to_host(adj.e_id), expected.e_id, err_msg=f"hop {hop} {et} e_id")
+            np.testing.assert_array_equal(
+                to_host(adj.edge_index), to_host(expected.edge_index), err_msg=f"hop {hop} {et}"
+            )
+            np.testing.assert_array_equal(to_host(adj.e_id), to_host(expected.e_id), err_msg=f"hop {hop} {et} e_id")
             assert adj.size == expected.size, (hop, et)
     assert out.num_sampled_nodes == ref.num_sampled_nodes
     assert out.num_sampled_edges == ref.num_sampled_edges

@@ -85,7 +85,16 @@ def test_ctrl_c_in_build_csr_leaves_nothing_at_path():
 # ---------------------------------------------------------------- the mechanism, in process
 
 
-def test_a_recorded_sigint_is_raised_on_leaving_the_block_not_inside_it():
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler for the test: a process started in the background (``cmd &``,
+    some CI runners) inherits SIGINT ignored, which ``interruptible`` rightly leaves alone."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_recorded_sigint_is_raised_on_leaving_the_block_not_inside_it(default_sigint):
     reached = []
     with pytest.raises(KeyboardInterrupt):
         with interruptible() as guard:
@@ -95,7 +104,7 @@ def test_a_recorded_sigint_is_raised_on_leaving_the_block_not_inside_it():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
-def test_nested_blocks_restore_the_handler_once():
+def test_nested_blocks_restore_the_handler_once(default_sigint):
     with interruptible(), interruptible():
         assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

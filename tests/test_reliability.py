@@ -10,6 +10,8 @@ import gglspeedup as gg
 from gglspeedup import compat, datasets
 from gglspeedup.device import parse_size
 
+from conftest import to_host
+
 
 def _graph(num_nodes=30, seed=0):
     rng = np.random.default_rng(seed)
@@ -64,11 +66,16 @@ def test_separate_buffers_and_a_loaders_pooled_buffers_are_accepted():
 def test_gpu_tiers_refuse_an_out_inside_their_tables():
     x = np.arange(16 * 4, dtype=np.float32).reshape(16, 4)
     store = gg.FeatureStore(x, device="cuda:0", cache_size=8 * 4 * 4, policy=np.arange(16))  # half cached
+    xp = store.device.xp  # CuPy on a GPU; NumPy on the simulator, whose device memory is host memory
     for name, table in store._tier.sources():
         inside = table.reshape(-1).view(np.float32)[:8].reshape(2, 4)
+        if not isinstance(inside, xp.ndarray):  # a GPU's host tier: refused as host memory first
+            with pytest.raises(TypeError, match="out must be a CuPy array on device cuda:0"):
+                store.gather([0, 1], out=inside)
+            continue
         with pytest.raises(ValueError, match=f"out shares memory with the store's {name}"):
             store.gather([0, 1], out=inside)
-    np.testing.assert_array_equal(np.asarray(store.gather([5, 6], out=np.empty((2, 4), np.float32))), x[[5, 6]])
+    np.testing.assert_array_equal(to_host(store.gather([5, 6], out=xp.empty((2, 4), np.float32))), x[[5, 6]])
 
 
 # ------------------------------------------------------------------ item 5: the size grammar

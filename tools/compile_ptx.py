@@ -6,6 +6,7 @@ argument types the drivers pass, for compute capability 9.0 (H100 / H200) by def
 
     python tools/compile_ptx.py [--cc 9.0] [--out DIR]
     python tools/compile_ptx.py --list    # the variants and argument types, without compiling
+    python tools/compile_ptx.py --typing-only --cpu-first   # no toolkit at all: what CI runs
 
 It needs NVVM and NVRTC libraries but no GPU and no CUDA driver: where the CUDA toolkit is not
 installed, ``pip install nvidia-cuda-nvrtc nvidia-nvvm`` (into any environment) and point
@@ -15,6 +16,13 @@ for fused multiply-adds: the row bodies avoid them so that a GPU computes the sa
 With ``--registers`` each kernel is also assembled by ``ptxas -v`` (from the CUDA toolkit, when
 present) to report registers per thread and spills: occupancy, known without a GPU. Exits non-zero
 when any kernel fails to compile or a sampling kernel contains ``fma``.
+
+``--typing-only`` stops before NVVM (numba's typing and lowering to LLVM IR, the step that rejects
+what the simulator accepts) and so needs no NVVM library at all; ``--cpu-first`` runs the CPU
+paths of the kernels that share jitted helpers with the CUDA ones before anything is typed, as a
+user's process does (the CUDA kernels of the diffusion layer once failed to type on an H200 only
+after the CPU's float32 path had compiled in the same process, with a cold cache: an overload
+inlined for the CPU was reused for CUDA). ``tests/test_cuda_typing.py`` runs both in a fresh process.
 """
 
 from __future__ import annotations
@@ -251,6 +259,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--list", action="store_true", help="only list the kernel variants and argument types (needs no toolchain)"
     )
+    parser.add_argument(
+        "--typing-only", action="store_true", help="type and lower to LLVM IR only (no NVVM, no toolkit: CI)"
+    )
+    parser.add_argument(
+        "--cpu-first", action="store_true", help="run the CPU paths that share helpers with the kernels first"
+    )
     args = parser.parse_args(argv)
     if args.list:
         variants = list(_kernels())
@@ -261,17 +275,21 @@ def main(argv=None) -> int:
     if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
         parser.error("unset NUMBA_ENABLE_CUDASIM: the simulator has no PTX to compile")
     cc = tuple(int(part) for part in args.cc.split("."))
+    if args.cpu_first:
+        _run_cpu_paths()
     _fake_device(cc)
     from numba import cuda
 
     failures = 0
+    if args.typing_only:
+        return _type_only(cc)
     for name, kernel, signature, no_fma in _kernels():
         try:
             bounds = getattr(kernel, "targetoptions", {}).get("launch_bounds")  # as the kernel declares them
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=cc, launch_bounds=bounds)
         except Exception as error:  # report every kernel, then fail
             failures += 1
-            print(f"FAIL  {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
+            print(f"FAIL  {name}: {type(error).__name__}: {_first_line(error)}")
             continue
         fused = no_fma and "fma." in ptx
         failures += fused
@@ -287,6 +305,74 @@ def main(argv=None) -> int:
             with open(os.path.join(args.out, f"{slug}.ptx"), "w") as handle:
                 handle.write(ptx)
     print(f"{failures} failure(s); compute capability {args.cc}")
+    return 1 if failures else 0
+
+
+def _first_line(error) -> str:
+    """The first non-blank line of ``error``'s message (numba's start with a blank line)."""
+    return next((line for line in str(error).splitlines() if line.strip()), "(no message)")
+
+
+def _run_cpu_paths() -> None:
+    """The CPU kernels that share jitted helpers with CUDA kernels, compiled and run first (both
+    float widths, gradients, masks and dropout), as in a process that trains on the CPU before
+    it meets a GPU."""
+    import warnings
+
+    import numpy as np
+
+    from gglspeedup.attention import (
+        SequencePattern,
+        diffusion_attention,
+        fractional_attention,
+        gfusedmax_numpy,
+        softmax_numpy,
+        sparsemax_numpy,
+    )
+
+    try:
+        import torch
+    except ImportError:  # the diffusion layer is torch's; the pooling kernels below still run
+        torch = None
+    if torch is not None:
+        graph = SequencePattern(window=4, num_random=2, num_global=1, seed=1).csc(10, batch=2, step=2)
+        mask = torch.zeros(2, 10, dtype=torch.bool)
+        mask[1, 7:] = True
+        for dtype in (torch.float32, torch.float64):
+            for head_dim in (3, 21):  # the scalar path and the lanes
+                q, k, v = (torch.randn(2, 10, 2, head_dim, dtype=dtype, requires_grad=True) for _ in range(3))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    for function, kwargs in ((diffusion_attention, {"hops": 2, "dropout": 0.2}),
+                                             (fractional_attention, {"steps": 1, "terms": 2})):  # fmt: skip
+                        out = function(q, k, v, graph, key_padding_mask=mask, **kwargs)
+                        torch.autograd.grad(out.sum(), (q, k, v))
+    sizes = np.array([3, 4])
+    edges = [np.array([[0, 1], [1, 2]]), np.array([[0, 1], [2, 3]])]
+    scores = np.random.default_rng(0).standard_normal((7, 2))
+    grad = np.ones_like(scores)
+    for result in (
+        softmax_numpy(scores, sizes=sizes),
+        sparsemax_numpy(scores, sizes=sizes, gamma=0.5),
+        gfusedmax_numpy(scores, sizes=sizes, edge_index=edges, lam=np.array([0.3, 0.1]), gamma=np.array([1.0, 1.0])),
+    ):
+        result.vjp(grad)
+
+
+def _type_only(cc) -> int:
+    """Numba's typing and lowering (to LLVM IR) of every kernel for ``cc``, without NVVM."""
+    from numba import types
+    from numba.cuda import compiler
+
+    failures = 0
+    variants = list(_kernels())
+    for name, kernel, signature, _ in variants:
+        try:
+            compiler.compile_cuda(kernel.py_func, types.void, signature, cc=cc)
+        except Exception as error:
+            failures += 1
+            print(f"FAIL  {name}: {type(error).__name__}: {_first_line(error)}")
+    print(f"{len(variants) - failures} of {len(variants)} kernels typed and lowered; {failures} failure(s)")
     return 1 if failures else 0
 
 

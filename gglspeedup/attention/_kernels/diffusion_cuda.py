@@ -103,7 +103,9 @@ _KERNELS = {"float32": _kernels("float32"), "float64": _kernels("float64")}
 
 
 def _launch(name, device, rows, dtype, *args):
-    launch_rows(_KERNELS[str(dtype)][name], device, rows, *args)
+    # dtype is NumPy's on the simulator and torch's for CUDA tensors ("torch.float32"): a real
+    # GPU's diffusion layer failed on every call with KeyError before this took both spellings.
+    launch_rows(_KERNELS[str(dtype).removeprefix("torch.")][name], device, rows, *args)
 
 
 def scores(device, *args):

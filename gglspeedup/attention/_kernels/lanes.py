@@ -275,7 +275,7 @@ def _vector_dot(typingctx, a, ar, b, br, h):
     return a.dtype(a, types.int64, b, types.int64, types.int64), _codegen_dot
 
 
-@overload(dot_lanes, target="cpu", inline="always")
+@overload(dot_lanes, target="cpu")
 def _dot_lanes_cpu(a, ar, b, br, h, lanes):
     if not _supported(a, b) or a.ndim != 3:
         return _dot_reference
@@ -296,7 +296,7 @@ def _dot_lanes_cpu(a, ar, b, br, h, lanes):
     return vector
 
 
-@overload(dots_into, target="cpu", inline="always")
+@overload(dots_into, target="cpu")
 def _dots_into_cpu(a, ar, b, br, out, orow, scale, lanes):
     if not _supported(a, b) or a.ndim != 3 or not _supported(out) or out.ndim != 2 or out.dtype != a.dtype:
         return _dots_reference

@@ -91,6 +91,7 @@ def environment(size: dict) -> dict:
 
 def tests(size: dict) -> dict:
     """The GPU test suite (``-m "cuda or gpu_hardware"``; on the simulator, the GPU-path tests only)."""
+    import importlib.util
     import os
     import subprocess
 
@@ -102,6 +103,10 @@ def tests(size: dict) -> dict:
         return {"status": "skip", "summary": "no tests/ folder beside the package (an installed wheel)"}
     target = [os.path.join(folder, "test_gpu_path.py")] if size is SIZES["tiny"] else [folder]
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cuda or gpu_hardware", *target]
+    if size is not SIZES["tiny"] and importlib.util.find_spec("xdist") is not None:
+        # On a GPU most of the suite's time is numba compiling kernels on the CPU: spread it over
+        # the cores (every worker opens its own context on the one GPU).
+        command[4:4] = ["-n", str(min(12, os.cpu_count() or 1))]
     done = subprocess.run(command, cwd=root, capture_output=True, text=True)
     last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     if done.returncode != 0:

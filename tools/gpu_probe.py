@@ -1,0 +1,187 @@
+"""Where the GPU path's time goes, on a real GPU: launch overhead, the gather kernel against
+``cupy.take``, and the host side of a one-seed ``sample`` call.
+
+    python tools/gpu_probe.py [--json PATH]
+
+Prints one table per question (the device call's reply keeps the end of the output). Written for
+the first H200 lease (``python -m gglspeedup.bench gpu`` showed a 5-9 ms one-seed call and a
+cached gather at 0.13x a device-to-device copy); every figure is timed with CUDA events or after a
+synchronisation, medians of repeated runs after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+
+def _median_ms(call, repeats, sync):
+    call()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        sync()
+        times.append(time.perf_counter() - start)
+    return 1e3 * float(np.median(times))
+
+
+def _event_ms(call, repeats):
+    import cupy
+
+    call()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    for _ in range(repeats):
+        call()
+    stop.record()
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) / repeats
+
+
+def launches(results):
+    import cupy
+    from numba import cuda
+
+    import gglspeedup as gg
+    from gglspeedup import _launch
+
+    @cuda.jit
+    def touch(a, b, c, d, e, f, g, h):
+        i = cuda.grid(1)
+        if i < a.shape[0]:
+            a[i] += b[i] + c[i] + d[i] + e[i] + f[i] + g[i] + h[i]
+
+    device = gg.device.as_device("cuda:0")
+    arrays = [cupy.zeros(1024, dtype=np.int64) for _ in range(8)]
+    views = [cuda.as_cuda_array(a, sync=False) for a in arrays]
+    stream = _launch.current_stream(device)
+    sync = cupy.cuda.get_current_stream().synchronize
+    n = 300
+    rows = {
+        "ours (_launch.launch, CuPy args)": _median_ms(
+            lambda: [_launch.launch(touch, device, 4, 256, *arrays) for _ in range(n)], 5, sync
+        )
+        / n,
+        "numba as_cuda_array per argument": _median_ms(
+            lambda: [touch[4, 256, stream](*(cuda.as_cuda_array(a, sync=False) for a in arrays)) for _ in range(n)],
+            5,
+            sync,
+        )
+        / n,
+        "numba, views made once": _median_ms(lambda: [touch[4, 256, stream](*views) for _ in range(n)], 5, sync) / n,
+        "cupy elementwise add": _median_ms(lambda: [arrays[0].__iadd__(arrays[1]) for _ in range(n)], 5, sync) / n,
+    }
+    results["launch_ms"] = rows
+    print("\nper launch, ms (8 array arguments, host wall incl. sync at the end of", n, "launches)")
+    for name, ms in rows.items():
+        print(f"  {name:40s} {ms:8.4f}")
+
+
+def gather(results):
+    import cupy
+
+    import gglspeedup as gg
+    from gglspeedup.feature import _tiers
+
+    rng = np.random.default_rng(3)
+    x = rng.random((2_000_000, 128), dtype=np.float32)
+    ids = rng.integers(0, len(x), 200_000, dtype=np.int64)
+    store = gg.FeatureStore(x, device="cuda:0", cache_size=x.nbytes, policy=np.arange(len(x)))
+    table = cupy.asarray(x)
+    ids_d = cupy.asarray(ids)
+    out = cupy.empty((len(ids), 128), dtype=np.float32)
+    nbytes = ids.size * 128 * 4
+    tier = store._tier
+    rows = {}
+    rows["cupy.take"] = _event_ms(lambda: cupy.take(table, ids_d, axis=0, out=out), 50)
+    rows["store.gather(ids host, out=)"] = _event_ms(lambda: store.gather(ids, out=out), 50)
+    rows["store.gather(ids device, out=)"] = _event_ms(lambda: store.gather(ids_d, out=out), 50)
+    rows["store.gather(ids device, out=, check=False)"] = _event_ms(
+        lambda: store.gather(ids_d, out=out, check=False), 50
+    )
+    rows["store.gather(ids device) alloc"] = _event_ms(lambda: store.gather(ids_d), 50)
+    sync = cupy.cuda.get_current_stream().synchronize
+    wall = _median_ms(lambda: store.gather(ids_d, out=out), 20, sync)
+    default_grid = tier._max_grid
+    for per_sm in (4, 8, 32, 64, 256):
+        tier._max_grid = _tiers._multiprocessors(tier.device) * per_sm
+        rows[f"store.gather, grid {per_sm}/SM"] = _event_ms(lambda: store.gather(ids_d, out=out), 50)
+    tier._max_grid = default_grid
+    np.testing.assert_array_equal(store.gather(ids_d).get(), x[ids])
+    print(f"\ngather of {ids.size} rows x 512 B ({nbytes / 1e6:.0f} MB): ms by CUDA events, GB/s")
+    for name, ms in rows.items():
+        print(f"  {name:40s} {ms:8.3f} ms {nbytes / ms / 1e6:8.1f} GB/s")
+    print(f"  host wall per gather (device ids, out=): {wall:.3f} ms; word {tier.word}, group {tier.group}")
+    results["gather_ms"] = rows
+    results["gather_wall_ms"] = wall
+    results["gather_word"] = str(tier.word)
+
+
+def sample(results):
+    import cupy
+
+    import gglspeedup as gg
+    from gglspeedup import _launch
+    from gglspeedup.sampling._kernels import cuda as kernels
+
+    graph = gg.datasets.synthetic_powerlaw(2_400_000, 26, seed=0)
+    sampler = gg.NeighborSampler(graph, [15, 10, 5], seed=1, device="cuda:0")
+    seeds = cupy.asarray(np.array([7], dtype=np.int64))
+    sync = cupy.cuda.get_current_stream().synchronize
+    spans = []
+    original_launch, original_to_host = _launch.launch, _launch.to_host
+
+    def timed_launch(kernel, device, grid, block, *args):
+        start = time.perf_counter()
+        original_launch(kernel, device, grid, block, *args)
+        spans.append(("launch " + getattr(kernel, "__name__", "?"), time.perf_counter() - start))
+
+    def timed_to_host(array):
+        start = time.perf_counter()
+        value = original_to_host(array)
+        spans.append(("sync", time.perf_counter() - start))
+        return value
+
+    total = _median_ms(lambda: sampler.sample(seeds), 20, sync)
+    _launch.launch, kernels.to_host = timed_launch, timed_to_host
+    try:
+        for _ in range(5):
+            spans.clear()
+            start = time.perf_counter()
+            sampler.sample(seeds)
+            sync()
+            wall = time.perf_counter() - start
+    finally:
+        _launch.launch, kernels.to_host = original_launch, original_to_host
+    accounted = sum(s for _, s in spans)
+    print(f"\none-seed sample, fanouts [15, 10, 5]: median {total:.3f} ms; last traced call {1e3 * wall:.3f} ms")
+    for name, seconds in spans:
+        print(f"  {name:40s} {1e3 * seconds:8.3f} ms")
+    print(f"  {'(outside launches and syncs)':40s} {1e3 * (wall - accounted):8.3f} ms")
+    results["sample_one_seed_ms"] = total
+    results["sample_spans_ms"] = [(n, 1e3 * s) for n, s in spans]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    results = {}
+    for step in (launches, gather, sample):
+        try:
+            step(results)
+        except Exception as error:  # one failed probe must not hide the others
+            print(f"{step.__name__} failed: {type(error).__name__}: {error}")
+            results[step.__name__ + "_error"] = repr(error)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(results, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
