@@ -244,3 +244,103 @@ def test_weighted_needs_weights(rng):
         gg.HeteroNeighborSampler(typed_graph(rng), [2], weighted=True)
     with pytest.raises(TypeError, match="HeteroGraph"):
         gg.HeteroNeighborSampler(gg.CSRGraph([0, 0], []), [2])
+
+
+class _DeviceArray(np.ndarray):
+    """A NumPy array that refuses what would synchronise a GPU unseen: boolean masks (their result
+    size lives on the device), ``nonzero``, and reading a value into Python; :func:`_launch.to_host`
+    (``np.asarray``) is the one way out, counted as a sync."""
+
+    def _refuse(self, what):
+        raise AssertionError(f"a hidden device synchronisation: {what}")
+
+    def __getitem__(self, key):
+        if isinstance(key, np.ndarray) and key.dtype == bool:
+            self._refuse("boolean-mask indexing")
+        return super().__getitem__(key)
+
+    def __setitem__(self, key, value):
+        if isinstance(key, np.ndarray) and key.dtype == bool:
+            self._refuse("boolean-mask assignment")
+        super().__setitem__(key, value)
+
+    def nonzero(self):
+        self._refuse("nonzero")
+
+    def __bool__(self):
+        self._refuse("truth value")
+
+    def __int__(self):
+        self._refuse("int()")
+
+    def __index__(self):
+        self._refuse("index()")
+
+    def item(self, *args):
+        self._refuse("item()")
+
+    def tolist(self):
+        self._refuse("tolist()")
+
+
+class _StrictNumPy:
+    """``numpy`` whose functions return :class:`_DeviceArray` (the simulator's stand-in for CuPy)."""
+
+    def __getattr__(self, name):
+        value = getattr(np, name)
+        if not callable(value) or isinstance(value, type):
+            return value
+
+        def call(*args, **kwargs):
+            result = value(*args, **kwargs)
+            return result.view(_DeviceArray) if isinstance(result, np.ndarray) else result
+
+        return call
+
+
+@pytest.mark.cuda
+def test_typed_gpu_relabel_equals_a_serial_relabel_and_synchronises_once(monkeypatch):
+    from gglspeedup import _launch
+    from gglspeedup.device import Device
+    from gglspeedup.sampling._kernels.cuda_typed import relabel_typed
+
+    monkeypatch.setattr(Device, "xp", property(lambda self: _StrictNumPy()))
+    device = Device("cuda", 0)
+    rng = np.random.default_rng(8)
+    type_base = np.array([0, 50, 60, 200], np.int64)  # three node types of 50, 10 and 140 ids
+    n_id = [rng.choice(50, 7, replace=False), np.array([3], np.int64), np.zeros(0, np.int64)]
+    typed = rng.integers(0, 200, 400)
+    typed[:5] = [0 + n_id[0][2], 53, 53, 199, 60]  # known, repeated new, and each type's edges
+    src_local, grouped, type_offsets = relabel_typed(
+        device, [_StrictNumPy().asarray(ids) for ids in n_id], type_base, _StrictNumPy().asarray(typed)
+    )
+    known = [{int(v): i for i, v in enumerate(ids)} for ids in n_id]
+    new = [[] for _ in n_id]
+    expected = []
+    for value in typed:  # the CPU's serial relabel: first appearance, per type
+        t = int(np.searchsorted(type_base[1:], value, side="right"))
+        local = int(value - type_base[t])
+        if local not in known[t]:
+            known[t][local] = len(known[t])
+            new[t].append(local)
+        expected.append(known[t][local])
+    np.testing.assert_array_equal(np.asarray(src_local), expected)
+    np.testing.assert_array_equal(np.asarray(grouped), np.concatenate(new))
+    np.testing.assert_array_equal(type_offsets, np.cumsum([0] + [len(g) for g in new]))
+    _launch.reset_counters()
+    relabel_typed(device, [_StrictNumPy().asarray(ids) for ids in n_id], type_base, _StrictNumPy().asarray(typed))
+    assert _launch.counters() == {"launches": 2, "syncs": 1}  # insert + flag; new nodes per type
+
+
+@pytest.mark.cuda
+def test_a_typed_gpu_hop_launches_four_kernels_and_synchronises_twice():
+    from gglspeedup import _launch
+
+    graph = typed_graph(np.random.default_rng(5))
+    sampler = gg.HeteroNeighborSampler(graph, [3, 2], seed=4, device="cuda:0")
+    seeds = {graph.node_types[0]: np.array([0, 1, 2])}
+    sampler.sample(seeds, key=0)
+    _launch.reset_counters()
+    sampler.sample(seeds, key=1)
+    # per hop: count, fill, insert, flag; syncs: edges per relation, new nodes per type
+    assert _launch.counters() == {"launches": 8, "syncs": 4}

@@ -126,6 +126,8 @@ def _kernels():
         fill = (graph, i64, i64, flag, i64, i64)
         yield f"link exclusion fill ({tag} weights)", cuda_links._fill_matches_kernel, fill, False
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
+    typed_insert = (i64, i64, i64, i64, i64, types.int64)
+    yield "typed relabel insert", cuda_typed._typed_insert_kernel, typed_insert, False
     compact = (types.int64, types.int64, types.int64, types.boolean, *([i64] * 10))
     yield "relabel compact", reindex.compact_kernel, compact, False
     yield from _pooling_kernels()

@@ -5,10 +5,11 @@ target with its relation's row base, fanout and RNG state): a count (:func:`_typ
 then a ``cumsum`` and one sync for the edge offsets of each relation), and a fill
 (:func:`_typed_fill_kernel`) that draws, finishes and writes each edge's target position, its
 source's id in the typed id space (``type_base[src type] + local id``) and its relation-local edge
-id. The relabel is array code (:func:`relabel_typed`): the first appearance of every source among
-the nodes already in ``n_id`` and the hop's edges (a lexicographic sort by id, then position, so
-it needs no stable sort), new nodes ranked within their type by that position. The draws are the
-CPU's row bodies, the order the CPU's serial relabel produces, so the output is bit-identical.
+id. The relabel (:func:`relabel_typed`) is the untyped hop's hash table (:mod:`.reindex`) over
+typed ids: the first appearance of every source among the nodes already in ``n_id`` and the hop's
+edges, new nodes ranked within their type by that position. A hop synchronises twice, both marked
+and counted: each relation's edge count, and the new nodes per type. The draws are the CPU's row
+bodies, the order the CPU's serial relabel produces, so the output is bit-identical.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from numba import cuda
 
 from ..._launch import device_view, launch_rows, to_host
 from .cuda import CUDADriver
+from .reindex import EMPTY, NO_POSITION, flag_kernel, insert, table_capacity
 from .rng import row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
 from .typed import TypedHop
@@ -62,45 +64,65 @@ def _typed_fill_kernel(
                 pos[q] -= edge_base[r]
 
 
-def relabel_typed(xp, n_id: list, type_base, typed_src):
+@cuda.jit(cache=True)
+def _typed_insert_kernel(known, typed_src, keys, first, slot_of, mask):
+    """Stream element ``i`` (the known typed ids, then the hop's sources) into the hash table of
+    :mod:`.reindex`: its key's smallest stream position, and its slot in ``slot_of[i]``."""
+    i = cuda.grid(1)
+    num_known = known.shape[0]
+    if i < num_known + typed_src.shape[0]:
+        node = known[i] if i < num_known else typed_src[i - num_known]
+        slot_of[i] = insert(keys, first, node, i, mask)
+
+
+def relabel_typed(device, n_id: list, type_base, typed_src):
     """``(src_local, new_nodes, type_offsets)`` for a hop's edges whose sources have typed ids
     ``typed_src``: each source's position in its type's ``n_id`` (extended by the hop's new nodes,
     in order of first appearance, as the CPU's serial relabel does), and the new nodes grouped by
-    type as :func:`.typed.sample_typed_hop` groups them (``type_offsets`` on the host)."""
+    type as :func:`.typed.sample_typed_hop` groups them (``type_offsets`` on the host).
+
+    The untyped hop's relabel (:mod:`.reindex`) over typed ids (``type_base[t] + id``): the stream
+    is every type's ``n_id`` in type order, then the hop's sources; new nodes are the sources at
+    their key's first position, ranked within their type by a per-type running count. Everything
+    else is elementwise array code with no data-dependent shape, so the one synchronisation is the
+    marked read of the new nodes per type."""
+    xp = device.xp
     num_types = len(n_id)
-    known = [xp.asarray(ids) + int(type_base[t]) for t, ids in enumerate(n_id)]
-    lengths = np.array([len(ids) for ids in n_id], np.int64)
-    start_of_type = np.concatenate(([0], np.cumsum(lengths)))
-    keys = xp.concatenate([*known, typed_src])
-    existing = int(start_of_type[-1])
-    positions = xp.arange(keys.shape[0], dtype=np.int64)
-    order = xp.lexsort(xp.stack((positions, keys)))  # by id, then position: no stable sort needed
-    sorted_keys = keys[order]
-    head = xp.ones(keys.shape[0], dtype=bool)
-    head[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    group = xp.cumsum(head) - 1
-    first = order[head]  # every id's first position
-    group_keys = sorted_keys[head]
-    group_type = xp.searchsorted(xp.asarray(type_base[1:]), group_keys, side="right")
-    local = xp.empty(first.shape[0], dtype=np.int64)
-    old = first < existing
-    local[old] = first[old] - xp.asarray(start_of_type[:-1])[group_type[old]]
-    new_groups = xp.nonzero(~old)[0]
-    new_groups = new_groups[xp.argsort(first[new_groups])]  # first positions are distinct
-    new_type = group_type[new_groups]
-    new_local = group_keys[new_groups] - xp.asarray(type_base)[new_type]
-    counts = to_host(xp.bincount(new_type, minlength=num_types)) if new_type.shape[0] else np.zeros(num_types)
-    type_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)  # sync: new nodes per type
-    rank = xp.empty(new_groups.shape[0], dtype=np.int64)  # position among its type's new nodes
-    for t in range(num_types):
-        mask = new_type == t
-        rank[mask] = (xp.cumsum(mask) - 1)[mask]
-    local[new_groups] = rank + xp.asarray(lengths)[new_type]
-    grouped = xp.empty(new_groups.shape[0], dtype=np.int64)
-    grouped[rank + xp.asarray(type_offsets[:-1])[new_type]] = new_local
-    inverse = xp.empty(keys.shape[0], dtype=np.int64)
-    inverse[order] = group
-    return local[inverse[existing:]], grouped, type_offsets
+    lengths = np.array([int(ids.shape[0]) for ids in n_id], np.int64)
+    num_known, num_edges = int(lengths.sum()), int(typed_src.shape[0])
+    if num_edges == 0:
+        return typed_src, xp.empty(0, dtype=np.int64), np.zeros(num_types + 1, np.int64)
+    known = xp.concatenate([xp.asarray(ids) + int(type_base[t]) for t, ids in enumerate(n_id)])
+    capacity = table_capacity(num_known + num_edges)
+    keys = xp.full(capacity, EMPTY, dtype=np.int64)
+    first = xp.full(capacity, NO_POSITION, dtype=np.int64)
+    slot_of = xp.empty(num_known + num_edges, dtype=np.int64)
+    stream = num_known + num_edges
+    launch_rows(_typed_insert_kernel, device, stream, known, typed_src, keys, first, slot_of, capacity - 1)
+    flags = xp.empty(num_edges, dtype=np.int64)
+    launch_rows(flag_kernel, device, num_edges, slot_of, first, num_known, flags)
+    edge_type = xp.searchsorted(xp.asarray(np.asarray(type_base[1:num_types], np.int64)), typed_src, side="right")
+    rank = xp.zeros(num_edges, dtype=np.int64)  # a new node's place among its type's new nodes
+    totals = []
+    for t in range(num_types):  # types are few: one running count each, no compaction
+        mine = flags * (edge_type == t)
+        running = xp.cumsum(mine)
+        rank += mine * (running - 1)
+        totals.append(running[-1])
+    counts = to_host(xp.stack(totals))  # sync: new nodes per type (the next n_id's shapes)
+    type_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    position = first[slot_of[num_known:]]  # each source's first stream position
+    is_known = position < num_known
+    start_of_type = xp.asarray(np.concatenate(([0], np.cumsum(lengths)))[:num_types])
+    first_edge = xp.where(is_known, 0, position - num_known)  # the first occurrence's edge, if new
+    src_local = xp.where(
+        is_known, position - start_of_type[edge_type], xp.asarray(lengths)[edge_type] + rank[first_edge]
+    )
+    num_new = int(type_offsets[-1])
+    grouped = xp.empty(num_new + 1, dtype=np.int64)  # the last slot takes every non-first write
+    target = xp.where(flags == 1, xp.asarray(type_offsets[:-1])[edge_type] + rank, num_new)
+    grouped[target] = typed_src - xp.asarray(np.asarray(type_base, np.int64))[edge_type]
+    return src_local, grouped[:num_new], type_offsets
 
 
 class TypedCUDADriver:
@@ -192,13 +214,15 @@ class TypedCUDADriver:
                 col,
                 dst,
             )
-        src_local, new_nodes, type_offsets = relabel_typed(xp, n_id, type_base, col)
+        src_local, new_nodes, type_offsets = relabel_typed(device, n_id, type_base, col)
+        # Relation r's (2, E_r) block starts at 2 * edge_offsets[r]: edge q of it goes to
+        # edge_offsets[r] + q (its source) and edge_offsets[r + 1] + q (its target).
+        edge = xp.arange(num_edges, dtype=np.int64)
+        bounds = xp.asarray(edge_offsets)
+        relation = xp.searchsorted(bounds[1:], edge, side="right")
         edges = xp.empty(2 * num_edges, dtype=np.int64)
-        for r in range(len(edge_offsets) - 1):
-            first, stop = int(edge_offsets[r]), int(edge_offsets[r + 1])
-            block = edges[2 * first : 2 * stop].reshape(2, stop - first)
-            block[0] = src_local[first:stop]
-            block[1] = dst[first:stop]
+        edges[bounds[relation] + edge] = src_local
+        edges[bounds[relation + 1] + edge] = dst
         return TypedHop((edges, pos, edge_offsets, new_nodes, type_offsets))
 
     def negatives(self, *args, **kwargs):
