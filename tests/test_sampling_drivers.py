@@ -75,7 +75,7 @@ def test_one_driver_serves_concurrent_calls():
         thread.join()
     for got, want in zip(results, expected):
         assert_same_sample(got, want)
-    assert len(_driver_of(sampler)._free_maps) >= 1  # maps came back clean to the pool
+    assert len(_driver_of(sampler).maps.free) >= 1  # maps came back clean to the pool
 
 
 def test_placeholders_stand_in_for_absent_arrays():

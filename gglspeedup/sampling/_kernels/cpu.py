@@ -32,6 +32,7 @@ from .rows import row_count, row_count_unexcluded, row_fill, row_finish, row_wei
 
 __all__ = [
     "CPUDriver",
+    "MapPool",
     "sample_hop",
     "weight_tables",
     "map_seeds",
@@ -83,8 +84,7 @@ class CPUDriver:
         self.options = with_markers(options, times)
         self.seed = int(seed)
         self.num_nodes = graph.num_nodes
-        self._free_maps: list[np.ndarray] = []
-        self._lock = threading.Lock()
+        self.maps = MapPool(graph.num_nodes)
         self._rows_ascending = None  # computed on the first link batch
 
     @property
@@ -106,7 +106,7 @@ class CPUDriver:
         options = self.options if options is None else options
         if self.num_nodes < 2**30 and len(seeds) >= 2**31 - self.num_nodes:  # int32 map: local ids fit
             raise ValueError(f"seeds must hold fewer than 2**31 - num_nodes ids per batch, got {len(seeds)}")
-        local_map = self._acquire_map()
+        local_map = self.maps.acquire()
         hops = []
         threads = numba.get_num_threads()
         # Ctrl-C is handled between hops, and inside a long hop's kernel (gglspeedup._interrupt);
@@ -135,9 +135,7 @@ class CPUDriver:
                     n_id = hops = local_map = result = args = None
                     return None
                 reset_map(n_id, local_map)
-        # Only a clean map goes back to the pool (an exception above drops it).
-        with self._lock:
-            self._free_maps.append(local_map)
+        self.maps.release(local_map)  # only a clean map goes back (an exception above drops it)
         return n_id, hops
 
     def sample_trees(self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions, expand: str = "all"):
@@ -201,12 +199,28 @@ class CPUDriver:
         with KERNEL_LOCK, _threads_for(len(sources) * 64):
             return match_positions(self.graph, sources, targets, self._rows_ascending)
 
-    def _acquire_map(self) -> np.ndarray:
+
+class MapPool:
+    """Dense relabel maps (node id -> position, ``-1`` unseen) of ``size`` entries, reused across
+    calls and threads: a call takes one (or a new one) and gives it back clean; a map that may
+    still hold a batch's entries (an exception, an interrupt) is dropped instead. Both CPU drivers
+    keep one (the typed driver's over the typed id space)."""
+
+    def __init__(self, size: int):
+        self.size = int(size)
+        self.free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def acquire(self) -> np.ndarray:
         with self._lock:
-            if self._free_maps:
-                return self._free_maps.pop()
-        dtype = np.int32 if self.num_nodes < 2**30 else np.int64
-        return np.full(self.num_nodes, -1, dtype=dtype)
+            if self.free:
+                return self.free.pop()
+        dtype = np.int32 if self.size < 2**30 else np.int64
+        return np.full(max(self.size, 1), -1, dtype=dtype)
+
+    def release(self, local_map: np.ndarray) -> None:
+        with self._lock:
+            self.free.append(local_map)
 
 
 def check_hop_output(indptr, n_id, first: int, k: int, hop: int, work: int, replace: bool) -> None:

@@ -15,8 +15,6 @@ per-relation ``edge_index`` handed to the caller is a zero-copy view.
 
 from __future__ import annotations
 
-import threading
-
 import numba
 import numpy as np
 from numba import njit, prange
@@ -25,7 +23,7 @@ from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
 from ..._stop import stop_requested
 from ...validation import check_draws
-from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, map_seeds, reset_map
+from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds, reset_map
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
 from .records import SampleOptions
@@ -73,8 +71,7 @@ class TypedCPUDriver:
         counts = np.asarray(type_counts, np.int64)
         self.type_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.total_nodes = int(self.type_base[-1])
-        self._free_maps: list[np.ndarray] = []
-        self._lock = threading.Lock()
+        self.maps = MapPool(self.total_nodes)
 
     def sample_all(self, seeds: list, plan, key: int, *, options: SampleOptions | None = None, expand: str = "all"):
         """Sample every hop of a typed batch.
@@ -87,7 +84,7 @@ class TypedCPUDriver:
         positions index each type's whole ``n_id`` either way.
         """
         options = self.options if options is None else options
-        local_map = self._acquire_map()
+        local_map = self.maps.acquire()
         n_id = list(seeds)
         hops = []
         threads = numba.get_num_threads()
@@ -136,8 +133,7 @@ class TypedCPUDriver:
             for t, ids in enumerate(n_id):
                 base = self.type_base[t]
                 reset_map(ids, local_map[base : base + self._count(t)])
-        with self._lock:  # only a clean map goes back (an exception above drops it)
-            self._free_maps.append(local_map)
+        self.maps.release(local_map)  # only a clean map goes back (an exception above drops it)
         return n_id, hops
 
     def sample_trees(self, seeds: list, plan, key: int, *, options: SampleOptions, expand: str = "all", span: int):
@@ -184,13 +180,6 @@ class TypedCPUDriver:
 
     def _count(self, t: int) -> int:
         return int(self.type_base[t + 1] - self.type_base[t])
-
-    def _acquire_map(self) -> np.ndarray:
-        with self._lock:
-            if self._free_maps:
-                return self._free_maps.pop()
-        dtype = np.int32 if self.total_nodes < 2**30 else np.int64
-        return np.full(max(self.total_nodes, 1), -1, dtype=dtype)
 
     def negatives(self, *args, **kwargs):
         return self.flat.negatives(*args, **kwargs)
