@@ -18,7 +18,7 @@ from .common import (
     place_like,
     resolve_placement,
 )
-from .plan import HopPlan
+from .plan import HopPlan, hop_plan
 from .temporal import Timeline, check_seed_time, check_strategy, sort_typed_by_time, typed_position_times
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
@@ -117,7 +117,7 @@ class HeteroNeighborSampler(BatchKeys):
         self.num_nodes = dict(graph.num_nodes)
         self._key = 0
         self._lock = threading.Lock()
-        self._plan = HopPlan(self.graph, self._fanout_matrix())
+        self._plan = hop_plan(self.graph, self._fanout_matrix())
         self._driver = self._make_driver()
 
     def _check_replace(self, fanouts: dict) -> None:
@@ -151,7 +151,7 @@ class HeteroNeighborSampler(BatchKeys):
 
     @property
     def num_hops(self) -> int:
-        return self._plan.num_hops
+        return int(self._plan.fanouts.shape[1])
 
     def _make_driver(self):
         from ._kernels import SampleOptions
@@ -193,7 +193,7 @@ class HeteroNeighborSampler(BatchKeys):
         clone.__dict__.update(self.__dict__)
         clone.fanouts = self._check_fanouts(self.graph, fanouts)
         clone._check_replace(clone.fanouts)
-        clone._plan = HopPlan(self.graph, clone._fanout_matrix())
+        clone._plan = hop_plan(self.graph, clone._fanout_matrix())
         self._continue_keys(clone)
         return clone
 

@@ -22,7 +22,7 @@ from .cuda import CUDADriver
 from .reindex import EMPTY, NO_POSITION, flag_kernel, insert, table_capacity
 from .rng import row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
-from .typed import TypedHop
+from .typed import TypedHop, extend, frontier, hop_targets, plan_states, shift_targets
 
 __all__ = ["TypedCUDADriver", "relabel_typed"]
 
@@ -145,7 +145,7 @@ class TypedCUDADriver:
         uploaded_for, arrays = self._uploaded  # one tuple: threads read a plan with its own arrays
         if uploaded_for is not plan:
             xp = self.device.xp
-            arrays = tuple(xp.asarray(a) for a in (plan.row_base, plan.src_base(self.type_base), plan.edge_base))
+            arrays = tuple(xp.asarray(a) for a in (plan.row_base, self.type_base[plan.src_type], plan.edge_base))
             self._uploaded = (plan, arrays)
         return arrays
 
@@ -165,21 +165,21 @@ class TypedCUDADriver:
             if type_base is None:
                 type_base = self.type_base
             else:
-                src_base = xp.asarray(plan.src_base(type_base))
+                src_base = xp.asarray(np.asarray(type_base)[plan.src_type])
             n_id = [xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in seeds]
             hops = []
             starts = [0] * len(n_id)
-            for hop in range(plan.num_hops):
-                targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop, xp)
+            for hop in range(plan.fanouts.shape[1]):
+                targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop, xp)
                 ks = xp.asarray(plan.fanouts[:, hop].copy())
-                states = xp.asarray(plan.states(self.seed, key, hop))
+                states = xp.asarray(plan_states(plan, self.seed, key, hop))
                 hop_out = self._hop(
                     options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id, type_base
                 )
                 if expand == "new":
-                    plan.shift_targets(hop_out[0], hop_out[2], starts)
+                    shift_targets(plan, hop_out[0], hop_out[2], starts)
                     starts = [len(ids) for ids in n_id]
-                n_id = plan.extend(n_id, hop_out[3], hop_out[4], xp)
+                n_id = extend(n_id, hop_out[3], hop_out[4], xp)
                 hops.append(hop_out)
         return n_id, hops
 

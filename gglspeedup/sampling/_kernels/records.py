@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["GraphArrays", "SampleOptions", "graph_arrays", "no_exclusions", "with_markers"]
+__all__ = ["GraphArrays", "SampleOptions", "HopPlan", "graph_arrays", "no_exclusions", "with_markers"]
 
 
 class GraphArrays(NamedTuple):
@@ -36,6 +36,20 @@ class GraphArrays(NamedTuple):
     weights: Any
     live: Any
     cum: Any
+
+
+class HopPlan(NamedTuple):
+    """What a typed driver runs the hops with, per relation (the graph's edge-type order): its
+    source and target type indices, row and edge bases in the stacked CSR, fanouts (R, hops) and
+    RNG keys (:func:`.rng.edge_type_key`). Host arrays, built once per fanout setting
+    (:func:`gglspeedup.sampling.plan.hop_plan`); the per-hop helpers are in :mod:`.typed`."""
+
+    src_type: np.ndarray  # int64 (R,)
+    dst_type: np.ndarray  # int64 (R,)
+    row_base: np.ndarray  # int64 (R,)
+    edge_base: np.ndarray  # int64 (R,)
+    fanouts: np.ndarray  # int64 (R, hops)
+    keys: np.ndarray  # uint64 (R,)
 
 
 class SampleOptions(NamedTuple):

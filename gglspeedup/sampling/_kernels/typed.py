@@ -26,11 +26,21 @@ from ...validation import check_draws
 from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds, reset_map
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
-from .records import SampleOptions
-from .rng import row_state
+from .records import HopPlan, SampleOptions
+from .rng import hop_state, relation_states, row_state
 from .rows import row_count, row_count_unexcluded, row_fill, row_finish
 
-__all__ = ["TypedCPUDriver", "sample_typed_hop", "TypedHop"]
+__all__ = [
+    "TypedCPUDriver",
+    "sample_typed_hop",
+    "TypedHop",
+    "extend",
+    "frontier",
+    "hop_targets",
+    "plan_states",
+    "shift_targets",
+    "typed_work",
+]
 
 _ROWS_PER_BLOCK = 256
 _PREFETCH_DISTANCE = 16
@@ -47,6 +57,55 @@ class TypedHop(tuple):
     """
 
     __slots__ = ()
+
+
+# -- the per-hop helpers of a HopPlan (host code, shared by the CPU and CUDA typed drivers) ------
+def plan_states(plan: HopPlan, seed: int, key: int, hop: int) -> np.ndarray:
+    """uint64 (R,): every relation's RNG state at ``hop`` of batch ``key``
+    (:func:`.rng.relation_state` of each relation, in one array operation)."""
+    return relation_states(hop_state(seed, key, hop), plan.keys)
+
+
+def hop_targets(plan: HopPlan, n_id: list, hop: int, xp=np):
+    """``(targets, rel_of, segments)``: relation ``r``'s targets are ``n_id`` of its target type
+    (none when its fanout at ``hop`` is 0), relation by relation; ``segments`` (host) bounds them."""
+    lengths = [0 if k == 0 else len(n_id[d]) for d, k in zip(plan.dst_type, plan.fanouts[:, hop])]
+    segments = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    parts = [n_id[d] for d, length in zip(plan.dst_type, lengths) if length]
+    targets = xp.concatenate(parts) if parts else xp.empty(0, np.int64)
+    rel_of = xp.asarray(np.repeat(np.arange(len(lengths), dtype=np.int64), lengths))
+    return targets, rel_of, segments
+
+
+def frontier(n_id: list, starts) -> list:
+    """Every type's nodes from ``starts[t]`` on (the last hop's new nodes, under PyG's rule)."""
+    return [ids[start:] if start else ids for ids, start in zip(n_id, starts)]
+
+
+def shift_targets(plan: HopPlan, edges, edge_offsets, starts) -> None:
+    """Add ``starts[target type]`` to row 1 of each relation's (2, E_r) block of ``edges``
+    (target positions within a frontier become positions in the whole ``n_id``)."""
+    for r, t in enumerate(plan.dst_type):
+        first, stop = int(edge_offsets[r]), int(edge_offsets[r + 1])
+        if starts[t] and stop > first:
+            edges[2 * first + (stop - first) : 2 * stop] += starts[t]
+
+
+def typed_work(plan: HopPlan, segments: np.ndarray, hop: int) -> int:
+    """Draws a hop makes, about (``-1`` counted as 16 per row), to pick the CPU thread count."""
+    ks = plan.fanouts[:, hop]
+    return int((np.diff(segments) * np.where(ks > 0, ks, 16)).sum())
+
+
+def extend(n_id: list, new_nodes, type_offsets, xp=np) -> list:
+    """Every type's ``n_id`` with its new nodes (``new_nodes`` grouped by type, bounded by the
+    host array ``type_offsets``) appended."""
+    return [
+        xp.concatenate((ids, new_nodes[type_offsets[t] : type_offsets[t + 1]]))
+        if type_offsets[t + 1] > type_offsets[t]
+        else ids
+        for t, ids in enumerate(n_id)
+    ]
 
 
 class TypedCPUDriver:
@@ -77,7 +136,7 @@ class TypedCPUDriver:
         """Sample every hop of a typed batch.
 
         ``seeds``: one checked int64 host array per node type (empty for types without seeds).
-        ``plan``: a :class:`~gglspeedup.sampling.plan.HopPlan` (per relation: source type,
+        ``plan``: a :class:`~.records.HopPlan` (per relation: source type,
         target type, row base, edge base, fanouts, keys). Returns ``(n_id, hops)``: ``n_id`` one
         array per type, ``hops`` one :class:`TypedHop` per hop, seed hop first. ``expand="new"``
         draws at hop ``h + 1`` only for the nodes first reached at hop ``h`` (PyG's rule); target
@@ -94,9 +153,9 @@ class TypedCPUDriver:
                     base = self.type_base[t]
                     n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)])
                 starts = [0] * len(n_id)
-                for hop in range(plan.num_hops):
-                    targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop)
-                    work = plan.work(segments, hop)
+                for hop in range(plan.fanouts.shape[1]):
+                    targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
+                    work = typed_work(plan, segments, hop)
                     if options.replace:  # rows draw exactly k: refuse an output that cannot fit
                         check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
                     numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
@@ -109,9 +168,9 @@ class TypedCPUDriver:
                         segments,
                         plan.row_base,
                         plan.fanouts[:, hop].copy(),
-                        plan.states(self.seed, key, hop),
+                        plan_states(plan, self.seed, key, hop),
                         plan.src_type,
-                        plan.src_base(self.type_base),
+                        self.type_base[plan.src_type],
                         plan.edge_base,
                         local_map,
                         sizes,
@@ -121,9 +180,9 @@ class TypedCPUDriver:
                         break
                     edges, e_id, offsets, (new_nodes, type_offsets) = result
                     if expand == "new":
-                        plan.shift_targets(edges, offsets[segments], starts)
+                        shift_targets(plan, edges, offsets[segments], starts)
                         starts = [len(ids) for ids in n_id]
-                    n_id = plan.extend(n_id, new_nodes, type_offsets)
+                    n_id = extend(n_id, new_nodes, type_offsets)
                     hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
             finally:
                 numba.set_num_threads(threads)
@@ -149,9 +208,9 @@ class TypedCPUDriver:
                 type_of = np.repeat(np.arange(len(n_id), dtype=np.int64), [len(ids) for ids in n_id])
                 keys, values = new_table(flat, type_of * span, 4 * len(flat))
                 starts = [0] * len(n_id)
-                for hop in range(plan.num_hops):
-                    targets, rel_of, segments = plan.targets(plan.frontier(n_id, starts), hop)
-                    numba.set_num_threads(threads if plan.work(segments, hop) >= PARALLEL_MIN_WORK else 1)
+                for hop in range(plan.fanouts.shape[1]):
+                    targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
+                    numba.set_num_threads(threads if typed_work(plan, segments, hop) >= PARALLEL_MIN_WORK else 1)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
                     edges, e_id, offsets, (new_nodes, type_offsets), keys, values = sample_typed_tree_hop(
                         self.graph,
@@ -161,7 +220,7 @@ class TypedCPUDriver:
                         segments,
                         plan.row_base,
                         plan.fanouts[:, hop].copy(),
-                        plan.states(self.seed, key, hop),
+                        plan_states(plan, self.seed, key, hop),
                         plan.src_type,
                         plan.edge_base,
                         keys,
@@ -170,9 +229,9 @@ class TypedCPUDriver:
                         np.int64(span),
                     )
                     if expand == "new":
-                        plan.shift_targets(edges, offsets[segments], starts)
+                        shift_targets(plan, edges, offsets[segments], starts)
                         starts = [len(ids) for ids in n_id]
-                    n_id = plan.extend(n_id, new_nodes, type_offsets)
+                    n_id = extend(n_id, new_nodes, type_offsets)
                     hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
             finally:
                 numba.set_num_threads(threads)
