@@ -167,3 +167,48 @@ def test_a_multi_device_rank_drives_a_link_loader_with_its_own_seed(data):
     for a, b in zip(batches[0], plain):
         assert_same_sample(gg.SampleOutput(a.n_id, a.adjs), gg.SampleOutput(b.n_id, b.adjs))
     assert any(not np.array_equal(np.asarray(a.adjs[0].e_id), np.asarray(b.adjs[0].e_id)) for a, b in zip(*batches))
+
+
+def test_the_loader_scans_its_pairs_once_and_sample_links_every_call_unless_told(data, monkeypatch):
+    from gglspeedup.sampling import links
+
+    graph = data[0]
+    scans = []
+    original = links.check_pairs
+
+    def spy(pairs, num_nodes, device, names=("num_nodes", "num_nodes"), check=True):
+        scans.append(check)
+        return original(pairs, num_nodes, device, names, check)
+
+    monkeypatch.setattr(links, "check_pairs", spy)
+    sampler = gg.NeighborSampler(graph, [3, 2], seed=2)
+    loader = make_loader(data)
+    batches = list(loader)
+    assert scans == [False] * len(batches)  # checked at construction, not again per batch
+    scans.clear()
+    first = loader.order(0)[:, :5]
+    again = sampler.sample_links(first, key=3, exclude="self")
+    trusted = sampler.sample_links(first, key=3, exclude="self", check=False)
+    assert scans == [True, False]
+    assert_same_sample((trusted.n_id, trusted.adjs), (again.n_id, again.adjs))
+    for name in ("pair_index", "labels"):
+        np.testing.assert_array_equal(getattr(trusted, name), getattr(again, name))
+    with pytest.raises(IndexError, match=r"pairs must lie in \[0, num_nodes = 30\)"):
+        sampler.sample_links([[0, 30], [1, 2]])
+
+
+def test_a_foreign_sampler_gets_no_check_argument(data):
+    graph, x, pairs = data
+
+    class Wrapped:  # anything with sample_links(pairs, labels=None, *, ..., key=None)
+        num_nodes = graph.num_nodes
+
+        def __init__(self):
+            self.inner = gg.NeighborSampler(graph, [2], seed=1)
+
+        def sample_links(self, pairs, labels=None, *, key=None, **options):
+            assert "check" not in options
+            return self.inner.sample_links(pairs, labels, key=key, **options)
+
+    batches = list(LinkLoader(Wrapped(), gg.FeatureStore(x), pairs, 7, backend=None))
+    assert len(batches) == -(-pairs.shape[1] // 7)

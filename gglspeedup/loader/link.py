@@ -164,10 +164,18 @@ class LinkLoader(BaseLoader):
             raise ValueError(f"pairs must have shape (2, E): sources then targets, got shape {self.pairs.shape}")
         self._num_items = self.pairs.shape[1]
         self._columns = np.concatenate([self.pairs, np.arange(self._num_items, dtype=np.int64)[None]])
+        checked = typed is not None  # typed pairs are checked against the sampler's own types below
         if typed is None:
             num_nodes = num_nodes_of(sampler, features)
             if num_nodes is not None:
                 check_ids_in_range("pairs", self.pairs.reshape(-1), num_nodes, what="num_nodes")
+                checked = num_nodes <= (getattr(sampler, "num_nodes", None) or 0)
+        # Pairs checked here against the sampler's bounds are not scanned again every batch (on a
+        # GPU each scan of device pairs is a sync); only our samplers take the flag.
+        from ..sampling import HeteroNeighborSampler, NeighborSampler
+
+        ours = isinstance(sampler, (NeighborSampler, HeteroNeighborSampler))
+        self._trusted = {"check": False} if ours and checked else {}
         if labels is not None:
             from ..device import to_numpy
             from ._base import label_array
@@ -217,7 +225,7 @@ class LinkLoader(BaseLoader):
         start = time.perf_counter()
         pairs = np.ascontiguousarray(items[:2])
         labels = None if self.labels is None else self.labels[items[2]]
-        out = self.sampler.sample_links(pairs, labels, key=self._key(epoch, index), **self.options)
+        out = self.sampler.sample_links(pairs, labels, key=self._key(epoch, index), **self.options, **self._trusted)
         sampled = time.perf_counter()
         if self._typed is not None:
             return self._typed_batch(out, start, sampled, pairs.shape[1])

@@ -284,6 +284,7 @@ class HeteroNeighborSampler(BatchKeys):
         reverse_edge_type=None,
         key=None,
         pair_time=None,
+        check=True,
     ) -> HeteroLinkSampleOutput:
         """Sample the typed neighbourhood of node pairs of one edge type, with negatives.
 
@@ -297,7 +298,8 @@ class HeteroNeighborSampler(BatchKeys):
 
         ``pair_time`` (temporal samplers) as in :meth:`NeighborSampler.sample_links`: the trees of
         a pair's endpoints and negatives carry its time; negatives are drawn among the nodes of
-        their type existing then (types with node times).
+        their type existing then (types with node times). ``check=False`` skips the pairs' range
+        scan, as in :meth:`NeighborSampler.sample_links`.
 
         Returns a :class:`HeteroLinkSampleOutput` (``pair_index`` row 0 into
         ``n_id[edge_type[0]]``, row 1 into ``n_id[edge_type[2]]``).
@@ -316,6 +318,7 @@ class HeteroNeighborSampler(BatchKeys):
             reverse_edge_type,
             key,
             pair_time=pair_time,
+            check=check,
         )
 
     # ------------------------------------------------------------------ internals

@@ -66,6 +66,7 @@ def sample_typed_links(
     reverse_edge_type,
     key,
     pair_time=None,
+    check=True,
 ) -> HeteroLinkSampleOutput:
     """The work of :meth:`HeteroNeighborSampler.sample_links` (arguments checked here, in order)."""
     graph, device, driver = sampler.graph, sampler.device, sampler._driver
@@ -75,7 +76,7 @@ def sample_typed_links(
     bounds = (graph.num_nodes[src_type], graph.num_nodes[dst_type])
     names = (f"num_nodes[{src_type!r}]", f"num_nodes[{dst_type!r}]")
     pairs, labels, negatives, num_negatives, strict, exclude = check_link_call(
-        device, pairs, bounds, names, labels, negatives, num_negatives, strict_negatives, exclude
+        device, pairs, bounds, names, labels, negatives, num_negatives, strict_negatives, exclude, check
     )
     count = int(pairs.shape[1])
     reverse = _check_reverse(graph, edge_type, reverse_edge_type, exclude)

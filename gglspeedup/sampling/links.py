@@ -63,10 +63,12 @@ def _host_or_device(name: str, values, device):
     return to_numpy(values)
 
 
-def check_pairs(pairs, num_nodes, device, names=("num_nodes", "num_nodes")):
+def check_pairs(pairs, num_nodes, device, names=("num_nodes", "num_nodes"), check: bool = True):
     """``pairs`` as a C-contiguous int64 (2, B) array of ``device``'s module, every id in range
     (``num_nodes``: one count, or ``(num_sources, num_targets)`` for a typed graph's relation,
-    whose errors name the bounds ``names``)."""
+    whose errors name the bounds ``names``). ``check=False`` skips the range scan (pairs the
+    caller checked once, as the link loaders do: on a GPU the scan is a sync per batch); the
+    dtype and shape are checked either way."""
     array = _host_or_device("pairs", pairs, device)
     if array.dtype.kind not in "iu":
         what = "bool" if array.dtype.kind == "b" else str(array.dtype)
@@ -75,7 +77,7 @@ def check_pairs(pairs, num_nodes, device, names=("num_nodes", "num_nodes")):
         raise ValueError(f"pairs must have shape (2, B): sources then targets, got shape {tuple(array.shape)}")
     xp = np if isinstance(array, np.ndarray) else device.xp
     bounds = (num_nodes, num_nodes) if isinstance(num_nodes, int) else tuple(num_nodes)
-    if array.size:
+    if array.size and check:
         bad = (array < 0) | (array >= xp.asarray(np.array(bounds, np.int64)[:, None]))
         if xp is np:
             out_of_range = bool(bad.any())
@@ -153,7 +155,7 @@ def first_appearance(xp, sequence):
 
 
 def sample_links(
-    sampler, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key, pair_time=None
+    sampler, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key, pair_time=None, check=True
 ) -> LinkSampleOutput:
     """The work of :meth:`NeighborSampler.sample_links` (arguments checked here, in order)."""
     device, driver = sampler.device, sampler._driver
@@ -167,6 +169,7 @@ def sample_links(
         num_negatives,
         strict_negatives,
         exclude,
+        check,
     )
     count = int(pairs.shape[1])
     # pair_time checked (None: node-time trees take their own seed's time, as PyG; edge times raise)
@@ -227,11 +230,14 @@ def sample_links(
 # (the pairs' bounds, the seeds per node type, the excluded rows, the run) stays in each.
 
 
-def check_link_call(device, pairs, bounds, names, labels, negatives, num_negatives, strict_negatives, exclude):
+def check_link_call(
+    device, pairs, bounds, names, labels, negatives, num_negatives, strict_negatives, exclude, check=True
+):
     """Step 1, the checks every link call makes, in order: ``pairs`` (:func:`check_pairs` against
-    ``bounds``, errors naming ``names``), ``labels``, the options, the negatives' memory.
+    ``bounds``, errors naming ``names``; the range scan only with ``check``), ``labels``, the
+    options, the negatives' memory.
     Returns ``(pairs, labels, negatives, num_negatives, strict, exclude)``."""
-    pairs = check_pairs(pairs, bounds, device, names)
+    pairs = check_pairs(pairs, bounds, device, names, check)
     count = int(pairs.shape[1])
     if labels is not None:
         labels = check_labels(labels, count, device)

@@ -323,6 +323,7 @@ class NeighborSampler(BatchKeys):
         exclude="self",
         key=None,
         pair_time=None,
+        check=True,
     ) -> LinkSampleOutput:
         """Sample the neighbourhood of node pairs for link prediction, with negatives.
 
@@ -361,6 +362,10 @@ class NeighborSampler(BatchKeys):
             negatives, carry it; with node times negatives are drawn only among the nodes that
             exist at that time (``node_time <= pair_time``; the earliest node when none does).
             A disjoint sampler gives every endpoint a tree of its own (no deduplication).
+        check : bool
+            ``False`` skips the range scan of ``pairs`` (a sync per call for GPU pairs), for
+            pairs known to lie in ``[0, num_nodes)`` (the link loaders check theirs once). An id
+            out of range then reads outside the graph. Dtype and shape are checked either way.
 
         Returns
         -------
@@ -393,7 +398,16 @@ class NeighborSampler(BatchKeys):
         from .links import sample_links
 
         return sample_links(
-            self, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key, pair_time=pair_time
+            self,
+            pairs,
+            labels,
+            negatives,
+            num_negatives,
+            strict_negatives,
+            exclude,
+            key,
+            pair_time=pair_time,
+            check=check,
         )
 
     # ------------------------------------------------------------------ validation
