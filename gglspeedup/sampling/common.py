@@ -10,6 +10,7 @@ from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..validation import check_draws, check_int
 
 __all__ = [
+    "check_flags",
     "BatchKeys",
     "EXPANDS",
     "check_seeds",
@@ -170,3 +171,12 @@ def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
                 f"{name} must lie in [0, num_nodes = {num_nodes}): {name}[{position}] = {int(seeds[position])}"
             )
     return xp.ascontiguousarray(seeds, dtype=np.int64)
+
+
+def check_flags(expand, replace, weighted, disjoint) -> tuple:
+    """Both samplers' switches, checked in their order: ``(expand, replace, weighted, disjoint)``."""
+    from ..validation import check_bool
+
+    expand = check_expand(expand)
+    replace, weighted = check_bool("replace", replace), check_bool("weighted", weighted)
+    return expand, replace, weighted, check_bool("disjoint", disjoint)

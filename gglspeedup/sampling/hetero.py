@@ -7,11 +7,10 @@ import threading
 import numpy as np
 
 from ..heterograph import HeteroGraph, check_edge_type
-from ..validation import check_bool, check_fanouts, check_int
+from ..validation import check_fanouts, check_int
 from .common import (
     BatchKeys,
-    check_expand,
-    check_last,
+    check_flags,
     check_replace_fanouts,
     check_seeds,
     check_tree_count,
@@ -19,7 +18,7 @@ from .common import (
     resolve_placement,
 )
 from .plan import HopPlan, hop_plan
-from .temporal import Timeline, check_seed_time, check_strategy, sort_typed_by_time, typed_position_times
+from .temporal import Timeline, check_seed_time, temporal_setup
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
 __all__ = ["HeteroNeighborSampler", "HopPlan"]
@@ -93,23 +92,15 @@ class HeteroNeighborSampler(BatchKeys):
         if not isinstance(graph, HeteroGraph):
             raise TypeError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
         self.fanouts = self._check_fanouts(graph, fanouts)
-        self.expand = check_expand(expand)
-        self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
-        self.disjoint = check_bool("disjoint", disjoint)
+        self.expand, self.replace, self.weighted, self.disjoint = check_flags(expand, replace, weighted, disjoint)
         self._check_replace(self.fanouts)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and not graph.weighted:
             raise ValueError("weighted=True needs a graph whose relations have weights")
-        strategy = check_strategy(temporal_strategy)
-        times = node_times = None
-        if node_time is not None or edge_time is not None:
-            check_last(strategy, self.weighted)
-            graph = graph.to("cpu")
-            times, node_times = typed_position_times(graph, node_time, edge_time)
-            graph, times = sort_typed_by_time(graph, times)
-            self.disjoint = True  # temporal implies disjoint, as in PyG
-        elif strategy != "uniform":
-            raise ValueError(f"temporal_strategy={strategy!r} needs node_time or edge_time")
+        graph, times, node_times, strategy = temporal_setup(
+            graph, node_time, edge_time, temporal_strategy, self.weighted, typed=True
+        )
+        self.disjoint = self.disjoint or times is not None  # temporal implies disjoint, as in PyG
         self.device = as_device(device).check_available()
         self.placement = resolve_placement(self.device, placement, graph.stacked, self.weighted)
         self.graph = graph.to(self.device, self.placement)

@@ -8,10 +8,11 @@ import numpy as np
 
 from ..device import as_device
 from ..graph import as_csr_graph
-from ..validation import check_bool, check_fanouts, check_int
+from ..validation import check_fanouts, check_int
 from .common import (
     BatchKeys,
     check_expand,
+    check_flags,
     check_last,
     check_not_bipartite,
     check_replace_fanouts,
@@ -20,7 +21,7 @@ from .common import (
     place_like,
     resolve_placement,
 )
-from .temporal import Timeline, check_seed_time, check_strategy, position_times, sort_by_time
+from .temporal import Timeline, check_seed_time, temporal_setup
 from .types import Adj, LinkSampleOutput, SampleOutput
 
 __all__ = [
@@ -144,23 +145,15 @@ class NeighborSampler(BatchKeys):
     ):
         graph = check_not_bipartite(as_csr_graph(graph))
         self.fanouts = check_fanouts(fanouts)
-        self.expand = check_expand(expand)
-        self.replace, self.weighted = check_bool("replace", replace), check_bool("weighted", weighted)
-        self.disjoint = check_bool("disjoint", disjoint)
+        self.expand, self.replace, self.weighted, self.disjoint = check_flags(expand, replace, weighted, disjoint)
         check_replace_fanouts(self.fanouts, self.replace)
         self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
         if self.weighted and graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
-        strategy = check_strategy(temporal_strategy)
-        times = node_times = None
-        if node_time is not None or edge_time is not None:
-            check_last(strategy, self.weighted)
-            graph = graph.to("cpu")
-            times, node_times = position_times(graph, node_time, edge_time)
-            graph, times = sort_by_time(graph, times)
-            self.disjoint = True  # temporal implies disjoint, as in PyG
-        elif strategy != "uniform":
-            raise ValueError(f"temporal_strategy={strategy!r} needs node_time or edge_time")
+        graph, times, node_times, strategy = temporal_setup(
+            graph, node_time, edge_time, temporal_strategy, self.weighted, typed=False
+        )
+        self.disjoint = self.disjoint or times is not None  # temporal implies disjoint, as in PyG
         self.device = as_device(device).check_available()
         self.placement = resolve_placement(self.device, placement, graph, self.weighted)
         self.graph = graph.to(self.device, self.placement)

@@ -32,6 +32,7 @@ __all__ = [
     "sort_typed_by_time",
     "check_seed_time",
     "earliest",
+    "temporal_setup",
 ]
 
 STRATEGIES = ("uniform", "last")
@@ -282,3 +283,25 @@ class Timeline:
         state = self.__dict__.copy()
         state["_orders"] = {}  # rebuilt on use (keyed by array module)
         return state
+
+
+def temporal_setup(graph, node_time, edge_time, temporal_strategy, weighted: bool, *, typed: bool) -> tuple:
+    """The temporal step of both samplers' constructors: ``(graph, times, node_times, strategy)``.
+
+    Without times: the graph as given, no times, and ``temporal_strategy`` must be ``"uniform"``.
+    With them: the strategy checked against ``weighted``, the graph on the host with each
+    relation's (``typed``) or row's edges sorted by time, the edge-position times and the node
+    times (see :func:`position_times` / :func:`typed_position_times`)."""
+    from .common import check_last
+
+    strategy = check_strategy(temporal_strategy)
+    if node_time is None and edge_time is None:
+        if strategy != "uniform":
+            raise ValueError(f"temporal_strategy={strategy!r} needs node_time or edge_time")
+        return graph, None, None, strategy
+    check_last(strategy, weighted)
+    graph = graph.to("cpu")
+    positions, ordered = (typed_position_times, sort_typed_by_time) if typed else (position_times, sort_by_time)
+    times, node_times = positions(graph, node_time, edge_time)
+    graph, times = ordered(graph, times)
+    return graph, times, node_times, strategy
