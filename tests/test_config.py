@@ -37,9 +37,11 @@ def test_import_loads_no_framework_numba_or_scipy():
         "print(json.dumps(dict(heavy=heavy, sub=sub, seconds=seconds)))"
     )
     assert report["heavy"] == []
-    # Only the eager core: config flags, devices, the graph, and the threading-layer set-up (a
-    # shared library made loadable before the user can start Numba's threads; no Numba import).
+    # Only the eager core: config flags, devices, the graph, the threading-layer set-up (a
+    # shared library made loadable before the user can start Numba's threads; no Numba import)
+    # and NumPy's restored alias for numba-cuda (NumPy only).
     assert set(report["sub"]) <= {
+        "gglspeedup._numpy_compat",
         "gglspeedup._config",
         "gglspeedup.device",
         "gglspeedup.graph",
