@@ -33,6 +33,9 @@ def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
     sampling = report["checks"]["sampling"]["figures"]
     assert {row["placement"] for row in sampling["rows"]} == {"device", "pinned"}
     assert all(row["launches"] == 9 and row["syncs"] == 3 for row in sampling["rows"])  # 3 bounded hops
+    typed = report["checks"]["typed"]["figures"]
+    assert typed["graph"]["relations"] == 7 and [row["batch"] for row in typed["rows"]] == [1, 6]
+    assert all(row["launches"] == 8 and row["syncs"] == 4 for row in typed["rows"])  # 2 typed hops
     markdown = (tmp_path / "report.md").read_text()
     assert "| bitwise | pass |" in markdown and "| placement | batch |" in markdown
 

@@ -18,6 +18,9 @@ hard deadline (``--deadline``, default 540 s), each with its share of what is le
 ``staging``      a 200 MiB device cache filled through 64 MiB staging chunks, row by row
 ``sampling``     sampled edges/s per placement for batches of 1 .. 65,536 (fanouts [15, 10, 5],
                  2.4M nodes / ~62M edges), launches and syncs per call, the per-call floor
+``typed``        the typed sampler on an IGBH-shaped graph (2M papers): one batch checked against
+                 the CPU bit for bit, then edges/s, launches and syncs per call for batches of
+                 1 .. 16,384 papers, fanouts [15, 10]
 ``gather``       GB/s per tier beside ``cupy.take``, ``torch.index_select``, a D2D copy and a
                  pinned H2D copy of the same bytes
 
@@ -39,7 +42,7 @@ import time
 
 __all__ = ["add_arguments", "run", "ORDER"]
 
-ORDER = ("environment", "tests", "bitwise", "streams", "staging", "sampling", "gather")
+ORDER = ("environment", "tests", "bitwise", "streams", "staging", "sampling", "typed", "gather")
 
 
 def add_arguments(parser) -> None:
@@ -111,6 +114,20 @@ def _markdown(report: dict) -> str:
             lines.append(
                 f"| {row['placement']} | {row['batch']} | {row['edges']} | {row['ms_best']:.3f} | "
                 f"{row['ms_median']:.3f} | {row['m_edges_per_s']:.1f} | {row['launches']} | {row['syncs']} |"
+            )
+    typed = report["checks"].get("typed", {}).get("figures")
+    if typed:
+        lines += [
+            "",
+            f"Typed sampling, fanouts {typed['fanouts']} on every relation, graph {typed['graph']}:",
+            "",
+            "| batch (papers) | edges | ms best | ms median | M edges/s | launches | syncs |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in typed["rows"]:
+            lines.append(
+                f"| {row['batch']} | {row['edges']} | {row['ms_best']:.3f} | {row['ms_median']:.3f} | "
+                f"{row['m_edges_per_s']:.1f} | {row['launches']} | {row['syncs']} |"
             )
     gather = report["checks"].get("gather", {}).get("figures")
     if gather:

@@ -34,6 +34,8 @@ SIZES = {
         "dim": 128,
         "ids": 200_000,
         "staging_mb": 200,
+        "typed_papers": 2_000_000,
+        "typed_batches": (1, 1024, 16384),
     },
     "tiny": {
         "nodes": 120,
@@ -45,6 +47,8 @@ SIZES = {
         "dim": 6,
         "ids": 16,
         "staging_mb": 0,
+        "typed_papers": 150,
+        "typed_batches": (1, 6),
     },
 }
 
@@ -229,7 +233,7 @@ CHECKS = {"environment": environment, "tests": tests, "bitwise": bitwise, "strea
 def _measurements():
     from . import measure
 
-    return {"sampling": measure.sampling, "gather": measure.gather}
+    return {"sampling": measure.sampling, "typed": measure.typed_sampling, "gather": measure.gather}
 
 
 def run_check(name: str, size_name: str) -> dict:
