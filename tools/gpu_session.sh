@@ -10,7 +10,7 @@ set -u
 out=${1:-gpu-report}
 deadline=${2:-230}
 test_limit=${3:-150}
-checks=${4:-environment,bitwise,streams,staging,sampling,gather}
+checks=${4:-environment,bitwise,streams,staging,sampling,typed,gather}
 shift $(($# < 4 ? $# : 4))
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(tests)
