@@ -17,17 +17,11 @@ import time
 
 import numpy as np
 
+from gglspeedup.bench.gpu.measure import _timed
+
 
 def _median_ms(call, repeats, sync):
-    call()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        sync()
-        times.append(time.perf_counter() - start)
-    return 1e3 * float(np.median(times))
+    return 1e3 * float(np.median(_timed(call, repeats, sync)))
 
 
 def _event_ms(call, repeats):

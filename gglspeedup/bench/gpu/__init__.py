@@ -86,6 +86,19 @@ def _run_one(name: str, size: str, timeout: float) -> dict:
         }
 
 
+def _timing_table(title: str, rows: list, batch: str, lead: str | None = None) -> list:
+    """Markdown lines of a per-batch timing table (the rows of ``measure._batch_row``), headed
+    ``title``; ``batch`` names the batch column, ``lead`` a row field shown first."""
+    columns = ([lead] if lead else []) + [batch, "edges", "ms best", "ms median", "M edges/s", "launches", "syncs"]
+    lines = ["", title, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = [row[lead]] if lead else []
+        cells += [row["batch"], row["edges"], f"{row['ms_best']:.3f}", f"{row['ms_median']:.3f}"]
+        cells += [f"{row['m_edges_per_s']:.1f}", row["launches"], row["syncs"]]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    return lines
+
+
 def _markdown(report: dict) -> str:
     environment = report["checks"].get("environment", {}).get("figures", {})
     lines = [
@@ -103,32 +116,12 @@ def _markdown(report: dict) -> str:
         lines.append(f"| {name} | {result['status']} | {result.get('seconds', '')} | {result['summary']} |")
     sampling = report["checks"].get("sampling", {}).get("figures")
     if sampling:
-        lines += [
-            "",
-            f"Sampling, fanouts {sampling['fanouts']}, graph {sampling['graph']}:",
-            "",
-            "| placement | batch | edges | ms best | ms median | M edges/s | launches | syncs |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for row in sampling["rows"]:
-            lines.append(
-                f"| {row['placement']} | {row['batch']} | {row['edges']} | {row['ms_best']:.3f} | "
-                f"{row['ms_median']:.3f} | {row['m_edges_per_s']:.1f} | {row['launches']} | {row['syncs']} |"
-            )
+        title = f"Sampling, fanouts {sampling['fanouts']}, graph {sampling['graph']}:"
+        lines += _timing_table(title, sampling["rows"], "batch", lead="placement")
     typed = report["checks"].get("typed", {}).get("figures")
     if typed:
-        lines += [
-            "",
-            f"Typed sampling, fanouts {typed['fanouts']} on every relation, graph {typed['graph']}:",
-            "",
-            "| batch (papers) | edges | ms best | ms median | M edges/s | launches | syncs |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for row in typed["rows"]:
-            lines.append(
-                f"| {row['batch']} | {row['edges']} | {row['ms_best']:.3f} | {row['ms_median']:.3f} | "
-                f"{row['m_edges_per_s']:.1f} | {row['launches']} | {row['syncs']} |"
-            )
+        title = f"Typed sampling, fanouts {typed['fanouts']} on every relation, graph {typed['graph']}:"
+        lines += _timing_table(title, typed["rows"], "batch (papers)")
     gather = report["checks"].get("gather", {}).get("figures")
     if gather:
         lines += [

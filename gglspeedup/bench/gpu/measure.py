@@ -38,11 +38,35 @@ def _timed(call, repeats: int, sync) -> list[float]:
     return seconds
 
 
-def sampling(size: dict) -> dict:
-    import gglspeedup as gg
+def _batch_row(sample, seeds, batch: int, count_edges, size: dict, device) -> dict:
+    """The timing row of one batch of ``batch`` seeds: ``sample(seeds, key=...)`` once for its
+    edges (``count_edges`` of the output), once counted (launches, syncs), then timed (``_timed``,
+    best and median)."""
     from gglspeedup import _launch
 
-    from ._common import _device, _sync
+    from ._common import _sync
+
+    edges = count_edges(sample(seeds, key=0))
+    _launch.reset_counters()
+    sample(seeds, key=1)
+    counts = _launch.counters()
+    seconds = _timed(lambda: sample(seeds), size["repeats"], lambda: _sync(device))
+    best = min(seconds)
+    return {
+        "batch": batch,
+        "edges": edges,
+        "ms_best": 1e3 * best,
+        "ms_median": 1e3 * float(np.median(seconds)),
+        "m_edges_per_s": edges / best / 1e6,
+        "launches": counts["launches"],
+        "syncs": counts["syncs"],
+    }
+
+
+def sampling(size: dict) -> dict:
+    import gglspeedup as gg
+
+    from ._common import _device
 
     device = _device()
     build = time.perf_counter()
@@ -55,25 +79,8 @@ def sampling(size: dict) -> dict:
         for batch in size["batches"]:
             batch = min(batch, graph.num_nodes)
             seeds = device.xp.asarray(rng.choice(graph.num_nodes, batch, replace=False))
-            out = sampler.sample(seeds, key=0)
-            edges = sum(int(adj.e_id.shape[0]) for adj in out.adjs)
-            _launch.reset_counters()
-            sampler.sample(seeds, key=1)
-            counts = _launch.counters()
-            seconds = _timed(lambda s=sampler, b=seeds: s.sample(b), size["repeats"], lambda: _sync(device))
-            best = min(seconds)
-            rows.append(
-                {
-                    "placement": placement,
-                    "batch": batch,
-                    "edges": edges,
-                    "ms_best": 1e3 * best,
-                    "ms_median": 1e3 * float(np.median(seconds)),
-                    "m_edges_per_s": edges / best / 1e6,
-                    "launches": counts["launches"],
-                    "syncs": counts["syncs"],
-                }
-            )
+            row = _batch_row(sampler.sample, seeds, batch, _untyped_edges, size, device)
+            rows.append({"placement": placement, **row})
     floor = {row["placement"]: row["ms_best"] for row in rows if row["batch"] == min(size["batches"])}
     peak = {p: max(r["m_edges_per_s"] for r in rows if r["placement"] == p) for p in ("device", "pinned")}
     summary = (
@@ -93,10 +100,9 @@ def sampling(size: dict) -> dict:
 
 def typed_sampling(size: dict) -> dict:
     import gglspeedup as gg
-    from gglspeedup import _launch
     from gglspeedup.datasets.synthetic_hetero import synthetic_igbh
 
-    from ._common import _device, _sync
+    from ._common import _device
 
     device = _device()
     build = time.perf_counter()
@@ -112,24 +118,7 @@ def typed_sampling(size: dict) -> dict:
     for batch in size["typed_batches"]:
         batch = min(batch, graph.num_nodes["paper"])
         seeds = {"paper": device.xp.asarray(rng.choice(graph.num_nodes["paper"], batch, replace=False))}
-        out = gpu.sample(seeds, key=0)
-        edges = sum(int(adj.e_id.shape[0]) for layer in out.adjs for adj in layer.values())
-        _launch.reset_counters()
-        gpu.sample(seeds, key=1)
-        counts = _launch.counters()
-        seconds = _timed(lambda s=seeds: gpu.sample(s), size["repeats"], lambda: _sync(device))
-        best = min(seconds)
-        rows.append(
-            {
-                "batch": batch,
-                "edges": edges,
-                "ms_best": 1e3 * best,
-                "ms_median": 1e3 * float(np.median(seconds)),
-                "m_edges_per_s": edges / best / 1e6,
-                "launches": counts["launches"],
-                "syncs": counts["syncs"],
-            }
-        )
+        rows.append(_batch_row(gpu.sample, seeds, batch, _typed_edges, size, device))
     summary = (
         f"one batch equal to the CPU's; peak {max(r['m_edges_per_s'] for r in rows):.1f} M edges/s; "
         f"one-seed call {rows[0]['ms_best']:.2f} ms; "
@@ -146,6 +135,14 @@ def typed_sampling(size: dict) -> dict:
         "rows": rows,
     }
     return {"status": "pass", "summary": summary, "figures": figures}
+
+
+def _untyped_edges(out) -> int:
+    return sum(int(adj.e_id.shape[0]) for adj in out.adjs)
+
+
+def _typed_edges(out) -> int:
+    return sum(int(adj.e_id.shape[0]) for layer in out.adjs for adj in layer.values())
 
 
 def _same_typed(out, ref) -> None:
