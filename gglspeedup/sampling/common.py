@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
-from ..validation import check_draws, check_int
+from ..validation import check_bool, check_draws, check_int
 
 __all__ = [
     "check_flags",
@@ -175,8 +175,6 @@ def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
 
 def check_flags(expand, replace, weighted, disjoint) -> tuple:
     """Both samplers' switches, checked in their order: ``(expand, replace, weighted, disjoint)``."""
-    from ..validation import check_bool
-
     expand = check_expand(expand)
     replace, weighted = check_bool("replace", replace), check_bool("weighted", weighted)
     return expand, replace, weighted, check_bool("disjoint", disjoint)

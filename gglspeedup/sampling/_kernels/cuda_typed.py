@@ -93,15 +93,16 @@ def relabel_typed(device, n_id: list, type_base, typed_src):
     if num_edges == 0:
         return typed_src, xp.empty(0, dtype=np.int64), np.zeros(num_types + 1, np.int64)
     known = xp.concatenate([xp.asarray(ids) + int(type_base[t]) for t, ids in enumerate(n_id)])
-    capacity = table_capacity(num_known + num_edges)
+    stream = num_known + num_edges
+    capacity = table_capacity(stream)
     keys = xp.full(capacity, EMPTY, dtype=np.int64)
     first = xp.full(capacity, NO_POSITION, dtype=np.int64)
-    slot_of = xp.empty(num_known + num_edges, dtype=np.int64)
-    stream = num_known + num_edges
+    slot_of = xp.empty(stream, dtype=np.int64)
     launch_rows(_typed_insert_kernel, device, stream, known, typed_src, keys, first, slot_of, capacity - 1)
     flags = xp.empty(num_edges, dtype=np.int64)
     launch_rows(flag_kernel, device, num_edges, slot_of, first, num_known, flags)
-    edge_type = xp.searchsorted(xp.asarray(np.asarray(type_base[1:num_types], np.int64)), typed_src, side="right")
+    bases = xp.asarray(np.asarray(type_base[:num_types], np.int64))  # each type's first typed id
+    edge_type = xp.searchsorted(bases[1:], typed_src, side="right")
     rank = xp.zeros(num_edges, dtype=np.int64)  # a new node's place among its type's new nodes
     totals = []
     for t in range(num_types):  # types are few: one running count each, no compaction
@@ -121,7 +122,7 @@ def relabel_typed(device, n_id: list, type_base, typed_src):
     num_new = int(type_offsets[-1])
     grouped = xp.empty(num_new + 1, dtype=np.int64)  # the last slot takes every non-first write
     target = xp.where(flags == 1, xp.asarray(type_offsets[:-1])[edge_type] + rank, num_new)
-    grouped[target] = typed_src - xp.asarray(np.asarray(type_base, np.int64))[edge_type]
+    grouped[target] = typed_src - bases[edge_type]
     return src_local, grouped[:num_new], type_offsets
 
 
