@@ -43,6 +43,7 @@ def test_every_launch_receives_cupys_current_stream(monkeypatch):
 
     monkeypatch.setattr(_launch, "current_stream", lambda device: stub)
     monkeypatch.setattr(_launch, "_configure", record)
+    monkeypatch.setattr(_launch._direct, "enabled", False)  # every launch through numba's path (tests/test_launch.py)
     graph = _graph()
     x = np.arange(30 * 4, dtype=np.float32).reshape(30, 4)
     for fanouts in ([3, 2], [-1, 2]):
@@ -144,14 +145,18 @@ def test_staging_in_many_small_chunks_uploads_every_row_exactly(monkeypatch):
     x = np.random.default_rng(4).standard_normal((rows, dim)).astype(np.float32)
     events = []
     original_copy, original_fill = _tiers.CUDATiers._copy_async, _tiers.CUDATiers._fill_staging
+    original_wait = _tiers.CUDATiers._wait
 
     def copy(self, target, staging):
-        original_copy(self, target, staging)
+        event = original_copy(self, target, staging)
         events.append(("copy", staging.ctypes.data))
-        return len(events) - 1  # the "event" of this copy
+        return len(events) - 1, event  # this copy's place in the record, and its real event
 
     def wait(self, event):
-        events.append(("wait", events[event][1]))
+        index, real = event
+        if real is not None:  # the real wait: on a GPU the copy is still running here
+            original_wait(self, real)
+        events.append(("wait", events[index][1]))
 
     def fill(self, source, ids, staging):
         events.append(("fill", staging.ctypes.data))
