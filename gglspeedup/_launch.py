@@ -10,6 +10,13 @@ Every kernel launch goes through :func:`launch`, which
   CuPy argument would block the host on the array's stream once per argument and launch;
 - silences numba-cuda's low-occupancy warning for these launches only (small batches launch small
   grids on purpose), not for the user's own kernels;
+- after a kernel's first launch with a given set of argument types (numba's own path, which
+  compiles and picks the overload), launches it directly (:class:`_Direct`): the arguments are
+  flattened the way numba-cuda's ``_Kernel._prepare_args`` does, CuPy arrays read off their own
+  attributes, and handed to ``cuda.core.launch`` as numba does. On an H200 numba's path cost
+  0.41-0.55 ms of host time per launch with eight CuPy arguments (~45 us per argument in
+  ``as_cuda_array``), which made every small sampling call and gather host-bound.
+  ``GGLSPEEDUP_NUMBA_LAUNCH=1`` keeps numba's path for every launch;
 - counts itself. :func:`to_host` is the one way the package reads device values on the host (a
   blocking synchronisation), and counts too, so tests assert how many launches and syncs a call
   costs (:func:`counters`).
@@ -20,6 +27,7 @@ Under numba's simulator the kernels run as Python on NumPy arrays: one stream, n
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import warnings
 
@@ -146,15 +154,154 @@ def launch(kernel, device, grid: int, block: int, *args) -> None:
     """
     if grid <= 0:
         return
-    stream = current_stream(device)
-    configured = _configure(kernel, grid, block, stream)
-    _count("launches")
     if device.simulated:
+        _count("launches")
         with warnings.catch_warnings():  # NumPy scalar uint64 wrap-around in the RNG
             warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
-            configured(*args)
-    else:
-        configured(*(device_view(arg) for arg in args))
+            _configure(kernel, grid, block, current_stream(device))(*args)
+        return
+    _count("launches")
+    if _direct.launch(kernel, grid, block, args):
+        return
+    views = tuple(device_view(arg) for arg in args)
+    _configure(kernel, grid, block, current_stream(device))(*views)
+    _direct.learn(kernel, args, views)
+
+
+class _Direct:
+    """Launches of compiled kernels without numba's per-launch argument objects.
+
+    numba-cuda launches a kernel by typing every argument, making a ``DeviceNDArray`` of every
+    CuPy array (``as_cuda_array``), flattening each array into the kernel's parameters (meminfo,
+    parent, size, itemsize, data pointer, shape, strides) and calling ``cuda.core.launch``. Once
+    numba has launched ``kernel`` for a set of argument types, the overload it compiled for them
+    is looked up here (:meth:`learn`) and every later launch with arguments of the same kinds
+    (:func:`_key`: array dtype, rank and contiguity; scalar type) flattens them the same way
+    straight from the CuPy arrays (:meth:`launch`). Kernels with numba extensions, debug
+    exception checks or cooperative launches, and arguments of any other kind, stay on numba's
+    path. Thread-safe: the tables only grow, by single dictionary assignments.
+    """
+
+    def __init__(self):
+        self.enabled = os.environ.get("GGLSPEEDUP_NUMBA_LAUNCH", "") != "1"
+        self.overloads = {}  # (kernel, key) -> numba's compiled overload, or None (numba's path)
+        self.configs = {}  # (grid, block) -> cuda.core LaunchConfig
+        self.streams = {}  # CUDA stream handle -> cuda.core Stream
+        self._core = None
+
+    def _imports(self):
+        """What the direct path calls, imported once; None (and the path off) where this
+        numba-cuda does not have it (older releases launch without ``cuda.core``)."""
+        if self._core is None:
+            try:
+                import cupy
+                from cuda.core import LaunchConfig
+                from cuda.core import launch as core_launch
+                from numba.cuda.cudadrv.driver import ExperimentalStream
+                from numba.cuda.dispatcher import _Kernel
+                from numba.cuda.typing.typeof import Purpose, typeof
+            except ImportError:
+                self.enabled = False
+                return None
+            if not hasattr(_Kernel, "_prepare_args"):
+                self.enabled = False
+                return None
+            self._core = (cupy.ndarray, LaunchConfig, core_launch, ExperimentalStream, Purpose, typeof)
+        return self._core
+
+    def launch(self, kernel, grid: int, block: int, args) -> bool:
+        """Launch ``kernel`` directly when its overload for ``args`` is known; False otherwise."""
+        core = self._imports() if self.enabled else None
+        if core is None:
+            return False
+        ndarray, LaunchConfig, core_launch, ExperimentalStream, *_ = core
+        key = _key(args, ndarray)
+        overload = self.overloads.get((kernel, key)) if key is not None else None
+        if overload is None:
+            return False
+        import cupy
+
+        handle = cupy.cuda.get_current_stream().ptr
+        stream = self.streams.get(handle)
+        if stream is None:
+            if len(self.streams) > 64:  # streams come and go (one per loader thread): stay small
+                self.streams.clear()
+            stream = self.streams[handle] = ExperimentalStream.from_handle(handle)
+        config = self.configs.get((grid, block))
+        if config is None:
+            if len(self.configs) > 4096:
+                self.configs.clear()
+            config = self.configs[(grid, block)] = LaunchConfig(grid=grid, block=block)
+        params = []
+        for ty, arg in zip(overload.argument_types, args):
+            _flatten(overload, ty, arg, ndarray, stream, params)
+        core_launch(stream, config, overload._codelibrary.get_cufunc().kernel, *params)
+        return True
+
+    def learn(self, kernel, args, views) -> None:
+        """After numba launched ``kernel`` on ``views`` (of ``args``): remember its overload."""
+        core = self._imports() if self.enabled else None
+        if core is None:
+            return
+        ndarray, _, _, _, Purpose, typeof = core
+        key = _key(args, ndarray)
+        if key is None or (kernel, key) in self.overloads:
+            return
+        overload = None
+        try:
+            types_ = tuple(typeof(view, Purpose.argument) for view in views)
+            overload = getattr(kernel, "overloads", {}).get(types_)
+        except Exception:  # an argument numba types in its own way: keep numba's path
+            overload = None
+        if overload is not None and (
+            getattr(overload, "extensions", None) or getattr(overload, "debug", False) or overload.cooperative
+        ):
+            overload = None
+        self.overloads[(kernel, key)] = overload
+
+
+_INT64 = range(-(2**63), 2**63)
+
+
+def _key(args, ndarray):
+    """What selects a kernel's overload, per argument, cheaply; None for an argument of a kind
+    :class:`_Direct` does not flatten itself (it then stays on numba's path)."""
+    key = []
+    for arg in args:
+        kind = type(arg)
+        if kind is ndarray:
+            flags = arg.flags
+            key.append((kind, arg.dtype, arg.ndim, flags.c_contiguous, flags.f_contiguous))
+        elif kind is int:
+            key.append((int, arg in _INT64))  # numba types an int past int64 as uint64
+        elif kind is bool or kind is float:
+            key.append(kind)
+        elif isinstance(arg, np.generic):
+            key.append((kind, arg.dtype))
+        elif isinstance(arg, tuple) and hasattr(arg, "_fields"):
+            fields = _key(arg, ndarray)
+            if fields is None:
+                return None
+            key.append((kind, fields))
+        elif type(arg).__module__.startswith("numba") and hasattr(arg, "_numba_type_"):
+            key.append((kind, arg._numba_type_))  # a view made once by its owner
+        else:
+            return None
+    return tuple(key)
+
+
+def _flatten(overload, ty, arg, ndarray, stream, params) -> None:
+    """``arg`` as the kernel's parameters, as numba-cuda's ``_prepare_args`` lays them out."""
+    if type(arg) is ndarray:
+        params += (0, 0, arg.size, arg.itemsize, arg.data.ptr, *arg.shape, *arg.strides)
+    elif isinstance(arg, tuple) and hasattr(arg, "_fields"):
+        for field_type, field in zip(ty, arg):
+            _flatten(overload, field_type, field, ndarray, stream, params)
+    else:  # scalars and numba's own arrays: numba's code, which is cheap for them
+        overload._prepare_args(ty, arg, stream, [], params)
+
+
+_direct = _Direct()
 
 
 def launch_rows(kernel, device, count: int, *args) -> None:

@@ -12,6 +12,7 @@ synchronisation, medians of repeated runs after a warm-up.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 
@@ -56,9 +57,14 @@ def launches(results):
     stream = _launch.current_stream(device)
     sync = cupy.cuda.get_current_stream().synchronize
     n = 300
+    _launch.launch(touch, device, 4, 256, *arrays)  # compiles; the direct path learns the overload
     rows = {
         "ours (_launch.launch, CuPy args)": _median_ms(
             lambda: [_launch.launch(touch, device, 4, 256, *arrays) for _ in range(n)], 5, sync
+        )
+        / n,
+        "ours, numba's path (GGLSPEEDUP_NUMBA_LAUNCH)": _numba_path(
+            lambda: _median_ms(lambda: [_launch.launch(touch, device, 4, 256, *arrays) for _ in range(n)], 5, sync)
         )
         / n,
         "numba as_cuda_array per argument": _median_ms(
@@ -74,6 +80,17 @@ def launches(results):
     print("\nper launch, ms (8 array arguments, host wall incl. sync at the end of", n, "launches)")
     for name, ms in rows.items():
         print(f"  {name:40s} {ms:8.4f}")
+
+
+def _numba_path(measure):
+    """``measure()`` with every launch on numba's own path (``_launch._Direct`` off)."""
+    from gglspeedup import _launch
+
+    _launch._direct.enabled = False
+    try:
+        return measure()
+    finally:
+        _launch._direct.enabled = True
 
 
 def gather(results):
@@ -99,6 +116,27 @@ def gather(results):
         lambda: store.gather(ids_d, out=out, check=False), 50
     )
     rows["store.gather(ids device) alloc"] = _event_ms(lambda: store.gather(ids_d), 50)
+    rows["store.gather(ids device, out=), numba's launch path"] = _numba_path(
+        lambda: _event_ms(lambda: store.gather(ids_d, out=out), 50)
+    )
+    default_group = tier.group
+    for group in (32, 16, 8, 4, 2):  # lanes per row: 64 uint64 words a row, so 2..32 words a lane
+        tier.group = group
+        rows[f"store.gather(check=False), group {group}"] = _event_ms(
+            lambda: store.gather(ids_d, out=out, check=False), 50
+        )
+        np.testing.assert_array_equal(store.gather(ids_d).get(), x[ids])
+    tier.group = default_group
+    host_store = gg.FeatureStore(x, device="cuda:0", cache_size=0)  # every row read over PCIe
+    pinned = gg.device.pinned_empty((len(ids), 128), np.float32)
+    pinned[...] = x[: len(ids)]
+    rows["pinned H2D copy of the same bytes"] = _event_ms(lambda: out.set(pinned), 20)
+    for group in (32, 16, 8, 4):
+        host_store._tier.group = group
+        rows[f"pinned rows, check=False, group {group}"] = _event_ms(
+            lambda: host_store.gather(ids_d, out=out, check=False), 20
+        )
+        np.testing.assert_array_equal(host_store.gather(ids_d).get(), x[ids])
     sync = cupy.cuda.get_current_stream().synchronize
     wall = _median_ms(lambda: store.gather(ids_d, out=out), 20, sync)
     default_grid = tier._max_grid
@@ -142,6 +180,17 @@ def sample(results):
         return value
 
     total = _median_ms(lambda: sampler.sample(seeds), 20, sync)
+    numba_total = _numba_path(lambda: _median_ms(lambda: sampler.sample(seeds), 20, sync))
+    print(f"\none-seed sample: {total:.3f} ms direct launches, {numba_total:.3f} ms numba's launch path")
+    results["sample_one_seed_numba_path_ms"] = numba_total
+    for count in (256, 4096, 65536):
+        many = cupy.asarray(np.random.default_rng(count).integers(0, graph.num_nodes, count))
+        call = functools.partial(sampler.sample, many)
+        results[f"sample_{count}_seeds_ms"] = [
+            _median_ms(call, 10, sync),
+            _numba_path(functools.partial(_median_ms, call, 10, sync)),
+        ]
+        print(f"{count} seeds: {results[f'sample_{count}_seeds_ms']} ms (direct, numba path)")
     _launch.launch, kernels.to_host = timed_launch, timed_to_host
     try:
         for _ in range(5):

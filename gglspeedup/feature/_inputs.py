@@ -112,9 +112,17 @@ def as_ids(ids: Any, num_rows: int, device, *, check: bool = True):
         if device.xp is not np:  # host ids for a real GPU: checked here, then one upload
             with device:
                 ids = device.xp.asarray(ids)
-    elif check and ids.size and bool(to_host(((ids < 0) | (ids >= num_rows)).any())):  # sync: one bool per batch
+    elif check and ids.size and bool(to_host(_any_out_of_range(ids, num_rows))):  # sync: one bool per batch
         _raise_out_of_range(ids, num_rows, xp)
     return ids
+
+
+def _any_out_of_range(ids, num_rows: int):
+    """``((ids < 0) | (ids >= num_rows)).any()`` in two kernels instead of four: a negative id
+    viewed as unsigned is at least ``2**31`` (int32) or ``2**63`` (int64), so one unsigned
+    comparison finds both. An int32 id is below ``2**31`` when valid, whatever ``num_rows``."""
+    limit = min(num_rows, 2**31) if ids.dtype == np.int32 else num_rows
+    return (ids.view(np.uint32 if ids.dtype == np.int32 else np.uint64) >= limit).any()
 
 
 def _raise_out_of_range(ids, num_rows, xp):

@@ -1,0 +1,123 @@
+"""The direct launch path of :mod:`gglspeedup._launch`: argument kinds, the parameter layout
+numba-cuda's ``_Kernel._prepare_args`` uses, and (on a real GPU) the same results as numba's path."""
+
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+from gglspeedup import _launch
+
+from conftest import to_host
+
+Pair = namedtuple("Pair", "left right")
+
+
+class FakeArray:
+    """What :func:`_launch._key` and :func:`_launch._flatten` read off a CuPy array."""
+
+    def __init__(self, array, pointer=0x7F0000001000):
+        self.dtype, self.ndim, self.shape, self.strides = array.dtype, array.ndim, array.shape, array.strides
+        self.size, self.itemsize, self.flags = array.size, array.itemsize, array.flags
+        self.data = type("Memory", (), {"ptr": pointer})()
+
+
+def test_keys_tell_apart_what_selects_an_overload():
+    base = np.zeros((4, 6), np.int64)
+    key = _launch._key((FakeArray(base), 3), FakeArray)
+    assert key == _launch._key((FakeArray(np.ones((5, 7), np.int64)), 9), FakeArray)  # values do not matter
+    others = [
+        (FakeArray(base.astype(np.int32)), 3),  # dtype
+        (FakeArray(base[0]), 3),  # rank
+        (FakeArray(base[:, ::2]), 3),  # layout
+        (FakeArray(base), 2**63),  # an int numba types as uint64
+        (FakeArray(base), np.int64(3)),
+        (FakeArray(base), 3.0),
+        (FakeArray(base), True),
+    ]
+    keys = [_launch._key(args, FakeArray) for args in others]
+    assert key not in keys and len(set(keys)) == len(keys)
+    record = Pair(FakeArray(base), FakeArray(base[0]))
+    assert _launch._key((record,), FakeArray) != _launch._key((Pair(FakeArray(base), FakeArray(base)),), FakeArray)
+    assert _launch._key((object(),), FakeArray) is None  # unknown kinds stay on numba's path
+    assert _launch._key((Pair(FakeArray(base), object()),), FakeArray) is None
+    assert _launch._key((np.zeros(3),), FakeArray) is None  # host arrays need numba's view
+
+
+def test_parameters_are_laid_out_as_numba_prepares_them():
+    from numba.cuda import types
+    from numba.cuda.dispatcher import _Kernel
+
+    class Overload:  # numba's own _prepare_args for scalars, as the direct path calls it
+        extensions = ()
+        _prepare_args = _Kernel._prepare_args
+
+    table = np.zeros((4, 6), np.float32)[:, ::2]
+    column = np.zeros(5, np.int64)
+    argtypes = (
+        types.Array(types.float32, 2, "A"),
+        types.NamedUniTuple(types.Array(types.int64, 1, "C"), 2, Pair),
+        types.int64,
+        types.uint64,
+        types.float32,
+        types.boolean,
+    )
+    record = Pair(FakeArray(column, 0x2000), FakeArray(column[:3], 0x3000))
+    args = (FakeArray(table, 0x1000), record, 7, 2**63 + 1, 0.5, True)
+    params = []
+    for ty, arg in zip(argtypes, args):
+        _launch._flatten(Overload(), ty, arg, FakeArray, 0, params)
+    values = [getattr(p, "value", p) for p in params]
+    # meminfo, parent, size, itemsize, data, shape..., strides... per array; scalars by value
+    assert values == [
+        *(0, 0, 12, 4, 0x1000, 4, 3, 24, 8),
+        *(0, 0, 5, 8, 0x2000, 5, 8),
+        *(0, 0, 3, 8, 0x3000, 3, 8),
+        *(7, 2**63 + 1, 0.5, True),
+    ]
+    assert type(params[-4]).__name__ == "c_long" and type(params[-3]).__name__ == "c_ulong"
+
+
+@pytest.mark.gpu_hardware
+def test_direct_launches_match_numbas_on_a_gpu(monkeypatch):
+    import cupy
+    from numba import cuda
+
+    from gglspeedup.device import Device
+
+    @cuda.jit
+    def describe(table, record, count, big, scale, flag, out):
+        out[0] = table.shape[0]
+        out[1] = table.shape[1]
+        out[2] = table[1, 2]
+        out[3] = record.left[record.left.shape[0] - 1]
+        out[4] = record.right.shape[0]
+        out[5] = count
+        out[6] = big >> 60
+        out[7] = int(scale * 4)
+        out[8] = 1 if flag else 0
+
+    device = Device("cuda", 0)
+    table = cupy.arange(60, dtype=np.int64).reshape(6, 10)[:, ::2]  # strided: layout "A"
+    record = Pair(cupy.arange(7, dtype=np.int64), cupy.arange(3, dtype=np.int64))
+    args = (table, record, 11, 2**63 + 5, 0.75, True)
+    expected = [6, 5, 14, 6, 3, 11, 8, 3, 1]
+    handles = []
+    core = _launch._direct._imports()
+    real_launch = core[2]
+
+    def recorded(stream, *rest):
+        handles.append(int(stream.handle))
+        real_launch(stream, *rest)
+
+    monkeypatch.setattr(_launch._direct, "_core", (*core[:2], recorded, *core[3:]))
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        results = []
+        for _ in range(3):  # numba's path, then the direct one twice
+            out = cupy.full(9, -1, dtype=np.int64)
+            _launch.launch(describe, device, 1, 1, *args, out)
+            results.append(to_host(out).tolist())
+    assert results == [expected] * 3
+    assert _launch._direct.overloads[(describe, _launch._key((*args, out), cupy.ndarray))] is not None
+    assert handles == [stream.ptr, stream.ptr]
