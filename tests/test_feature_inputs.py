@@ -119,3 +119,14 @@ def test_paddle_bfloat16_table_is_read_as_bfloat16_not_uint16():
     store = FeatureStore(paddle.to_tensor(values).astype("bfloat16"))
     assert store.dtype == np.dtype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(store[[5, 0]].astype(np.float32), values[[5, 0]])  # exact in bf16
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("num_rows", [5, 2**31, 2**40])
+def test_the_device_range_check_finds_negative_and_too_large_ids_in_one_comparison(dtype, num_rows):
+    from gglspeedup.feature._inputs import _any_out_of_range
+
+    info = np.iinfo(dtype)
+    for values in ([0, 4], [0, 5], [-1, 0], [info.max], [info.min], [3, -2, 1]):
+        ids = np.array(values, dtype=dtype)
+        assert bool(_any_out_of_range(ids, num_rows)) == bool(((ids < 0) | (ids >= num_rows)).any()), values
