@@ -67,6 +67,13 @@ def test_parameters_are_laid_out_as_numba_prepares_them():
     params = []
     for ty, arg in zip(argtypes, args):
         _launch._flatten(Overload(), ty, arg, FakeArray, 0, params)
+
+    class NumbaView:  # a numba device array an owner made once: its own attribute names
+        def __init__(self, array, pointer):
+            self.size, self.dtype, self.shape, self.strides = array.size, array.dtype, array.shape, array.strides
+            self.device_ctypes_pointer = type("Pointer", (), {"value": pointer})()
+
+    _launch._flatten(Overload(), argtypes[0], NumbaView(table, 0x4000), FakeArray, 0, params, NumbaView)
     values = [getattr(p, "value", p) for p in params]
     # meminfo, parent, size, itemsize, data, shape..., strides... per array; scalars by value
     assert values == [
@@ -74,8 +81,9 @@ def test_parameters_are_laid_out_as_numba_prepares_them():
         *(0, 0, 5, 8, 0x2000, 5, 8),
         *(0, 0, 3, 8, 0x3000, 3, 8),
         *(7, 2**63 + 1, 0.5, True),
+        *(0, 0, 12, 4, 0x4000, 4, 3, 24, 8),
     ]
-    assert type(params[-4]).__name__ == "c_long" and type(params[-3]).__name__ == "c_ulong"
+    assert type(params[-13]).__name__ == "c_long" and type(params[-12]).__name__ == "c_ulong"
 
 
 @pytest.mark.gpu_hardware

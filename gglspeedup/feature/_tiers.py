@@ -218,10 +218,10 @@ class CUDATiers:
             self._counters = device_view(self.counters)
         self.location_host = location
         self.cached_ids = cached_ids
-        # Lanes per row: four words a lane, so each lane issues its four loads before its stores
-        # (gather_cuda._copy_row). H200, 512-byte rows (64 words): 0.079 ms a 200k-row gather at
-        # 16 lanes against 0.087 at 32 (one load a lane), 0.103 at 8 and 0.152 at 4.
-        self.group = max(1, min(32, _next_power_of_two(self.words) // 4))
+        # Lanes per row: a warp for rows of 32 words or more. H200, 512-byte rows (64 words), a
+        # 200k-row gather in two sweeps (tools/gpu_probe.py): 32 lanes 0.087 / 0.088 ms, 16 lanes
+        # 0.079 / 0.097 (no difference), 8 lanes 0.103 / 0.130, 4 lanes 0.152 / 0.153.
+        self.group = min(32, _next_power_of_two(self.words))
         self._max_grid = None if device.simulated else _multiprocessors(device) * _GRID_PER_SM
 
     # ------------------------------------------------------------------ building

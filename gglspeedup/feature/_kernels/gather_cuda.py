@@ -3,8 +3,8 @@
 For each output row ``i`` the kernel reads ``loc = location[ids[i]]``: ``loc >= 0`` is a slot of
 the device table, ``loc < 0`` is row ``-1 - loc`` of the pinned host table, read in place over
 PCIe (UVA zero-copy, never a host-side gather and copy). A group of ``group`` consecutive threads
-(a power-of-two part of a warp, about a quarter of the row's words, at most 32) strides over the
-row's words, so each group's loads are coalesced and each lane has four loads in flight.
+(a warp, or a power-of-two part of one for rows narrower than 32 words) strides over the row's
+words, so each group's loads are coalesced.
 
 Written for occupancy (``tools/compile_ptx.py --registers`` shows the register count):
 
