@@ -295,18 +295,20 @@ class HeteroNeighborSampler(BatchKeys):
         Returns a :class:`HeteroLinkSampleOutput` (``pair_index`` row 0 into
         ``n_id[edge_type[0]]``, row 1 into ``n_id[edge_type[2]]``).
         """
-        from .hetero_links import sample_typed_links
+        from .hetero_links import TypedLinks
+        from .links import link_batch
 
-        return sample_typed_links(
-            self,
+        return link_batch(
+            TypedLinks(self, edge_type, reverse_edge_type),
+            self.device,
+            self._driver,
+            self._next_key,
             pairs,
             labels,
-            edge_type,
             negatives,
             num_negatives,
             strict_negatives,
             exclude,
-            reverse_edge_type,
             key,
             pair_time=pair_time,
             check=check,

@@ -12,6 +12,9 @@ See DESIGN.md, "Link prediction". The steps, each on the sampler's device throug
    rows that hold them (so every other row skips the search);
 5. the neighbourhood of the seeds, exactly as :meth:`NeighborSampler.sample` samples it except
    that rows never draw an excluded edge.
+
+:func:`link_batch` takes these steps for the untyped and the typed sampler alike; its hooks
+(:class:`UntypedLinks`, :class:`.hetero_links.TypedLinks`) hold what differs between them.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from .types import Adj, LinkSampleOutput
 __all__ = [
     "NEGATIVES",
     "EXCLUDES",
-    "sample_links",
+    "link_batch",
+    "UntypedLinks",
+    "first_or_all",
     "check_pairs",
     "check_labels",
     "check_link_options",
@@ -154,80 +159,128 @@ def first_appearance(xp, sequence):
     return values[order], rank[inverse.reshape(-1)].astype(np.int64)
 
 
-def sample_links(
-    sampler, pairs, labels, negatives, num_negatives, strict_negatives, exclude, key, pair_time=None, check=True
-) -> LinkSampleOutput:
-    """The work of :meth:`NeighborSampler.sample_links` (arguments checked here, in order)."""
-    device, driver = sampler.device, sampler._driver
+def link_batch(
+    call,
+    device,
+    driver,
+    next_key,
+    pairs,
+    labels,
+    negatives,
+    num_negatives,
+    strict_negatives,
+    exclude,
+    key,
+    pair_time=None,
+    check=True,
+):
+    """The steps every link call takes (module notes), in order, with ``call`` supplying what
+    differs between the untyped and the typed sampler (:class:`UntypedLinks`,
+    :class:`~.hetero_links.TypedLinks`): the pairs' bounds, the pair times' checks, the seeds
+    per node type, the excluded rows, the run and the output record. ``driver`` is the sampler's
+    driver; ``next_key(key)`` checks ``key`` (or draws the sampler's next one) once the
+    arguments are checked, so a refused call leaves the sampler's key counter alone."""
     pairs, labels, negatives, num_negatives, strict, exclude = check_link_call(
-        device,
-        pairs,
-        sampler.num_nodes,
-        ("num_nodes", "num_nodes"),
-        labels,
-        negatives,
-        num_negatives,
-        strict_negatives,
-        exclude,
-        check,
+        device, pairs, call.bounds, call.names, labels, negatives, num_negatives, strict_negatives, exclude, check
     )
     count = int(pairs.shape[1])
-    # pair_time checked (None: node-time trees take their own seed's time, as PyG; edge times raise)
-    times = sampler._tree_times(pairs[0], pair_time, "pair_time") if pair_time is not None else None
-    if pair_time is None and sampler.timeline is not None and sampler.timeline.edge_level:
-        raise ValueError("pair_time is required: an edge-time sampler filters each tree by its pair's time")
-    if pair_time is not None and sampler.timeline is None:
-        raise ValueError("pair_time needs a temporal sampler: NeighborSampler(..., node_time=...) or edge_time=...")
-    key = sampler._next_key(key)
-    xp = np if isinstance(pairs, np.ndarray) else device.xp
+    times = call.check_times(pairs, pair_time, exclude)
+    key = next_key(key)
+    xp, disjoint = device.xp, call.disjoint
     with device:
-        pairs = xp.asarray(pairs) if xp is not np else pairs
-        if device.xp is not np and xp is np:  # host pairs for a GPU sampler: one upload
-            xp = device.xp
-            pairs = xp.asarray(pairs)
-            times = None if times is None else xp.asarray(times)
+        pairs = xp.asarray(pairs)  # host pairs for a GPU sampler: one upload
+        times = None if times is None else xp.asarray(times)
         eligible_of = None
         if times is not None:
-            space = (sampler.num_nodes, sampler.num_nodes)
-            eligible_of = lambda negative_pair: sampler.timeline.negative_times(xp, times[negative_pair], space)  # noqa: E731
+            eligible_of = lambda negative_pair: call.negative_times(xp, times[negative_pair])  # noqa: E731
         src, dst, extra, stayed, pair_of = draw_link_negatives(
-            driver, xp, pairs, negatives, num_negatives, strict, key, sampler.disjoint, eligible_of
+            driver, xp, pairs, negatives, num_negatives, strict, key, disjoint, eligible_of, call.space
         )
         num_pairs = int(src.shape[0])
-        sequence = xp.concatenate((src, dst) if extra is None else (src, dst, extra))
-        if sampler.disjoint:  # every endpoint a tree of its own
-            seeds, local = sequence, xp.arange(sequence.shape[0], dtype=np.int64)
-        else:
-            seeds, local = first_appearance(xp, sequence)
-        pair_index = local[: 2 * num_pairs].reshape(2, num_pairs)
+        targets = dst if extra is None else xp.concatenate((dst, extra))
+        seeds, local_src, local_dst = call.seeds(xp, src, targets)
+        pair_index = xp.stack((local_src, local_dst[:num_pairs]))
         negative_targets = link_negative_targets(
-            None if extra is None else local[2 * num_pairs :], count, num_negatives, sampler.disjoint
+            None if extra is None else local_dst[num_pairs:], count, num_negatives, disjoint
         )
         options = None
         if exclude is not None and count:
-            ex_src, ex_dst = pairs[0], pairs[1]
-            if exclude == "reverse":
-                ex_src, ex_dst = xp.concatenate((ex_src, pairs[1])), xp.concatenate((ex_dst, pairs[0]))
-            options = exclusion_options(driver, xp, ex_src, ex_dst)
-        batch = None
-        if sampler.disjoint:
-            if times is not None:
-                returned = pair_of[:num_pairs]
-                parts = (returned, returned) if extra is None else (returned, returned, pair_of[num_pairs:])
-                tree_time = times[xp.concatenate(parts)]
-            else:
-                tree_time = sampler._tree_times(seeds, None)
-            n_id, hops, batch = sampler._sample_trees(seeds, key, tree_time, options)
-        else:
-            n_id, hops = driver.sample_all(seeds, sampler.fanouts, key, options=options, expand=sampler.expand)
-        adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
+            options = exclusion_options(driver, xp, *call.excluded(xp, pairs, exclude == "reverse"))
+        tree_time = None
+        if disjoint and (times is not None or call.temporal):
+            # every tree the time of its pair: sources, then targets and triplet negatives
+            returned = pair_of[:num_pairs]
+            target_pairs = returned if extra is None else xp.concatenate((returned, pair_of[num_pairs:]))
+            tree_time = call.tree_time(xp, seeds, None if times is None else times, returned, target_pairs)
+        ran = call.run(seeds, key, options, tree_time)
         out_labels, false_negatives = finish_links(xp, labels, count, num_pairs, extra, strict, stayed)
-    return LinkSampleOutput(n_id, adjs, pair_index, out_labels, negative_targets, false_negatives, batch)
+    return call.output(ran, pair_index, out_labels, negative_targets, false_negatives)
+
+
+def first_or_all(xp, sequence, disjoint: bool):
+    """Seeds of one node type from its link endpoints ``sequence``: every endpoint a tree of its
+    own (``disjoint``), else the distinct ones in order of first appearance; with each
+    endpoint's local position."""
+    if disjoint:
+        return sequence, xp.arange(sequence.shape[0], dtype=np.int64)
+    return first_appearance(xp, sequence)
+
+
+class UntypedLinks:
+    """:func:`link_batch`'s hooks for :meth:`NeighborSampler.sample_links`."""
+
+    space = None
+
+    def __init__(self, sampler):
+        self.sampler, self.disjoint = sampler, sampler.disjoint
+        self.temporal = sampler.timeline is not None
+        self.bounds, self.names = (sampler.num_nodes, sampler.num_nodes), ("num_nodes", "num_nodes")
+
+    def check_times(self, pairs, pair_time, exclude):
+        """The pairs' times, checked (None without ``pair_time``): node-time trees take their own
+        seed's time, as PyG; edge times need them."""
+        sampler = self.sampler
+        times = sampler._tree_times(pairs[0], pair_time, "pair_time") if pair_time is not None else None
+        if pair_time is None and sampler.timeline is not None and sampler.timeline.edge_level:
+            raise ValueError("pair_time is required: an edge-time sampler filters each tree by its pair's time")
+        if pair_time is not None and sampler.timeline is None:
+            raise ValueError("pair_time needs a temporal sampler: NeighborSampler(..., node_time=...) or edge_time=...")
+        return times
+
+    def negative_times(self, xp, pair_times):
+        return self.sampler.timeline.negative_times(xp, pair_times, self.bounds)
+
+    def seeds(self, xp, src, targets):
+        seeds, local = first_or_all(xp, xp.concatenate((src, targets)), self.disjoint)
+        return seeds, local[: src.shape[0]], local[src.shape[0] :]
+
+    def excluded(self, xp, pairs, reverse: bool):
+        """``(sources, rows)`` of the excluded edges ``sources[i] -> rows[i]``."""
+        if not reverse:
+            return pairs[0], pairs[1]
+        return xp.concatenate((pairs[0], pairs[1])), xp.concatenate((pairs[1], pairs[0]))
+
+    def tree_time(self, xp, seeds, times, source_pairs, target_pairs):
+        if times is None:
+            return self.sampler._tree_times(seeds, None)
+        return times[xp.concatenate((source_pairs, target_pairs))]
+
+    def run(self, seeds, key, options, tree_time):
+        sampler = self.sampler
+        if self.disjoint:
+            return sampler._sample_trees(seeds, key, tree_time, options)
+        n_id, hops = sampler._driver.sample_all(seeds, sampler.fanouts, key, options=options, expand=sampler.expand)
+        return n_id, hops, None
+
+    def output(self, ran, pair_index, labels, negative_targets, false_negatives) -> LinkSampleOutput:
+        n_id, hops, batch = ran
+        adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
+        return LinkSampleOutput(n_id, adjs, pair_index, labels, negative_targets, false_negatives, batch)
 
 
 # ---------------------------------------------------------------------------- the shared steps
-# sample_links (here) and sample_typed_links (hetero_links.py) take the same steps; what differs
-# (the pairs' bounds, the seeds per node type, the excluded rows, the run) stays in each.
+# link_batch's steps, for both samplers; what differs (the pairs' bounds, the seeds per node type,
+# the excluded rows, the run) is in UntypedLinks (here) and hetero_links.TypedLinks.
 
 
 def check_link_call(

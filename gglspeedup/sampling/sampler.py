@@ -388,10 +388,13 @@ class NeighborSampler(BatchKeys):
         >>> bool((out.n_id[out.adjs[0].edge_index] == [[0], [1]]).all(axis=0).any())  # 0 -> 1 excluded
         False
         """
-        from .links import sample_links
+        from .links import UntypedLinks, link_batch
 
-        return sample_links(
-            self,
+        return link_batch(
+            UntypedLinks(self),
+            self.device,
+            self._driver,
+            self._next_key,
             pairs,
             labels,
             negatives,
