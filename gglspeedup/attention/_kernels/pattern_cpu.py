@@ -10,8 +10,9 @@ import numpy as np
 from numba import njit, prange
 
 from ..._rng import draw, row_state, uniform_below
+from ..._search import bisect_left
 from ..._threading import prefer_tbb
-from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, lower_bound, row_count, row_fill
+from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, row_count, row_fill
 
 __all__ = ["count_rows", "fill_rows", "draw_globals", "build", "transpose"]
 
@@ -73,7 +74,7 @@ def draw_globals(states, lengths, window, num_global, gptr, gids):
         taken = 0
         for j in range(population - count, population):
             t = uniform_below(draw(state, j), j + 1)
-            p = lower_bound(gids, base, base + taken, t)
+            p = bisect_left(gids, base, base + taken, t)
             if p < base + taken and gids[p] == t:
                 t = j  # j is larger than every key taken so far: it goes last
                 p = base + taken

@@ -22,6 +22,7 @@ import numpy as np
 from numba.extending import register_jitable
 
 from ..._rng import draw, row_state, uniform_01, uniform_below
+from ..._search import bisect_left
 
 __all__ = [
     "bitmap_words",
@@ -53,18 +54,6 @@ _DEBRUIJN_INDEX = np.array(
 
 
 @register_jitable
-def lower_bound(array, lo, hi, value):
-    """First index in ``[lo, hi)`` whose entry is ``>= value`` (``hi`` when none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if array[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@register_jitable
 def window_bounds(layout, half, i, n):
     """The window ``[lo, hi)`` of query ``i`` in a sequence of ``n`` tokens."""
     if layout == LAYOUT_DIFFUSER:
@@ -89,10 +78,10 @@ def _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r):
     lo, hi = window_bounds(layout, half, i, n)
     if i >= n:
         return n, i, lo, hi, g0, g1, False, np.int64(-1)
-    p = lower_bound(gids, g0, g1, i)
+    p = bisect_left(gids, g0, g1, i)
     if p < g1 and gids[p] == i:
         return n, i, lo, hi, g0, g1, True, np.int64(0)
-    inside = lower_bound(gids, g0, g1, hi) - lower_bound(gids, g0, g1, lo)
+    inside = bisect_left(gids, g0, g1, hi) - bisect_left(gids, g0, g1, lo)
     available = n - (hi - lo) - (g1 - g0 - inside)
     if available <= num_random:
         return n, i, lo, hi, g0, g1, True, np.int64(0)
@@ -107,7 +96,7 @@ def row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r):
         return np.int64(0)
     if take_all:
         return n
-    inside = lower_bound(gids, g0, g1, hi) - lower_bound(gids, g0, g1, lo)
+    inside = bisect_left(gids, g0, g1, hi) - bisect_left(gids, g0, g1, lo)
     return (hi - lo) + (g1 - g0 - inside) + k
 
 
@@ -118,8 +107,8 @@ def _draw_key(state, attempt, mode, n, i, half, cdf):
     if mode == RANDOM_UNIFORM:
         return uniform_below(bits, n)
     t = uniform_01(bits) * cdf[n - 1]
-    d = lower_bound(cdf, half + 1, n - 1, t + 0.0)
-    while d < n - 1 and cdf[d] <= t:  # lower_bound finds cdf >= t; the draw wants cdf > t
+    d = bisect_left(cdf, half + 1, n - 1, t + 0.0)
+    while d < n - 1 and cdf[d] <= t:  # bisect_left finds cdf >= t; the draw wants cdf > t
         d += 1
     x = i + d if (bits & _ONE) else i - d
     if x < 0 or x >= n:
@@ -184,7 +173,7 @@ def row_fill(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, 
         for j in range(n):
             out[start + j] = base + j
         return
-    inside = lower_bound(gids, g0, g1, hi) - lower_bound(gids, g0, g1, lo)
+    inside = bisect_left(gids, g0, g1, hi) - bisect_left(gids, g0, g1, lo)
     fixed = (hi - lo) + (g1 - g0 - inside)
     tail = start  # the random keys are drawn into the head of the row, then merged from the back
     state = row_state(states[r // seq_len], i)
@@ -208,10 +197,10 @@ def row_fill(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, 
         attempt += 1
         if x < 0 or (x >= lo and x < hi):
             continue
-        p = lower_bound(gids, g0, g1, x)
+        p = bisect_left(gids, g0, g1, x)
         if p < g1 and gids[p] == x:
             continue
-        p = lower_bound(out, tail, tail + count, x)
+        p = bisect_left(out, tail, tail + count, x)
         if p < tail + count and out[p] == x:
             continue
         j = tail + count

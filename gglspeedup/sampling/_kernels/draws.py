@@ -19,33 +19,10 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
+from ..._search import bisect_left, bisect_right
 from .rng import draw, uniform_below
 
 __all__ = ["bisect_left", "bisect_right", "search", "floyd", "is_free", "chosen_mass"]
-
-
-@register_jitable
-def bisect_left(array, lo, hi, value):
-    """First ``i`` in ``[lo, hi)`` with ``array[i] >= value`` (``hi`` if none); ``array`` sorted."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if array[mid] < value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@register_jitable
-def bisect_right(array, lo, hi, value):
-    """First ``i`` in ``[lo, hi)`` with ``array[i] > value`` (``hi`` if none); ``array`` sorted."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if array[mid] <= value:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @register_jitable
