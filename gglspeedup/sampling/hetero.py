@@ -298,21 +298,9 @@ class HeteroNeighborSampler(BatchKeys):
         from .hetero_links import TypedLinks
         from .links import link_batch
 
-        return link_batch(
-            TypedLinks(self, edge_type, reverse_edge_type),
-            self.device,
-            self._driver,
-            self._next_key,
-            pairs,
-            labels,
-            negatives,
-            num_negatives,
-            strict_negatives,
-            exclude,
-            key,
-            pair_time=pair_time,
-            check=check,
-        )
+        call = TypedLinks(self, edge_type, reverse_edge_type)
+        options = (negatives, num_negatives, strict_negatives, exclude, key)
+        return link_batch(call, self.device, self._driver, self._next_key, pairs, labels, *options, pair_time, check)
 
     # ------------------------------------------------------------------ internals
     def _run(self, seeds: list, key: int, options, tree_time=None):

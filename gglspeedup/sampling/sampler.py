@@ -390,21 +390,9 @@ class NeighborSampler(BatchKeys):
         """
         from .links import UntypedLinks, link_batch
 
-        return link_batch(
-            UntypedLinks(self),
-            self.device,
-            self._driver,
-            self._next_key,
-            pairs,
-            labels,
-            negatives,
-            num_negatives,
-            strict_negatives,
-            exclude,
-            key,
-            pair_time=pair_time,
-            check=check,
-        )
+        call = UntypedLinks(self)
+        options = (negatives, num_negatives, strict_negatives, exclude, key)
+        return link_batch(call, self.device, self._driver, self._next_key, pairs, labels, *options, pair_time, check)
 
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):

@@ -160,21 +160,8 @@ class TypedCPUDriver:
                         check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
                     numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
-                    args = (
-                        self.graph,
-                        options,
-                        targets,
-                        rel_of,
-                        segments,
-                        plan.row_base,
-                        plan.fanouts[:, hop].copy(),
-                        plan_states(plan, self.seed, key, hop),
-                        plan.src_type,
-                        self.type_base[plan.src_type],
-                        plan.edge_base,
-                        local_map,
-                        sizes,
-                    )
+                    hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
+                    args = (*hop_inputs, self.type_base[plan.src_type], plan.edge_base, local_map, sizes)
                     result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
                     if guard.stopping():
                         break
@@ -212,21 +199,9 @@ class TypedCPUDriver:
                     targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
                     numba.set_num_threads(threads if typed_work(plan, segments, hop) >= PARALLEL_MIN_WORK else 1)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
+                    hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
                     edges, e_id, offsets, (new_nodes, type_offsets), keys, values = sample_typed_tree_hop(
-                        self.graph,
-                        options,
-                        targets,
-                        rel_of,
-                        segments,
-                        plan.row_base,
-                        plan.fanouts[:, hop].copy(),
-                        plan_states(plan, self.seed, key, hop),
-                        plan.src_type,
-                        plan.edge_base,
-                        keys,
-                        values,
-                        sizes,
-                        np.int64(span),
+                        *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span)
                     )
                     if expand == "new":
                         shift_targets(plan, edges, offsets[segments], starts)
@@ -236,6 +211,12 @@ class TypedCPUDriver:
             finally:
                 numba.set_num_threads(threads)
         return n_id, hops
+
+    def _hop_inputs(self, options, plan, targets, rel_of, segments, key: int, hop: int) -> tuple:
+        """The leading arguments of both typed hop kernels (shared and per-tree) for ``hop``."""
+        states = plan_states(plan, self.seed, key, hop)
+        fanouts = plan.fanouts[:, hop].copy()
+        return (self.graph, options, targets, rel_of, segments, plan.row_base, fanouts, states, plan.src_type)
 
     def _count(self, t: int) -> int:
         return int(self.type_base[t + 1] - self.type_base[t])
