@@ -298,7 +298,7 @@ def run(args) -> dict:
 
     from ..device import as_device
     from ..feature import FeatureStore
-    from ._common import format_table, machine_info, parse_fanouts, set_threads
+    from ._common import machine_info, parse_fanouts, set_threads
 
     set_threads(args.threads)
     device = as_device(args.device)
@@ -312,31 +312,13 @@ def run(args) -> dict:
         raise ValueError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     rng = np.random.default_rng(args.seed)
     x = rng.random((args.rows, args.dim), dtype=np.float32).astype(args.dtype, copy=False)
-    row_bytes = args.dim * x.dtype.itemsize
     results = {"machine": machine_info(), "args": {k: v for k, v in vars(args).items() if not k.startswith("_")}}
-    graph = None
-    if args.batch_from == "sampler":
-        from .. import datasets
-
-        start = time.perf_counter()
-        avg = int(args.avg_degree) if args.avg_degree == int(args.avg_degree) else args.avg_degree
-        graph = datasets.synthetic_powerlaw(args.rows, avg, seed=args.seed)
-        results["graph"] = {
-            "num_nodes": graph.num_nodes,
-            "num_edges": graph.num_edges,
-            "build_s": round(time.perf_counter() - start, 2),
-        }
-        train = _training_nodes(graph.num_nodes, args.train_fraction, args.seed)
-        results["train_nodes"] = graph.num_nodes if train is None else len(train)
-        ids = _sampled_ids(graph, fanouts, args.batch, args.ids, args.seed, train)
-    else:
-        ids = rng.integers(0, args.rows, args.ids, dtype=np.int64)
-    useful = len(ids) * row_bytes
+    ids, graph, train = _gather_ids(args, fanouts, rng, results)
+    useful = len(ids) * args.dim * x.dtype.itemsize
     print(
         f"table {x.shape} {x.dtype} ({x.nbytes / 2**30:.2f} GiB), {len(ids)} ids from {args.batch_from}, "
         f"{useful / 2**20:.1f} MiB per gather, device {device}"
     )
-
     if device.is_cuda:
         contenders, stores = gpu_contenders(x, ids, device, ratios, graph)
         sync = lambda: device.xp.cuda.get_current_stream().synchronize()  # noqa: E731
@@ -345,84 +327,116 @@ def run(args) -> dict:
         contenders, stores, sync = _cpu_contenders(x, ids, store), {}, None
     timings = time_interleaved(contenders, args.repeats, sync)
     _note_environment(results)
-    if device.is_cuda:
-        ceilings = ["device-to-device copy"]
-    else:
-        ceilings = ["parallel contiguous copy", "parallel contiguous copy (cached stores)"]
-    # the stricter ceiling: the copy that was faster in this run (best-round and per-round)
-    ceiling = min(ceilings, key=lambda name: min(timings[name][0]))
-    ceiling_rounds = np.min([timings[name][0] for name in ceilings], axis=0)
-    rows = []
-    for name, (rounds, cpu) in timings.items():
-        best, median = min(rounds), float(np.median(rounds))
-        row = {
-            "name": name,
-            "best_gbs": useful / best / 1e9,
-            "median_gbs": useful / median / 1e9,
-            "cpu_gbs": useful / cpu / 1e9 if cpu > 0 else None,
-            "vs_ceiling": min(timings[ceiling][0]) / best,
-            "paired_vs_ceiling": paired_ratio(rounds, ceiling_rounds),
-        }
-        if device.is_cuda:  # pinned rows are bounded by the host-to-device rate instead
-            h2d = timings["pinned host-to-device copy"][0]
-            row["vs_h2d"] = min(h2d) / best
-            row["paired_vs_h2d"] = paired_ratio(rounds, h2d)
-        else:
-            take = timings["numpy.take clip (warm out)"][0]
-            row["vs_take"] = min(take) / best
-            row["paired_vs_take"] = paired_ratio(rounds, take)
-        rows.append(row)
-    results["ceiling"] = ceiling
+    rows, results["ceiling"] = _gather_rows(timings, useful, device.is_cuda)
     rows_by_name = {row["name"]: row for row in rows}
     for ratio, store in stores.items():
         store.reset_stats()
         store.gather(ids)
         rows_by_name[f"{OURS} cache={ratio:g}"]["hit_rate"] = store.stats()["hit_rate"]
-    peer, peer_key = ("H2D", "h2d") if device.is_cuda else ("numpy.take", "take")
-    print(
-        format_table(
-            rows,
-            [
-                ("name", "contender", ""),
-                ("best_gbs", "GB/s best", ".2f"),
-                ("median_gbs", "GB/s median", ".2f"),
-                ("cpu_gbs", "GB per CPU-s", ".2f"),
-                ("vs_ceiling", "x ceiling", ".2f"),
-                ("paired_vs_ceiling", "paired", ".2f"),
-                (f"vs_{peer_key}", f"x {peer}", ".2f"),
-                (f"paired_vs_{peer_key}", "paired", ".2f"),
-                ("hit_rate", "hit rate", ".3f"),
-            ],
+    _print_gather(rows, results["ceiling"], device.is_cuda)
+    results["gather"] = rows
+    if graph is not None:
+        _policy_report(args, graph, fanouts, ratios, train, results)
+    return results
+
+
+def _gather_ids(args, fanouts, rng, results):
+    """``(ids, graph, train)``: ``--ids`` uniform rows, or the ``n_id`` of sampled batches of a
+    synthetic power-law graph seeded from its training nodes (``--batch-from sampler``)."""
+    import numpy as np
+
+    if args.batch_from != "sampler":
+        return rng.integers(0, args.rows, args.ids, dtype=np.int64), None, None
+    from .. import datasets
+
+    start = time.perf_counter()
+    avg = int(args.avg_degree) if args.avg_degree == int(args.avg_degree) else args.avg_degree
+    graph = datasets.synthetic_powerlaw(args.rows, avg, seed=args.seed)
+    results["graph"] = {
+        "num_nodes": graph.num_nodes,
+        "num_edges": graph.num_edges,
+        "build_s": round(time.perf_counter() - start, 2),
+    }
+    train = _training_nodes(graph.num_nodes, args.train_fraction, args.seed)
+    results["train_nodes"] = graph.num_nodes if train is None else len(train)
+    return _sampled_ids(graph, fanouts, args.batch, args.ids, args.seed, train), graph, train
+
+
+def _gather_rows(timings: dict, useful: int, gpu: bool):
+    """``(rows, ceiling)``: every contender's GB/s and ratios, ``ceiling`` the stricter copy (the
+    one faster in this run, best round and per round). GPU rows also carry their ratio to the
+    pinned host-to-device copy (the bound of pinned rows), CPU rows to ``numpy.take``."""
+    import numpy as np
+
+    if gpu:
+        ceilings = ["device-to-device copy"]
+    else:
+        ceilings = ["parallel contiguous copy", "parallel contiguous copy (cached stores)"]
+    ceiling = min(ceilings, key=lambda name: min(timings[name][0]))
+    ceiling_rounds = np.min([timings[name][0] for name in ceilings], axis=0)
+    peer_key, peer = ("h2d", "pinned host-to-device copy") if gpu else ("take", "numpy.take clip (warm out)")
+    peer_rounds = timings[peer][0]
+    rows = []
+    for name, (rounds, cpu) in timings.items():
+        best = min(rounds)
+        rows.append(
+            {
+                "name": name,
+                "best_gbs": useful / best / 1e9,
+                "median_gbs": useful / float(np.median(rounds)) / 1e9,
+                "cpu_gbs": useful / cpu / 1e9 if cpu > 0 else None,
+                "vs_ceiling": min(timings[ceiling][0]) / best,
+                "paired_vs_ceiling": paired_ratio(rounds, ceiling_rounds),
+                f"vs_{peer_key}": min(peer_rounds) / best,
+                f"paired_vs_{peer_key}": paired_ratio(rounds, peer_rounds),
+            }
         )
-    )
+    return rows, ceiling
+
+
+def _print_gather(rows, ceiling: str, gpu: bool) -> None:
+    from ._common import format_table
+
+    peer, peer_key = ("H2D", "h2d") if gpu else ("numpy.take", "take")
+    columns = [
+        ("name", "contender", ""),
+        ("best_gbs", "GB/s best", ".2f"),
+        ("median_gbs", "GB/s median", ".2f"),
+        ("cpu_gbs", "GB per CPU-s", ".2f"),
+        ("vs_ceiling", "x ceiling", ".2f"),
+        ("paired_vs_ceiling", "paired", ".2f"),
+        (f"vs_{peer_key}", f"x {peer}", ".2f"),
+        (f"paired_vs_{peer_key}", "paired", ".2f"),
+        ("hit_rate", "hit rate", ".3f"),
+    ]
+    print(format_table(rows, columns))
     print(
         f"x ceiling: best against the best of '{ceiling}' (the faster copy here); x {peer}: best "
         f"against best. 'paired': the median over rounds of the same ratio within one round."
     )
-    if not device.is_cuda:
+    if not gpu:
         print("CPU: one tier (the caller's table), so the cache ratios do not change the CPU gather.")
-    results["gather"] = rows
-    if graph is not None:
-        policy_rows, presample_s = _policy_hit_rates(
-            graph, fanouts, args.batch, args.presample_batches, ratios, args.seed, train
-        )
-        print(
-            f"\ncache policy hit rates on {args.presample_batches} held-out sampled batches, seeds from "
-            f"{results['train_nodes']} training nodes "
-            f"(presample counted {args.presample_batches} batches in {presample_s:.1f} s; it falls back "
-            "to the degree order where its two halves predict each other worse):"
-        )
-        print(
-            format_table(
-                policy_rows,
-                [
-                    ("cache", "cache ratio", "g"),
-                    ("degree", "degree", ".4f"),
-                    ("presample", "presample", ".4f"),
-                    ("order_from", "presample order from", ""),
-                ],
-            )
-        )
-        results["policies"] = policy_rows
-        results["presample_s"] = presample_s
-    return results
+
+
+def _policy_report(args, graph, fanouts, ratios, train, results) -> None:
+    """The degree and presample policies' hit rates on held-out sampled batches, printed and kept."""
+    from ._common import format_table
+
+    policy_rows, presample_s = _policy_hit_rates(
+        graph, fanouts, args.batch, args.presample_batches, ratios, args.seed, train
+    )
+    print(
+        f"\ncache policy hit rates on {args.presample_batches} held-out sampled batches, seeds from "
+        f"{results['train_nodes']} training nodes "
+        f"(presample counted {args.presample_batches} batches in {presample_s:.1f} s; it falls back "
+        "to the degree order where its two halves predict each other worse):"
+    )
+    columns = [
+        ("cache", "cache ratio", "g"),
+        ("degree", "degree", ".4f"),
+        ("presample", "presample", ".4f"),
+        ("order_from", "presample order from", ""),
+    ]
+    print(format_table(policy_rows, columns))
+    results["policies"] = policy_rows
+    results["presample_s"] = presample_s
