@@ -56,6 +56,41 @@ def _pass(loader, batches: int) -> tuple[float, dict]:
     return seconds, loader.stats(reset=True)
 
 
+_COLUMNS = [
+    ("loader", "loader", ""),
+    ("batches_per_s_best", "batches/s best", ".1f"),
+    ("batches_per_s_median", "median", ".1f"),
+    ("gather_gbps_best", "gather GB/s best", ".2f"),
+    ("gather_gbps_median", "median", ".2f"),
+    ("gather_share", "gather share", ".2f"),
+]
+
+
+def _loader_row(name: str, rounds: list, batches: int, row_bytes: int) -> dict:
+    """One loader's row from its rounds ``(seconds, stats)``: batches/s and gather GB/s (best and
+    median) and the gather's median share of a pass."""
+    import numpy as np
+
+    seconds = np.array([s for s, _ in rounds])
+    gather = np.array([stats["gather_s"] for _, stats in rounds])
+    nbytes = row_bytes * np.array([stats["nodes"] for _, stats in rounds])
+    return {
+        "loader": name,
+        "batches_per_s_best": batches / seconds.min(),
+        "batches_per_s_median": batches / float(np.median(seconds)),
+        "gather_gbps_best": float((nbytes / gather).max()) / 1e9,
+        "gather_gbps_median": float(np.median(nbytes / gather)) / 1e9,
+        "gather_share": float(np.median(gather / seconds)),
+    }
+
+
+def _paired(slow: list, fast: list, value) -> float:
+    """The median over rounds of ``value(slow round) / value(fast round)``."""
+    import numpy as np
+
+    return float(np.median(np.array([value(*r) for r in slow]) / np.array([value(*r) for r in fast])))
+
+
 def run(args) -> dict:
     import numpy as np
 
@@ -90,29 +125,10 @@ def run(args) -> dict:
     for _ in range(args.repeats):
         for name, loader in loaders.items():
             rounds[name].append(_pass(loader, args.batches))
-    rows = []
     fresh, pooled = list(loaders)
-    for name in loaders:
-        seconds = np.array([s for s, _ in rounds[name]])
-        gather = np.array([stats["gather_s"] for _, stats in rounds[name]])
-        nbytes = row_bytes * np.array([stats["nodes"] for _, stats in rounds[name]])
-        rows.append(
-            {
-                "loader": name,
-                "batches_per_s_best": args.batches / seconds.min(),
-                "batches_per_s_median": args.batches / float(np.median(seconds)),
-                "gather_gbps_best": float((nbytes / gather).max()) / 1e9,
-                "gather_gbps_median": float(np.median(nbytes / gather)) / 1e9,
-                "gather_share": float(np.median(gather / seconds)),
-            }
-        )
-    paired_total = float(np.median(np.array([s for s, _ in rounds[fresh]]) / np.array([s for s, _ in rounds[pooled]])))
-    paired_gather = float(
-        np.median(
-            np.array([st["gather_s"] for _, st in rounds[fresh]])
-            / np.array([st["gather_s"] for _, st in rounds[pooled]])
-        )
-    )
+    rows = [_loader_row(name, rounds[name], args.batches, row_bytes) for name in loaders]
+    paired_total = _paired(rounds[fresh], rounds[pooled], lambda seconds, stats: seconds)
+    paired_gather = _paired(rounds[fresh], rounds[pooled], lambda seconds, stats: stats["gather_s"])
     reuse = rounds[pooled][-1][1]
     results = {
         "command": "loader",
@@ -136,19 +152,7 @@ def run(args) -> dict:
         f"fanouts {fanouts}, batch {args.batch}, {args.batches} batches x {args.repeats} rounds, "
         f"prefetch {args.prefetch}, backend {args.backend}"
     )
-    print(
-        format_table(
-            rows,
-            [
-                ("loader", "loader", ""),
-                ("batches_per_s_best", "batches/s best", ".1f"),
-                ("batches_per_s_median", "median", ".1f"),
-                ("gather_gbps_best", "gather GB/s best", ".2f"),
-                ("gather_gbps_median", "median", ".2f"),
-                ("gather_share", "gather share", ".2f"),
-            ],
-        )
-    )
+    print(format_table(rows, _COLUMNS))
     print(
         f"recycled / fresh, paired (median over rounds): pass {paired_total:.2f}x, gather {paired_gather:.2f}x; "
         f"pool in the last round: {results['pool_last_round']}"
