@@ -132,8 +132,6 @@ def _get(results, procs, timeout):
 
 def run(args) -> dict:
     """Measure and print the table; return the results as a dict (for ``--json``)."""
-    import multiprocessing
-
     from ..multigpu import MultiDeviceSampler
     from ._common import format_table, load_graph, machine_info, parse_fanouts
 
@@ -147,15 +145,6 @@ def run(args) -> dict:
     fanouts = parse_fanouts(args.fanouts)
     graph, description = load_graph(args.graph)
     sampler = MultiDeviceSampler(graph, ["cpu"] * procs, fanouts, seed=args.seed)
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
-    command_queues = [ctx.Queue() for _ in range(procs)]
-    workers = [
-        ctx.Process(target=_worker, args=(r, sampler, args.batch, args.seed, command_queues[r], results), daemon=True)
-        for r in range(procs)
-    ]
-    for worker in workers:
-        worker.start()
     configs = [
         ("1 proc x 1 thread", "sample", [0], 1),
         (f"{procs} procs x {per_proc} thread{'s' if per_proc > 1 else ''}", "sample", list(range(procs)), per_proc),
@@ -163,42 +152,8 @@ def run(args) -> dict:
         ("control: 1 proc", "spin", [0], 1),
         (f"control: {procs} procs", "spin", list(range(procs)), 1),
     ]
-    rounds = {name: [] for name, _, _, _ in configs}
-    try:
-        ready = 0
-        while ready < procs:
-            kind, rank, payload = _get(results, workers, timeout=600)
-            if kind == "error":
-                raise RuntimeError(f"bench worker rank {rank} failed: {payload}")
-            ready += kind == "ready"
-        for _name, kind, active, threads in configs[:3]:  # untimed: thread pools start, caches fill
-            _round(kind, active, threads, min(0.5, args.duration), command_queues, results, workers)
-        for _ in range(args.repeats):
-            for name, kind, active, threads in configs:
-                rounds[name].append(_round(kind, active, threads, args.duration, command_queues, results, workers))
-    finally:
-        for queue_ in command_queues:
-            queue_.put(None)
-        for worker in workers:
-            worker.join(timeout=30)
-            if worker.is_alive():
-                worker.terminate()
-    rows = []
-    for name, _kind, active, threads in configs:
-        totals = [sum(r["edges_per_s"] for r in one.values()) for one in rounds[name]]
-        median = sorted(range(len(totals)), key=totals.__getitem__)[len(totals) // 2]
-        chosen = rounds[name][median]
-        rows.append(
-            {
-                "config": name,
-                "procs": len(active),
-                "threads_per_proc": threads,
-                "unit": "M loop iterations/s" if _kind == "spin" else "M sampled edges/s",
-                "total_medges_s": totals[median] / 1e6,
-                "per_rank_medges_s": [round(chosen[r]["edges_per_s"] / 1e6, 3) for r in active],
-                "rounds_total_medges_s": [round(t / 1e6, 3) for t in totals],
-            }
-        )
+    rounds = _measure(sampler, configs, procs, args)
+    rows = [_config_row(name, kind, active, threads, rounds[name]) for name, kind, active, threads in configs]
     baseline, multi, threaded, spin_one, spin_many = (row["total_medges_s"] for row in rows)
     summary = {
         "speedup": multi / baseline,
@@ -224,6 +179,59 @@ def run(args) -> dict:
         "machine": machine_info(),
         "configs": rows,
         **summary,
+    }
+
+
+def _measure(sampler, configs, procs: int, args) -> dict:
+    """Every config's rounds (``args.repeats``, after one untimed round of the sampling ones) from
+    ``procs`` spawned workers, which are stopped however this ends."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    command_queues = [ctx.Queue() for _ in range(procs)]
+    workers = [
+        ctx.Process(target=_worker, args=(r, sampler, args.batch, args.seed, command_queues[r], results), daemon=True)
+        for r in range(procs)
+    ]
+    for worker in workers:
+        worker.start()
+    rounds = {name: [] for name, _, _, _ in configs}
+    try:
+        ready = 0
+        while ready < procs:
+            kind, rank, payload = _get(results, workers, timeout=600)
+            if kind == "error":
+                raise RuntimeError(f"bench worker rank {rank} failed: {payload}")
+            ready += kind == "ready"
+        for _name, kind, active, threads in configs[:3]:  # untimed: thread pools start, caches fill
+            _round(kind, active, threads, min(0.5, args.duration), command_queues, results, workers)
+        for _ in range(args.repeats):
+            for name, kind, active, threads in configs:
+                rounds[name].append(_round(kind, active, threads, args.duration, command_queues, results, workers))
+    finally:
+        for queue_ in command_queues:
+            queue_.put(None)
+        for worker in workers:
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.terminate()
+    return rounds
+
+
+def _config_row(name: str, kind: str, active: list, threads: int, rounds: list) -> dict:
+    """One config's row: its median round's total and per-rank rates, and every round's total."""
+    totals = [sum(r["edges_per_s"] for r in one.values()) for one in rounds]
+    median = sorted(range(len(totals)), key=totals.__getitem__)[len(totals) // 2]
+    chosen = rounds[median]
+    return {
+        "config": name,
+        "procs": len(active),
+        "threads_per_proc": threads,
+        "unit": "M loop iterations/s" if kind == "spin" else "M sampled edges/s",
+        "total_medges_s": totals[median] / 1e6,
+        "per_rank_medges_s": [round(chosen[r]["edges_per_s"] / 1e6, 3) for r in active],
+        "rounds_total_medges_s": [round(t / 1e6, 3) for t in totals],
     }
 
 
