@@ -170,8 +170,7 @@ def _conversion(task, graph, fanouts, args, negatives, batches, warmup) -> dict:
 def run(args) -> dict:
     """Measure the contenders of every task; print the tables; return a dict."""
     from .. import __version__
-    from ._common import load_graph, machine_info, parse_fanouts, seed_batches, set_threads, time_contenders
-    from .link import edge_batches
+    from ._common import load_graph, machine_info, parse_fanouts, set_threads
 
     tasks, fanouts, negatives = _tasks(args.task), parse_fanouts(args.fanouts), _negatives(args.negatives)
     for option in ("batch", "batches", "repeats", "dim"):
@@ -199,7 +198,6 @@ def run(args) -> dict:
     x = np.random.default_rng(args.seed).random((graph.num_nodes, args.dim), dtype=np.float32)
     data = Data(x=torch.from_numpy(x), edge_index=edge_index, num_nodes=graph.num_nodes)
     stores = (pyg.FeatureStore({"x": x}, device=args.device), pyg.GraphStore(graph))
-    count = args.warmup + args.batches
     results = {
         "command": "pyg",
         "graph": graph_info,
@@ -216,42 +214,54 @@ def run(args) -> dict:
         "tasks": {},
     }
     for task in tasks:
-        if task == "node":
-            raw = seed_batches(graph.num_nodes, args.batch, count, args.seed)
-        else:
-            raw = edge_batches(graph, args.batch, count, args.seed)
-        indexes = [torch.from_numpy(b) for b in raw]
-        rows, prepared = [], {}
-        for name, build in _contenders(task, data, stores, fanouts, args, negatives).items():
-            row = {"name": name}
-            rows.append(row)
-            start = time.perf_counter()
-            try:
-                loader, note = build()
-            except (RuntimeError, ImportError) as error:
-                row["status"] = f"unavailable: {error}"
-                continue
-            row.update(status="ok", note=note, setup_s=round(time.perf_counter() - start, 3))
-            prepared[name] = (_one_batch(loader), indexes[args.warmup :], indexes[: args.warmup], None)
-        timings = time_contenders(prepared, args.repeats)
-        for row in rows:
-            timing = timings.get(row["name"])
-            if timing is not None:
-                row.update(
-                    batches_per_s=timing.batches_per_s,
-                    ms_per_batch=timing.ms_per_batch,
-                    edges_per_batch=timing.edges / timing.batches,
-                    round_s=[round(t, 4) for t in timing.round_seconds],
-                )
-        own = timings.get("pyg")
-        for row in rows:
-            if own is not None and row["name"] in timings:
-                row["ratio_vs_pyg"] = own.seconds / timings[row["name"]].seconds
-        conversion = _conversion(task, graph, fanouts, args, negatives, raw[args.warmup :], raw[: args.warmup])
-        results["tasks"][task] = {"results": rows, "conversion": conversion}
+        results["tasks"][task] = _measure_task(task, graph, data, stores, fanouts, args, negatives)
     results["machine"] = dict(machine_info(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))
     _print_report(results)
     return results
+
+
+def _measure_task(task: str, graph, data, stores, fanouts, args, negatives) -> dict:
+    """One task's contenders timed side by side (PyG's own first, when it runs here), each row
+    with its rate and its ratio to PyG's own; and the conversion cost of our records."""
+    import torch
+
+    from ._common import seed_batches, time_contenders
+    from .link import edge_batches
+
+    count = args.warmup + args.batches
+    if task == "node":
+        raw = seed_batches(graph.num_nodes, args.batch, count, args.seed)
+    else:
+        raw = edge_batches(graph, args.batch, count, args.seed)
+    indexes = [torch.from_numpy(b) for b in raw]
+    rows, prepared = [], {}
+    for name, build in _contenders(task, data, stores, fanouts, args, negatives).items():
+        row = {"name": name}
+        rows.append(row)
+        start = time.perf_counter()
+        try:
+            loader, note = build()
+        except (RuntimeError, ImportError) as error:
+            row["status"] = f"unavailable: {error}"
+            continue
+        row.update(status="ok", note=note, setup_s=round(time.perf_counter() - start, 3))
+        prepared[name] = (_one_batch(loader), indexes[args.warmup :], indexes[: args.warmup], None)
+    timings = time_contenders(prepared, args.repeats)
+    own = timings.get("pyg")
+    for row in rows:
+        timing = timings.get(row["name"])
+        if timing is None:
+            continue
+        row.update(
+            batches_per_s=timing.batches_per_s,
+            ms_per_batch=timing.ms_per_batch,
+            edges_per_batch=timing.edges / timing.batches,
+            round_s=[round(t, 4) for t in timing.round_seconds],
+        )
+        if own is not None:
+            row["ratio_vs_pyg"] = own.seconds / timing.seconds
+    conversion = _conversion(task, graph, fanouts, args, negatives, raw[args.warmup :], raw[: args.warmup])
+    return {"results": rows, "conversion": conversion}
 
 
 def _one_batch(loader):
