@@ -26,11 +26,11 @@ import ctypes
 import mmap
 import threading
 import warnings
-import weakref
 
 import numpy as np
 
 from . import _config
+from ._lease import leased
 
 __all__ = ["aligned_empty", "pinned_empty", "pin", "device_array", "is_pinned", "registered_ranges", "uses_gpu"]
 
@@ -90,32 +90,12 @@ def _track(array: np.ndarray, start: int, size: int, allocated: bool) -> np.ndar
     return _use(entry, array)
 
 
-class _Lease:
-    """One use of a page-locked range, owned by the array :func:`_use` returns.
-
-    NumPy points every view's ``base`` at the first array up the chain that owns its memory or
-    whose ``base`` is no array, skipping plain views: a finaliser on a view (as this module once
-    had) fired as soon as that view was dropped, however many views *of* it lived on, and unlocked
-    or freed pages that kernels still read (found on an H200: ``pin(table).view(word)`` lost its
-    registration at once). The array returned is made from this object's array interface, so its
-    ``base`` is the lease, and every view of it, of any dtype or shape, keeps the lease alive.
-    """
-
-    __slots__ = ("__array_interface__", "__weakref__", "_array")
-
-    def __init__(self, array: np.ndarray):
-        self._array = array
-        self.__array_interface__ = array.__array_interface__
-
-
 def _use(entry: _Range, array: np.ndarray) -> np.ndarray:
     """``array`` as a new array whose every view holds one use of ``entry`` (released when the
     last of them is collected)."""
-    lease = _Lease(array)
     with _lock:
         entry.users += 1
-    weakref.finalize(lease, entry.release)
-    return np.asarray(lease)
+    return leased(array, entry.release)  # every view of it holds the use (gglspeedup._lease)
 
 
 def _lookup(address: int, end: int | None = None):

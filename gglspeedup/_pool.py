@@ -14,10 +14,10 @@ memory instead of waiting.
 from __future__ import annotations
 
 import threading
-import weakref
 
 import numpy as np
 
+from ._lease import leased
 from .device import aligned_empty
 
 __all__ = ["BufferPool"]
@@ -58,9 +58,9 @@ class BufferPool:
             else:
                 self.stats["unpooled"] += 1
                 return aligned_empty((rows, self.dim), self.dtype)
-        view = buffer[:rows]
-        weakref.finalize(view, self._give_back, buffer)
-        return view
+        # every view of the batch (a column, the seed rows, a reshape) keeps the buffer out of the
+        # pool, not only the array handed out (gglspeedup._lease)
+        return leased(buffer[:rows], self._give_back, buffer)
 
     def _pop_fitting(self, rows: int):
         best = None

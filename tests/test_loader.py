@@ -315,6 +315,37 @@ def test_recycled_buffers_wait_for_framework_tensors_sharing_them(data):
     assert all(torch.equal(b.x, torch.from_numpy(x[b.n_id.numpy()])) for b in second + third)
 
 
+def test_recycled_buffers_wait_for_numpy_views_of_a_dropped_batch(data):
+    # NumPy collapses a view's base onto the buffer it shares, so a slice kept after its batch is
+    # dropped once let the buffer go back to the pool while the slice still read it.
+    _graph, x, _y = data
+    loader = _pool_loader(data, prefetch=0, backend=None)
+    held, expected = [], []
+    for batch in loader:
+        held.append(batch.x[:2, ::2])  # a strided NumPy view; the batch itself is dropped
+        expected.append(x[batch.n_id[:2]][:, ::2])
+    assert loader.stats(reset=True)["buffers_reused"] == 0
+    list(loader)  # gathers that would have overwritten the views' memory
+    for got, want in zip(held, expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_pool_buffer_comes_back_only_after_its_last_view():
+    import gc
+
+    from gglspeedup._pool import BufferPool
+
+    pool = BufferPool(4, np.float32, 2)
+    batch = pool.take(10)
+    column = batch[:5, 0].reshape(5, 1)
+    del batch
+    gc.collect()
+    assert pool.free == 0  # the column still reads the buffer
+    del column
+    gc.collect()
+    assert pool.free == 1
+
+
 def test_reuse_buffers_off_gathers_into_fresh_memory(data):
     loader = _pool_loader(data, prefetch=0, backend=None, reuse_buffers=False)
     batches = list(loader)
