@@ -256,7 +256,10 @@ class _Direct:
         except Exception:  # an argument numba types in its own way: keep numba's path
             overload = None
         if overload is not None and (
-            getattr(overload, "extensions", None) or getattr(overload, "debug", False) or overload.cooperative
+            getattr(overload, "extensions", None)
+            or getattr(overload, "debug", False)
+            or overload.cooperative
+            or len(overload.argument_types) != len(views)  # defaults numba filled in: its path
         ):
             overload = None
         self.overloads[(kernel, key)] = overload
