@@ -417,27 +417,3 @@ def test_the_wordnet_to_hetero_demo_learns_beyond_the_majority_class(capsys):
     result = demo.main(argv.split() + ["--device", "cpu", "--threads", "1"])
     assert result["test"] >= 0.35, result
     assert "val acc" in capsys.readouterr().out
-
-
-def test_batch_rows_go_into_recycled_buffers_that_kept_views_hold():
-    import gc
-
-    from torch_geometric.data import TensorAttr
-
-    x = np.random.default_rng(3).random((500, 8), dtype=np.float32)
-    store = pyg.FeatureStore({"x": x, "y": np.arange(500)})
-    rng = np.random.default_rng(4)
-    kept = []
-    for step in range(12):
-        ids = torch.from_numpy(rng.integers(0, 500, 64 + step))
-        rows, labels = store.multi_get_tensor([TensorAttr(None, "x", ids), TensorAttr(None, "y", ids)])
-        np.testing.assert_array_equal(rows.numpy(), x[ids.numpy()])
-        np.testing.assert_array_equal(labels.numpy(), ids.numpy())
-        if step % 4 == 0:
-            kept.append((rows[:3, ::2], ids))  # a strided view of the batch, kept past it
-        del rows, labels
-        gc.collect()
-    for view, ids in kept:  # later batches did not write into a kept batch's buffer
-        np.testing.assert_array_equal(view.numpy(), x[ids.numpy()[:3]][:, ::2])
-    pool = store._entries[(None, "x")].pool
-    assert pool.stats["reused"] > 0 and pool.stats["allocated"] <= 4  # dropped batches' buffers came back

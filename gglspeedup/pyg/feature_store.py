@@ -34,7 +34,6 @@ class _Entry:
     node_type: Any = None
     tables: Any = None  # the arrays the source was built from (one, or node type -> one for a typed store)
     owned: bool = False  # ``tables`` are this store's copies (rows may be written in place)
-    pool: Any = None  # recycled host output buffers of a CPU store built here (see _batch_rows)
 
 
 class FeatureStore(PyGFeatureStore):
@@ -234,7 +233,7 @@ class FeatureStore(PyGFeatureStore):
             entry = self._lookup(attr)
             ids, scalar = _as_ids(attr.index)
             if entry.owner is None:
-                out[position] = _finish(_batch_rows(entry, ids), entry.squeeze, scalar)
+                out[position] = _finish(entry.source.gather(ids), entry.squeeze, scalar)
             else:
                 typed.setdefault(id(entry.owner), (entry.owner, []))[1].append((position, entry, ids, scalar))
         for owner, asks in typed.values():
@@ -360,29 +359,6 @@ def _index_ids(index, num_rows: int, what: str) -> np.ndarray:
         position = int(np.argmax((ids < 0) | (ids >= num_rows)))
         raise IndexError(f"index of {what} must lie in [0, {num_rows}): index[{position}] = {ids[position]}")
     return ids
-
-
-# A PyG loader asks for one batch's rows at a time and drops each batch after its step: host rows
-# go into a few recycled buffers (gglspeedup._pool: a buffer comes back only once no tensor or
-# view of its batch is left) instead of fresh memory, whose page faults cost more than the gather.
-_POOLED_BUFFERS = 4
-
-
-def _batch_rows(entry: _Entry, ids):
-    """``entry.source.gather(ids)``, into a recycled buffer for a CPU store built here."""
-    from ..feature import FeatureStore as Store
-
-    source = entry.source
-    if isinstance(ids, slice) or type(source) is not Store or source.device.is_cuda:
-        return source.gather(ids)
-    if entry.pool is None:
-        from .._pool import BufferPool
-
-        entry.pool = BufferPool(source.dim, source.out_dtype, _POOLED_BUFFERS)
-    count = int(ids.shape[0]) if hasattr(ids, "shape") and len(ids.shape) == 1 else None
-    if count is None:
-        return source.gather(ids)
-    return source.gather(ids, out=entry.pool.take(count))
 
 
 def _finish(rows, squeeze: bool, scalar: bool):
