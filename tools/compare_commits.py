@@ -82,6 +82,12 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, default=20, help="batches per timed pass (default 20)")
     parser.add_argument("--dim", type=int, default=128, help="feature width for the gather, float32 (default 128)")
     parser.add_argument("--repeats", type=int, default=9, help="interleaved rounds (default 9)")
+    parser.add_argument(
+        "--links",
+        action="store_true",
+        help="also link sampling (binary negatives, reverse exclusion), untyped on --graph and typed on "
+        "igbh-like:200000 (papers citing papers), each checked bit for bit",
+    )
     args = parser.parse_args(argv)
 
     import gglspeedup as new
@@ -152,6 +158,8 @@ def main(argv=None) -> int:
             ]
             gather_ratios[mode] = paired(*[rounds[name] for name in reversed(list(rounds))])
 
+        link_ratios = _links(base, new, args, graph, base_graph, fanouts, rows) if args.links else {}
+
     print(
         f"{description['num_nodes']:,} nodes / {description['num_edges']:,} edges, fanouts {fanouts}, "
         f"batch {args.batch} x {args.batches}, gather {ids.size:,} rows x {args.dim} float32, "
@@ -163,7 +171,80 @@ def main(argv=None) -> int:
         f"this checkout / base, paired: sample {sample_ratio:.3f}x, gather (reused out) "
         f"{gather_ratios['reused out']:.3f}x, gather (fresh out) {gather_ratios['fresh out']:.3f}x"
     )
+    for what, ratio in link_ratios.items():
+        print(f"this checkout / base, paired: {what} {ratio:.3f}x")
     return 0
+
+
+def _same(a, b, path="output") -> None:
+    """``a`` and ``b`` (records, lists, dicts, arrays, scalars) equal bit for bit."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for key in a:
+            _same(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, (list, tuple)) and not isinstance(a, np.ndarray):
+        assert len(a) == len(b), path
+        for index, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{path}[{index}]")
+    elif isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert np.array_equal(np.asarray(a), np.asarray(b)), f"the two versions differ at {path}"
+    else:
+        assert a == b, f"the two versions differ at {path}"
+
+
+def _links(base, new, args, graph, base_graph, fanouts, rows) -> dict:
+    """Link sampling of both versions, untyped and typed, checked equal, then timed interleaved."""
+    rng = np.random.default_rng(4)
+    options = {"negatives": "binary", "exclude": "reverse"}
+    pick = rng.integers(0, graph.num_edges, args.batch * args.batches)
+    targets = np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))
+    pairs = np.stack([np.asarray(graph.indices)[pick], targets[pick]])
+    chunks = np.array_split(pairs, args.batches, axis=1)
+    base_typed = importlib.import_module("gglspeedup_base.datasets.synthetic_hetero").load_igbh_like(200_000, 0)
+    new_typed = importlib.import_module("gglspeedup.datasets.synthetic_hetero").load_igbh_like(200_000, 0)
+    relation = ("paper", "cites", "paper")
+    typed_graph = new_typed.graph if hasattr(new_typed, "graph") else new_typed[0]
+    base_typed_graph = base_typed.graph if hasattr(base_typed, "graph") else base_typed[0]
+    citations = typed_graph[relation]  # its CSR: rows the cited papers, indices the citing ones
+    cites = np.asarray(citations.indices)
+    cited = np.repeat(np.arange(len(citations.indptr) - 1), np.diff(citations.indptr))
+    pick = rng.integers(0, len(cites), args.batch * args.batches)
+    typed_chunks = np.array_split(np.stack([cites[pick], cited[pick]]), args.batches, axis=1)
+    typed_options = dict(options, edge_type=relation, reverse_edge_type=relation)
+    versions = {
+        f"base {args.base}": (
+            base.NeighborSampler(base_graph, fanouts, seed=1),
+            base.HeteroNeighborSampler(base_typed_graph, fanouts, seed=1),
+        ),
+        "this checkout": (
+            new.NeighborSampler(graph, fanouts, seed=1),
+            new.HeteroNeighborSampler(typed_graph, fanouts, seed=1),
+        ),
+    }
+    calls = {"links": {}, "typed links": {}}
+    outputs = {}
+    for name, (untyped, typed) in versions.items():
+        outputs[name] = (
+            [untyped.sample_links(c, key=k, **options) for k, c in enumerate(chunks)],
+            [typed.sample_links(c, key=k, **typed_options) for k, c in enumerate(typed_chunks)],
+        )
+        calls["links"][name] = lambda s=untyped: [s.sample_links(c, key=k, **options) for k, c in enumerate(chunks)]
+        calls["typed links"][name] = lambda s=typed: [
+            s.sample_links(c, key=k, **typed_options) for k, c in enumerate(typed_chunks)
+        ]
+    one, other = outputs.values()
+    for x, y in zip(one[0] + one[1], other[0] + other[1]):
+        _same(tuple(x), tuple(y))
+    ratios = {}
+    for what, versions_calls in calls.items():
+        rounds = interleave(versions_calls, args.repeats)
+        count = args.batch * args.batches
+        rows += [
+            (what, name, count / min(t) / 1e3, count / float(np.median(t)) / 1e3, "k pairs/s")
+            for name, t in rounds.items()
+        ]
+        ratios[what] = paired(*[rounds[name] for name in reversed(list(rounds))])
+    return ratios
 
 
 if __name__ == "__main__":
