@@ -165,12 +165,7 @@ class TypedCPUDriver:
                     result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
                     if guard.stopping():
                         break
-                    edges, e_id, offsets, (new_nodes, type_offsets) = result
-                    if expand == "new":
-                        shift_targets(plan, edges, offsets[segments], starts)
-                        starts = [len(ids) for ids in n_id]
-                    n_id = extend(n_id, new_nodes, type_offsets)
-                    hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
+                    n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
             finally:
                 numba.set_num_threads(threads)
             if guard.stopping():  # the map is dropped, not pooled; leaving the block raises
@@ -200,14 +195,10 @@ class TypedCPUDriver:
                     numba.set_num_threads(threads if typed_work(plan, segments, hop) >= PARALLEL_MIN_WORK else 1)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
                     hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                    edges, e_id, offsets, (new_nodes, type_offsets), keys, values = sample_typed_tree_hop(
+                    *result, keys, values = sample_typed_tree_hop(
                         *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span)
                     )
-                    if expand == "new":
-                        shift_targets(plan, edges, offsets[segments], starts)
-                        starts = [len(ids) for ids in n_id]
-                    n_id = extend(n_id, new_nodes, type_offsets)
-                    hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
+                    n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
             finally:
                 numba.set_num_threads(threads)
         return n_id, hops
@@ -226,6 +217,17 @@ class TypedCPUDriver:
 
     def excluded_positions(self, sources, rows):
         return self.flat.excluded_positions(sources, rows)
+
+
+def _record_hop(plan, n_id, hops, starts, expand, segments, edges, e_id, offsets, grouped):
+    """After a typed hop kernel: its record appended to ``hops``; returns ``(n_id, starts)`` with
+    the hop's new nodes added (``expand="new"``: the next hop expands only them)."""
+    new_nodes, type_offsets = grouped
+    if expand == "new":
+        shift_targets(plan, edges, offsets[segments], starts)
+        starts = [len(ids) for ids in n_id]
+    hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
+    return extend(n_id, new_nodes, type_offsets), starts
 
 
 @njit(parallel=True, cache=True, nogil=True)
