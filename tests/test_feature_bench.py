@@ -57,6 +57,8 @@ def test_gather_bench_reports_ours_peers_ceiling_and_policies(batch_from, capsys
     assert max(row["vs_ceiling"] for row in copies) == pytest.approx(1.0)
     assert all(row["paired_vs_ceiling"] <= 1.0 + 1e-9 for row in copies)
     assert rows["numpy.take clip (warm out)"]["paired_vs_take"] == pytest.approx(1.0)
+    assert rows[gather.RANDOM_READ]["vs_random_read"] == pytest.approx(1.0)  # the random-row ceiling
+    assert all(row["vs_random_read"] > 0 for row in rows.values())
     if batch_from == "sampler":
         rates = results["policies"]
         assert [row["cache"] for row in rates] == [0.0, 0.1, 0.2, 0.5, 1.0]
@@ -167,3 +169,14 @@ def test_loader_bench_compares_recycled_and_fresh_buffers(tmp_path, capsys):
     assert all(row["batches_per_s_best"] > 0 and row["gather_gbps_best"] > 0 for row in results["rows"])
     assert results["pool_last_round"]["buffers_reused"] > 0 and results["paired_speedup_gather"] > 0
     assert "recycled / fresh, paired" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("word", [np.uint64, np.uint32, np.uint8])
+def test_the_random_row_ceiling_reads_every_word_of_the_rows(word):
+    from gglspeedup.feature import read_rows
+
+    table = np.random.default_rng(6).integers(0, 2**8, (3000, 24), dtype=np.uint8).view(word)
+    ids = np.random.default_rng(7).integers(0, 3000, 2500)
+    expected = np.bitwise_xor.reduce(table[ids].reshape(-1))
+    assert read_rows(table, ids) == expected
+    assert read_rows(table, ids[:0]) == 0

@@ -27,6 +27,7 @@ import time
 __all__ = ["add_arguments", "run", "gpu_contenders", "time_interleaved", "paired_ratio"]
 
 OURS = "gglspeedup"
+RANDOM_READ = "random-row read (same rows, no writes)"
 
 
 def add_arguments(parser) -> None:
@@ -167,12 +168,13 @@ def _cpu_contenders(x, ids, store):
     import numpy as np
 
     from ..device import aligned_empty
-    from ..feature import copy_contiguous, word_dtype
+    from ..feature import copy_contiguous, read_rows, word_dtype
 
     count, row_bytes = len(ids), x.shape[1] * x.dtype.itemsize
     ours_out, take_out = aligned_empty((count, x.shape[1]), x.dtype), aligned_empty((count, x.shape[1]), x.dtype)
     word = word_dtype(row_bytes)
     source = x[:count].view(word)  # the same number of bytes, contiguous (rows of the same table)
+    table_words = x.view(word)
     copy_out = aligned_empty((count, row_bytes // word.itemsize), word)
 
     def one_thread(call):
@@ -196,6 +198,8 @@ def _cpu_contenders(x, ids, store):
         # the ceiling is the faster of the two (streamed stores, like ours on large outputs, won here)
         "parallel contiguous copy": lambda: copy_contiguous(source, copy_out, True),
         "parallel contiguous copy (cached stores)": lambda: copy_contiguous(source, copy_out, False),
+        # the random-row ceiling: the gather's own rows read with its prefetching, nothing written
+        RANDOM_READ: lambda: read_rows(table_words, ids),
     }
     try:
         import torch
@@ -391,6 +395,8 @@ def _gather_rows(timings: dict, useful: int, gpu: bool):
                 f"paired_vs_{peer_key}": paired_ratio(rounds, peer_rounds),
             }
         )
+        if RANDOM_READ in timings:  # the CPU's random-row ceiling (reads only)
+            rows[-1]["vs_random_read"] = min(timings[RANDOM_READ][0]) / best
     return rows, ceiling
 
 
@@ -407,6 +413,7 @@ def _print_gather(rows, ceiling: str, gpu: bool) -> None:
         ("paired_vs_ceiling", "paired", ".2f"),
         (f"vs_{peer_key}", f"x {peer}", ".2f"),
         (f"paired_vs_{peer_key}", "paired", ".2f"),
+        ("vs_random_read", "x random read", ".2f"),
         ("hit_rate", "hit rate", ".3f"),
     ]
     print(format_table(rows, columns))
@@ -415,6 +422,10 @@ def _print_gather(rows, ceiling: str, gpu: bool) -> None:
         f"against best. 'paired': the median over rounds of the same ratio within one round."
     )
     if not gpu:
+        print(
+            f"x random read: best against the best of '{RANDOM_READ}' (the gather's rows read with its "
+            "prefetching, nothing written: what random rows cost on this machine)."
+        )
         print("CPU: one tier (the caller's table), so the cache ratios do not change the CPU gather.")
 
 

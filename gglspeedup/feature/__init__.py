@@ -5,13 +5,22 @@ store per node type, one cache budget shared by all); :mod:`gglspeedup.feature.p
 :mod:`gglspeedup.feature.hetero_policies` across types) chooses which rows are cached;
 :func:`as_table` is the conversion every store applies to its table (for layers that share one
 table between stores). :func:`copy_contiguous` (the CPU gather's loop without the indirection: the
-ceiling ``bench gather`` measures against) and :func:`word_dtype` (the word a row is copied in) are
-the kernels' measuring tools. See DESIGN.md, "Features".
+ceiling ``bench gather`` measures against), :func:`read_rows` (the same random rows read, nothing
+written: its random-row ceiling) and :func:`word_dtype` (the word a row is copied in) are the
+kernels' measuring tools. See DESIGN.md, "Features".
 """
 
 from ._inputs import as_table
-from ._kernels.gather import copy_contiguous, word_dtype
+from ._kernels.gather import copy_contiguous, read_rows, word_dtype
 from .hetero import HeteroFeatureSource, HeteroFeatureStore
 from .store import FeatureStore
 
-__all__ = ["FeatureStore", "HeteroFeatureStore", "HeteroFeatureSource", "as_table", "copy_contiguous", "word_dtype"]
+__all__ = [
+    "FeatureStore",
+    "HeteroFeatureStore",
+    "HeteroFeatureSource",
+    "as_table",
+    "copy_contiguous",
+    "read_rows",
+    "word_dtype",
+]

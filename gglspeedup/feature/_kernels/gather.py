@@ -14,7 +14,8 @@ compiled code, and a 512-byte float32 row moves as 64 uint64 words.
   rows) or its serial twin :func:`gather_serial` for small batches, with streamed stores for
   large outputs. Both prefetch the row :data:`PREFETCH_BYTES` of output ahead
   (:mod:`gglspeedup._intrinsics`).
-- :func:`copy_contiguous` is the benchmark's ceiling: the same loop without the indirection.
+- :func:`copy_contiguous` is the benchmark's ceiling: the same loop without the indirection;
+  :func:`read_rows` its random-row ceiling: the same rows read, nothing written.
 
 Why the CPU gather prefetches and streams (2M x 128 float32 table, 200k random rows, 2 cores):
 the plain row loop ran at 10-12 GB/s, about numpy.take's rate; announcing each row 4 KiB of
@@ -44,6 +45,7 @@ __all__ = [
     "STREAM_BYTES",
     "PREFETCH_BYTES",
     "copy_contiguous",
+    "read_rows",
     "gather_cached",
 ]
 
@@ -228,6 +230,33 @@ def word_dtype(row_bytes: int, *addresses: int) -> np.dtype:
         if row_bytes % size == 0 and all(address % size == 0 for address in addresses):
             return np.dtype(word)
     return np.dtype(np.uint8)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def read_rows(table, ids):
+    """Every word of rows ``table[ids[i]]`` read and nothing written: the random-row ceiling a
+    gather of the same rows is measured against (same blocks, threads and row prefetching as
+    :func:`gather_cpu`). The words are XOR-folded into the result so the reads stay."""
+    m = ids.shape[0]
+    words = table.shape[1]
+    row_bytes = words * table.itemsize
+    ahead = max(1, PREFETCH_BYTES // row_bytes)
+    lines = min((row_bytes + 63) // 64 + 1, PREFETCH_BYTES // 64)
+    num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
+    folded = np.zeros(num_blocks, table.dtype)
+    for block in prange(num_blocks):
+        acc = folded[block]
+        for i in range(block * _BLOCK_ROWS, min(m, (block + 1) * _BLOCK_ROWS)):
+            if i + ahead < m:
+                prefetch_row(table, ids[i + ahead], lines)
+            row = ids[i]
+            for j in range(words):
+                acc ^= table[row, j]
+        folded[block] = acc
+    total = folded.dtype.type(0)
+    for block in range(num_blocks):
+        total ^= folded[block]
+    return total
 
 
 @njit(parallel=True, cache=True, nogil=True)
