@@ -372,10 +372,8 @@ def _gather_rows(timings: dict, useful: int, gpu: bool):
     pinned host-to-device copy (the bound of pinned rows), CPU rows to ``numpy.take``."""
     import numpy as np
 
-    if gpu:
-        ceilings = ["device-to-device copy"]
-    else:
-        ceilings = ["parallel contiguous copy", "parallel contiguous copy (cached stores)"]
+    copies = ["parallel contiguous copy", "parallel contiguous copy (cached stores)"]
+    ceilings = ["device-to-device copy"] if gpu else copies
     ceiling = min(ceilings, key=lambda name: min(timings[name][0]))
     ceiling_rounds = np.min([timings[name][0] for name in ceilings], axis=0)
     peer_key, peer = ("h2d", "pinned host-to-device copy") if gpu else ("take", "numpy.take clip (warm out)")
@@ -422,10 +420,7 @@ def _print_gather(rows, ceiling: str, gpu: bool) -> None:
         f"against best. 'paired': the median over rounds of the same ratio within one round."
     )
     if not gpu:
-        print(
-            f"x random read: best against the best of '{RANDOM_READ}' (the gather's rows read with its "
-            "prefetching, nothing written: what random rows cost on this machine)."
-        )
+        print(f"x random read: best against the best of '{RANDOM_READ}' (what random rows cost here).")
         print("CPU: one tier (the caller's table), so the cache ratios do not change the CPU gather.")
 
 
