@@ -30,6 +30,8 @@ import contextlib
 import os
 import threading
 import warnings
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -168,6 +170,18 @@ def launch(kernel, device, grid: int, block: int, *args) -> None:
     _direct.learn(kernel, args, views)
 
 
+class _Core(NamedTuple):
+    """What :class:`_Direct` takes from CuPy, numba-cuda and cuda.core."""
+
+    ndarray: type  # CuPy's array
+    numba_array: type  # numba's device arrays (the views owners make once)
+    current_stream: Callable  # CuPy's current stream
+    stream_of: Callable  # CUDA stream handle -> cuda.core Stream
+    config: Callable  # cuda.core LaunchConfig
+    launch: Callable  # cuda.core launch
+    typeof: Callable  # numba's argument type of a view
+
+
 class _Direct:
     """Launches of compiled kernels without numba's per-launch argument objects.
 
@@ -190,8 +204,8 @@ class _Direct:
         self._core = None
 
     def _imports(self):
-        """What the direct path calls, imported once; None (and the path off) where this
-        numba-cuda does not have it (older releases launch without ``cuda.core``)."""
+        """What the direct path calls (a :class:`_Core`), imported once; None (and the path off)
+        where this numba-cuda does not have it (older releases launch without ``cuda.core``)."""
         if self._core is None:
             try:
                 import cupy
@@ -207,8 +221,15 @@ class _Direct:
             if not hasattr(_Kernel, "_prepare_args"):
                 self.enabled = False
                 return None
-            self._core = (cupy.ndarray, LaunchConfig, core_launch, ExperimentalStream, Purpose, typeof)
-            self._core += (DeviceNDArrayBase,)
+            self._core = _Core(
+                cupy.ndarray,
+                DeviceNDArrayBase,
+                cupy.cuda.get_current_stream,
+                ExperimentalStream.from_handle,
+                LaunchConfig,
+                core_launch,
+                lambda view: typeof(view, Purpose.argument),
+            )
         return self._core
 
     def launch(self, kernel, grid: int, block: int, args) -> bool:
@@ -216,28 +237,25 @@ class _Direct:
         core = self._imports() if self.enabled else None
         if core is None:
             return False
-        ndarray, LaunchConfig, core_launch, ExperimentalStream, _, _, numba_array = core
-        key = _key(args, ndarray)
+        key = _key(args, core.ndarray)
         overload = self.overloads.get((kernel, key)) if key is not None else None
         if overload is None:
             return False
-        import cupy
-
-        handle = cupy.cuda.get_current_stream().ptr
+        handle = core.current_stream().ptr
         stream = self.streams.get(handle)
         if stream is None:
             if len(self.streams) > 64:  # streams come and go (one per loader thread): stay small
                 self.streams.clear()
-            stream = self.streams[handle] = ExperimentalStream.from_handle(handle)
+            stream = self.streams[handle] = core.stream_of(handle)
         config = self.configs.get((grid, block))
         if config is None:
             if len(self.configs) > 4096:
                 self.configs.clear()
-            config = self.configs[(grid, block)] = LaunchConfig(grid=grid, block=block)
+            config = self.configs[(grid, block)] = core.config(grid=grid, block=block)
         params = []
         for ty, arg in zip(overload.argument_types, args):
-            _flatten(overload, ty, arg, ndarray, stream, params, numba_array)
-        core_launch(stream, config, overload._codelibrary.get_cufunc().kernel, *params)
+            _flatten(overload, ty, arg, core.ndarray, stream, params, core.numba_array)
+        core.launch(stream, config, overload._codelibrary.get_cufunc().kernel, *params)
         return True
 
     def learn(self, kernel, args, views) -> None:
@@ -245,13 +263,12 @@ class _Direct:
         core = self._imports() if self.enabled else None
         if core is None:
             return
-        ndarray, _, _, _, Purpose, typeof, _ = core
-        key = _key(args, ndarray)
+        key = _key(args, core.ndarray)
         if key is None or (kernel, key) in self.overloads:
             return
         overload = None
         try:
-            types_ = tuple(typeof(view, Purpose.argument) for view in views)
+            types_ = tuple(core.typeof(view) for view in views)
             overload = getattr(kernel, "overloads", {}).get(types_)
         except Exception:  # an argument numba types in its own way: keep numba's path
             overload = None

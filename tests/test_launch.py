@@ -86,6 +86,52 @@ def test_parameters_are_laid_out_as_numba_prepares_them():
     assert type(params[-13]).__name__ == "c_long" and type(params[-12]).__name__ == "c_ulong"
 
 
+def test_a_learned_overload_launches_directly_on_cupys_stream():
+    # _Direct's plumbing with stand-ins for CuPy, numba and cuda.core (the GPU test below runs it for real)
+    import types as pytypes
+
+    from numba.cuda import types
+    from numba.cuda.dispatcher import _Kernel
+
+    signature = (types.Array(types.float32, 2, "A"), types.int64)
+
+    def overload(argument_types):
+        cufunc = pytypes.SimpleNamespace(kernel="the cufunc")
+        library = pytypes.SimpleNamespace(get_cufunc=lambda: cufunc)
+        fields = {"extensions": (), "debug": False, "cooperative": False, "_codelibrary": library}
+        fields.update(argument_types=argument_types, _prepare_args=_Kernel._prepare_args)
+        return type("Overload", (), fields)()
+
+    class Kernel:
+        def __init__(self, argument_types):
+            self.overloads = {signature: overload(argument_types)}
+
+    launched = []
+    direct = _launch._Direct()
+    direct.enabled, direct._core = (
+        True,
+        _launch._Core(
+            FakeArray,
+            (),
+            lambda: pytypes.SimpleNamespace(ptr=0x77),
+            lambda handle: ("stream", handle),
+            lambda grid, block: ("config", grid, block),
+            lambda *call: launched.append(call),
+            lambda view: view,  # the "views" below are their own numba types
+        ),
+    )
+    plain, with_defaults = Kernel(signature), Kernel((*signature, types.int64))
+    args = (FakeArray(np.zeros((4, 6), np.float32)[:, ::2], 0x1000), 7)
+    assert not direct.launch(plain, 2, 32, args)  # not learned yet: numba's path
+    for kernel in (plain, with_defaults):
+        direct.learn(kernel, args, signature)
+    assert not direct.launch(with_defaults, 2, 32, args)  # numba filled in a default: its path
+    assert direct.launch(plain, 2, 32, args)
+    ((stream, config, cufunc, *params),) = launched
+    assert (stream, config, cufunc) == (("stream", 0x77), ("config", 2, 32), "the cufunc")
+    assert [getattr(p, "value", p) for p in params] == [0, 0, 12, 4, 0x1000, 4, 3, 24, 8, 7]
+
+
 @pytest.mark.gpu_hardware
 def test_direct_launches_match_numbas_on_a_gpu(monkeypatch):
     import cupy
@@ -112,13 +158,13 @@ def test_direct_launches_match_numbas_on_a_gpu(monkeypatch):
     expected = [6, 5, 14, 6, 3, 11, 8, 3, 1]
     handles = []
     core = _launch._direct._imports()
-    real_launch = core[2]
+    real_launch = core.launch
 
     def recorded(stream, *rest):
         handles.append(int(stream.handle))
         real_launch(stream, *rest)
 
-    monkeypatch.setattr(_launch._direct, "_core", (*core[:2], recorded, *core[3:]))
+    monkeypatch.setattr(_launch._direct, "_core", core._replace(launch=recorded))
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         results = []
