@@ -207,11 +207,11 @@ def link_batch(
         if exclude is not None and count:
             options = exclusion_options(driver, xp, *call.excluded(xp, pairs, exclude == "reverse"))
         tree_time = None
-        if disjoint and (times is not None or call.temporal):
+        if disjoint and call.temporal:  # (times only come with a timeline: check_times refuses others)
             # every tree the time of its pair: sources, then targets and triplet negatives
             returned = pair_of[:num_pairs]
             target_pairs = returned if extra is None else xp.concatenate((returned, pair_of[num_pairs:]))
-            tree_time = call.tree_time(xp, seeds, None if times is None else times, returned, target_pairs)
+            tree_time = call.tree_time(xp, seeds, times, returned, target_pairs)
         ran = call.run(seeds, key, options, tree_time)
         out_labels, false_negatives = finish_links(xp, labels, count, num_pairs, extra, strict, stayed)
     return call.output(ran, pair_index, out_labels, negative_targets, false_negatives)
@@ -241,10 +241,9 @@ class UntypedLinks:
         seed's time, as PyG; edge times need them."""
         sampler = self.sampler
         times = sampler._tree_times(pairs[0], pair_time, "pair_time") if pair_time is not None else None
+        # (without a timeline, _tree_times has refused pair_time already)
         if pair_time is None and sampler.timeline is not None and sampler.timeline.edge_level:
             raise ValueError("pair_time is required: an edge-time sampler filters each tree by its pair's time")
-        if pair_time is not None and sampler.timeline is None:
-            raise ValueError("pair_time needs a temporal sampler: NeighborSampler(..., node_time=...) or edge_time=...")
         return times
 
     def negative_times(self, xp, pair_times):
