@@ -108,11 +108,18 @@ def _copy_row_to(table, row, out, out_row, stream, out_address):
 
 
 @register_jitable(inline="always")
+def _prefetch_plan(table):
+    """``(ahead, lines)``: rows are prefetched ``ahead`` rows (PREFETCH_BYTES of output) before
+    they are read, ``lines`` cache lines of each (+1: rows straddle lines; at most
+    PREFETCH_BYTES of a wide row, whose tail the hardware prefetcher follows)."""
+    row_bytes = table.shape[1] * table.itemsize
+    return max(1, PREFETCH_BYTES // row_bytes), min((row_bytes + 63) // 64 + 1, PREFETCH_BYTES // 64)
+
+
+@register_jitable(inline="always")
 def _gather_rows(table, ids, out, start, stop, stream, out_address):
     """Rows ``start..stop`` of the gather, each prefetched PREFETCH_BYTES of output ahead."""
-    row_bytes = table.shape[1] * table.itemsize
-    ahead = max(1, PREFETCH_BYTES // row_bytes)
-    lines = min((row_bytes + 63) // 64 + 1, PREFETCH_BYTES // 64)  # +1: rows straddle lines
+    ahead, lines = _prefetch_plan(table)
     count = ids.shape[0]
     for i in range(start, stop):
         if i + ahead < count:
@@ -157,9 +164,7 @@ def _gather_cached_rows(cache, table, location, ids, out, start, stop, stream, o
     """Rows ``start..stop`` from the cache (``location[id] >= 0``: its slot) or the table; the
     number read from the cache. Each row's location is fetched two strides ahead and the row
     itself one stride ahead (both are random reads; the second needs the first)."""
-    row_bytes = table.shape[1] * table.itemsize
-    ahead = max(1, PREFETCH_BYTES // row_bytes)
-    lines = min((row_bytes + 63) // 64 + 1, PREFETCH_BYTES // 64)
+    ahead, lines = _prefetch_plan(table)
     count = ids.shape[0]
     hits = 0
     for i in range(start, stop):
@@ -239,9 +244,7 @@ def read_rows(table, ids):
     :func:`gather_cpu`). The words are XOR-folded into the result so the reads stay."""
     m = ids.shape[0]
     words = table.shape[1]
-    row_bytes = words * table.itemsize
-    ahead = max(1, PREFETCH_BYTES // row_bytes)
-    lines = min((row_bytes + 63) // 64 + 1, PREFETCH_BYTES // 64)
+    ahead, lines = _prefetch_plan(table)
     num_blocks = (m + _BLOCK_ROWS - 1) // _BLOCK_ROWS
     folded = np.zeros(num_blocks, table.dtype)
     for block in prange(num_blocks):
