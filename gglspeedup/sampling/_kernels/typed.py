@@ -169,7 +169,7 @@ class TypedCPUDriver:
             finally:
                 numba.set_num_threads(threads)
             if guard.stopping():  # the map is dropped, not pooled; leaving the block raises
-                n_id = hops = local_map = result = args = targets = None
+                n_id = hops = local_map = result = args = hop_inputs = targets = None
                 return None
             for t, ids in enumerate(n_id):
                 base = self.type_base[t]
