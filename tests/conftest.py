@@ -5,8 +5,11 @@ marker and is skipped unless GPU kernels can run here: on a real GPU, or on numb
 ``NUMBA_ENABLE_CUDASIM=1`` (``scripts/test.sh`` runs ``pytest -m cuda`` that way).
 """
 
+import datetime
 import importlib.util
 import os
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -23,6 +26,8 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and importlib.util.f
         import paddle  # noqa: F401
 
 from gglspeedup import _config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_configure(config):
@@ -89,6 +94,86 @@ def assert_same_bits(device, actual, expected, err_msg=""):
     tol = 1024 * np.finfo(a.dtype).eps
     scale = float(np.max(np.abs(b))) if b.size else 0.0
     np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, err_msg=err_msg)
+
+
+def load_file(relative_path, name=None):
+    """Import a script of this repository (a demo or a tool) from its path under the root, as a
+    module named ``name`` (default: the file's stem); it is not added to ``sys.modules``."""
+    path = os.path.join(ROOT, relative_path)
+    name = name or os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def wait_for_exit(threads, seconds=5.0):
+    """The threads still alive after waiting up to ``seconds`` for them."""
+    deadline = time.monotonic() + seconds
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [t for t in threads if t.is_alive()]
+
+
+def assert_close_stops_the_producer(loader):
+    """Closing a prefetching loader's iterator after one batch stops its producer thread, and the
+    closed iterator ends."""
+    iterator = iter(loader)
+    next(iterator)
+    thread = iterator._thread
+    iterator.close()
+    assert not wait_for_exit([thread])
+    with pytest.raises(StopIteration):
+        next(iterator)
+
+
+def run_in_threads(work, count):
+    """Run ``work(0) .. work(count - 1)`` each on its own thread, all at once, and join them."""
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def free_port() -> int:
+    """A TCP port on localhost that is free now (for a process group's rendezvous)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def init_gloo(rank, world_size, port, seconds):
+    """Join a CPU (gloo) process group of ``world_size`` ranks on localhost ``port``."""
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=seconds),
+    )
+
+
+def assert_rejects(main, argv, cases):
+    """Each ``(extra arguments, message)`` case makes ``main(argv + extra)`` raise a ValueError
+    that matches ``message`` (bench commands refuse bad options before loading anything)."""
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            main([*argv, *extra])
+
+
+def require_dgl():
+    """DGL through the bench's peer loader, or skip the test when the peer is not installed."""
+    from gglspeedup.bench import peers
+
+    try:
+        return peers.import_dgl()
+    except peers.PeerUnavailable as error:
+        pytest.skip(f"DGL peer not installed (scripts/install_peers.sh): {error}")
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """The ListOps Diffuser demo: a tiny configuration trains, reports and plots; the data are ListOps."""
 
-import importlib.util
 import os
 
 import numpy as np
@@ -10,16 +9,11 @@ pytest.importorskip("torch")
 
 from gglspeedup.examples.listops import VOCAB, make_listops
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import load_file
 
 
 def load_demo():
-    spec = importlib.util.spec_from_file_location(
-        "demo_diffuser_listops", os.path.join(ROOT, "demos", "diffuser_listops.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("demos/diffuser_listops.py", "demo_diffuser_listops")
 
 
 def evaluate(tokens):

@@ -9,7 +9,7 @@ import pytest
 
 from gglspeedup.datasets import load_tu
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import load_file
 
 
 @pytest.mark.parametrize(
@@ -55,9 +55,7 @@ def test_stratified_folds_partition_every_graph_and_spread_classes():
 
 def test_tiny_demo_run_prints_the_table_and_writes_json_and_plot(capsys, tmp_path):
     pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("demo_tu", os.path.join(ROOT, "demos", "attention_pooling_tu.py"))
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_file("demos/attention_pooling_tu.py", "demo_tu")
     argv = ["--datasets", "proteins", "--max-folds", "1", "--epochs", "2", "--hidden", "16", "--batch-size", "64"]
     results = demo.main(argv + ["--no-progress", "--out", str(tmp_path)])
     out = capsys.readouterr().out

@@ -1,13 +1,12 @@
 """Pooling split at graph boundaries: the partition, two gloo processes whose summed gradients
 equal one process's, and parts on several devices of one process."""
 
-import datetime
-import socket
-
 import numpy as np
 import pytest
 
 from gglspeedup.attention import partition_graphs, split_batch
+
+from conftest import free_port, init_gloo
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -53,23 +52,11 @@ def test_partition_cuts_whole_graphs_balanced_by_nodes(parts):
         assert abs(ptr[bounds[r]] - target) == np.abs(ptr - target).min()
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _rank_gradients(rank, world_size, port, out):
     from gglspeedup.attention import sum_gradients
 
     torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=120),
-    )
+    init_gloo(rank, world_size, port, 120)
     try:
         ptr, edges, x, targets = batch_data()
         part = split_batch(ptr, edges, rank=rank, world_size=world_size)
@@ -87,7 +74,7 @@ def _rank_gradients(rank, world_size, port, out):
 
 
 def test_two_gloo_ranks_give_the_single_process_gradients(tmp_path):
-    mp.spawn(_rank_gradients, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_rank_gradients, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     x_grad, expected = single_process_gradients()
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     assert ranks[0]["nodes"][1] == ranks[1]["nodes"][0] and 0 < ranks[0]["nodes"][1] < x_grad.shape[0]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gglspeedup as gg
-from gglspeedup.bench import main, peers
+from gglspeedup.bench import main
 from gglspeedup.bench._common import Timing, paired_ratio
 from gglspeedup.bench.hetero import (
     _prepare_dgl,
@@ -20,6 +20,8 @@ from gglspeedup.bench.hetero import (
     seed_types,
     typed_seed_batches,
 )
+
+from conftest import assert_rejects, require_dgl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELATIONS = [
@@ -134,22 +136,15 @@ def test_hetero_command_runs_end_to_end(tmp_path):
 
 
 def test_hetero_command_rejects_bad_options(tmp_path):
-    with pytest.raises(ValueError, match="--batch must be >= 1"):
-        main(["hetero", "--dataset", "file:/never/read.npz", "--batch", "0"])
-    with pytest.raises(ValueError, match="--peers"):
-        main(["hetero", "--dataset", "file:/never/read.npz", "--peers", "quiver"])
-    with pytest.raises(ValueError, match="fanouts"):
-        main(["hetero", "--dataset", "file:/never/read.npz", "--fanouts", "a,b"])
+    cases = [(["--batch", "0"], "--batch must be >= 1"), (["--peers", "quiver"], "--peers")]
+    assert_rejects(main, ["hetero", "--dataset", "file:/never/read.npz"], [*cases, (["--fanouts", "a,b"], "fanouts")])
     _graph().save(tmp_path / "g.npz")
     with pytest.raises(ValueError, match="--seed-type"):
         main(["hetero", "--dataset", f"file:{tmp_path / 'g.npz'}", "--seed-type", "venue", "--peers", ""])
 
 
 def test_dgl_typed_sampler_takes_the_edges_ours_takes_when_installed():
-    try:
-        peers.import_dgl()
-    except peers.PeerUnavailable as error:
-        pytest.skip(f"DGL peer not installed (scripts/install_peers.sh): {error}")
+    require_dgl()
     # Every neighbour at both hops is fully determined: both must take exactly the same edges,
     # relation by relation and hop by hop, so the totals agree.
     graph = _graph()

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 import gglspeedup as gg
-from gglspeedup.bench import main, peers
+from gglspeedup.bench import main
 from gglspeedup.bench.link import edge_batches, parse_negatives, reverse_positions
+
+from conftest import assert_rejects, require_dgl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -102,19 +104,12 @@ def test_link_command_runs_end_to_end_with_the_exclusion_cost(tmp_path, exclude)
 
 
 def test_link_command_rejects_bad_options_before_loading():
-    with pytest.raises(ValueError, match="--negatives"):
-        main(["link", "--graph", "file:/never/read.npz", "--negatives", "random"])
-    with pytest.raises(ValueError, match="--batch must be >= 1"):
-        main(["link", "--graph", "file:/never/read.npz", "--batch", "0"])
-    with pytest.raises(ValueError, match="--peers"):
-        main(["link", "--graph", "file:/never/read.npz", "--peers", "quiver"])
+    cases = [(["--negatives", "random"], "--negatives"), (["--batch", "0"], "--batch must be >= 1")]
+    assert_rejects(main, ["link", "--graph", "file:/never/read.npz"], [*cases, (["--peers", "quiver"], "--peers")])
 
 
 def test_dgl_edge_sampler_excludes_what_ours_excludes_when_installed():
-    try:
-        peers.import_dgl()
-    except peers.PeerUnavailable as error:
-        pytest.skip(f"DGL peer not installed (scripts/install_peers.sh): {error}")
+    require_dgl()
     from gglspeedup.bench.link import _prepare_dgl, _prepare_ours
     from gglspeedup.device import as_device
 

@@ -10,6 +10,8 @@ from gglspeedup import CSRGraph
 from gglspeedup.bench import _common, main, peers
 from gglspeedup.bench.peers import numpy_sample
 
+from conftest import assert_rejects, require_dgl
+
 
 def _powerlaw_graph(num_nodes=120, num_edges=1500, seed=3):
     """Skewed in-degrees (a few hubs, many short rows, some empty), duplicates and self loops."""
@@ -198,17 +200,12 @@ def test_sample_command_runs_end_to_end_and_writes_json(tmp_path, capsys):
 
 
 def test_sample_command_rejects_bad_options_before_loading(tmp_path):
-    with pytest.raises(ValueError, match="--batch must be >= 1"):
-        main(["sample", "--graph", "file:/never/read.npz", "--batch", "0"])
-    with pytest.raises(ValueError, match="--peers"):
-        main(["sample", "--graph", "file:/never/read.npz", "--peers", "quiver"])
+    cases = [(["--batch", "0"], "--batch must be >= 1"), (["--peers", "quiver"], "--peers")]
+    assert_rejects(main, ["sample", "--graph", "file:/never/read.npz"], cases)
 
 
 def test_dgl_peer_samples_the_same_hops_when_installed():
-    try:
-        peers.import_dgl()
-    except peers.PeerUnavailable as error:
-        pytest.skip(f"DGL peer not installed (scripts/install_peers.sh): {error}")
+    require_dgl()
     graph = _powerlaw_graph()
     seeds = np.array([0, 3, 50, 119], dtype=np.int64)
     one_hop = peers.prepare("dgl", graph, [3], seed=0)

@@ -1,7 +1,6 @@
 """Bundled Planetoid graphs, the converter, synthetic generators, on-disk readers, --dataset specs."""
 
 import gzip
-import importlib.util
 import os
 import pickle
 
@@ -10,6 +9,8 @@ import pytest
 import scipy.sparse as sp
 
 from gglspeedup import CSRGraph, datasets
+
+from conftest import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLANETOID_SRC = os.path.join(ROOT, "..", "shared", "data", "planetoid")
@@ -102,12 +103,7 @@ def test_load_rejects(kwargs, error, message):
 
 
 def _converter():
-    spec = importlib.util.spec_from_file_location(
-        "convert_planetoid", os.path.join(ROOT, "tools", "convert_planetoid.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("tools/convert_planetoid.py")
 
 
 @pytest.mark.skipif(

@@ -10,6 +10,8 @@ import pytest
 
 from gglspeedup.sampling.types import Adj
 
+from conftest import load_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {
     "train_sage_torch": "torch",
@@ -44,10 +46,7 @@ TINY = [
 
 
 def load_demo(name):
-    spec = importlib.util.spec_from_file_location(f"demo_{name}", os.path.join(ROOT, "demos", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(f"demos/{name}.py", f"demo_{name}")
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))

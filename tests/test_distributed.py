@@ -5,7 +5,6 @@ checks; a failed check raises in the child and ``mp.spawn`` re-raises it here wi
 """
 
 import datetime
-import socket
 import time
 
 import numpy as np
@@ -14,27 +13,13 @@ import pytest
 from gglspeedup import CSRGraph
 from gglspeedup.distributed import hash_partition, range_partition
 
+from conftest import free_port, init_gloo
+
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 mp = pytest.importorskip("torch.multiprocessing")
 
 NUM_NODES = 37
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _init(rank, world_size, port, timeout_s=60):
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
 
 
 def _global_table(dtype=np.float32, row_shape=(3,)):
@@ -93,7 +78,7 @@ def test_dist_feature_needs_an_initialised_process_group():
 def world_of_one():
     if dist.is_initialized():
         pytest.skip("a process group is already initialised in this process")
-    _init(0, 1, _free_port())
+    init_gloo(0, 1, free_port(), 60)
     yield
     dist.destroy_process_group()
 
@@ -132,7 +117,7 @@ def test_dist_feature_single_rank_validates_before_any_exchange(world_of_one):
 def _check_lookups(rank, world_size, port):
     from gglspeedup.distributed import DistFeature
 
-    _init(rank, world_size, port, timeout_s=30)
+    init_gloo(rank, world_size, port, 30)
     try:
         rng = np.random.default_rng(100 + rank)
         for part in (range_partition(NUM_NODES, world_size), hash_partition(NUM_NODES, world_size, seed=3)):
@@ -188,13 +173,13 @@ def _check_lookups(rank, world_size, port):
 
 @pytest.mark.parametrize("world_size", [3])
 def test_dist_feature_matches_global_gather_and_autograd_reference(world_size):
-    mp.spawn(_check_lookups, args=(world_size, _free_port()), nprocs=world_size, join=True)
+    mp.spawn(_check_lookups, args=(world_size, free_port()), nprocs=world_size, join=True)
 
 
 def _raise_on_rank_one(rank, world_size, port):
     from gglspeedup.distributed import DistFeature
 
-    _init(rank, world_size, port, timeout_s=30)
+    init_gloo(rank, world_size, port, 30)
     part = range_partition(NUM_NODES, world_size)
     x = _global_table()
     feat = DistFeature(x[part == rank], part)
@@ -207,14 +192,14 @@ def _raise_on_rank_one(rank, world_size, port):
 def test_a_rank_that_raises_makes_the_run_fail_naming_it():
     start = time.monotonic()
     with pytest.raises(mp.ProcessRaisedException, match=r"(?s)Process 1 terminated.*rank 1 gives up on purpose"):
-        mp.spawn(_raise_on_rank_one, args=(2, _free_port()), nprocs=2, join=True)
+        mp.spawn(_raise_on_rank_one, args=(2, free_port()), nprocs=2, join=True)
     assert time.monotonic() - start < 60
 
 
 def _absent_rank_one(rank, world_size, port):
     from gglspeedup.distributed import DistFeature
 
-    _init(rank, world_size, port, timeout_s=60)  # generous rendezvous; the lookup's group is short
+    init_gloo(rank, world_size, port, 60)  # generous rendezvous; the lookup's group is short
     group = dist.new_group(list(range(world_size)), timeout=datetime.timedelta(seconds=4))
     part = range_partition(NUM_NODES, world_size)
     feat = DistFeature(_global_table()[part == rank], part, group=group)
@@ -233,5 +218,5 @@ def _absent_rank_one(rank, world_size, port):
 def test_a_rank_that_never_arrives_fails_the_others_within_the_group_timeout():
     start = time.monotonic()
     with pytest.raises(mp.ProcessRaisedException, match=r"(?s)Process 0 terminated.*DistFeature on rank 0 of 2"):
-        mp.spawn(_absent_rank_one, args=(2, _free_port()), nprocs=2, join=True)
+        mp.spawn(_absent_rank_one, args=(2, free_port()), nprocs=2, join=True)
     assert time.monotonic() - start < 90

@@ -1,6 +1,5 @@
 """Typed datasets: bundled WordNet, its converter and link split, the IGBH-like generator, specs."""
 
-import importlib.util
 import os
 
 import numpy as np
@@ -11,6 +10,8 @@ from gglspeedup.datasets.spec import load_spec, load_spec_graph, load_spec_typed
 from gglspeedup.datasets.synthetic_hetero import load_igbh_like, synthetic_hetero_features, synthetic_igbh
 from gglspeedup.datasets.wordnet import INVERSE_RELATIONS, WN18RR_RELATIONS, load_wordnet, wordnet_link_split
 from gglspeedup.heterograph import HeteroGraph
+
+from conftest import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORDNET_SRC = os.path.join(ROOT, "..", "shared", "data", "wordnet")
@@ -143,10 +144,7 @@ def test_datasets_load_dispatches_wordnet_and_keeps_planetoid(wordnet):
 
 
 def _converter():
-    spec = importlib.util.spec_from_file_location("convert_wordnet", os.path.join(ROOT, "tools", "convert_wordnet.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("tools/convert_wordnet.py")
 
 
 @pytest.mark.skipif(not os.path.isdir(WORDNET_SRC), reason="the raw WordNet files (../shared/data/wordnet) are absent")

@@ -22,7 +22,7 @@ from gglspeedup.feature.hetero_policies import (
 )
 from gglspeedup.multigpu import MultiDeviceFeature
 
-from conftest import to_host
+from conftest import free_port, init_gloo, to_host
 
 NUM_NODES = {"author": 5, "paper": 6, "term": 4, "venue": 2, "field": 3}
 # author: 16-byte rows, paper: 6-byte rows, term: 5-byte rows; venue has no table, field is graph-only.
@@ -397,28 +397,6 @@ def test_multi_device_feature_over_typed_tables_pickles_small_and_serves_every_r
         MultiDeviceFeature(x, ["cpu", "cpu"], mode="shard")
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _init(rank, world_size, port):
-    import datetime
-
-    import torch.distributed as dist
-
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=30),
-    )
-
-
 def _partitions(world_size):
     from gglspeedup.distributed import hash_partition, range_partition
 
@@ -430,7 +408,7 @@ def _typed_dist_checks(rank, world_size, port):
 
     from gglspeedup.distributed import DistFeature
 
-    _init(rank, world_size, port)
+    init_gloo(rank, world_size, port, 30)
     try:
         graph, x = _graph(), _tables()
         x = {"author": x["author"], "paper": x["paper"], "term": None}  # term: no features here
@@ -482,9 +460,9 @@ def test_dist_feature_over_typed_rows_in_one_process():
     x = _tables()
     with pytest.raises(RuntimeError, match="init_process_group"):
         DistFeature({"paper": x["paper"]}, {"paper": np.zeros(6, np.int64)})
-    _typed_dist_checks(0, 1, _free_port())
+    _typed_dist_checks(0, 1, free_port())
 
 
 def test_dist_feature_over_typed_rows_keeps_ranks_in_step_when_they_ask_for_different_types():
     mp = pytest.importorskip("torch.multiprocessing")
-    mp.spawn(_typed_dist_checks, args=(2, _free_port()), nprocs=2, join=True)
+    mp.spawn(_typed_dist_checks, args=(2, free_port()), nprocs=2, join=True)

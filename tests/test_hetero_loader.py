@@ -3,7 +3,6 @@ exact feature rows and labels per node type; coverage, shuffling, prefetch, shut
 and errors as for the untyped loaders; CPU and (simulated) GPU bit for bit."""
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import pytest
 import gglspeedup as gg
 from gglspeedup.loader import HeteroBatch, HeteroLinkBatch, LinkLoader, NodeLoader
 
-from conftest import to_host
+from conftest import assert_close_stops_the_producer, to_host, wait_for_exit
 
 WRITES = ("author", "writes", "paper")
 WRITTEN_BY = ("paper", "written_by", "author")
@@ -239,22 +238,9 @@ def test_torch_backend_converts_every_dict(data):
     assert all(type(c) is int for counts in batch.num_sampled_nodes.values() for c in counts)
 
 
-def wait_for_exit(threads, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return [t for t in threads if t.is_alive()]
-
-
 def test_leaving_early_and_abandoning_the_iterator_stop_the_producer(data):
     loader = make_loader(data, batch_size=1, prefetch=2)
-    iterator = iter(loader)
-    next(iterator)
-    thread = iterator._thread
-    iterator.close()
-    assert not wait_for_exit([thread])
-    with pytest.raises(StopIteration):
-        next(iterator)
+    assert_close_stops_the_producer(loader)
     iterator = iter(loader)
     next(iterator)
     thread = iterator._thread

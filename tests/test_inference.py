@@ -11,7 +11,7 @@ from gglspeedup.sampling import Adj
 torch = pytest.importorskip("torch")
 from gglspeedup.examples.torch_models import GAT, SAGE, GATConv, SAGEConv  # noqa: E402
 
-from conftest import assert_same_bits, gpu_hardware  # noqa: E402
+from conftest import assert_same_bits, gpu_hardware, load_file  # noqa: E402
 
 
 def _full_adjs(graph, num_layers):
@@ -135,13 +135,8 @@ def test_bad_inputs(tmp_path):
 
 
 def test_sage_demo_layerwise_matches_full_neighbourhood_test_accuracy():
-    import importlib.util
-    import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demos", "train_sage_torch.py")
-    spec = importlib.util.spec_from_file_location("train_sage_torch_layerwise", path)
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_file("demos/train_sage_torch.py", "train_sage_torch_layerwise")
     argv = "--dataset powerlaw:300:6 --epochs 1 --fanouts 4,3 --batch-size 64 --hidden 8 --no-progress --threads 1"
     result = demo.main([*argv.split(), "--device", "cpu", "--prefetch", "0", "--layerwise"])
     # the demo's test batches take every neighbour of every hop: the same outputs as layer-wise

@@ -1,7 +1,6 @@
 """NodeLoader: keyed shuffling, exact coverage, batch contents, prefetch thread behaviour."""
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -9,7 +8,7 @@ import pytest
 import gglspeedup as gg
 from gglspeedup.loader import Batch, NodeLoader
 
-from conftest import to_host
+from conftest import assert_close_stops_the_producer, to_host, wait_for_exit
 
 
 def small_graph(num_nodes=40, num_edges=160, seed=3):
@@ -163,23 +162,8 @@ def test_a_failing_sampler_raises_in_the_caller(data, prefetch):
     assert not wait_for_exit(set(threading.enumerate()) - before)
 
 
-def wait_for_exit(threads, seconds=5.0):
-    """The threads still alive after waiting up to ``seconds`` for them."""
-    deadline = time.monotonic() + seconds
-    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return [t for t in threads if t.is_alive()]
-
-
 def test_leaving_the_loop_early_stops_the_producer(data):
-    loader = make_loader(data, batch_size=1, prefetch=2)
-    iterator = iter(loader)
-    next(iterator)
-    thread = iterator._thread
-    iterator.close()
-    assert not wait_for_exit([thread])
-    with pytest.raises(StopIteration):
-        next(iterator)
+    assert_close_stops_the_producer(make_loader(data, batch_size=1, prefetch=2))
 
 
 def test_an_abandoned_iterator_is_collected_and_its_producer_stops(data):

@@ -17,30 +17,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHANCE_MARGIN = 0.35
 
 
-def _run(command, tmp_path, timeout=300):
+def _run(demo, arguments, tmp_path, launcher=(sys.executable,), timeout=300):
+    """Run ``demos/<demo>.py`` with ``arguments`` (a string) under ``launcher``; its JSON metrics and stdout."""
     env = dict(os.environ, OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     out = tmp_path / "metrics.json"
-    done = subprocess.run(
-        [*command, "--json", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    command = [*launcher, os.path.join(ROOT, "demos", f"{demo}.py"), *arguments.split(), "--json", str(out)]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-5000:]}"
     return json.loads(out.read_text()), done.stdout
 
 
 def test_torch_spawn_demo_trains_with_ddp_on_cpu_ranks(tmp_path):
     pytest.importorskip("torch")
-    metrics, stdout = _run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "demos", "multigpu_torch_spawn.py"),
-            "--devices",
-            "cpu,cpu",
-            "--epochs",
-            "8",
-        ],
-        tmp_path,
-    )
+    metrics, stdout = _run("multigpu_torch_spawn", "--devices cpu,cpu --epochs 8", tmp_path)
     assert metrics["world_size"] == 2 and len(metrics["history"]) == 8
     assert metrics["history"][-1]["loss"] < metrics["history"][0]["loss"]
     assert metrics["test"] > CHANCE_MARGIN, stdout
@@ -48,17 +38,7 @@ def test_torch_spawn_demo_trains_with_ddp_on_cpu_ranks(tmp_path):
 
 def test_paddle_spawn_demo_trains_with_data_parallel_on_cpu_ranks(tmp_path):
     pytest.importorskip("paddle")
-    metrics, stdout = _run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "demos", "multigpu_paddle_spawn.py"),
-            "--devices",
-            "cpu,cpu",
-            "--epochs",
-            "8",
-        ],
-        tmp_path,
-    )
+    metrics, stdout = _run("multigpu_paddle_spawn", "--devices cpu,cpu --epochs 8", tmp_path)
     assert metrics["world_size"] == 2
     assert metrics["test"] > CHANCE_MARGIN, stdout
 
@@ -68,23 +48,8 @@ def test_torchrun_demo_trains_on_partitioned_features_and_embeddings(tmp_path):
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     if torchrun is None:
         pytest.skip("torchrun is not on PATH")
-    metrics, stdout = _run(
-        [
-            torchrun,
-            "--standalone",
-            "--nnodes",
-            "1",
-            "--nproc-per-node",
-            "2",
-            os.path.join(ROOT, "demos", "distributed_torch.py"),
-            "--epochs",
-            "8",
-            "--cache-size",
-            "64K",
-            "--partition",
-            "hash",
-        ],
-        tmp_path,
-    )
+    launcher = (torchrun, "--standalone", "--nnodes", "1", "--nproc-per-node", "2")
+    arguments = "--epochs 8 --cache-size 64K --partition hash"
+    metrics, stdout = _run("distributed_torch", arguments, tmp_path, launcher=launcher)
     assert metrics["world_size"] == 2
     assert metrics["test"] > CHANCE_MARGIN, stdout

@@ -1,6 +1,5 @@
 """gglspeedup.pyg: the stores and the sampler behind PyG's own NodeLoader, untyped and typed graphs."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +19,8 @@ from torch_geometric.utils import trim_to_layer  # noqa: E402
 
 import gglspeedup as gg  # noqa: E402
 from gglspeedup import pyg  # noqa: E402
+
+from conftest import load_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -349,9 +350,7 @@ def test_typed_loaders_take_heterodata_and_pyg_num_neighbors(hetero):
 
 # ---------------------------------------------------------------------------------------- training
 def test_a_small_pyg_training_run_through_the_swapped_loader_learns_cora():
-    spec = importlib.util.spec_from_file_location("pyg_demo", os.path.join(ROOT, "demos", "pyg_sage_cora.py"))
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_file("demos/pyg_sage_cora.py", "pyg_demo")
     argv = "--epochs 10 --hidden 64 --batch-size 35 --device cpu --threads 1 --no-progress".split()
     result = demo.main(argv)  # 40 steps; the whole demo (30 epochs of 3 steps) reaches about 0.80
     assert result["test"] >= 0.75, result
@@ -410,9 +409,7 @@ def test_sampler_and_stores_pickle_for_spawned_workers(cora):
 def test_the_wordnet_to_hetero_demo_learns_beyond_the_majority_class(capsys):
     """12 batches of PyG's to_hetero R-GCN over gglspeedup's typed stores: 0.53 test accuracy here
     (the majority class is 0.12; three full epochs reach 0.935)."""
-    spec = importlib.util.spec_from_file_location("pyg_wordnet", os.path.join(ROOT, "demos", "pyg_rgcn_wordnet.py"))
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_file("demos/pyg_rgcn_wordnet.py", "pyg_wordnet")
     argv = "--epochs 1 --batches-per-epoch 12 --fanouts 5,5 --eval-fanouts 5,5 --hidden 32 --batch-size 1024"
     result = demo.main(argv.split() + ["--device", "cpu", "--threads", "1"])
     assert result["test"] >= 0.35, result

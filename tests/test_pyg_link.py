@@ -13,6 +13,8 @@ from torch_geometric.sampler import NegativeSampling  # noqa: E402
 import gglspeedup as gg  # noqa: E402
 from gglspeedup import pyg  # noqa: E402
 
+from conftest import load_file  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def stores():
@@ -145,6 +147,11 @@ def hetero():
     return data
 
 
+def _pair_set(src, dst):
+    """The ``(src, dst)`` pairs of two id tensors, as a set of tuples."""
+    return set(map(tuple, torch.stack([src, dst]).t().tolist()))
+
+
 def test_typed_binary_and_triplet_link_batches(hetero):
     edge_type = ("author", "writes", "paper")
     writes = hetero[edge_type].edge_index
@@ -161,25 +168,11 @@ def test_typed_binary_and_triplet_link_batches(hetero):
         assert store.edge_label_index.shape == (2, 24) and store.edge_label.tolist() == [1.0] * 12 + [0.0] * 12
         src, dst = batch["author"].n_id[store.edge_label_index[0]], batch["paper"].n_id[store.edge_label_index[1]]
         assert torch.equal(torch.stack([src, dst])[:, :12], writes[:, store.input_id])
-        sampled = set(
-            map(
-                tuple,
-                torch.stack([batch["author"].n_id[store.edge_index[0]], batch["paper"].n_id[store.edge_index[1]]])
-                .t()
-                .tolist(),
-            )
-        )
-        assert not sampled & set(map(tuple, writes[:, store.input_id].t().tolist()))  # excluded, and their reverses
+        sampled = _pair_set(batch["author"].n_id[store.edge_index[0]], batch["paper"].n_id[store.edge_index[1]])
+        assert not sampled & _pair_set(*writes[:, store.input_id])  # excluded, and their reverses
         rev = batch["paper", "rev_writes", "author"]
-        reverse = set(
-            map(
-                tuple,
-                torch.stack([batch["author"].n_id[rev.edge_index[1]], batch["paper"].n_id[rev.edge_index[0]]])
-                .t()
-                .tolist(),
-            )
-        )
-        assert not reverse & set(map(tuple, writes[:, store.input_id].t().tolist()))
+        reverse = _pair_set(batch["author"].n_id[rev.edge_index[1]], batch["paper"].n_id[rev.edge_index[0]])
+        assert not reverse & _pair_set(*writes[:, store.input_id])
     feature_store, graph_store = pyg.FeatureStore.from_data(hetero), pyg.GraphStore.from_data(hetero)
     sampler = pyg.Sampler((feature_store, graph_store), [2])
     loader = LinkLoader(
@@ -197,13 +190,8 @@ def test_typed_binary_and_triplet_link_batches(hetero):
 
 
 def test_the_demos_link_task_runs_and_reports_roc_auc(capsys):
-    import importlib.util
-    import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demos", "pyg_sage_cora.py")
-    spec = importlib.util.spec_from_file_location("pyg_demo_link", path)
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    demo = load_file("demos/pyg_sage_cora.py", "pyg_demo_link")
     argv = "--task link --dataset powerlaw:300:6 --epochs 2 --fanouts 4,3 --hidden 8 --embedding 8 --device cpu"
     result = demo.main(argv.split() + ["--threads", "1"])
     assert result["task"] == "link" and 0.0 <= result["test"] <= 1.0

@@ -1,7 +1,6 @@
 """NeighborSampler: exact agreement with the NumPy reference, invariants, determinism, API."""
 
 import pickle
-import threading
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from gglspeedup.testing import (
     reference_sample,
 )
 
-from conftest import to_host
+from conftest import run_in_threads, to_host
 
 MODES = [
     pytest.param(False, False, id="uniform"),
@@ -171,11 +170,7 @@ def test_concurrent_calls_and_pickle():
     def work(k):
         results[k] = sampler.sample(seeds, key=k)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, 8)
     for got, want in zip(results, expected):
         assert_same_sample(got, want)
     clone = pickle.loads(pickle.dumps(sampler))

@@ -1,7 +1,6 @@
 """The sampling drivers: one interface per device, built once per sampler, records for the kernels."""
 
 import pickle
-import threading
 
 import numpy as np
 import pytest
@@ -10,6 +9,8 @@ import gglspeedup as gg
 from gglspeedup.sampling._kernels import GraphArrays, SampleOptions
 from gglspeedup.sampling._kernels.cpu import CPUDriver
 from gglspeedup.testing import assert_same_sample, check_sample, reference_sample
+
+from conftest import run_in_threads
 
 
 def _graph(weighted=False, edge_ids=False, seed=4):
@@ -68,11 +69,7 @@ def test_one_driver_serves_concurrent_calls():
     def work(i):
         results[i] = sampler.sample(seeds[i], key=i)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(seeds))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, len(seeds))
     for got, want in zip(results, expected):
         assert_same_sample(got, want)
     assert len(_driver_of(sampler).maps.free) >= 1  # maps came back clean to the pool

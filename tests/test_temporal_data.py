@@ -1,6 +1,5 @@
 """The bundled temporal graph (UC Irvine messages), its converter, and the temporal link demo."""
 
-import importlib.util
 import json
 import os
 
@@ -9,6 +8,8 @@ import pytest
 
 from gglspeedup import datasets
 from gglspeedup.datasets.temporal import chronological_split, load_uci_messages
+
+from conftest import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "gglspeedup", "data")
@@ -20,11 +21,7 @@ def events():
 
 
 def _tool():
-    path = os.path.join(ROOT, "tools", "convert_uci_messages.py")
-    spec = importlib.util.spec_from_file_location("convert_uci_messages", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("tools/convert_uci_messages.py")
 
 
 def test_uci_messages_shapes_ids_and_sorted_times(events):
@@ -156,10 +153,7 @@ def test_demo_runs_both_samplers_on_tiny_settings(tmp_path):
 
 
 def test_demo_script_is_a_shim_over_the_example(capsys):
-    path = os.path.join(ROOT, "demos", "temporal_links_torch.py")
-    spec = importlib.util.spec_from_file_location("demo_temporal_links_torch", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file("demos/temporal_links_torch.py", "demo_temporal_links_torch")
     with pytest.raises(SystemExit) as done:
         module.main(["--help"])
     assert done.value.code == 0

@@ -8,16 +8,14 @@ import sys
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import load_file
+
 HAS_PYG = importlib.util.find_spec("torch_geometric") is not None
 FAST = ["--no-progress", "--threads", "1", "--prefetch", "1"]
 
 
 def load_demo(name):
-    spec = importlib.util.spec_from_file_location(f"demo_{name}", os.path.join(ROOT, "demos", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(f"demos/{name}.py", f"demo_{name}")
 
 
 @pytest.mark.parametrize(
