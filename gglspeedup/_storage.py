@@ -37,6 +37,7 @@ __all__ = [
     "advise_random",
     "read_npz",
     "load_graph_arrays",
+    "save_graph_arrays",
     "is_folder",
     "FORMAT",
     "VERSION",
@@ -327,6 +328,18 @@ def _verify(path: str, name: str, array: np.ndarray, entry: dict) -> None:
             f"{path!r}: array {name!r} fails its checksum (xxh3_64 {digest.hexdigest()} != {entry.get('xxh3_64')}): "
             "the file is corrupt; copy or save it again"
         )
+
+
+def save_graph_arrays(path, kind: str, meta: dict, graph) -> None:
+    """Write ``graph``'s CSR arrays (``indptr``, ``indices`` and, where present, ``edge_ids`` and
+    ``weights``), streamed to the host, to the folder ``path`` as a saved ``kind`` with header
+    ``meta`` (atomically: see :class:`FolderWriter`)."""
+    from .device import to_numpy
+
+    with FolderWriter(path, kind, meta) as out:
+        for name in ("indptr", "indices", "edge_ids", "weights"):
+            if getattr(graph, name) is not None:
+                out.add(name, to_numpy(getattr(graph, name)))
 
 
 def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dict, dict, bool]:

@@ -130,7 +130,30 @@ class GPUSampler:
         return _with_to_dlpack_ids(self._sampler.sample(seeds))
 
 
-class CGPUFeature:
+class _FilledLater:
+    """A feature table given later, by ``from_cpu_tensor(x)``: the subclass's ``_build(x, graph)``
+    makes it (``graph``: its ``csr`` as a :class:`~gglspeedup.CSRGraph`, or ``None``) and keeps it
+    in the attribute named by ``_table``."""
+
+    _table: str
+
+    def from_cpu_tensor(self, x):
+        graph = None if self.csr is None else as_csr_graph(self.csr)
+        setattr(self, self._table, self._build(x, graph))
+        return self
+
+    def _built(self):
+        table = getattr(self, self._table)
+        if table is None:
+            raise RuntimeError("call from_cpu_tensor(x) before reading rows")
+        return table
+
+    @property
+    def shape(self) -> tuple:
+        return self._built().shape
+
+
+class CGPUFeature(_FilledLater):
     """``CGPUFeature(csr, device, cache_size)``: a :class:`~gglspeedup.FeatureStore` filled later.
 
     ``from_cpu_tensor(x)`` builds the store: the rows of the highest-degree nodes of ``csr`` (row
@@ -145,24 +168,15 @@ class CGPUFeature:
         self.cache_size = cache_size
         self.store = None
 
-    def from_cpu_tensor(self, x) -> CGPUFeature:
+    _table = "store"
+
+    def _build(self, x, graph):
         from .feature import FeatureStore
 
-        graph = None if self.csr is None else as_csr_graph(self.csr)
-        self.store = FeatureStore(x, device=self.device, cache_size=self.cache_size, graph=graph)
-        return self
-
-    def _built(self):
-        if self.store is None:
-            raise RuntimeError("call from_cpu_tensor(x) before reading rows")
-        return self.store
+        return FeatureStore(x, device=self.device, cache_size=self.cache_size, graph=graph)
 
     def __getitem__(self, ids):
         return _with_to_dlpack(self._built()[ids])
-
-    @property
-    def shape(self) -> tuple:
-        return self._built().shape
 
     def stats(self) -> dict:
         return self._built().stats()
@@ -230,7 +244,7 @@ class MultiGPUSampler:
         return _with_to_dlpack_ids(self._multi.sample(seeds, rank))
 
 
-class Multi_CGPUFeature:
+class Multi_CGPUFeature(_FilledLater):
     """``Multi_CGPUFeature(rank, device_list, cache_size, csr)``: one feature cache per device.
 
     ``from_cpu_tensor(x)`` builds a :class:`~gglspeedup.MultiDeviceFeature` (the table goes to shared
@@ -254,18 +268,14 @@ class Multi_CGPUFeature:
         self.csr = csr
         self.feature = None
 
-    def from_cpu_tensor(self, x) -> Multi_CGPUFeature:
+    _table = "feature"
+
+    def _build(self, x, graph):
         from .multigpu import MultiDeviceFeature
 
-        graph = None if self.csr is None else as_csr_graph(self.csr)
-        self.feature = MultiDeviceFeature(x, self.device_list, cache_size=self.cache_size, graph=graph)
+        feature = MultiDeviceFeature(x, self.device_list, cache_size=self.cache_size, graph=graph)
         self.csr = None  # the cache order is computed; the graph need not travel with the feature
-        return self
-
-    def _built(self):
-        if self.feature is None:
-            raise RuntimeError("call from_cpu_tensor(x) before reading rows")
-        return self.feature
+        return feature
 
     def __getitem__(self, ids):
         feature = self._built()
@@ -277,7 +287,3 @@ class Multi_CGPUFeature:
             except RuntimeError:
                 rank = self.rank
         return _with_to_dlpack(feature.rank(rank)[ids])
-
-    @property
-    def shape(self) -> tuple:
-        return self._built().shape

@@ -98,11 +98,7 @@ def _gather_function():
             feature, plan = ctx.feature, ctx.plan
             send = grad.contiguous()[plan.order] if len(plan.order) else grad[:0]
             received = feature._all_to_all(
-                send,
-                output_rows=int(sum(plan.recv_splits)),
-                output_splits=plan.recv_splits,
-                input_splits=plan.send_splits,
-                what="gradient rows",
+                send, output_splits=plan.recv_splits, input_splits=plan.send_splits, what="gradient rows"
             )
             grad_local = torch.zeros(ctx.shape, dtype=grad.dtype, device=grad.device)
             grad_local.index_add_(0, plan.recv_index, received)  # repeated ids sum
@@ -357,30 +353,26 @@ class DistFeature:
         send_splits = send_counts.tolist()  # sync
         recv_splits = recv_counts.tolist()  # sync
         asked = self._local_index[ids[order]]
-        recv_index = self._all_to_all(
-            asked, output_rows=sum(recv_splits), output_splits=recv_splits, input_splits=send_splits, what="ids"
-        )
+        recv_index = self._all_to_all(asked, output_splits=recv_splits, input_splits=send_splits, what="ids")
         return _Plan(order, send_splits, recv_splits, recv_index)
 
     def _exchange_rows(self, local_rows, plan: _Plan):
         import torch
 
         served = local_rows[plan.recv_index]
-        rows = self._all_to_all(
-            served,
-            output_rows=int(sum(plan.send_splits)),
-            output_splits=plan.send_splits,
-            input_splits=plan.recv_splits,
-            what="rows",
-        )
+        rows = self._all_to_all(served, output_splits=plan.send_splits, input_splits=plan.recv_splits, what="rows")
         out = torch.empty_like(rows)
         out[plan.order] = rows
         return out
 
-    def _all_to_all(self, tensor, output_rows, output_splits=None, input_splits=None, what="data"):
+    def _all_to_all(self, tensor, output_rows=None, output_splits=None, input_splits=None, what="data"):
+        """``tensor``'s rows (``input_splits`` to each rank) exchanged for ``output_rows`` rows
+        (default: ``sum(output_splits)``) from the ranks, naming ``what`` if a peer fails."""
         import torch
         import torch.distributed as dist
 
+        if output_rows is None:
+            output_rows = int(sum(output_splits))
         tensor = tensor.contiguous()
         output = torch.empty((output_rows, *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
         try:

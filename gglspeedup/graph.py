@@ -329,13 +329,10 @@ class CSRGraph:
         leaves ``path`` as it was. Arrays are streamed from where they live (host, pinned or GPU
         memory, or a memory map), 64 MiB at a time.
         """
-        from ._storage import FolderWriter
+        from ._storage import save_graph_arrays
 
         meta = {"num_nodes": self.num_nodes, "num_src_nodes": self.num_src_nodes, "num_edges": self.num_edges}
-        with FolderWriter(path, "CSRGraph", meta) as out:
-            for name in ("indptr", "indices", "edge_ids", "weights"):
-                if getattr(self, name) is not None:
-                    out.add(name, to_numpy(getattr(self, name)))
+        save_graph_arrays(path, "CSRGraph", meta, self)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> CSRGraph:

@@ -276,7 +276,7 @@ class HeteroGraph:
     def save(self, path: str | os.PathLike) -> None:
         """Write the graph to the folder ``path``, as :meth:`CSRGraph.save` does (the stacked
         arrays, and the types and counts in the header), atomically."""
-        from ._storage import FolderWriter
+        from ._storage import save_graph_arrays
 
         meta = {
             "node_types": list(self.node_types),
@@ -285,11 +285,7 @@ class HeteroGraph:
             "has_edge_ids": list(self._has_edge_ids),
             "edges_per_type": [self.num_edges[et] for et in self.edge_types],
         }
-        host = self.stacked
-        with FolderWriter(path, "HeteroGraph", meta) as out:
-            for name in ("indptr", "indices", "edge_ids", "weights"):
-                if getattr(host, name) is not None:
-                    out.add(name, to_numpy(getattr(host, name)))
+        save_graph_arrays(path, "HeteroGraph", meta, self.stacked)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> HeteroGraph:

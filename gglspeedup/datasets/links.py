@@ -73,14 +73,7 @@ def split_edges(graph, val: float = 0.05, test: float = 0.10, *, seed: int = 0, 
         shares out of range, or a graph too dense to find enough negatives.
     """
     graph = as_csr_graph(graph)
-    for name, share in (("val", val), ("test", test)):
-        if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)):
-            raise TypeError(f"{name} must be a share of the edges (a float), got {type(share).__name__}")
-        if not 0 <= share < 1:
-            raise ValueError(f"{name} must be in [0, 1), got {share}")
-    if val + test >= 1:
-        raise ValueError(f"val + test must leave edges to train on (< 1), got {val} + {test}")
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_split(val, test, seed)
     undirected = check_bool("undirected", undirected)
     host = graph.to("cpu")
     n = host.num_nodes
@@ -143,3 +136,16 @@ def _key(codes: np.ndarray, n: int, undirected: bool) -> np.ndarray:
         return codes
     u, v = codes // n, codes % n
     return np.minimum(u, v) * n + np.maximum(u, v)
+
+
+def check_split(val, test, seed) -> int:
+    """Refuse held-out shares that are not floats in ``[0, 1)`` leaving edges to train on
+    (``val + test < 1``); return ``seed`` checked (a non-negative int)."""
+    for name, share in (("val", val), ("test", test)):
+        if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)):
+            raise TypeError(f"{name} must be a share of the edges (a float), got {type(share).__name__}")
+        if not 0 <= share < 1:
+            raise ValueError(f"{name} must be in [0, 1), got {share}")
+    if val + test >= 1:
+        raise ValueError(f"val + test must leave edges to train on (< 1), got {val} + {test}")
+    return check_int("seed", seed, minimum=0)

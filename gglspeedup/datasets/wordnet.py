@@ -19,7 +19,7 @@ import numpy as np
 from ..device import to_numpy
 from ..graph import CSRGraph
 from ..heterograph import HeteroGraph
-from ..validation import check_int
+from .links import check_split
 
 __all__ = [
     "load_wordnet",
@@ -241,14 +241,7 @@ def wordnet_link_split(
     """
     if not isinstance(graph, HeteroGraph):
         raise TypeError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
-    for name, share in (("val", val), ("test", test)):
-        if isinstance(share, bool) or not isinstance(share, (int, float, np.floating)):
-            raise TypeError(f"{name} must be a share of the edges (a float), got {type(share).__name__}")
-        if not 0 <= share < 1:
-            raise ValueError(f"{name} must be in [0, 1), got {share}")
-    if val + test >= 1:
-        raise ValueError(f"val + test must leave edges to train on (< 1), got {val} + {test}")
-    seed = check_int("seed", seed, minimum=0)
+    seed = check_split(val, test, seed)
     inverses = INVERSE_RELATIONS if inverses is None else inverses
     if not isinstance(inverses, dict):
         raise TypeError(f"inverses must be a dict relation name -> name, got {type(inverses).__name__}")

@@ -37,7 +37,14 @@ import numpy as np
 
 from ..device import to_numpy
 from ..validation import check_int
-from .policies import _PRESAMPLE_KEYS, _as_node_ids, _default_batches, check_presample_scalars, presample_scores
+from .policies import (
+    _PRESAMPLE_KEYS,
+    _as_node_ids,
+    _default_batches,
+    check_presample_scalars,
+    checked_policy,
+    presample_scores,
+)
 
 __all__ = [
     "HETERO_POLICIES",
@@ -284,16 +291,9 @@ def resolve_hetero_policy(policy: Any, graph, num_rows: dict, row_bytes: dict, p
         if graph.num_nodes.get(t) != rows:
             count = graph.num_nodes.get(t, "absent")
             raise ValueError(f"node type {t!r} has {rows} rows but graph.num_nodes[{t!r}] is {count}; they must match")
-    if policy is None:
-        policy = "degree" if graph is not None else "none"
-    if isinstance(policy, str):
-        if policy not in HETERO_POLICIES:
-            raise ValueError(f"policy must be one of {HETERO_POLICIES}, a dict of orders or a ranking, got {policy!r}")
-        if policy != "none" and graph is None:
-            raise ValueError(f"policy={policy!r} needs graph= (a HeteroGraph with one node per row of each table)")
-        if presample is not None and policy != "presample":
-            raise ValueError(f"presample= options are only used with policy='presample', got policy={policy!r}")
-    elif isinstance(policy, dict):
+    expected = f"one of {HETERO_POLICIES}, a dict of orders or a ranking"
+    policy = checked_policy(policy, graph, presample, expected, "a HeteroGraph with one node per row of each table")
+    if isinstance(policy, dict):
         orders = {}
         for t, order in policy.items():
             if t not in num_rows:
@@ -304,10 +304,10 @@ def resolve_hetero_policy(policy: Any, graph, num_rows: dict, row_bytes: dict, p
             if len(np.unique(orders[t])) != len(orders[t]):
                 raise ValueError(f"policy[{t!r}] (an order array) must not repeat ids")
         return "order", lambda budget: (merge_orders(orders, row_bytes), {})
-    elif isinstance(policy, (list, tuple)):
+    if isinstance(policy, (list, tuple)):
         ranking = pair_ranking(policy, num_rows)
         return "ranking", lambda budget: (ranking, {})
-    else:
+    if not isinstance(policy, str):
         raise TypeError(
             "policy must be 'degree', 'presample', 'none', a dict node type -> order array or a list of "
             f"(node_type, id) pairs, got {type(policy).__name__}"

@@ -216,6 +216,23 @@ def expected_hit_rate(counts: np.ndarray, cached_ids: np.ndarray) -> float:
     return float(np.sum(counts[cached_ids]) / total) if total else 0.0
 
 
+def checked_policy(policy, graph, presample, expected: str, graph_kind: str):
+    """``policy``, ``None`` read as ``"degree"`` with a graph and ``"none"`` without; a name is
+    checked here: one of :data:`POLICIES` (else the error says it must be ``expected``), given
+    ``graph`` (``graph_kind``) unless ``"none"``, and ``presample`` options only for
+    ``"presample"``."""
+    if policy is None:
+        policy = "degree" if graph is not None else "none"
+    if isinstance(policy, str):
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be {expected}, got {policy!r}")
+        if policy != "none" and graph is None:
+            raise ValueError(f"policy={policy!r} needs graph= ({graph_kind})")
+        if presample is not None and policy != "presample":
+            raise ValueError(f"presample= options are only used with policy='presample', got policy={policy!r}")
+    return policy
+
+
 def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
     """Check ``policy`` and return ``(name, compute)``: ``compute(budget)`` yields ``(order, info)``
     for a cache of ``budget`` rows.
@@ -230,16 +247,9 @@ def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
         graph = as_csr_graph(graph)
         if graph.num_nodes != num_rows:
             raise ValueError(f"graph has {graph.num_nodes} nodes but x has {num_rows} rows; they must match")
-    if policy is None:
-        policy = "degree" if graph is not None else "none"
-    if isinstance(policy, str):
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES} or an order array, got {policy!r}")
-        if policy in ("degree", "presample") and graph is None:
-            raise ValueError(f"policy={policy!r} needs graph= (a CSRGraph with one node per row of x)")
-        if presample is not None and policy != "presample":
-            raise ValueError(f"presample= options are only used with policy='presample', got policy={policy!r}")
-    else:
+    expected, graph_kind = f"one of {POLICIES} or an order array", "a CSRGraph with one node per row of x"
+    policy = checked_policy(policy, graph, presample, expected, graph_kind)
+    if not isinstance(policy, str):
         order = _as_node_ids("policy (an order array)", policy, num_rows)
         if len(np.unique(order)) != len(order):
             raise ValueError("policy (an order array) must not repeat ids")

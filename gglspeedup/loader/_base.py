@@ -57,6 +57,16 @@ def check_feature_rows(sampler, features) -> None:
         )
 
 
+def check_sampler(sampler, protocol: type, method: str) -> None:
+    """Refuse a sampler that lacks ``method`` (the call ``protocol``, a runtime-checkable protocol
+    of :mod:`gglspeedup.protocols`, asks for), naming both."""
+    if not isinstance(sampler, protocol):
+        raise TypeError(
+            f"sampler must have a {method} method (gglspeedup.protocols.{protocol.__name__}), "
+            f"got {type(sampler).__name__}"
+        )
+
+
 def label_array(name: str, labels):
     """``labels`` as an array (NumPy, or the framework's via DLPack); ``TypeError`` naming ``name``
     for anything that is not an array (a number, a string, a dict)."""

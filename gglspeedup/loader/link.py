@@ -14,7 +14,7 @@ import numpy as np
 from ..protocols import LinkSampler
 from ..sampling.links import check_link_options
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, num_nodes_of
+from ._base import BaseLoader, check_sampler, num_nodes_of
 from .hetero import HeteroLinkBatch, TypedFeatures, check_typed_link, typed_num_nodes, typed_sizes
 
 __all__ = ["LinkBatch", "LinkLoader"]
@@ -144,11 +144,7 @@ class LinkLoader(BaseLoader):
         seed=0,
         reuse_buffers=True,
     ):
-        if not isinstance(sampler, LinkSampler):
-            raise TypeError(
-                "sampler must have a sample_links(pairs, labels=None, *, ..., key=None) method "
-                f"(gglspeedup.protocols.LinkSampler), got {type(sampler).__name__}"
-            )
+        check_sampler(sampler, LinkSampler, "sample_links(pairs, labels=None, *, ..., key=None)")
         typed = typed_num_nodes(sampler)
         if typed is not None and edge_type is None:
             raise TypeError("a typed sampler needs edge_type: the (src_type, name, dst_type) of the pairs")
@@ -221,18 +217,17 @@ class LinkLoader(BaseLoader):
         """(3, E): sources, targets and each pair's column (to slice its label), permuted."""
         return self._columns if permutation is None else self._columns[:, permutation]
 
-    def _make_batch(self, epoch: int, index: int, items: np.ndarray) -> LinkBatch:
+    def _make_batch(self, epoch: int, index: int, items: np.ndarray) -> LinkBatch | HeteroLinkBatch:
         start = time.perf_counter()
         pairs = np.ascontiguousarray(items[:2])
         labels = None if self.labels is None else self.labels[items[2]]
         out = self.sampler.sample_links(pairs, labels, key=self._key(epoch, index), **self.options, **self._trusted)
         sampled = time.perf_counter()
-        if self._typed is not None:
-            return self._typed_batch(out, start, sampled, pairs.shape[1])
-        x = self._gather(out.n_id)
+        typed = self._typed is not None
+        x = self._typed.gather(out.n_id) if typed else self._gather(out.n_id)
         gathered = time.perf_counter()
         count = pairs.shape[1]
-        batch = LinkBatch(
+        fields = (
             x,
             list(out.adjs),
             out.n_id,
@@ -242,31 +237,12 @@ class LinkLoader(BaseLoader):
             out.num_false_negatives,
             count,
         )
+        if typed:
+            batch = HeteroLinkBatch(*fields, out.edge_type, out.num_sampled_nodes, out.num_sampled_edges)
+        else:
+            batch = LinkBatch(*fields)
         batch = self._convert(batch)
-        self._count_links(out, start, sampled, gathered, count, len(out.n_id), _edges(out.adjs))
-        return batch
-
-    def _typed_batch(self, out, start: float, sampled: float, count: int) -> HeteroLinkBatch:
-        x = self._typed.gather(out.n_id)
-        gathered = time.perf_counter()
-        batch = HeteroLinkBatch(
-            x,
-            list(out.adjs),
-            out.n_id,
-            out.pair_index,
-            out.labels,
-            out.negative_targets,
-            out.num_false_negatives,
-            count,
-            out.edge_type,
-            out.num_sampled_nodes,
-            out.num_sampled_edges,
-        )
-        batch = self._convert(batch)
-        self._count_links(out, start, sampled, gathered, count, *typed_sizes(out.n_id, out.adjs))
-        return batch
-
-    def _count_links(self, out, start, sampled, gathered, count: int, nodes: int, edges: int) -> None:
+        nodes, edges = typed_sizes(out.n_id, out.adjs) if typed else (len(out.n_id), _edges(out.adjs))
         negatives = out.negative_targets.size if out.negative_targets is not None else out.batch_size - count
         self._timed(
             start,
@@ -278,6 +254,7 @@ class LinkLoader(BaseLoader):
             nodes=nodes,
             edges=edges,
         )
+        return batch
 
 
 def _edges(adjs) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 from ..device import array_module
 from ..protocols import Sampler
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, label_array, num_nodes_of, take_labels
+from ._base import BaseLoader, check_sampler, label_array, num_nodes_of, take_labels
 from .hetero import (
     HeteroBatch,
     TypedFeatures,
@@ -155,11 +155,7 @@ class NodeLoader(BaseLoader):
         seed=0,
         reuse_buffers=True,
     ):
-        if not isinstance(sampler, Sampler):
-            raise TypeError(
-                f"sampler must have a sample(seeds, key=None) method (gglspeedup.protocols.Sampler), "
-                f"got {type(sampler).__name__}"
-            )
+        check_sampler(sampler, Sampler, "sample(seeds, key=None)")
         typed = typed_num_nodes(sampler)
         if typed is None and is_typed_seeds(seeds):
             raise TypeError(

@@ -38,15 +38,6 @@ def _check_rank(rank, num_devices: int) -> int:
     return rank
 
 
-def _build_on(rank: int, device, build):
-    """Run ``build()`` for ``rank``; a device this process cannot use raises naming both."""
-    try:
-        device.check_available()
-    except RuntimeError as error:
-        raise RuntimeError(f"rank {rank} (pid {os.getpid()}): {error}") from None
-    return build()
-
-
 class _PerProcessState:
     """Pickling for objects handed to worker processes: the attributes named in ``_PICKLED`` travel
     (shared-memory handles, options); everything :meth:`_local_state` sets (locks, per-rank
@@ -67,3 +58,19 @@ class _PerProcessState:
     @property
     def num_devices(self) -> int:
         return len(self.devices)
+
+    def _per_rank(self, cache: str, rank, build):
+        """Rank ``rank``'s entry of the dict attribute ``cache``, made on first use in this process by
+        ``build(rank, device)`` (under the lock, on the rank's device); a device this process
+        cannot use raises naming both."""
+        rank = _check_rank(rank, self.num_devices)
+        with self._lock:
+            built = getattr(self, cache)  # read under the lock: set_fanouts may replace the dict
+            if rank not in built:
+                device = self.devices[rank]
+                try:
+                    device.check_available()
+                except RuntimeError as error:
+                    raise RuntimeError(f"rank {rank} (pid {os.getpid()}): {error}") from None
+                built[rank] = build(rank, device)
+            return built[rank]

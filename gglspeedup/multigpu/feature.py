@@ -12,7 +12,7 @@ import numpy as np
 from .._shared import share
 from ..device import array_library, parse_size
 from ..protocols import FeatureSource
-from ._common import _build_on, _check_devices, _check_rank, _PerProcessState
+from ._common import _check_devices, _check_rank, _PerProcessState
 
 __all__ = ["MultiDeviceFeature"]
 
@@ -214,39 +214,25 @@ class MultiDeviceFeature(_PerProcessState):
 
     def store(self, rank: int) -> FeatureSource:
         """Rank ``rank``'s :class:`~gglspeedup.FeatureStore`, built on first use in this process."""
+        return self._per_rank("_stores", rank, self._new_store)
+
+    def _new_store(self, rank: int, device) -> FeatureSource:
         from ..feature import FeatureStore, HeteroFeatureStore
 
-        rank = _check_rank(rank, self.num_devices)
-        with self._lock:
-            store = self._stores.get(rank)
-            if store is None:
-                device = self.devices[rank]
-                if self.typed:  # the ranking holds the cached rows only, so the budget takes them all
-                    orders = {t: handle.array for t, handle in self._order.items()}
-                    budget = self.cache_size if device.is_cuda else 0
-                    self._stores[rank] = store = _build_on(
-                        rank,
-                        device,
-                        lambda: HeteroFeatureStore(self.table, device, budget, policy=orders, pin="register"),
-                    )
-                    return store
-                order = self._order.array
-                if self.mode == "shard":
-                    order = order[rank :: self.num_devices]
-                policy = order if len(order) else "none"
-                store = _build_on(
-                    rank,
-                    device,
-                    lambda: FeatureStore(
-                        self._table.array,
-                        device,
-                        self.cache_size if device.is_cuda else 0,
-                        policy=policy,
-                        pin="register",  # the shared table, page-locked in place once per process
-                    ),
-                )
-                self._stores[rank] = store
-        return store
+        if self.typed:  # the ranking holds the cached rows only, so the budget takes them all
+            orders = {t: handle.array for t, handle in self._order.items()}
+            budget = self.cache_size if device.is_cuda else 0
+            return HeteroFeatureStore(self.table, device, budget, policy=orders, pin="register")
+        order = self._order.array
+        if self.mode == "shard":
+            order = order[rank :: self.num_devices]
+        return FeatureStore(
+            self._table.array,
+            device,
+            self.cache_size if device.is_cuda else 0,
+            policy=order if len(order) else "none",
+            pin="register",  # the shared table, page-locked in place once per process
+        )
 
     def _gather_shard(self, rank: int, ids):
         """Rows for ``rank``: its own cache and host tier, plus rows cached on its peers.

@@ -12,7 +12,7 @@ from ..graph import CSRGraph, as_csr_graph
 from ..protocols import Sampler
 from ..sampling.types import SampleOutput
 from ..validation import check_bool, check_fanouts, check_int
-from ._common import _build_on, _check_devices, _check_rank, _PerProcessState, rank_seed
+from ._common import _check_devices, _PerProcessState, rank_seed
 
 __all__ = ["MultiDeviceSampler"]
 
@@ -85,22 +85,12 @@ class MultiDeviceSampler(_PerProcessState):
 
     def sampler(self, rank: int) -> Sampler:
         """Rank ``rank``'s :class:`~gglspeedup.NeighborSampler`, built on first use in this process."""
+        return self._per_rank("_samplers", rank, self._new_sampler)
+
+    def _new_sampler(self, rank: int, device) -> Sampler:
         from ..sampling import NeighborSampler
 
-        rank = _check_rank(rank, self.num_devices)
-        with self._lock:
-            sampler = self._samplers.get(rank)
-            if sampler is None:
-                device = self.devices[rank]
-                sampler = _build_on(
-                    rank,
-                    device,
-                    lambda: NeighborSampler(
-                        self.graph, self.fanouts, seed=rank_seed(self.seed, rank), device=device, **self.options
-                    ),
-                )
-                self._samplers[rank] = sampler
-        return sampler
+        return NeighborSampler(self.graph, self.fanouts, seed=rank_seed(self.seed, rank), device=device, **self.options)
 
     def rank(self, rank: int) -> Sampler:
         """Rank ``rank``'s sampler as a :class:`gglspeedup.protocols.Sampler` (``sample(seeds,

@@ -77,17 +77,11 @@ def sampler_output(out, metadata=None) -> SamplerOutput:
     adjs = list(out.adjs)
     hops = adjs[::-1]
     seeds = int(hops[0].size[1]) if hops else int(out.n_id.shape[0])
-    node, row, col, e_id = to_torch((out.n_id, *hop_edges(adjs)))
-    batch = getattr(out, "batch", None)
-    return SamplerOutput(
-        node=node,
-        row=row,
-        col=col,
-        edge=e_id,
-        batch=None if batch is None else to_torch(batch),
-        num_sampled_nodes=[seeds] + [int(adj.size[0]) - int(adj.size[1]) for adj in hops],
-        num_sampled_edges=[int(adj.e_id.shape[0]) for adj in hops],
-        metadata=metadata,
+    node, *edges = to_torch((out.n_id, *hop_edges(adjs)))
+    num_sampled_nodes = [seeds] + [int(adj.size[0]) - int(adj.size[1]) for adj in hops]
+    num_sampled_edges = [int(adj.e_id.shape[0]) for adj in hops]
+    return _record(
+        SamplerOutput, node, edges, getattr(out, "batch", None), num_sampled_nodes, num_sampled_edges, metadata
     )
 
 
@@ -103,14 +97,24 @@ def hetero_sampler_output(out, metadata=None) -> HeteroSamplerOutput:
     for edge_type in edge_types:
         row[edge_type], col[edge_type], edge[edge_type] = to_torch(hop_edges([layer[edge_type] for layer in out.adjs]))
     batch = getattr(out, "batch", None)
-    return HeteroSamplerOutput(
+    batch = None if batch is None else dict(batch)
+    num_sampled_nodes = {t: list(counts) for t, counts in out.num_sampled_nodes.items()}
+    num_sampled_edges = {et: list(counts) for et, counts in out.num_sampled_edges.items()}
+    return _record(HeteroSamplerOutput, node, (row, col, edge), batch, num_sampled_nodes, num_sampled_edges, metadata)
+
+
+def _record(kind, node, edges, batch, num_sampled_nodes, num_sampled_edges, metadata):
+    """PyG's ``kind`` (``SamplerOutput`` / ``HeteroSamplerOutput``) of torch ``node`` and
+    ``edges`` (``row``, ``col``, ``edge``), the sampler's ``batch`` (or ``None``) and the counts."""
+    row, col, edge = edges
+    return kind(
         node=node,
         row=row,
         col=col,
         edge=edge,
-        batch=None if batch is None else to_torch(dict(batch)),
-        num_sampled_nodes={t: list(counts) for t, counts in out.num_sampled_nodes.items()},
-        num_sampled_edges={et: list(counts) for et, counts in out.num_sampled_edges.items()},
+        batch=None if batch is None else to_torch(batch),
+        num_sampled_nodes=num_sampled_nodes,
+        num_sampled_edges=num_sampled_edges,
         metadata=metadata,
     )
 

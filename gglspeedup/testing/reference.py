@@ -7,6 +7,8 @@ kernels with it exactly. It is slow: use it on graphs of up to a few thousand ed
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..device import to_numpy
@@ -142,27 +144,46 @@ def reference_sample(
     local = {}
     for i, node in enumerate(n_id):
         local.setdefault(node, i)
-    hops = []
-    first = 0
+    picks = functools.partial(_csr_picks, indptr, indices, weights, replace, weighted)
+    hops = _grow_hops(n_id, local, fanouts, seed, key, expand, edge_ids, picks)
+    return SampleOutput(np.array(n_id, dtype=np.int64), hops)
+
+
+def _grow_hops(n_id: list, local: dict, fanouts, seed: int, key: int, expand: str, edge_ids, picks) -> list:
+    """The hops of an untyped sample grown from the rows ``n_id`` (outermost first; ``n_id`` and
+    ``local`` grow in place): hop ``h`` draws ``picks(k, hop_state, row)`` for each target row
+    (every row so far, or with ``expand="new"`` the rows new at hop ``h - 1``)."""
+    hops, first = [], 0
     for hop, k in enumerate(fanouts):
-        hop_state = reference_hop_state(seed, key, hop)
-        num_targets = len(n_id)
-        src, dst, e_id = [], [], []
-        for i in range(first, num_targets):
-            node = n_id[i]
-            start, end = int(indptr[node]), int(indptr[node + 1])
-            for p in _sample_row(start, end - start, weights, k, replace, weighted, _row_state(hop_state, node)):
-                neighbour = int(indices[p])
-                if neighbour not in local:
-                    local[neighbour] = len(n_id)
-                    n_id.append(neighbour)
-                src.append(local[neighbour])
-                dst.append(i)
-                e_id.append(p if edge_ids is None else int(edge_ids[p]))
-        edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
-        hops.append(Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id), num_targets)))
-        first = num_targets if expand == "new" else 0
-    return SampleOutput(np.array(n_id, dtype=np.int64), hops[::-1])
+        targets = list(n_id)
+        hop_picks = functools.partial(picks, k, reference_hop_state(seed, key, hop))
+        hops.append(_draw_hop(n_id, local, targets, first, edge_ids, hop_picks))
+        first = len(targets) if expand == "new" else 0
+    return hops[::-1]
+
+
+def _csr_picks(indptr, indices, weights, replace, weighted, k, state: int, node: int) -> list:
+    """``(p, neighbour)`` for every CSR position ``p`` drawn in ``node``'s row with RNG ``state``."""
+    start, end = int(indptr[node]), int(indptr[node + 1])
+    row_state = _row_state(state, node)
+    return [(p, int(indices[p])) for p in _sample_row(start, end - start, weights, k, replace, weighted, row_state)]
+
+
+def _draw_hop(n_id: list, local: dict, targets: list, first: int, edge_ids, picks) -> Adj:
+    """One hop (of one relation): the edges ``picks(row)`` draws for each target row
+    ``targets[first:]`` (``(p, neighbour)`` pairs: CSR position, source row), each new source row
+    appended to ``n_id`` (and ``local``: row -> position) in order of first appearance."""
+    src, dst, e_id = [], [], []
+    for i in range(first, len(targets)):
+        for p, neighbour in picks(targets[i]):
+            if neighbour not in local:
+                local[neighbour] = len(n_id)
+                n_id.append(neighbour)
+            src.append(local[neighbour])
+            dst.append(i)
+            e_id.append(p if edge_ids is None else int(edge_ids[p]))
+    edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
+    return Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id), len(targets)))
 
 
 def reference_relation_state(hop_state: int, edge_type) -> int:
@@ -208,23 +229,10 @@ def reference_hetero_sample(graph, seeds, fanouts, *, replace=False, weighted=Fa
             edge_ids = None if rel.edge_ids is None else to_numpy(rel.edge_ids)
             weights = None if rel.weights is None else to_numpy(rel.weights)
             state = reference_relation_state(hop_state, et)
-            src, dst, e_id = [], [], []
-            for i, node in enumerate(targets[dst_type] if k != 0 else []):
-                if i < starts[dst_type]:
-                    continue
-                start, end = int(indptr[node]), int(indptr[node + 1])
-                row_state = _row_state(state, node)
-                for p in _sample_row(start, end - start, weights, k, replace, weighted, row_state):
-                    neighbour = int(indices[p])
-                    if neighbour not in local[src_type]:
-                        local[src_type][neighbour] = len(n_id[src_type])
-                        n_id[src_type].append(neighbour)
-                    src.append(local[src_type][neighbour])
-                    dst.append(i)
-                    e_id.append(p if edge_ids is None else int(edge_ids[p]))
-            edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
-            layer[et] = Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id[src_type]), before[dst_type]))
-            counts_e[et].append(len(e_id))
+            picks = functools.partial(_csr_picks, indptr, indices, weights, replace, weighted, k, state)
+            first = starts[dst_type] if k != 0 else len(targets[dst_type])
+            layer[et] = _draw_hop(n_id[src_type], local[src_type], targets[dst_type], first, edge_ids, picks)
+            counts_e[et].append(len(layer[et].e_id))
         for et in edge_types:  # sizes count every source of the hop, new ones of later relations too
             adj = layer[et]
             layer[et] = Adj(adj.edge_index, adj.e_id, (len(n_id[et[0]]), adj.size[1]))

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import to_numpy
-from ..sampling.types import Adj, SampleOutput
-from .reference import _row_state, _sample_row, reference_hop_state
+from ..sampling.types import SampleOutput
+from .reference import _grow_hops, _row_state, _sample_row
 
 __all__ = ["reference_tree_sample"]
 
@@ -58,33 +58,20 @@ def reference_tree_sample(
         seed_time = np.asarray(node_time)[seeds]
     n_id = [(b, s) for b, s in enumerate(seeds)]
     local = {row: i for i, row in enumerate(n_id)}
-    hops, first = [], 0
-    for hop, k in enumerate(fanouts):
-        hop_state = reference_hop_state(seed, key, hop)
-        num_targets = len(n_id)
-        src, dst, e_id = [], [], []
-        for i in range(first, num_targets):
-            tree, node = n_id[i]
-            row = list(range(int(indptr[node]), int(indptr[node + 1])))
-            if times is not None:
-                row = sorted(row, key=lambda p: times[p])  # stable: ties keep the row order
-                row = [p for p in row if times[p] <= seed_time[tree]]
-            row_weights = None if weights is None else np.asarray([weights[p] for p in row], np.float64)
-            if times is not None and strategy == "last":
-                picks = list(range(len(row) - min(k, len(row)) if k >= 0 else 0, len(row))) if k != 0 else []
-            else:
-                picks = _sample_row(0, len(row), row_weights, k, replace, weighted, _row_state(hop_state, node))
-            for j in picks:
-                p = row[j]
-                neighbour = (tree, int(indices[p]))
-                if neighbour not in local:
-                    local[neighbour] = len(n_id)
-                    n_id.append(neighbour)
-                src.append(local[neighbour])
-                dst.append(i)
-                e_id.append(p if edge_ids is None else int(edge_ids[p]))
-        edge_index = np.array([src, dst], dtype=np.int64).reshape(2, -1)
-        hops.append(Adj(edge_index, np.array(e_id, dtype=np.int64), (len(n_id), num_targets)))
-        first = num_targets if expand == "new" else 0
+
+    def picks(k, hop_state, target) -> list:
+        tree, node = target
+        row = list(range(int(indptr[node]), int(indptr[node + 1])))
+        if times is not None:
+            row = sorted(row, key=lambda p: times[p])  # stable: ties keep the row order
+            row = [p for p in row if times[p] <= seed_time[tree]]
+        row_weights = None if weights is None else np.asarray([weights[p] for p in row], np.float64)
+        if times is not None and strategy == "last":
+            chosen = list(range(len(row) - min(k, len(row)) if k >= 0 else 0, len(row))) if k != 0 else []
+        else:
+            chosen = _sample_row(0, len(row), row_weights, k, replace, weighted, _row_state(hop_state, node))
+        return [(row[j], (tree, int(indices[row[j]]))) for j in chosen]
+
+    hops = _grow_hops(n_id, local, fanouts, seed, key, expand, edge_ids, picks)
     batch = np.array([b for b, _ in n_id], dtype=np.int64)
-    return SampleOutput(np.array([v for _, v in n_id], dtype=np.int64), hops[::-1], batch)
+    return SampleOutput(np.array([v for _, v in n_id], dtype=np.int64), hops, batch)
