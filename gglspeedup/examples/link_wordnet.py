@@ -31,6 +31,7 @@ __all__ = ["main", "run", "build_parser", "filtered_negatives"]
 
 def build_parser():
     from . import cli
+    from .link_cora import add_link_options
 
     parser = cli.build_parser(
         "Typed link prediction with gglspeedup: R-GCN encoder + bilinear decoder on WordNet relations.",
@@ -48,11 +49,7 @@ def build_parser():
         default="noun:hypernym:noun",
         help="the edge type to predict, SRC:NAME:DST (default: %(default)s)",
     )
-    parser.add_argument("--embedding", type=int, default=64, help="output embedding width (default: %(default)s)")
-    parser.add_argument("--num-negatives", type=int, default=1, help="negatives per pair (default: %(default)s)")
-    parser.add_argument("--runs", type=int, default=1, help="repeat with consecutive seeds (default: %(default)s)")
-    parser.set_defaults(out=".")
-    return parser
+    return add_link_options(parser)
 
 
 def filtered_negatives(graph, edge_type, pairs: np.ndarray, seed: int) -> np.ndarray:
