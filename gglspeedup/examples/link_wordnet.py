@@ -32,17 +32,13 @@ __all__ = ["main", "run", "build_parser", "filtered_negatives"]
 def build_parser():
     from . import cli
     from .link_cora import add_link_options
+    from .rgcn_wordnet import WORDNET_DEFAULTS
 
     parser = cli.build_parser(
         "Typed link prediction with gglspeedup: R-GCN encoder + bilinear decoder on WordNet relations.",
-        epochs=10,
-        fanouts="10,10",
-        batch_size=512,
-        hidden=128,
         lr=0.005,
-        weight_decay=0.0,
         dropout=0.3,
-        dataset="wordnet",
+        **WORDNET_DEFAULTS,
     )
     parser.add_argument(
         "--relation",
@@ -140,15 +136,8 @@ def rgcn_bilinear(setup: dict, args):
 
     graph, (src, _, dst) = setup["graph"], setup["edge_type"]
     model = nn.Module()
-    model.encoder = RGCN(
-        setup["features"],
-        args.hidden,
-        args.embedding,
-        graph.node_types,
-        graph.edge_types,
-        graph.num_nodes,
-        num_layers=len(args.fanouts),
-        dropout=args.dropout,
+    model.encoder = RGCN.for_graph(
+        graph, setup["features"], args.hidden, args.embedding, len(args.fanouts), args.dropout
     )
     model.decoder = nn.Bilinear(args.embedding, args.embedding, 1)
 
