@@ -21,27 +21,19 @@ steps; a rank that dies makes the others fail after ``--timeout`` seconds instea
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
 import os
-import time
 
 import numpy as np
 
+from gglspeedup.examples import ranks
+
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="cora", choices=("cora", "citeseer"))
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--fanouts", default="25,10", help="neighbours per hop, seeds' hop first")
-    parser.add_argument("--batch-size", type=int, default=32, help="seeds per batch on each rank")
+    parser = ranks.build_rank_parser(__doc__.splitlines()[0])
     parser.add_argument("--embedding-dim", type=int, default=16, help="learnable per-node embedding width (0: none)")
     parser.add_argument("--partition", default="range", choices=("range", "hash"))
     parser.add_argument("--cache-size", default="0", help="local copy of the hottest remote feature rows")
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=120, help="seconds before a stuck collective fails")
     parser.add_argument("--json", default=None, help="rank 0 writes the final metrics here")
     return parser.parse_args(argv)
@@ -87,7 +79,7 @@ def main(argv=None):
 
     sampler = gg.NeighborSampler(
         graph,
-        [int(k) for k in args.fanouts.split(",")],
+        args.fanouts,
         seed=args.seed,
         device=f"cuda:{local_rank}" if use_cuda else "cpu",
     )
@@ -106,26 +98,15 @@ def main(argv=None):
             h = torch.cat([h, embedding[n_id.to(device)]], dim=1)  # differentiable, also collective
         return h, [(a.edge_index.to(device), None, a.size) for a in adjs]
 
-    train = split["train"]
-    per_rank = len(train) // world_size  # equal step counts on every rank
-    for epoch in range(args.epochs):
-        model.train()
-        order = np.random.default_rng(args.seed + epoch).permutation(train)  # same on every rank
-        seeds_of_rank = order[rank * per_rank : (rank + 1) * per_rank]
-        start, total_loss, steps = time.perf_counter(), 0.0, 0
-        for step, first in enumerate(range(0, per_rank, args.batch_size)):
-            seeds = seeds_of_rank[first : first + args.batch_size]
-            h, adjs = inputs(seeds, key=(epoch * 100_000 + step) * world_size + rank)
-            loss = torch.nn.functional.cross_entropy(model(h, adjs), labels[torch.from_numpy(seeds).to(device)])
-            optimizer.zero_grad()
-            loss.backward()  # DDP all-reduce + embedding gradients sent to their owners
-            optimizer.step()
-            total_loss, steps = total_loss + loss.detach().item(), steps + 1
-        if rank == 0:
-            print(
-                f"epoch {epoch:3d}  loss {total_loss / max(steps, 1):.4f}  {time.perf_counter() - start:.2f} s",
-                flush=True,
-            )
+    def step(seeds, epoch, index):
+        h, adjs = inputs(seeds, key=(epoch * 100_000 + index) * world_size + rank)
+        loss = torch.nn.functional.cross_entropy(model(h, adjs), labels[torch.from_numpy(seeds).to(device)])
+        optimizer.zero_grad()
+        loss.backward()  # DDP all-reduce + embedding gradients sent to their owners
+        optimizer.step()
+        return loss.detach().item()
+
+    ranks.train_epochs(model, step, split["train"], rank, world_size, args)
 
     model.eval()
     results = {}
@@ -143,9 +124,7 @@ def main(argv=None):
             f"test accuracy {results['test']:.3f}; feature lookups on rank 0: {features.stats()}",
             flush=True,
         )
-        if args.json:
-            with open(args.json, "w") as handle:
-                json.dump({"world_size": world_size, **results}, handle, indent=2)
+        ranks.write_metrics(args.json, {"world_size": world_size, **results})
     dist.destroy_process_group()
 
 

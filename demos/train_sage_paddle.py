@@ -8,39 +8,6 @@ import sys
 from gglspeedup import examples
 
 
-def build_model(paddle, in_channels, hidden, out_channels, num_layers, dropout):
-    nn, F = paddle.nn, paddle.nn.functional
-
-    class SAGEConv(nn.Layer):
-        """Mean aggregation over sampled neighbours + root weight (PyG's SAGEConv)."""
-
-        def __init__(self, in_dim, out_dim):
-            super().__init__()
-            self.lin_l = nn.Linear(in_dim, out_dim)
-            self.lin_r = nn.Linear(in_dim, out_dim, bias_attr=False)
-
-        def forward(self, x, x_target, edge_index):
-            mean = paddle.geometric.send_u_recv(
-                x, edge_index[0], edge_index[1], reduce_op="mean", out_size=x_target.shape[0]
-            )
-            return self.lin_l(mean) + self.lin_r(x_target)
-
-    class SAGE(nn.Layer):
-        def __init__(self):
-            super().__init__()
-            widths = [in_channels] + [hidden] * (num_layers - 1) + [out_channels]
-            self.convs = nn.LayerList([SAGEConv(widths[i], widths[i + 1]) for i in range(num_layers)])
-
-        def forward(self, x, adjs):
-            for i, (edge_index, _, size) in enumerate(adjs):  # outermost hop first
-                x = self.convs[i](x, x[: size[1]], edge_index)
-                if i != len(self.convs) - 1:
-                    x = F.dropout(F.relu(x), p=dropout, training=self.training)
-            return x
-
-    return SAGE()
-
-
 def main(argv=None) -> dict:
     parser = examples.build_parser(
         "GraphSAGE (Paddle) trained on gglspeedup's sampler and loader.", epochs=20, batch_size=64
@@ -48,12 +15,14 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     import paddle  # before anything imports tensorflow (the reverse order crashes the process)
 
+    from gglspeedup.examples.paddle_models import build_sage
+
     paddle.seed(args.seed)
     if examples.best_device() == "cpu" and args.device in ("auto", "cpu"):
         paddle.set_device("cpu")
     setup = examples.setup_training(args, "paddle")
     print(f"GraphSAGE (Paddle {paddle.__version__}) on {setup.info}, fanouts {args.fanouts}")
-    model = build_model(paddle, setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout)
+    model = build_sage(setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout)
     optimizer = paddle.optimizer.Adam(
         learning_rate=args.lr, parameters=model.parameters(), weight_decay=args.weight_decay
     )

@@ -3,9 +3,6 @@
 # on the best available device. Extra arguments go to `python -m gglspeedup.demo` (see --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${GGLSPEEDUP_VENV:-.venv}
-if [ ! -x "$VENV/bin/python" ]; then
-    "${PYTHON:-python3}" -m venv "$VENV"
-fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[torch,demo]"
+source scripts/_venv.sh
+install_venv "torch,demo"
 exec "$VENV/bin/python" -m gglspeedup.demo "$@"

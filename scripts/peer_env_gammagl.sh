@@ -72,28 +72,22 @@ fix(
     "def _named_members(self, get_members_fn, prefix='', recurse=True, remove_duplicate=True):",
     "recurse=True, remove_duplicate=True):",
 )
+# Adam's state initialisation, after the step line the fix replaces (it makes the match unique).
+adam_state = (
+    "                        # Exponential moving average of gradient values\n"
+    "                        state['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
+    "                        # Exponential moving average of squared gradient values\n"
+    "                        state['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
+    "                        if group['amsgrad']:\n"
+    "                            # Maintains max of all exp. moving avg. of sq. grad. values\n"
+    "                            state['max_exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
+    "\n"
+    "                    exp_avgs.append(state['exp_avg'])"
+)
 fix(
     "optimizers/torch_optimizers.py",
-    "                        state['step'] = 0\n"
-    "                        # Exponential moving average of gradient values\n"
-    "                        state['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
-    "                        # Exponential moving average of squared gradient values\n"
-    "                        state['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
-    "                        if group['amsgrad']:\n"
-    "                            # Maintains max of all exp. moving avg. of sq. grad. values\n"
-    "                            state['max_exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
-    "\n"
-    "                    exp_avgs.append(state['exp_avg'])",
-    "                        state['step'] = torch.tensor(0.0)  # torch 2: singleton-tensor steps\n"
-    "                        # Exponential moving average of gradient values\n"
-    "                        state['exp_avg'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
-    "                        # Exponential moving average of squared gradient values\n"
-    "                        state['exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
-    "                        if group['amsgrad']:\n"
-    "                            # Maintains max of all exp. moving avg. of sq. grad. values\n"
-    "                            state['max_exp_avg_sq'] = torch.zeros_like(p, memory_format=torch.preserve_format)\n"
-    "\n"
-    "                    exp_avgs.append(state['exp_avg'])",
+    "                        state['step'] = 0\n" + adam_state,
+    "                        state['step'] = torch.tensor(0.0)  # torch 2: singleton-tensor steps\n" + adam_state,
     "state['step'] = torch.tensor(0.0)  # torch 2",
 )
 fix(

@@ -5,11 +5,8 @@
 # arguments are passed to both pytest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=${GGLSPEEDUP_VENV:-.venv}
-if [ ! -x "$VENV/bin/python" ]; then
-    "${PYTHON:-python3}" -m venv "$VENV"
-fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test,all]"
+source scripts/_venv.sh
+install_venv "test,all"
 echo "== ruff (lint, then format check; configuration in pyproject.toml)"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .

@@ -9,6 +9,9 @@ reuse it instead of copying it:
 - :mod:`.loop`: the framework-neutral training loop (:func:`fit`), history, report and plot.
 - :mod:`.torch_models`: GraphSAGE / GAT on sampled blocks in PyTorch and the torch training
   step (imports torch; load it explicitly).
+- :mod:`.paddle_models`: GraphSAGE on sampled blocks in Paddle (the Paddle demos').
+- :mod:`.ranks`: what the multi-process demos share (command line, data built once in a spawning
+  parent, each rank's training epochs).
 - :mod:`.sage_cora`: the main job, ``python -m gglspeedup.demo`` (GraphSAGE on the bundled Cora).
 - :mod:`.link_cora`: link prediction, ``python -m gglspeedup.demo --task link`` (GraphSAGE
   encoder and dot-product decoder on Cora / CiteSeer edges, test ROC-AUC).

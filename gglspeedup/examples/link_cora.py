@@ -25,7 +25,11 @@ import time
 
 import numpy as np
 
-__all__ = ["main", "run", "run_seeds", "build_parser", "setup_links", "sage_dot", "train"]
+__all__ = ["main", "run", "run_seeds", "build_parser", "add_link_options", "setup_links", "sage_dot", "train"]
+
+# The link demo's settings where they differ from the node demo's (cli.build_parser keywords; the
+# PyG demo's link task takes them too): 512 pairs + 512 negatives a batch, no weight decay.
+LINK_DEFAULTS = {"epochs": 40, "batch_size": 512, "hidden": 128, "weight_decay": 0.0}
 
 
 def build_parser():
@@ -33,19 +37,15 @@ def build_parser():
 
     parser = cli.build_parser(
         "Link prediction with gglspeedup: GraphSAGE encoder + dot-product decoder on Cora / CiteSeer edges.",
-        epochs=40,
         fanouts="10,10",
-        batch_size=512,
-        hidden=128,
         lr=0.01,
-        weight_decay=0.0,
         dropout=0.5,
+        **LINK_DEFAULTS,
     )
     cli.add_task_option(parser, "link")
     parser.add_argument(
         "--input-dropout", type=float, default=0.5, help="dropout on the input features (default: %(default)s)"
     )
-    parser.add_argument("--embedding", type=int, default=64, help="output embedding width (default: %(default)s)")
     parser.add_argument(
         "--negatives",
         choices=("binary", "per_source"),
@@ -53,13 +53,20 @@ def build_parser():
         help="negative pairs per batch: both endpoints uniform (PyG) or each source with uniform targets "
         "(DGL) (default: %(default)s)",
     )
-    parser.add_argument("--num-negatives", type=int, default=1, help="negatives per pair (default: %(default)s)")
     parser.add_argument(
         "--exclude",
         choices=("reverse", "self", "none"),
         default="reverse",
         help="edges of the batch's pairs left out of its neighbourhoods (default: %(default)s)",
     )
+    return add_link_options(parser)
+
+
+def add_link_options(parser):
+    """The options every link demo has besides the common ones (``--embedding``, ``--num-negatives``,
+    ``--runs`` for :func:`run_seeds`), and plots written to the current folder by default."""
+    parser.add_argument("--embedding", type=int, default=64, help="output embedding width (default: %(default)s)")
+    parser.add_argument("--num-negatives", type=int, default=1, help="negatives per pair (default: %(default)s)")
     parser.add_argument("--runs", type=int, default=1, help="repeat with consecutive seeds (default: %(default)s)")
     parser.set_defaults(out=".")
     return parser
@@ -193,7 +200,7 @@ def train(setup: dict, args, seed: int, *, build=sage_dot, name="gglspeedup-link
     import torch.nn.functional as F
 
     from .cli import cpu_threads
-    from .loop import INNER_BAR_MIN_BATCHES, EpochTimer, History, plot_history, progress, roc_auc
+    from .loop import EpochTimer, History, plot_history, progress, roc_auc
     from .torch_models import torch_device
 
     torch.set_num_threads(cpu_threads(args))
@@ -221,13 +228,7 @@ def train(setup: dict, args, seed: int, *, build=sage_dot, name="gglspeedup-link
         loss_sum = seen = 0
         train_scores, train_labels = [], []
         with EpochTimer(loader) as timer:
-            batches = progress(
-                loader,
-                total=len(loader),
-                desc=f"epoch {epoch}",
-                disable=args.no_progress or len(loader) < INNER_BAR_MIN_BATCHES,
-            )
-            for batch in batches:
+            for batch in timer.batches(epoch, args):
                 model.train()
                 optimizer.zero_grad()
                 logits = scores(batch)
@@ -244,11 +245,7 @@ def train(setup: dict, args, seed: int, *, build=sage_dot, name="gglspeedup-link
             "loss": loss_sum / max(seen, 1),
             "train_auc": roc_auc(np.concatenate(train_scores), np.concatenate(train_labels)),
             "val_auc": val_auc,
-            "seconds": timer.seconds,
-            "sample_share": timer.share,
-            "wait_share": timer.wait_share,
-            "pairs": timer.stats["pairs"],
-            "edges": timer.stats["edges"],
+            **timer.fields("pairs", "edges"),
         }
         history.rows.append(row)
         tqdm.write(

@@ -31,28 +31,21 @@ __all__ = ["main", "run", "build_parser", "filtered_negatives"]
 
 def build_parser():
     from . import cli
+    from .link_cora import add_link_options
+    from .rgcn_wordnet import WORDNET_DEFAULTS
 
     parser = cli.build_parser(
         "Typed link prediction with gglspeedup: R-GCN encoder + bilinear decoder on WordNet relations.",
-        epochs=10,
-        fanouts="10,10",
-        batch_size=512,
-        hidden=128,
         lr=0.005,
-        weight_decay=0.0,
         dropout=0.3,
-        dataset="wordnet",
+        **WORDNET_DEFAULTS,
     )
     parser.add_argument(
         "--relation",
         default="noun:hypernym:noun",
         help="the edge type to predict, SRC:NAME:DST (default: %(default)s)",
     )
-    parser.add_argument("--embedding", type=int, default=64, help="output embedding width (default: %(default)s)")
-    parser.add_argument("--num-negatives", type=int, default=1, help="negatives per pair (default: %(default)s)")
-    parser.add_argument("--runs", type=int, default=1, help="repeat with consecutive seeds (default: %(default)s)")
-    parser.set_defaults(out=".")
-    return parser
+    return add_link_options(parser)
 
 
 def filtered_negatives(graph, edge_type, pairs: np.ndarray, seed: int) -> np.ndarray:
@@ -143,15 +136,8 @@ def rgcn_bilinear(setup: dict, args):
 
     graph, (src, _, dst) = setup["graph"], setup["edge_type"]
     model = nn.Module()
-    model.encoder = RGCN(
-        setup["features"],
-        args.hidden,
-        args.embedding,
-        graph.node_types,
-        graph.edge_types,
-        graph.num_nodes,
-        num_layers=len(args.fanouts),
-        dropout=args.dropout,
+    model.encoder = RGCN.for_graph(
+        graph, setup["features"], args.hidden, args.embedding, len(args.fanouts), args.dropout
     )
     model.decoder = nn.Bilinear(args.embedding, args.embedding, 1)
 

@@ -96,6 +96,22 @@ class EpochTimer:
         self.wait_share = self.stats["wait_s"] / self.seconds if self.seconds > 0 else 0.0
         return False
 
+    def batches(self, epoch: int, args):
+        """The loader's batches for ``epoch`` under a progress bar: hidden with ``args.no_progress``
+        or when an epoch has fewer than ``INNER_BAR_MIN_BATCHES`` batches."""
+        return progress(
+            self.loader,
+            total=len(self.loader),
+            desc=f"epoch {epoch}",
+            disable=args.no_progress or len(self.loader) < INNER_BAR_MIN_BATCHES,
+        )
+
+    def fields(self, *counters: str) -> dict:
+        """The timed epoch's history fields: ``seconds``, ``sample_share``, ``wait_share``, then the
+        loader's ``counters`` (e.g. ``"seeds", "edges"``) for the epoch."""
+        timing = {"seconds": self.seconds, "sample_share": self.share, "wait_share": self.wait_share}
+        return {**timing, **{name: self.stats[name] for name in counters}}
+
 
 class History:
     """Per-epoch loss and accuracies, printed as one line each and plotted at the end."""
@@ -109,11 +125,7 @@ class History:
             "loss": float(loss),
             "train_acc": float(train_acc),
             "val_acc": float(val_acc),
-            "seconds": timer.seconds,
-            "sample_share": timer.share,
-            "wait_share": timer.wait_share,
-            "seeds": timer.stats["seeds"],
-            "edges": timer.stats["edges"],
+            **timer.fields("seeds", "edges"),
         }
         self.rows.append(row)
         return row
@@ -247,13 +259,7 @@ def fit(setup: TrainSetup, args, train_step, eval_step, *, snapshot=None, restor
     for epoch in epochs:
         loss_sum = correct = seen = 0
         with EpochTimer(loader) as timer:
-            batches = progress(
-                loader,
-                total=len(loader),
-                desc=f"epoch {epoch}",
-                disable=args.no_progress or len(loader) < INNER_BAR_MIN_BATCHES,
-            )
-            for batch in batches:
+            for batch in timer.batches(epoch, args):
                 loss, num_correct = train_step(batch)
                 size = batch_count(batch)
                 loss_sum += float(loss) * size

@@ -30,19 +30,13 @@ from .pyg_common import fit_best, repeat_runs, start_pyg
 
 def build_parser():
     from .cli import build_parser as common_parser
-    from .cli import parse_fanouts
+    from .rgcn_wordnet import WORDNET_DEFAULTS, add_rgcn_options
 
     parser = common_parser(
         "PyG's to_hetero R-GCN on WordNet through gglspeedup.pyg (lexicographer-file classification).",
-        epochs=10,
-        fanouts="10,10",
-        batch_size=512,
-        hidden=128,
-        weight_decay=0.0,
-        dataset="wordnet",
+        **WORDNET_DEFAULTS,
     )
-    parser.add_argument("--eval-fanouts", type=parse_fanouts, default=None, help="(default: 25 per hop)")
-    parser.add_argument("--runs", type=int, default=1, help="repeat with consecutive seeds (default: %(default)s)")
+    add_rgcn_options(parser)
     parser.add_argument(
         "--batches-per-epoch", type=int, default=0, help="train on this many batches per epoch (default: 0 = all)"
     )

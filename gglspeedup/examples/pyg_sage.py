@@ -28,9 +28,8 @@ import sys
 
 import numpy as np
 
+from .link_cora import LINK_DEFAULTS
 from .pyg_common import fit_best, repeat_runs, start_pyg
-
-LINK_DEFAULTS = {"epochs": 40, "batch-size": 512, "hidden": 128, "weight-decay": 0.0}  # 512 pairs + 512 negatives
 
 
 def build_parser():
@@ -228,9 +227,9 @@ def run(argv=None) -> dict:
     torch, torch_geometric = start_pyg(args)
     if args.task == "link":  # the link demo's defaults (gglspeedup.examples.link_cora) where not given
         given = argv if argv is not None else sys.argv[1:]
-        for option, value in LINK_DEFAULTS.items():
-            if f"--{option}" not in given:
-                setattr(args, option.replace("-", "_"), value)
+        for name, value in LINK_DEFAULTS.items():
+            if "--" + name.replace("_", "-") not in given:
+                setattr(args, name, value)
     if args.input_dropout is None:
         args.input_dropout = 0.5 if args.task == "link" else 0.0
     print(

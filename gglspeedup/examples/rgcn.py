@@ -95,6 +95,22 @@ class RGCN(nn.Module):
         self.convs = nn.ModuleList(layers)
         self.dropout = dropout
 
+    @classmethod
+    def for_graph(
+        cls, graph, in_channels: dict, hidden: int, out_channels: int, num_layers: int = 2, dropout: float = 0.5
+    ) -> RGCN:
+        """The model over every node and edge type of ``graph`` (a :class:`~gglspeedup.HeteroGraph`)."""
+        return cls(
+            in_channels,
+            hidden,
+            out_channels,
+            graph.node_types,
+            graph.edge_types,
+            graph.num_nodes,
+            num_layers=num_layers,
+            dropout=dropout,
+        )
+
     def forward(self, x: dict, adjs: list, n_id: dict, num_sampled_nodes: dict) -> dict:
         if len(adjs) != len(self.convs):
             raise ValueError(f"the model has {len(self.convs)} layers but the batch has {len(adjs)} hops")

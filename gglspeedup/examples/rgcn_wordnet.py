@@ -24,7 +24,18 @@ import time
 
 import numpy as np
 
-__all__ = ["main", "run", "build_parser", "erase_types"]
+__all__ = ["main", "run", "build_parser", "add_rgcn_options", "erase_types"]
+
+# The WordNet demos' settings (cli.build_parser keywords), stated once so that this R-GCN, PyG's
+# (pyg_rgcn_wordnet) and the typed link demo (link_wordnet) sample and train alike.
+WORDNET_DEFAULTS = {
+    "epochs": 10,
+    "fanouts": "10,10",
+    "batch_size": 512,
+    "hidden": 128,
+    "weight_decay": 0.0,
+    "dataset": "wordnet",
+}
 
 
 def build_parser():
@@ -32,22 +43,25 @@ def build_parser():
 
     parser = cli.build_parser(
         "R-GCN on WordNet 3.0 (typed synsets and relations) with gglspeedup: lexicographer-file classification.",
-        epochs=10,
-        fanouts="10,10",
-        batch_size=512,
-        hidden=128,
         lr=0.01,
-        weight_decay=0.0,
         dropout=0.5,
-        dataset="wordnet",
+        **WORDNET_DEFAULTS,
     )
+    parser.add_argument("--untyped", action="store_true", help="erase node and edge types (the baseline: one relation)")
+    return add_rgcn_options(parser)
+
+
+def add_rgcn_options(parser):
+    """The R-GCN demos' options besides the common ones (this one's and PyG's,
+    :mod:`.pyg_rgcn_wordnet`): ``--eval-fanouts`` and ``--runs``."""
+    from .cli import parse_fanouts
+
     parser.add_argument(
         "--eval-fanouts",
-        type=cli.parse_fanouts,
+        type=parse_fanouts,
         default=None,
         help="validation / test fanouts, seed hop first (default: 25 per hop)",
     )
-    parser.add_argument("--untyped", action="store_true", help="erase node and edge types (the baseline: one relation)")
     parser.add_argument("--runs", type=int, default=1, help="repeat with seeds seed .. seed+runs-1 (default: 1)")
     return parser
 
@@ -116,16 +130,8 @@ def _train(args, setup, seed: int):
     from .torch_models import torch_device
 
     torch.manual_seed(seed)
-    graph = setup.graph
-    model = RGCN(
-        setup.info["features"],
-        args.hidden,
-        setup.num_classes,
-        graph.node_types,
-        graph.edge_types,
-        graph.num_nodes,
-        num_layers=len(args.fanouts),
-        dropout=args.dropout,
+    model = RGCN.for_graph(
+        setup.graph, setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout
     ).to(torch_device(setup.device))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
 
