@@ -133,6 +133,14 @@ def apply_threads(threads: int | None, peers: Sequence[str] = ()) -> None:
         sys.modules["dgl"].utils.set_num_threads(threads)
 
 
+def wait_passively() -> None:
+    """Make OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless already set) when
+    torch is not imported yet: torch's OpenMP threads spin after each op, and Numba's threads then
+    wait for cores. Call it before anything imports torch; the setting is read when torch loads."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def _installed(module: str) -> bool:
     import importlib.util
 
