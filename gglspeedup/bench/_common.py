@@ -404,6 +404,30 @@ def run_footer(args, rows: list) -> dict[str, Any]:
     return {"seed": int(args.seed), "threads": args.threads, "machine": machine_with_peers(), "results": rows}
 
 
+# The edge-sampling reports' columns (key: header, format): the contender's name, the rate columns
+# (EDGE_RATES, or a command's own), the command's comparisons (e.g. VS_PEER), then the notes.
+EDGE_RATES = ("edges_per_s_m", "ms_per_batch", "edges_per_batch")
+VS_PEER = ("ratio", "best_edges_per_s_m", "best_ratio")
+EDGE_COLUMNS = {
+    "edges_per_s_m": ("M edges/s", ".2f"),
+    "batches_per_s": ("batches/s", ".1f"),
+    "ms_per_batch": ("ms/batch", ".2f"),
+    "edges_per_batch": ("edges/batch", ",.0f"),
+    "ratio": ("ours/peer", ".2f"),
+    "best_edges_per_s_m": ("best M e/s", ".2f"),
+    "best_ratio": ("best ours/peer", ".2f"),
+    "paired_ratio": ("paired", ".2f"),
+    "setup_s": ("setup s", ".2f"),
+}
+
+
+def edge_columns(*columns, rates: Sequence[str] = EDGE_RATES) -> list[tuple[str, str, str]]:
+    """:func:`format_table` columns: the contender's name, ``rates``, each of ``columns`` (a key of
+    :data:`EDGE_COLUMNS`, or a command's own ``(key, header, format)``), then the notes."""
+    middle = [column if isinstance(column, tuple) else (column, *EDGE_COLUMNS[column]) for column in columns]
+    return [("name", "contender", ""), *((key, *EDGE_COLUMNS[key]) for key in rates), *middle, ("detail", "notes", "")]
+
+
 def print_edge_report(header: str, results: dict, columns: Sequence[tuple[str, str, str]], table=None) -> None:
     """Print ``header``, the :func:`machine_line`, then the rows (``table``, or every result row
     through :func:`shown_edge_row`) in ``columns``."""

@@ -270,21 +270,11 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report
+    from ._common import VS_PEER, edge_columns, print_edge_report
 
     data = results["dataset"]
     types = ", ".join(f"{t} {n:,}" for t, n in data["num_nodes"].items())
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio", "ours/peer", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("best_ratio", "best ours/peer", ".2f"),
-        ("paired_ratio", "paired", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(*VS_PEER, "paired_ratio")
     header = (
         f"hetero: dataset {data['spec']} ({types}; {data['total_edges']:,} edges in {len(data['num_edges'])} "
         f"relations), seeds of {'/'.join(results['seed_types'])}, fanouts {results['fanouts']} per relation, "

@@ -228,20 +228,10 @@ def _ratios(rows: list, timings: dict, exclude) -> None:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report, shown_edge_row
+    from ._common import VS_PEER, edge_columns, print_edge_report, shown_edge_row
 
     graph = results["graph"]
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio", "ours/peer", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("best_ratio", "best ours/peer", ".2f"),
-        ("exclusion_pct", "exclusion cost %", ".1f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(*VS_PEER, ("exclusion_pct", "exclusion cost %", ".1f"))
     header = (
         f"link: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), fanouts "
         f"{results['fanouts']}, batch {results['batch']} edges, negatives {results['negatives']}, exclude "

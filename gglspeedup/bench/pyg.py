@@ -278,7 +278,7 @@ def _one_batch(loader):
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table
+    from ._common import edge_columns, format_table
 
     graph, machine = results["graph"], results["machine"]
     threads = ", ".join(f"{k} {machine[k]}" for k in ("numba_threads", "torch_threads") if k in machine)
@@ -291,14 +291,9 @@ def _print_report(results: dict) -> None:
         f"{results['batches']} timed batches x {results['repeats']} rounds (median) after {results['warmup']} "
         f"warm-up batches, seed {results['seed']}"
     )
-    columns = [
-        ("name", "contender", ""),
-        ("batches_per_s", "batches/s", ".1f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio_vs_pyg", "vs PyG's own", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(
+        ("ratio_vs_pyg", "vs PyG's own", ".2f"), rates=("batches_per_s", "ms_per_batch", "edges_per_batch")
+    )
     for task, block in results["tasks"].items():
         table = [
             dict(row, detail=row.get("note") if row["status"] == "ok" else row["status"]) for row in block["results"]

@@ -122,20 +122,10 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report
+    from ._common import VS_PEER, edge_columns, print_edge_report
 
     graph = results["graph"]
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("batches_per_s", "batches/s", ".1f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio", "ours/peer", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("best_ratio", "best ours/peer", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(*VS_PEER, rates=("edges_per_s_m", "batches_per_s", "ms_per_batch", "edges_per_batch"))
     header = (
         f"sample: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
         f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}"

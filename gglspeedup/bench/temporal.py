@@ -255,20 +255,12 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report
+    from ._common import edge_columns, print_edge_report
 
     graph = results["graph"]
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("vs_plain", "vs plain", ".2f"),
-        ("ours_vs_pyg", "ours/pyg", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("setup_s", "setup s", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(
+        ("vs_plain", "vs plain", ".2f"), ("ours_vs_pyg", "ours/pyg", ".2f"), "best_edges_per_s_m", "setup_s"
+    )
     header = (
         f"temporal: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
         f"fanouts {results['fanouts']}, batch {results['batch']}, {results['time']} times uniform over "
