@@ -74,14 +74,19 @@ def interleave(calls: dict, repeats: int) -> dict:
 
 
 def main(argv=None) -> int:
+    from gglspeedup.bench._options import add_common_arguments
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="the commit to compare against (e.g. HEAD~5, a hash)")
-    parser.add_argument("--graph", default="powerlaw:2M:32", help="a --graph spec (default powerlaw:2M:32)")
-    parser.add_argument("--fanouts", default="25,10", help="sampler fanouts, seed hop first (default 25,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=20, help="batches per timed pass (default 20)")
-    parser.add_argument("--dim", type=int, default=128, help="feature width for the gather, float32 (default 128)")
-    parser.add_argument("--repeats", type=int, default=9, help="interleaved rounds (default 9)")
+    add_common_arguments(
+        parser,
+        graph=("powerlaw:2M:32", "a --graph spec (default powerlaw:2M:32)"),
+        fanouts=("25,10", "sampler fanouts, seed hop first (default 25,10)"),
+        batch=1024,
+        batches=(20, "batches per timed pass (default 20)"),
+        dim=(128, "feature width for the gather, float32 (default 128)"),
+        repeats=(9, "interleaved rounds (default 9)"),
+    )
     parser.add_argument(
         "--links",
         action="store_true",

@@ -22,7 +22,6 @@ Stored arrays (all integer; the features are binary, stored as CSR column lists)
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import pickle
@@ -31,10 +30,12 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/_convert.py, also when loaded by path
+import _convert
+
 NAMES = ("cora", "citeseer")
-_HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SRC = os.path.normpath(os.path.join(_HERE, "..", "..", "shared", "data", "planetoid"))
-DEFAULT_OUT = os.path.normpath(os.path.join(_HERE, "..", "gglspeedup", "data"))
+DEFAULT_SRC = _convert.source_folder("planetoid")
+DEFAULT_OUT = _convert.PACKAGE_DATA
 
 # Only the classes the Planetoid pickles are made of may be created while unpickling.
 _ALLOWED = {
@@ -135,28 +136,13 @@ def _license_text(src: str) -> str:
 
 def convert(src: str = DEFAULT_SRC, out: str = DEFAULT_OUT, names=NAMES) -> list[str]:
     """Write ``<out>/<name>.npz`` for each name and the licence notice; return the paths written."""
-    os.makedirs(out, exist_ok=True)
-    written = []
-    for name in names:
-        path = os.path.join(out, f"{name}.npz")
-        with open(path, "wb") as handle:  # a handle, so numpy adds no suffix
-            np.savez_compressed(handle, **read_planetoid(src, name))
-        written.append(path)
-    path = os.path.join(out, "LICENSE-planetoid.md")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(_license_text(src))
-    written.append(path)
-    return written
+    files = {f"{name}.npz": read_planetoid(src, name) for name in names}
+    return _convert.write(out, files, "LICENSE-planetoid.md", _license_text(src))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--src", default=DEFAULT_SRC, help="folder with the raw ind.<name>.* files")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="folder to write <name>.npz into")
-    args = parser.parse_args(argv)
-    for path in convert(args.src, args.out):
-        print(f"wrote {path} ({os.path.getsize(path):,} bytes)")
-    return 0
+    src = (DEFAULT_SRC, "folder with the raw ind.<name>.* files")
+    return _convert.main(argv, __doc__, convert, src, (DEFAULT_OUT, "folder to write <name>.npz into"))
 
 
 if __name__ == "__main__":

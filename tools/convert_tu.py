@@ -24,17 +24,18 @@ Stored arrays (nodes in file order, which groups them by graph):
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/_convert.py, also when loaded by path
+import _convert
+
 NAMES = ("ENZYMES", "PROTEINS")
-_HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SRC = os.path.normpath(os.path.join(_HERE, "..", "..", "shared", "data", "tu"))
-DEFAULT_OUT = os.path.normpath(os.path.join(_HERE, "..", "gglspeedup", "data"))
+DEFAULT_SRC = _convert.source_folder("tu")
+DEFAULT_OUT = _convert.PACKAGE_DATA
 
 
 def _read(path, dtype, ndmin=1):
@@ -75,10 +76,12 @@ def _digest(path):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--src", default=DEFAULT_SRC, help="folder holding ENZYMES/ and PROTEINS/ (and README.md)")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="where tu_<name>.npz and LICENSE-tu.md go")
-    args = parser.parse_args(argv)
+    args = _convert.parse_args(
+        argv,
+        __doc__.splitlines()[0],
+        src=(DEFAULT_SRC, "folder holding ENZYMES/ and PROTEINS/ (and README.md)"),
+        out=(DEFAULT_OUT, "where tu_<name>.npz and LICENSE-tu.md go"),
+    )
     os.makedirs(args.out, exist_ok=True)
     notes = []
     for name in NAMES:

@@ -29,16 +29,17 @@ Stored arrays: ``src``, ``dst`` int16 (E,) (the sender and the receiver), ``time
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import sys
 
 import numpy as np
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SRC = os.path.normpath(os.path.join(_HERE, "..", "..", "shared", "data", "uci_messages"))
-DEFAULT_OUT = os.path.normpath(os.path.join(_HERE, "..", "gglspeedup", "data"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/_convert.py, also when loaded by path
+import _convert
+
+DEFAULT_SRC = _convert.source_folder("uci_messages")
+DEFAULT_OUT = _convert.PACKAGE_DATA
 SOURCE_REPO = "chengw07/NetWalk"
 SOURCE_COMMIT = "2aef4f3712fabc36e5d57fdcc0ce57ed31797719"
 SOURCE_SHA256 = "72515c16504464736f35498047cf8e163df2e95f89ea3063d48aa367936bd951"
@@ -102,25 +103,13 @@ def _license_text(src: str, arrays: dict[str, np.ndarray]) -> str:
 def convert(src: str = DEFAULT_SRC, out: str = DEFAULT_OUT, **read_options) -> list[str]:
     """Write ``<out>/uci_messages.npz`` and ``<out>/LICENSE-uci-messages.md``; return the paths
     (``read_options`` go to :func:`read_uci_messages`)."""
-    os.makedirs(out, exist_ok=True)
     arrays = read_uci_messages(src, **read_options)
-    path = os.path.join(out, "uci_messages.npz")
-    with open(path, "wb") as handle:  # a handle, so numpy adds no suffix
-        np.savez_compressed(handle, **arrays)
-    licence = os.path.join(out, "LICENSE-uci-messages.md")
-    with open(licence, "w", encoding="utf-8") as handle:
-        handle.write(_license_text(src, arrays))
-    return [path, licence]
+    return _convert.write(out, {"uci_messages.npz": arrays}, "LICENSE-uci-messages.md", _license_text(src, arrays))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--src", default=DEFAULT_SRC, help="folder with out.opsahl-ucsocial and its README")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="folder to write uci_messages.npz into")
-    args = parser.parse_args(argv)
-    for path in convert(args.src, args.out):
-        print(f"wrote {path} ({os.path.getsize(path):,} bytes)")
-    return 0
+    src = (DEFAULT_SRC, "folder with out.opsahl-ucsocial and its README")
+    return _convert.main(argv, __doc__, convert, src, (DEFAULT_OUT, "folder to write uci_messages.npz into"))
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ Stored arrays (synsets of every type in one sequence, type after type in ``node_
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -52,9 +51,11 @@ import zlib
 
 import numpy as np
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SRC = os.path.normpath(os.path.join(_HERE, "..", "..", "shared", "data", "wordnet"))
-DEFAULT_OUT = os.path.normpath(os.path.join(_HERE, "..", "gglspeedup", "data"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/_convert.py, also when loaded by path
+import _convert
+
+DEFAULT_SRC = _convert.source_folder("wordnet")
+DEFAULT_OUT = _convert.PACKAGE_DATA
 
 NODE_TYPES = ("noun", "verb", "adjective", "adverb")
 FILES = {"noun": "data.noun", "verb": "data.verb", "adjective": "data.adj", "adverb": "data.adv"}
@@ -219,25 +220,13 @@ def _license_text(src: str, arrays: dict[str, np.ndarray]) -> str:
 
 def convert(src: str = DEFAULT_SRC, out: str = DEFAULT_OUT) -> list[str]:
     """Write ``<out>/wordnet.npz`` and ``<out>/LICENSE-wordnet.md``; return the paths written."""
-    os.makedirs(out, exist_ok=True)
     arrays = read_wordnet(src)
-    path = os.path.join(out, "wordnet.npz")
-    with open(path, "wb") as handle:  # a handle, so numpy adds no suffix
-        np.savez_compressed(handle, **arrays)
-    licence = os.path.join(out, "LICENSE-wordnet.md")
-    with open(licence, "w", encoding="utf-8") as handle:
-        handle.write(_license_text(src, arrays))
-    return [path, licence]
+    return _convert.write(out, {"wordnet.npz": arrays}, "LICENSE-wordnet.md", _license_text(src, arrays))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--src", default=DEFAULT_SRC, help="folder with WordNet's data.<pos> files and COPYRIGHT")
-    parser.add_argument("--out", default=DEFAULT_OUT, help="folder to write wordnet.npz into")
-    args = parser.parse_args(argv)
-    for path in convert(args.src, args.out):
-        print(f"wrote {path} ({os.path.getsize(path):,} bytes)")
-    return 0
+    src = (DEFAULT_SRC, "folder with WordNet's data.<pos> files and COPYRIGHT")
+    return _convert.main(argv, __doc__, convert, src, (DEFAULT_OUT, "folder to write wordnet.npz into"))
 
 
 if __name__ == "__main__":

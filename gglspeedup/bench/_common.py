@@ -133,6 +133,14 @@ def apply_threads(threads: int | None, peers: Sequence[str] = ()) -> None:
         sys.modules["dgl"].utils.set_num_threads(threads)
 
 
+def wait_passively() -> None:
+    """Make OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless already set) when
+    torch is not imported yet: torch's OpenMP threads spin after each op, and Numba's threads then
+    wait for cores. Call it before anything imports torch; the setting is read when torch loads."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def _installed(module: str) -> bool:
     import importlib.util
 
@@ -394,6 +402,30 @@ def timing_settings(args) -> dict[str, int]:
 def run_footer(args, rows: list) -> dict[str, Any]:
     """The results' seed, threads, machine (:func:`machine_with_peers`) and rows."""
     return {"seed": int(args.seed), "threads": args.threads, "machine": machine_with_peers(), "results": rows}
+
+
+# The edge-sampling reports' columns (key: header, format): the contender's name, the rate columns
+# (EDGE_RATES, or a command's own), the command's comparisons (e.g. VS_PEER), then the notes.
+EDGE_RATES = ("edges_per_s_m", "ms_per_batch", "edges_per_batch")
+VS_PEER = ("ratio", "best_edges_per_s_m", "best_ratio")
+EDGE_COLUMNS = {
+    "edges_per_s_m": ("M edges/s", ".2f"),
+    "batches_per_s": ("batches/s", ".1f"),
+    "ms_per_batch": ("ms/batch", ".2f"),
+    "edges_per_batch": ("edges/batch", ",.0f"),
+    "ratio": ("ours/peer", ".2f"),
+    "best_edges_per_s_m": ("best M e/s", ".2f"),
+    "best_ratio": ("best ours/peer", ".2f"),
+    "paired_ratio": ("paired", ".2f"),
+    "setup_s": ("setup s", ".2f"),
+}
+
+
+def edge_columns(*columns, rates: Sequence[str] = EDGE_RATES) -> list[tuple[str, str, str]]:
+    """:func:`format_table` columns: the contender's name, ``rates``, each of ``columns`` (a key of
+    :data:`EDGE_COLUMNS`, or a command's own ``(key, header, format)``), then the notes."""
+    middle = [column if isinstance(column, tuple) else (column, *EDGE_COLUMNS[column]) for column in columns]
+    return [("name", "contender", ""), *((key, *EDGE_COLUMNS[key]) for key in rates), *middle, ("detail", "notes", "")]
 
 
 def print_edge_report(header: str, results: dict, columns: Sequence[tuple[str, str, str]], table=None) -> None:

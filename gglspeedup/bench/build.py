@@ -29,12 +29,15 @@ __all__ = ["add_arguments", "run", "argsort_csr"]
 
 
 def add_arguments(parser) -> None:
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:2000000:32", help=GRAPH_SPEC_HELP)
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported (default 3)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the edge shuffle")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba")
+    add_common_arguments(
+        parser,
+        "graph",
+        repeats=(3, "interleaved rounds; the median is reported (default 3)"),
+        seed=(0, "seed of the edge shuffle"),
+        threads=(None, "CPU threads for Numba"),
+    )
 
 
 def argsort_csr(edge_index: np.ndarray, num_nodes: int):

@@ -38,20 +38,22 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:200000:25", help=GRAPH_SPEC_HELP)
-    parser.add_argument("--fanouts", default="25,10", help="comma-separated, seeds' hop first (default 25,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="seed nodes per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=10, help="batches per epoch (default 10)")
-    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds; medians reported (default 5)")
-    parser.add_argument("--dim", type=int, default=128, help="float32 feature width (default 128)")
+    add_common_arguments(
+        parser,
+        graph="powerlaw:200000:25",
+        fanouts="25,10",
+        batch=(1024, "seed nodes per batch (default 1024)"),
+        batches=(10, "batches per epoch (default 10)"),
+        repeats=(5, "interleaved rounds; medians reported (default 5)"),
+        dim=128,
+    )
     parser.add_argument("--hidden", type=int, default=256, help="GraphSAGE hidden width (default 256)")
     parser.add_argument("--classes", type=int, default=41, help="output classes (default 41, Reddit's)")
     parser.add_argument("--parts", default="sample,gather,epoch", help="which tables: sample, gather, epoch")
     parser.add_argument("--first-call", default="yes", choices=("yes", "no"), help="cold/warm-cache subprocesses")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
+    add_common_arguments(parser, seed=(0, None), threads=None)
 
 
 def _imports():

@@ -32,8 +32,10 @@ RANDOM_READ = "random-row read (same rows, no writes)"
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
+    from ._options import add_common_arguments
+
     parser.add_argument("--rows", type=int, default=2_000_000, help="table rows / graph nodes (default 2M)")
-    parser.add_argument("--dim", type=int, default=128, help="row width in elements (default 128)")
+    add_common_arguments(parser, dim=(128, "row width in elements (default 128)"))
     parser.add_argument("--dtype", default="float32", help="table dtype (default float32)")
     parser.add_argument("--ids", type=int, default=200_000, help="rows gathered per call (default 200k)")
     parser.add_argument("--cache", default="0,0.1,0.2,0.5,1.0", help="device-cache budgets, fractions of the table")
@@ -44,8 +46,11 @@ def add_arguments(parser) -> None:
         help="ids: n_id of sampled mini-batches, or uniform random rows",
     )
     parser.add_argument("--avg-degree", type=float, default=16, help="power-law graph's mean degree (default 16)")
-    parser.add_argument("--fanouts", default="15,10,5", help="sampler fanouts, seeds' hop first")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per sampled batch (default 1024)")
+    add_common_arguments(
+        parser,
+        fanouts=("15,10,5", "sampler fanouts, seeds' hop first"),
+        batch=(1024, "seeds per sampled batch (default 1024)"),
+    )
     parser.add_argument(
         "--train-fraction",
         type=float,
@@ -289,20 +294,16 @@ def _note_environment(results) -> None:
 
 
 def run(args) -> dict:
-    import os
-    import sys
-
     import numpy as np
 
-    if "torch" not in sys.modules:
-        # torch's OpenMP threads spin after each call: interleaved after torch.index_select, our
-        # gather waited for cores and its median went from 9.4 to 17.7 ms (2 cores). Passive
-        # waiting lets every contender start on idle cores (torch's own median: 13.4 -> 11.4 ms).
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from ._common import machine_info, parse_fanouts, set_threads, wait_passively
 
+    # torch's OpenMP threads spin after each call: interleaved after torch.index_select, our
+    # gather waited for cores and its median went from 9.4 to 17.7 ms (2 cores). Passive
+    # waiting lets every contender start on idle cores (torch's own median: 13.4 -> 11.4 ms).
+    wait_passively()
     from ..device import as_device
     from ..feature import FeatureStore
-    from ._common import machine_info, parse_fanouts, set_threads
 
     set_threads(args.threads)
     device = as_device(args.device)

@@ -51,20 +51,18 @@ DATASET_HELP = (
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
+    from ._options import SAMPLING, add_common_arguments
+
     parser.add_argument("--dataset", default="igbh-like:2000000", help=DATASET_HELP)
-    parser.add_argument("--fanouts", default="15,10", help="comma-separated per relation, seeds' hop first (15,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=20, help="timed batches per round (default 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
+    add_common_arguments(
+        parser, *SAMPLING[1:], fanouts=("15,10", "comma-separated per relation, seeds' hop first (15,10)")
+    )
     parser.add_argument(
         "--seed-type",
         default=None,
         help="node type of the seeds, or 'all' (default: the labelled type, e.g. paper; all types without one)",
     )
-    parser.add_argument("--peers", default="dgl", help="comma-separated peers from: dgl (default dgl; '' for none)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the batches and of every sampler")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch / DGL")
+    add_common_arguments(parser, "peers", "seed", threads=(None, "CPU threads for Numba / torch / DGL"))
 
 
 # ---------------------------------------------------------------------------------- data
@@ -221,16 +219,11 @@ def _prepare_dgl(graph, fanouts, seed):
 # ---------------------------------------------------------------------------------- command
 def _validate(args):
     from ._common import parse_fanouts, parse_names
+    from ._options import check_timing_args
 
     fanouts = parse_fanouts(args.fanouts)
     wanted = parse_names(args.peers, PEERS) if args.peers else []
-    for option in ("batch", "batches", "repeats"):
-        if getattr(args, option) < 1:
-            raise ValueError(f"--{option} must be >= 1, got {getattr(args, option)}")
-    if args.warmup < 0:
-        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    check_timing_args(args)
     return fanouts, list(PEERS) if wanted is None else wanted
 
 
@@ -277,21 +270,11 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report
+    from ._common import VS_PEER, edge_columns, print_edge_report
 
     data = results["dataset"]
     types = ", ".join(f"{t} {n:,}" for t, n in data["num_nodes"].items())
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio", "ours/peer", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("best_ratio", "best ours/peer", ".2f"),
-        ("paired_ratio", "paired", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(*VS_PEER, "paired_ratio")
     header = (
         f"hetero: dataset {data['spec']} ({types}; {data['total_edges']:,} edges in {len(data['num_edges'])} "
         f"relations), seeds of {'/'.join(results['seed_types'])}, fanouts {results['fanouts']} per relation, "

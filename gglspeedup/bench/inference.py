@@ -29,18 +29,21 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser) -> None:
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:2000000:32", help=GRAPH_SPEC_HELP)
+    add_common_arguments(parser, "graph")
     parser.add_argument("--layers", type=int, default=3, help="SAGE layers (default 3)")
-    parser.add_argument("--dim", type=int, default=64, help="input feature width (default 64)")
+    add_common_arguments(parser, dim=(64, "input feature width (default 64)"))
     parser.add_argument("--hidden", type=int, default=64, help="hidden width (default 64)")
     parser.add_argument("--out", type=int, default=16, help="output width (default 16)")
     parser.add_argument("--batch-size", type=int, default=8192, help="target nodes per batch (default 8192)")
     parser.add_argument("--cache-size", default="0", help="cache budget per layer's store (default 0)")
     parser.add_argument("--out-dir", default=None, help="keep layer outputs in memory-mapped files there")
-    parser.add_argument("--peers", default="", help="'dgl' to also time DGL's layer-wise recipe")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba and torch")
+    add_common_arguments(
+        parser,
+        peers=("", "'dgl' to also time DGL's layer-wise recipe"),
+        threads=(None, "CPU threads for Numba and torch"),
+    )
 
 
 def _status_kib(fields=("VmRSS", "RssAnon")) -> dict:

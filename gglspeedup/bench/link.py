@@ -29,14 +29,9 @@ PEERS = ("dgl",)
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import SAMPLING, add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:2000000:32", help=GRAPH_SPEC_HELP)
-    parser.add_argument("--fanouts", default="15,10", help="comma-separated, seeds' hop first (default 15,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="positive edges per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=20, help="timed batches per round (default 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
+    add_common_arguments(parser, *SAMPLING, batch=(1024, "positive edges per batch (default 1024)"))
     parser.add_argument(
         "--negatives",
         default="per_source:1",
@@ -45,13 +40,11 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--exclude", default="reverse", choices=("self", "reverse", "none"), help="excluded edges (default reverse)"
     )
-    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    add_common_arguments(parser, "device")
     parser.add_argument(
         "--placement", default="auto", choices=("auto", "device", "pinned", "host"), help="our GPU graph placement"
     )
-    parser.add_argument("--peers", default="dgl", help="comma-separated peers from: dgl (default dgl; '' for none)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the batches and of every sampler")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch / DGL")
+    add_common_arguments(parser, "peers", "seed", threads=(None, "CPU threads for Numba / torch / DGL"))
 
 
 def parse_negatives(text: str) -> tuple:
@@ -161,6 +154,7 @@ def run(args) -> dict:
     from .. import __version__
     from ..device import as_device
     from . import _common
+    from ._options import check_at_least_one
     from .peers import Contender
 
     fanouts = _common.parse_fanouts(args.fanouts)
@@ -168,9 +162,7 @@ def run(args) -> dict:
     exclude = None if args.exclude == "none" else args.exclude
     wanted = _common.parse_names(args.peers, PEERS) if args.peers else []
     wanted = list(PEERS) if wanted is None else wanted
-    for option in ("batch", "batches", "repeats"):
-        if getattr(args, option) < 1:
-            raise ValueError(f"--{option} must be >= 1, got {getattr(args, option)}")
+    check_at_least_one(args, "batch", "batches", "repeats")
     device = as_device(args.device).check_available()
     graph, graph_info = _common.load_graph(args.graph)
     if graph.num_edges == 0:
@@ -236,20 +228,10 @@ def _ratios(rows: list, timings: dict, exclude) -> None:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report, shown_edge_row
+    from ._common import VS_PEER, edge_columns, print_edge_report, shown_edge_row
 
     graph = results["graph"]
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio", "ours/peer", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("best_ratio", "best ours/peer", ".2f"),
-        ("exclusion_pct", "exclusion cost %", ".1f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(*VS_PEER, ("exclusion_pct", "exclusion cost %", ".1f"))
     header = (
         f"link: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), fanouts "
         f"{results['fanouts']}, batch {results['batch']} edges, negatives {results['negatives']}, exclude "

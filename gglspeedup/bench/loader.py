@@ -21,14 +21,17 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ..datasets.spec import GRAPH_SPEC_HELP
+    from ._options import add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:1M:16", help=GRAPH_SPEC_HELP)
-    parser.add_argument("--dim", type=int, default=128, help="feature width, float32 (default 128)")
-    parser.add_argument("--fanouts", default="15,10,5", help="comma-separated, seeds' hop first (default 15,10,5)")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=20, help="batches per timed pass (default 20)")
-    parser.add_argument("--repeats", type=int, default=7, help="timed rounds; medians and best reported (default 7)")
+    add_common_arguments(
+        parser,
+        graph="powerlaw:1M:16",
+        dim=(128, "feature width, float32 (default 128)"),
+        fanouts="15,10,5",
+        batch=1024,
+        batches=(20, "batches per timed pass (default 20)"),
+        repeats=(7, "timed rounds; medians and best reported (default 7)"),
+    )
     parser.add_argument(
         "--prefetch",
         type=int,
@@ -37,8 +40,7 @@ def add_arguments(parser) -> None:
         "the pass time is the loader's own work)",
     )
     parser.add_argument("--backend", default="numpy", help="framework of the batches (default numpy)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the table, the graph and the batches")
+    add_common_arguments(parser, "threads", seed=(0, "seed of the table, the graph and the batches"))
 
 
 def _pass(loader, batches: int) -> tuple[float, dict]:

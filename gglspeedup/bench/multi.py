@@ -37,21 +37,19 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import add_common_arguments
 
     parser.add_argument("--procs", type=int, default=2, help="worker processes, one CPU 'device' each (default 2)")
-    parser.add_argument("--graph", default="powerlaw:500k:16", help=GRAPH_SPEC_HELP)
-    parser.add_argument("--fanouts", default="25,10", help="comma-separated, seeds' hop first (default 25,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
+    add_common_arguments(parser, graph="powerlaw:500k:16", fanouts="25,10", batch=1024)
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per timed round (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, help="rounds per configuration; median reported (default 3)")
+    add_common_arguments(parser, repeats=(3, "rounds per configuration; median reported (default 3)"))
     parser.add_argument(
         "--threads-per-proc",
         type=int,
         default=None,
         help="Numba threads per process in the N-process run (default cores // procs, >= 1)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the batches and of the sampler")
+    add_common_arguments(parser, seed=(0, "seed of the batches and of the sampler"))
 
 
 def _cores() -> int:

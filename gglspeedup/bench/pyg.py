@@ -25,7 +25,6 @@ conversion of at most 10% of the sampler's own time.
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import numpy as np
@@ -37,20 +36,26 @@ TASKS = ("node", "link")
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:200000:16", help=GRAPH_SPEC_HELP)
+    add_common_arguments(parser, graph="powerlaw:200000:16")
     parser.add_argument("--task", default="node,link", help="node, link or node,link (default node,link)")
-    parser.add_argument("--fanouts", default="15,10", help="comma-separated, seeds' hop first (default 15,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="seed nodes / positive edges per batch (default 1024)")
-    parser.add_argument("--dim", type=int, default=128, help="float32 feature width (default 128)")
-    parser.add_argument("--batches", type=int, default=10, help="timed batches per round (default 10)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed batches first (default 2)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
+    add_common_arguments(
+        parser,
+        "fanouts",
+        batch=(1024, "seed nodes / positive edges per batch (default 1024)"),
+        dim=128,
+        batches=10,
+        warmup=2,
+        repeats=3,
+    )
     parser.add_argument("--negatives", default="binary:1", help="link task: binary:K, triplet:K or none")
-    parser.add_argument("--device", default="cpu", help="where gglspeedup samples and gathers (default cpu)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the batches, features and samplers")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
+    add_common_arguments(
+        parser,
+        device=("cpu", "where gglspeedup samples and gathers (default cpu)"),
+        seed=(0, "seed of the batches, features and samplers"),
+        threads=None,
+    )
 
 
 def _tasks(text: str) -> list:
@@ -170,17 +175,15 @@ def _conversion(task, graph, fanouts, args, negatives, batches, warmup) -> dict:
 def run(args) -> dict:
     """Measure the contenders of every task; print the tables; return a dict."""
     from .. import __version__
-    from ._common import load_graph, machine_info, parse_fanouts, set_threads
+    from ._common import load_graph, machine_info, parse_fanouts, set_threads, wait_passively
+    from ._options import check_at_least_one
 
     tasks, fanouts, negatives = _tasks(args.task), parse_fanouts(args.fanouts), _negatives(args.negatives)
-    for option in ("batch", "batches", "repeats", "dim"):
-        if getattr(args, option) < 1:
-            raise ValueError(f"--{option} must be >= 1, got {getattr(args, option)}")
-    if "torch" not in sys.modules:
-        # torch's OpenMP threads spin after each op and Numba's sampling / gather threads then wait
-        # for cores (PyG's torch.stack of a batch's edges took 15 ms instead of 0.1 on 2 cores), so
-        # the threads of both sides wait passively, as in ``bench gather``.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    check_at_least_one(args, "batch", "batches", "repeats", "dim")
+    # Numba's sampling / gather threads waited for torch's spinning ones (PyG's torch.stack of a
+    # batch's edges took 15 ms instead of 0.1 on 2 cores), so both sides wait passively, as in
+    # ``bench gather``.
+    wait_passively()
     try:
         import torch
         import torch_geometric
@@ -275,7 +278,7 @@ def _one_batch(loader):
 
 
 def _print_report(results: dict) -> None:
-    from ._common import format_table
+    from ._common import edge_columns, format_table
 
     graph, machine = results["graph"], results["machine"]
     threads = ", ".join(f"{k} {machine[k]}" for k in ("numba_threads", "torch_threads") if k in machine)
@@ -288,14 +291,9 @@ def _print_report(results: dict) -> None:
         f"{results['batches']} timed batches x {results['repeats']} rounds (median) after {results['warmup']} "
         f"warm-up batches, seed {results['seed']}"
     )
-    columns = [
-        ("name", "contender", ""),
-        ("batches_per_s", "batches/s", ".1f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio_vs_pyg", "vs PyG's own", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(
+        ("ratio_vs_pyg", "vs PyG's own", ".2f"), rates=("batches_per_s", "ms_per_batch", "edges_per_batch")
+    )
     for task, block in results["tasks"].items():
         table = [
             dict(row, detail=row.get("note") if row["status"] == "ok" else row["status"]) for row in block["results"]

@@ -21,28 +21,21 @@ WIDE = "gglspeedup, int64 graph"
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import SAMPLING, add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:2000000:32", help=GRAPH_SPEC_HELP)
-    parser.add_argument("--fanouts", default="25,10", help="comma-separated, seeds' hop first (default 25,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=20, help="timed batches per round (default 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    add_common_arguments(parser, *SAMPLING, "device", fanouts="25,10")
     parser.add_argument(
         "--placement",
         default="auto",
         choices=("auto", "device", "pinned", "host"),
         help="where our GPU sampler reads the graph: GPU memory or pinned host memory (UVA)",
     )
-    parser.add_argument(
-        "--peers",
-        default=None,
-        help="comma-separated peers from numpy,dgl,pyg (default: all; unavailable ones are listed)",
+    add_common_arguments(
+        parser,
+        peers=(None, "comma-separated peers from numpy,dgl,pyg (default: all; unavailable ones are listed)"),
+        seed=0,
+        threads=(None, "CPU threads for Numba / torch / DGL"),
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the batches and of every sampler")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch / DGL")
     parser.add_argument(
         "--widths",
         action="store_true",
@@ -77,16 +70,11 @@ def _validate(args):
     from ..device import as_device
     from . import peers
     from ._common import parse_fanouts, parse_names
+    from ._options import check_timing_args
 
     fanouts = parse_fanouts(args.fanouts)
     wanted = parse_names(args.peers, peers.PEERS)
-    for option in ("batch", "batches", "repeats"):
-        if getattr(args, option) < 1:
-            raise ValueError(f"--{option} must be >= 1, got {getattr(args, option)}")
-    if args.warmup < 0:
-        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    check_timing_args(args)
     return fanouts, list(wanted or peers.PEERS), as_device(args.device).check_available()
 
 
@@ -134,20 +122,10 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report
+    from ._common import VS_PEER, edge_columns, print_edge_report
 
     graph = results["graph"]
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("batches_per_s", "batches/s", ".1f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("ratio", "ours/peer", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("best_ratio", "best ours/peer", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(*VS_PEER, rates=("edges_per_s_m", "batches_per_s", "ms_per_batch", "edges_per_batch"))
     header = (
         f"sample: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
         f"fanouts {results['fanouts']}, batch {results['batch']}, device {results['device']}"

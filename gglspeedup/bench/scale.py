@@ -48,33 +48,33 @@ print(json.dumps({"seconds": time.perf_counter() - start, "built": built, "num_e
 
 
 def add_arguments(parser) -> None:
+    from ._options import add_common_arguments
+
     parser.add_argument("--nodes", type=int, default=2_000_000, help="papers-like size (111000000: the full shape)")
     parser.add_argument("--base-nodes", type=int, default=2_000_000, help="the same generator's size to compare with")
-    parser.add_argument("--seed", type=int, default=0, help="graph seed and batch seed")
+    add_common_arguments(parser, seed=(0, "graph seed and batch seed"))
     parser.add_argument("--memory", default="2G", help="the out-of-core build's buffer budget (default 2G)")
     parser.add_argument(
         "--folder", default=None, help="cache folder (default $GGLSPEEDUP_CACHE or ~/.cache/gglspeedup)"
     )
     parser.add_argument("--rebuild", action="store_true", help="build the graphs even when cached")
-    parser.add_argument("--fanouts", default="15,10,5", help="comma-separated, seeds' hop first (default 15,10,5)")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=20, help="timed batches per round (default 20)")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds; the median is reported")
+    add_common_arguments(
+        parser, fanouts="15,10,5", batch=1024, batches=20, repeats=(3, "interleaved rounds; the median is reported")
+    )
     parser.add_argument("--feature-dim", type=int, default=128, help="disk table width (default 128; 0: skip)")
     parser.add_argument("--feature-dtype", default="float16", help="disk table dtype (default float16)")
     parser.add_argument("--cache-size", default="1G", help="RAM cache in front of the disk table (default 1G)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba")
+    add_common_arguments(parser, threads=(None, "CPU threads for Numba"))
 
 
 def run(args) -> dict:
     from ..datasets.papers_like import cache_folder
     from ..validation import parse_fanouts
     from ._common import apply_threads, machine_info
+    from ._options import check_at_least_one
 
     fanouts = parse_fanouts(args.fanouts)
-    for option in ("nodes", "base_nodes", "batch", "batches", "repeats"):
-        if getattr(args, option) < 1:
-            raise ValueError(f"--{option.replace('_', '-')} must be >= 1, got {getattr(args, option)}")
+    check_at_least_one(args, "nodes", "base_nodes", "batch", "batches", "repeats")
     apply_threads(args.threads)
     folder = args.folder or cache_folder()
     os.makedirs(folder, exist_ok=True)

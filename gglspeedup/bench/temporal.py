@@ -45,23 +45,21 @@ _TORCH_CSR: dict = {}  # id(graph) -> pyg-lib's (rowptr, col), while one run's c
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._common import GRAPH_SPEC_HELP
+    from ._options import SAMPLING, add_common_arguments
 
-    parser.add_argument("--graph", default="powerlaw:2000000:32", help=GRAPH_SPEC_HELP)
-    parser.add_argument("--fanouts", default="15,10", help="comma-separated, seeds' hop first (default 15,10)")
-    parser.add_argument("--batch", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=20, help="timed batches per round (default 20)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed batches first (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported (default 3)")
+    add_common_arguments(parser, *SAMPLING)
     parser.add_argument(
         "--time", default="node", choices=("node", "edge"), help="filter by node times or edge times (default node)"
     )
     parser.add_argument(
         "--strategies", default="uniform", help="comma-separated temporal strategies: uniform, last (default uniform)"
     )
-    parser.add_argument("--peers", default="pyg,dgl", help="comma-separated peers from: pyg, dgl ('' for none)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the times, the batches and every sampler")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
+    add_common_arguments(
+        parser,
+        peers=("pyg,dgl", "comma-separated peers from: pyg, dgl ('' for none)"),
+        seed=(0, "seed of the times, the batches and every sampler"),
+        threads=None,
+    )
 
 
 def make_times(graph, kind: str, seed: int) -> np.ndarray:
@@ -73,15 +71,10 @@ def make_times(graph, kind: str, seed: int) -> np.ndarray:
 
 def _validate(args):
     from ._common import parse_fanouts, parse_names
+    from ._options import check_timing_args
 
     fanouts = parse_fanouts(args.fanouts)
-    for option in ("batch", "batches", "repeats"):
-        if getattr(args, option) < 1:
-            raise ValueError(f"--{option} must be >= 1, got {getattr(args, option)}")
-    if args.warmup < 0:
-        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    check_timing_args(args)
     strategies = parse_names(args.strategies, ("uniform", "last"), "--strategies") or ["uniform", "last"]
     wanted = [] if not args.peers.strip() else parse_names(args.peers, PEERS) or list(PEERS)
     return fanouts, strategies, wanted
@@ -262,20 +255,12 @@ def run(args) -> dict:
 
 
 def _print_report(results: dict) -> None:
-    from ._common import print_edge_report
+    from ._common import edge_columns, print_edge_report
 
     graph = results["graph"]
-    columns = [
-        ("name", "contender", ""),
-        ("edges_per_s_m", "M edges/s", ".2f"),
-        ("ms_per_batch", "ms/batch", ".2f"),
-        ("edges_per_batch", "edges/batch", ",.0f"),
-        ("vs_plain", "vs plain", ".2f"),
-        ("ours_vs_pyg", "ours/pyg", ".2f"),
-        ("best_edges_per_s_m", "best M e/s", ".2f"),
-        ("setup_s", "setup s", ".2f"),
-        ("detail", "notes", ""),
-    ]
+    columns = edge_columns(
+        ("vs_plain", "vs plain", ".2f"), ("ours_vs_pyg", "ours/pyg", ".2f"), "best_edges_per_s_m", "setup_s"
+    )
     header = (
         f"temporal: graph {graph['spec']} ({graph['num_nodes']:,} nodes, {graph['num_edges']:,} edges), "
         f"fanouts {results['fanouts']}, batch {results['batch']}, {results['time']} times uniform over "
