@@ -65,6 +65,16 @@ def kept(bits, row, i):
 
 
 @register_jitable
+def _row_span(r, n, num_edges, indptr):
+    """``(b, e0, e1, base)`` of row ``r`` of a batch of ``n``-token sequences sharing one pattern:
+    its sequence ``b``, its edges ``[e0, e1)`` in the pattern's ``indptr`` (or its out-edges in the
+    transposed pattern's) and ``base = b * num_edges``, where sequence ``b``'s edge scalars start."""
+    b = r // n
+    y = r - b * n
+    return b, indptr[y], indptr[y + 1], b * num_edges
+
+
+@register_jitable
 def _zero_row(out, r):
     for h in range(out.shape[1]):
         for d in range(out.shape[2]):
@@ -78,11 +88,7 @@ def score_row(
     """Scores ``k[key] . q[r]`` of row ``r``'s edges, masked, then softmax over the row (or
     ``exp``) per head, into ``attn``; ``bad[r] = 1`` when a score is not finite. With
     ``drop_edges``, also the row's edge keep bits (probability ``1 - p``) into ``edge_bits``."""
-    b = r // n
-    y = r - b * n
-    e0 = indptr[y]
-    e1 = indptr[y + 1]
-    base = b * num_edges
+    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
     heads = q.shape[1]
     for e in range(e0, e1):
         x = b * n + indices[e]
@@ -117,6 +123,21 @@ def score_row(
             total += attn[base + e, h]
         for e in range(e0, e1):
             attn[base + e, h] = attn[base + e, h] / total
+
+
+@register_jitable
+def _add_edge(acc, ar, weights, at, drop_edges, edge_bits, e, edge_scale, x, source):
+    """``acc[ar, h] += w * x[source, h]`` per head, ``w = weights[at, h]`` (``drop_edges``: times
+    ``edge_scale`` where edge ``e``'s keep bit of head ``h`` is set, else the head is skipped).
+    One call per edge: the loop over ``d`` is written out, as a call per (edge, head) costs more."""
+    for h in range(x.shape[1]):
+        w = weights[at, h]
+        if drop_edges:
+            if not kept(edge_bits, e, h):
+                continue
+            w = w * edge_scale
+        for d in range(x.shape[2]):
+            acc[ar, h, d] += w * x[source, h, d]
 
 
 @register_jitable
@@ -169,24 +190,12 @@ def spmm_row(
     per head, ``w_e = weights[e]`` (``drop_edges``: ``weights[e] * edge_scale`` where the edge's
     keep bit is set, else the edge is skipped). ``drop_nodes``: draws row ``r``'s node keep bits
     (probability ``1 - p``, from ``row_state(key, r)``) into ``node_bits`` and applies them."""
-    b = r // n
-    y = r - b * n
-    base = b * num_edges
-    heads = x.shape[1]
-    depth = x.shape[2]
+    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
     _zero_row(acc, ar)
-    for e in range(indptr[y], indptr[y + 1]):
-        source = b * n + indices[e]
-        for h in range(heads):
-            w = weights[base + e, h]
-            if drop_edges:
-                if not kept(edge_bits, base + e, h):
-                    continue
-                w = w * edge_scale
-            for d in range(depth):  # written out: a call per (edge, head) costs more than the loop
-                acc[ar, h, d] += w * x[source, h, d]
+    for e in range(e0, e1):
+        _add_edge(acc, ar, weights, base + e, drop_edges, edge_bits, base + e, edge_scale, x, b * n + indices[e])
     if drop_nodes:
-        draw_keep_bits(row_state(key, r), heads * x.shape[2], p, node_bits, r)
+        draw_keep_bits(row_state(key, r), x.shape[1] * x.shape[2], p, node_bits, r)
     _finish_row(
         r, x, out, acc, ar, scale, has_self, self_scale, self_rows, has_diag, diag, drop_nodes, node_bits, node_scale
     )
@@ -230,29 +239,18 @@ def spmm_t_row(
     key row, so no two rows write one edge), with ``want_sum`` also ``total[r] += sum_scale *
     out[r]``. ``transposed``: ``weights`` and ``dw`` are in the out-CSR's order
     (:func:`transpose_weights_row`), read and written in sequence instead of at ``e``."""
-    b = r // n
-    x = r - b * n
-    base = b * num_edges
-    heads = g.shape[1]
-    depth = g.shape[2]
+    b, t0, t1, base = _row_span(r, n, num_edges, tindptr)
     _zero_row(acc, ar)
-    for t in range(tindptr[x], tindptr[x + 1]):
+    for t in range(t0, t1):
         query = b * n + tqueries[t]
         e = base + tedges[t]
         at = base + t if transposed else e  # where this edge's scalars are
-        for h in range(heads):
-            w = weights[at, h]
-            if drop_edges:
-                if not kept(edge_bits, e, h):
-                    continue
-                w = w * edge_scale
-            for d in range(depth):
-                acc[ar, h, d] += w * g[query, h, d]
+        _add_edge(acc, ar, weights, at, drop_edges, edge_bits, e, edge_scale, g, query)
         if want_dw:
             dots_into(g, query, hx, r, dw, at, dw_scale, lanes)
     _finish_row(r, g, out, acc, ar, scale, False, scale, g, has_diag, diag, drop_nodes, node_bits, node_scale)
     if want_sum:
-        for h in range(heads):
+        for h in range(g.shape[1]):
             for d in range(g.shape[2]):
                 total[r, h, d] = total[r, h, d] + sum_scale * out[r, h, d]
 
@@ -263,10 +261,8 @@ def transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, back, drop_
     dropout applied (``* edge_scale`` kept, ``0`` dropped): the weights in the order the transposed
     passes walk them, gathered once instead of once per pass. ``back``: the other way,
     ``out[base + tedges[t]] = weights[base + t]`` (no dropout)."""
-    b = r // n
-    x = r - b * n
-    base = b * num_edges
-    for t in range(tindptr[x], tindptr[x + 1]):
+    _, t0, t1, base = _row_span(r, n, num_edges, tindptr)
+    for t in range(t0, t1):
         e = base + tedges[t]
         for h in range(weights.shape[1]):
             if back:
@@ -287,11 +283,7 @@ def score_grad_row(
     becomes d loss / d score for row ``r``'s edges: softmax ``a * (g' - sum a g')`` or exp
     ``a * g'`` with ``g' = g * keep * edge_scale``; 0 on masked edges (their score is a constant).
     Then ``grad_q[r] = sum_e (d loss / d score_e) * k[key_e]``."""
-    b = r // n
-    y = r - b * n
-    e0 = indptr[y]
-    e1 = indptr[y + 1]
-    base = b * num_edges
+    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
     heads = attn.shape[1]
     depth = k.shape[2]
     _zero_row(acc, ar)
@@ -326,11 +318,7 @@ def score_grad_row(
 @register_jitable
 def colsum_row(r, tindptr, tedges, n, num_edges, weights, out):
     """``out[r, h] = sum of weights[e, h]`` over the edges leaving key row ``r`` (its out-degree)."""
-    b = r // n
-    x = r - b * n
-    base = b * num_edges
-    t0 = tindptr[x]
-    t1 = tindptr[x + 1]
+    _, t0, t1, base = _row_span(r, n, num_edges, tindptr)
     for h in range(weights.shape[1]):
         if t1 == t0:
             out[r, h] = 0.0
