@@ -126,21 +126,6 @@ def score_row(
 
 
 @register_jitable
-def _add_edge(acc, ar, weights, at, drop_edges, edge_bits, e, edge_scale, x, source):
-    """``acc[ar, h] += w * x[source, h]`` per head, ``w = weights[at, h]`` (``drop_edges``: times
-    ``edge_scale`` where edge ``e``'s keep bit of head ``h`` is set, else the head is skipped).
-    One call per edge: the loop over ``d`` is written out, as a call per (edge, head) costs more."""
-    for h in range(x.shape[1]):
-        w = weights[at, h]
-        if drop_edges:
-            if not kept(edge_bits, e, h):
-                continue
-            w = w * edge_scale
-        for d in range(x.shape[2]):
-            acc[ar, h, d] += w * x[source, h, d]
-
-
-@register_jitable
 def _finish_row(
     r, x, out, acc, ar, scale, has_self, self_scale, self_rows, has_diag, diag, drop_nodes, node_bits, node_scale
 ):
@@ -191,11 +176,21 @@ def spmm_row(
     keep bit is set, else the edge is skipped). ``drop_nodes``: draws row ``r``'s node keep bits
     (probability ``1 - p``, from ``row_state(key, r)``) into ``node_bits`` and applies them."""
     b, e0, e1, base = _row_span(r, n, num_edges, indptr)
+    heads = x.shape[1]
+    depth = x.shape[2]
     _zero_row(acc, ar)
     for e in range(e0, e1):
-        _add_edge(acc, ar, weights, base + e, drop_edges, edge_bits, base + e, edge_scale, x, b * n + indices[e])
+        source = b * n + indices[e]
+        for h in range(heads):
+            w = weights[base + e, h]
+            if drop_edges:
+                if not kept(edge_bits, base + e, h):
+                    continue
+                w = w * edge_scale
+            for d in range(depth):  # written out: a call per (edge, head) costs more than the loop
+                acc[ar, h, d] += w * x[source, h, d]
     if drop_nodes:
-        draw_keep_bits(row_state(key, r), x.shape[1] * x.shape[2], p, node_bits, r)
+        draw_keep_bits(row_state(key, r), heads * x.shape[2], p, node_bits, r)
     _finish_row(
         r, x, out, acc, ar, scale, has_self, self_scale, self_rows, has_diag, diag, drop_nodes, node_bits, node_scale
     )
@@ -240,17 +235,26 @@ def spmm_t_row(
     out[r]``. ``transposed``: ``weights`` and ``dw`` are in the out-CSR's order
     (:func:`transpose_weights_row`), read and written in sequence instead of at ``e``."""
     b, t0, t1, base = _row_span(r, n, num_edges, tindptr)
+    heads = g.shape[1]
+    depth = g.shape[2]
     _zero_row(acc, ar)
     for t in range(t0, t1):
         query = b * n + tqueries[t]
         e = base + tedges[t]
         at = base + t if transposed else e  # where this edge's scalars are
-        _add_edge(acc, ar, weights, at, drop_edges, edge_bits, e, edge_scale, g, query)
+        for h in range(heads):
+            w = weights[at, h]
+            if drop_edges:
+                if not kept(edge_bits, e, h):
+                    continue
+                w = w * edge_scale
+            for d in range(depth):
+                acc[ar, h, d] += w * g[query, h, d]
         if want_dw:
             dots_into(g, query, hx, r, dw, at, dw_scale, lanes)
     _finish_row(r, g, out, acc, ar, scale, False, scale, g, has_diag, diag, drop_nodes, node_bits, node_scale)
     if want_sum:
-        for h in range(g.shape[1]):
+        for h in range(heads):
             for d in range(g.shape[2]):
                 total[r, h, d] = total[r, h, d] + sum_scale * out[r, h, d]
 

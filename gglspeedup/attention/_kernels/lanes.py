@@ -57,28 +57,24 @@ def _fold(lanes, count):
 
 
 @register_jitable
-def _add_terms(a, ar, b, br, h, start, total):
-    """``total`` plus the terms ``a[ar, h, d] * b[br, h, d]`` for ``d >= start``, added one by one
-    in order (a head of fewer than ``W`` elements starts from its first term, at ``start = 1``;
-    the lanes' tail starts from their folded sum)."""
-    for d in range(start, a.shape[2]):
-        total = total + a[ar, h, d] * b[br, h, d]
-    return total
-
-
-@register_jitable
 def _dot_reference(a, ar, b, br, h, lanes):
     depth = a.shape[2]
     count = _lane_count(depth, LANE_BYTES // a.itemsize)
     if count == 0:
-        return _add_terms(a, ar, b, br, h, 1, a[ar, h, 0] * b[br, h, 0])
+        total = a[ar, h, 0] * b[br, h, 0]
+        for d in range(1, depth):
+            total = total + a[ar, h, d] * b[br, h, d]
+        return total
     chunks = depth // count
     for j in range(count):
         lanes[j] = a[ar, h, j] * b[br, h, j]
     for c in range(1, chunks):
         for j in range(count):
             lanes[j] = lanes[j] + a[ar, h, c * count + j] * b[br, h, c * count + j]
-    return _add_terms(a, ar, b, br, h, chunks * count, _fold(lanes, count))
+    total = _fold(lanes, count)
+    for d in range(chunks * count, depth):
+        total = total + a[ar, h, d] * b[br, h, d]
+    return total
 
 
 @register_jitable
@@ -287,10 +283,12 @@ def _dot_lanes_cpu(a, ar, b, br, h, lanes):
     def vector(a, ar, b, br, h, lanes):
         depth = a.shape[2]
         count = _lane_count(depth, LANE_BYTES // a.itemsize)
-        if count == 0:
-            return _add_terms(a, ar, b, br, h, 1, a[ar, h, 0] * b[br, h, 0])
+        if count == 0:  # a head shorter than one vector: the sequential sum
+            return _dot_reference(a, ar, b, br, h, lanes)
         total = _vector_dot(a, np.int64(ar), b, np.int64(br), np.int64(h))
-        return _add_terms(a, ar, b, br, h, depth // count * count, total)
+        for d in range(depth // count * count, depth):
+            total = total + a[ar, h, d] * b[br, h, d]
+        return total
 
     return vector
 
