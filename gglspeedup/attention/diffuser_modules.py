@@ -77,14 +77,9 @@ class _SelfAttentionBase(nn.Module):
         batch, length = out.shape[:2]
         return (out.reshape(batch, length, self.embed_dim),)
 
-
-class DiffuserSelfAttention(_SelfAttentionBase):
-    """Diffuser's ``DiffuserSelfAttention`` (github asFeng/Diffuser, ``models/diffuser_att.py``) on
-    :func:`~gglspeedup.attention.diffusion_attention`: 5 hops, ``alpha = 0.1``, attention dropout
-    ``config.attention_probs_dropout_prob`` in training."""
-
-    hops = 5
-    alpha = 0.1
+    def _attend(self, q, k, v, graph, padding, dropout):
+        """The layer's attention on the projected ``(batch, seq_len, heads, head_dim)`` tensors."""
+        raise NotImplementedError
 
     def forward(
         self,
@@ -99,8 +94,19 @@ class DiffuserSelfAttention(_SelfAttentionBase):
     ):
         q, k, v, graph, padding = self._project(hidden_states, g, attention_mask)
         dropout = self.dropout if self.training else 0.0
-        out = diffusion_attention(q, k, v, graph, self.hops, self.alpha, padding, dropout)
-        return self._output(out, is_global_attn, output_attentions)
+        return self._output(self._attend(q, k, v, graph, padding, dropout), is_global_attn, output_attentions)
+
+
+class DiffuserSelfAttention(_SelfAttentionBase):
+    """Diffuser's ``DiffuserSelfAttention`` (github asFeng/Diffuser, ``models/diffuser_att.py``) on
+    :func:`~gglspeedup.attention.diffusion_attention`: 5 hops, ``alpha = 0.1``, attention dropout
+    ``config.attention_probs_dropout_prob`` in training."""
+
+    hops = 5
+    alpha = 0.1
+
+    def _attend(self, q, k, v, graph, padding, dropout):
+        return diffusion_attention(q, k, v, graph, self.hops, self.alpha, padding, dropout)
 
 
 class DiffuserFracSelfAttention(_SelfAttentionBase):
@@ -116,18 +122,5 @@ class DiffuserFracSelfAttention(_SelfAttentionBase):
         super().__init__(config, layer_id)
         self.gamma = gamma
 
-    def forward(
-        self,
-        hidden_states,
-        g=None,
-        attention_mask=None,
-        layer_head_mask=None,
-        is_index_masked=None,
-        is_index_global_attn=None,
-        is_global_attn=None,
-        output_attentions=False,
-    ):
-        q, k, v, graph, padding = self._project(hidden_states, g, attention_mask)
-        dropout = self.dropout if self.training else 0.0
-        out = fractional_attention(q, k, v, graph, self.gamma, self.terms, self.steps, padding, dropout)
-        return self._output(out, is_global_attn, output_attentions)
+    def _attend(self, q, k, v, graph, padding, dropout):
+        return fractional_attention(q, k, v, graph, self.gamma, self.terms, self.steps, padding, dropout)

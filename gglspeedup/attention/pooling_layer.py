@@ -17,7 +17,9 @@ import numpy as np
 import torch
 
 from ._kernels import pooling_layer as kernels
-from ._kernels.pooling_cpu import KERNEL_LOCK, PARALLEL_MIN_FUSED, PARALLEL_MIN_MAPS, CPUPoolingDriver
+from ._kernels.cpu_lock import KERNEL_LOCK
+from ._kernels.pooling_cpu import PARALLEL_MIN_FUSED, PARALLEL_MIN_MAPS
+from ._kernels.pooling_driver import fused_work
 from .pooling_numpy import CertificateError, check_finite, per_head
 
 __all__ = ["pool_layer"]
@@ -25,7 +27,7 @@ __all__ = ["pool_layer"]
 KINDS = {"softmax": kernels.SOFTMAX, "sparsemax": kernels.SPARSEMAX, "gfusedmax": kernels.GFUSEDMAX}
 _NO_FUSED = (np.zeros((0, 0)), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
 _NO_PARAM = np.zeros(0)
-_NO_WORK = tuple(CPUPoolingDriver._work(0, 0, 0))  # softmax and sparsemax never touch it
+_NO_WORK = tuple(fused_work(np, 0, 0, 0))  # softmax and sparsemax never touch it
 
 
 def _numpy(tensor):
@@ -71,7 +73,7 @@ class _PoolLayer(torch.autograd.Function):
         status = np.zeros((heads, graphs), np.int64)
         residual = np.empty((heads, graphs))
         if kind == kernels.GFUSEDMAX:
-            work = CPUPoolingDriver._work(heads, nodes, graph.edge_u.shape[0])
+            work = fused_work(np, heads, nodes, graph.edge_u.shape[0])
             fused = (np.empty((heads, nodes)), np.empty((heads, nodes), np.int64), np.empty((heads, nodes), np.int64))
         else:
             work, fused = _NO_WORK, _NO_FUSED
@@ -107,7 +109,7 @@ class _PoolLayer(torch.autograd.Function):
             grad_scores, grad_proj = torch.empty(shape, dtype=scores_dtype), torch.empty(p.shape, dtype=proj.dtype)
         grad_lam = np.empty((heads, graphs))
         grad_gamma = np.empty((heads, graphs))
-        work = CPUPoolingDriver._work(heads, nodes, 0) if kind == kernels.GFUSEDMAX else _NO_WORK
+        work = fused_work(np, heads, nodes, 0) if kind == kernels.GFUSEDMAX else _NO_WORK
         gw, gf = np.empty((heads, nodes)), np.empty((heads, nodes))
         threshold = PARALLEL_MIN_FUSED if kind == kernels.GFUSEDMAX else PARALLEL_MIN_MAPS
         with KERNEL_LOCK:

@@ -26,28 +26,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from . import _POOLING_NAMES
 from .pooling import gfusedmax, softmax, sparsemax
 from .pooling_batch import GraphBatch, graph_batch
 
-__all__ = [
-    "AttentionPooling",
-    "standardize_scores",
-    "FastFlexAddAttention",
-    "MultipleAttention",
-    "Softmax",
-    "Sparsemax",
-    "Gfusedmax",
-    "SoftmaxN",
-    "SparsemaxN",
-    "GfusedmaxN",
-    "Sigmoid",
-    "Tanh",
-    "Sum",
-    "Mean",
-    "Max",
-    "TopK",
-    "TopKN",
-]
+# The layer names are listed once, in the package's table of lazily loaded names.
+__all__ = [name for name, module in _POOLING_NAMES.items() if module == "pooling_modules"]
 
 MAPPINGS = ("softmax", "sparsemax", "gfusedmax")
 

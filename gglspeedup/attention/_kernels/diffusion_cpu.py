@@ -12,14 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._threading import prefer_tbb
-from .diffusion_rows import (
-    colsum_row,
-    score_grad_row,
-    score_row,
-    spmm_row,
-    spmm_t_row,
-    transpose_weights_row,
-)
+from . import diffusion_rows
 from .lanes import SCRATCH_BYTES
 
 __all__ = ["BLOCK", "scores", "spmm", "spmm_t", "transpose_weights", "score_grad", "colsum"]
@@ -35,7 +28,7 @@ def scores(indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, bad, 
     for block in prange((rows + BLOCK - 1) // BLOCK):
         lanes = np.empty(SCRATCH_BYTES // q.itemsize, q.dtype)
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
-            score_row(
+            diffusion_rows.score_row(
                 r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, lanes, bad, drop_edges, p, key,
                 edge_bits,
             )  # fmt: skip
@@ -50,7 +43,7 @@ def spmm(
     for block in prange((rows + BLOCK - 1) // BLOCK):
         acc = np.empty((1, x.shape[1], x.shape[2]), x.dtype)
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
-            spmm_row(
+            diffusion_rows.spmm_row(
                 r, indptr, indices, n, num_edges, weights, x, out, acc, 0, scale, has_self, self_scale, self_rows,
                 has_diag, diag, drop_edges, edge_bits, edge_scale, drop_nodes, p, key, node_bits, node_scale,
             )  # fmt: skip
@@ -67,7 +60,7 @@ def spmm_t(
         lanes = np.empty(SCRATCH_BYTES // g.itemsize, g.dtype)
         acc = np.empty((1, g.shape[1], g.shape[2]), g.dtype)
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
-            spmm_t_row(
+            diffusion_rows.spmm_t_row(
                 r, tindptr, tqueries, tedges, n, num_edges, weights, transposed, g, out, acc, 0, lanes, scale,
                 has_diag, diag, want_dw, dw, hx, dw_scale, drop_edges, edge_bits, edge_scale, drop_nodes, node_bits,
                 node_scale, want_sum, total, sum_scale,
@@ -82,7 +75,7 @@ def score_grad(
     for block in prange((rows + BLOCK - 1) // BLOCK):
         acc = np.empty((1, k.shape[1], k.shape[2]), k.dtype)
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
-            score_grad_row(
+            diffusion_rows.score_grad_row(
                 r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
                 k, grad_q, acc, 0,
             )  # fmt: skip
@@ -92,7 +85,7 @@ def score_grad(
 def transpose_weights(tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out, rows):
     for block in prange((rows + BLOCK - 1) // BLOCK):
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
-            transpose_weights_row(
+            diffusion_rows.transpose_weights_row(
                 r, tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out
             )
 
@@ -100,4 +93,4 @@ def transpose_weights(tindptr, tedges, n, num_edges, weights, back, drop_edges, 
 @njit(parallel=True, cache=True, nogil=True)
 def colsum(tindptr, tedges, n, num_edges, weights, out):
     for r in prange(out.shape[0]):
-        colsum_row(r, tindptr, tedges, n, num_edges, weights, out)
+        diffusion_rows.colsum_row(r, tindptr, tedges, n, num_edges, weights, out)

@@ -9,14 +9,7 @@ from __future__ import annotations
 from numba import cuda, float32, float64
 
 from ..._launch import launch_rows
-from .diffusion_rows import (
-    colsum_row,
-    score_grad_row,
-    score_row,
-    spmm_row,
-    spmm_t_row,
-    transpose_weights_row,
-)
+from . import diffusion_rows
 from .lanes import SCRATCH_BYTES
 
 __all__ = ["scores", "spmm", "spmm_t", "transpose_weights", "score_grad", "colsum"]
@@ -31,7 +24,7 @@ def _kernels(dtype):
         r = cuda.grid(1)
         if r < q.shape[0]:
             lanes = cuda.local.array(width, local)
-            score_row(
+            diffusion_rows.score_row(
                 r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, lanes, bad, drop_edges, p, key, bits
             )
 
@@ -42,7 +35,7 @@ def _kernels(dtype):
     ):  # fmt: skip
         r = cuda.grid(1)
         if r < x.shape[0]:
-            spmm_row(
+            diffusion_rows.spmm_row(
                 r, indptr, indices, n, num_edges, weights, x, out, out, r, scale, has_self, self_scale, self_rows,
                 has_diag, diag, drop_edges, edge_bits, edge_scale, drop_nodes, p, key, node_bits, node_scale,
             )  # fmt: skip
@@ -56,7 +49,7 @@ def _kernels(dtype):
         r = cuda.grid(1)
         if r < g.shape[0]:
             lanes = cuda.local.array(width, local)
-            spmm_t_row(
+            diffusion_rows.spmm_t_row(
                 r, tindptr, tqueries, tedges, n, num_edges, weights, transposed, g, out, out, r, lanes, scale,
                 has_diag, diag, want_dw, dw, hx, dw_scale, drop_edges, edge_bits, edge_scale, drop_nodes, node_bits,
                 node_scale, want_sum, total, sum_scale,
@@ -68,7 +61,7 @@ def _kernels(dtype):
     ):
         r = cuda.grid(1)
         if r < grad_q.shape[0]:
-            score_grad_row(
+            diffusion_rows.score_grad_row(
                 r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
                 k, grad_q, grad_q, r,
             )  # fmt: skip
@@ -79,7 +72,7 @@ def _kernels(dtype):
     ):
         r = cuda.grid(1)
         if r < rows:
-            transpose_weights_row(
+            diffusion_rows.transpose_weights_row(
                 r, tindptr, tedges, n, num_edges, weights, back, drop_edges, edge_bits, edge_scale, out
             )
 
@@ -87,7 +80,7 @@ def _kernels(dtype):
     def colsum_kernel(tindptr, tedges, n, num_edges, weights, out):
         r = cuda.grid(1)
         if r < out.shape[0]:
-            colsum_row(r, tindptr, tedges, n, num_edges, weights, out)
+            diffusion_rows.colsum_row(r, tindptr, tedges, n, num_edges, weights, out)
 
     return {
         "scores": scores_kernel,

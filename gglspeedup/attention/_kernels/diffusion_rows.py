@@ -65,6 +65,16 @@ def kept(bits, row, i):
 
 
 @register_jitable
+def _row_span(r, n, num_edges, indptr):
+    """``(b, e0, e1, base)`` of row ``r`` of a batch of ``n``-token sequences sharing one pattern:
+    its sequence ``b``, its edges ``[e0, e1)`` in the pattern's ``indptr`` (or its out-edges in the
+    transposed pattern's) and ``base = b * num_edges``, where sequence ``b``'s edge scalars start."""
+    b = r // n
+    y = r - b * n
+    return b, indptr[y], indptr[y + 1], b * num_edges
+
+
+@register_jitable
 def _zero_row(out, r):
     for h in range(out.shape[1]):
         for d in range(out.shape[2]):
@@ -78,11 +88,7 @@ def score_row(
     """Scores ``k[key] . q[r]`` of row ``r``'s edges, masked, then softmax over the row (or
     ``exp``) per head, into ``attn``; ``bad[r] = 1`` when a score is not finite. With
     ``drop_edges``, also the row's edge keep bits (probability ``1 - p``) into ``edge_bits``."""
-    b = r // n
-    y = r - b * n
-    e0 = indptr[y]
-    e1 = indptr[y + 1]
-    base = b * num_edges
+    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
     heads = q.shape[1]
     for e in range(e0, e1):
         x = b * n + indices[e]
@@ -169,13 +175,11 @@ def spmm_row(
     per head, ``w_e = weights[e]`` (``drop_edges``: ``weights[e] * edge_scale`` where the edge's
     keep bit is set, else the edge is skipped). ``drop_nodes``: draws row ``r``'s node keep bits
     (probability ``1 - p``, from ``row_state(key, r)``) into ``node_bits`` and applies them."""
-    b = r // n
-    y = r - b * n
-    base = b * num_edges
+    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
     heads = x.shape[1]
     depth = x.shape[2]
     _zero_row(acc, ar)
-    for e in range(indptr[y], indptr[y + 1]):
+    for e in range(e0, e1):
         source = b * n + indices[e]
         for h in range(heads):
             w = weights[base + e, h]
@@ -230,13 +234,11 @@ def spmm_t_row(
     key row, so no two rows write one edge), with ``want_sum`` also ``total[r] += sum_scale *
     out[r]``. ``transposed``: ``weights`` and ``dw`` are in the out-CSR's order
     (:func:`transpose_weights_row`), read and written in sequence instead of at ``e``."""
-    b = r // n
-    x = r - b * n
-    base = b * num_edges
+    b, t0, t1, base = _row_span(r, n, num_edges, tindptr)
     heads = g.shape[1]
     depth = g.shape[2]
     _zero_row(acc, ar)
-    for t in range(tindptr[x], tindptr[x + 1]):
+    for t in range(t0, t1):
         query = b * n + tqueries[t]
         e = base + tedges[t]
         at = base + t if transposed else e  # where this edge's scalars are
@@ -263,10 +265,8 @@ def transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, back, drop_
     dropout applied (``* edge_scale`` kept, ``0`` dropped): the weights in the order the transposed
     passes walk them, gathered once instead of once per pass. ``back``: the other way,
     ``out[base + tedges[t]] = weights[base + t]`` (no dropout)."""
-    b = r // n
-    x = r - b * n
-    base = b * num_edges
-    for t in range(tindptr[x], tindptr[x + 1]):
+    _, t0, t1, base = _row_span(r, n, num_edges, tindptr)
+    for t in range(t0, t1):
         e = base + tedges[t]
         for h in range(weights.shape[1]):
             if back:
@@ -287,11 +287,7 @@ def score_grad_row(
     becomes d loss / d score for row ``r``'s edges: softmax ``a * (g' - sum a g')`` or exp
     ``a * g'`` with ``g' = g * keep * edge_scale``; 0 on masked edges (their score is a constant).
     Then ``grad_q[r] = sum_e (d loss / d score_e) * k[key_e]``."""
-    b = r // n
-    y = r - b * n
-    e0 = indptr[y]
-    e1 = indptr[y + 1]
-    base = b * num_edges
+    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
     heads = attn.shape[1]
     depth = k.shape[2]
     _zero_row(acc, ar)
@@ -326,11 +322,7 @@ def score_grad_row(
 @register_jitable
 def colsum_row(r, tindptr, tedges, n, num_edges, weights, out):
     """``out[r, h] = sum of weights[e, h]`` over the edges leaving key row ``r`` (its out-degree)."""
-    b = r // n
-    x = r - b * n
-    base = b * num_edges
-    t0 = tindptr[x]
-    t1 = tindptr[x + 1]
+    _, t0, t1, base = _row_span(r, n, num_edges, tindptr)
     for h in range(weights.shape[1]):
         if t1 == t0:
             out[r, h] = 0.0

@@ -84,6 +84,29 @@ FusedWork = namedtuple("FusedWork", FUSED_WORK_INT_FIELDS + FUSED_WORK_FLOAT_FIE
 
 
 @register_jitable
+def _reach(h, n0, tail, a, graph, work, lam, tol_cap, tol_push, cut):
+    """Breadth-first search inside set ``a`` (``work.seg``) from the marked nodes
+    ``work.queue[h, n0 : n0 + tail]``: marks and queues every node it reaches and returns the new
+    ``tail``. With ``cut``, only along edges with residual capacity (``lam - flow > tol_cap``
+    outwards), and ``-1`` as soon as it reaches a node with demand (``exc < -tol_push``)."""
+    adj_ptr, adj_nbr, adj_eid, adj_dir = graph.adj_ptr, graph.adj_nbr, graph.adj_eid, graph.adj_dir
+    seg, mark, queue, exc, flow = work.seg, work.mark, work.queue, work.exc, work.flow
+    head = 0
+    while head < tail:
+        x = queue[h, n0 + head]
+        head += 1
+        for q in range(adj_ptr[x], adj_ptr[x + 1]):
+            j = adj_nbr[q]
+            if seg[h, j] == a and mark[h, j] == 0 and (not cut or lam - adj_dir[q] * flow[h, adj_eid[q]] > tol_cap):
+                if cut and exc[h, j] < -tol_push:
+                    return -1
+                mark[h, j] = 1
+                queue[h, n0 + tail] = j
+                tail += 1
+    return tail
+
+
+@register_jitable
 def _decompose(g, h, graph, s, lam, bnd, work, tol_cap, tol_push, tol_split):
     """Split the graph's nodes into certified sets (labels in ``work.seg``, boundary counts in
     ``bnd``, cut edges' flows at ``+-lam``). Returns ``(status, sum of |KKT residual|)``."""
@@ -140,18 +163,9 @@ def _decompose(g, h, graph, s, lam, bnd, work, tol_cap, tol_push, tol_split):
                 tail += 1
             else:
                 mark[h, i] = 0
-        head = 0
-        while head < tail:
-            x = queue[h, n0 + head]
-            head += 1
-            for q in range(adj_ptr[x], adj_ptr[x + 1]):
-                j = adj_nbr[q]
-                if seg[h, j] == a and mark[h, j] == 0 and lam - adj_dir[q] * flow[h, adj_eid[q]] > tol_cap:
-                    if exc[h, j] < -tol_push:
-                        return FAILED_FLOW, residual  # an augmenting path is left
-                    mark[h, j] = 1
-                    queue[h, n0 + tail] = j
-                    tail += 1
+        tail = _reach(h, n0, tail, a, graph, work, lam, tol_cap, tol_push, True)
+        if tail < 0:
+            return FAILED_FLOW, residual  # an augmenting path is left
         surplus = 0.0
         for t in range(tail):
             surplus += exc[h, queue[h, n0 + t]]
@@ -192,9 +206,9 @@ def _decompose(g, h, graph, s, lam, bnd, work, tol_cap, tol_push, tol_split):
 
 
 @register_jitable
-def _group_values(n0, n1, h, s, lam, bnd, label, work, out):
-    """``out[h, i] = f_G`` in closed form for every node (``work.acc`` holds group sums by
-    representative, ``work.level`` sizes, ``work.cursor`` boundary counts)."""
+def _group_sums(n0, n1, h, values, bnd, label, work):
+    """Per group of nodes ``n0 .. n1`` (by its representative ``label``): the sum of ``values`` in
+    ``work.acc``, the size in ``work.level`` and the summed boundary counts in ``work.cursor``."""
     acc, size, count = work.acc, work.level, work.cursor
     for i in range(n0, n1):
         r = label[h, i]
@@ -203,9 +217,16 @@ def _group_values(n0, n1, h, s, lam, bnd, label, work, out):
         count[h, r] = 0
     for i in range(n0, n1):
         r = label[h, i]
-        acc[h, r] += s[h, i]
+        acc[h, r] += values[h, i]
         size[h, r] += 1
         count[h, r] += bnd[h, i]
+
+
+@register_jitable
+def _group_values(n0, n1, h, s, lam, bnd, label, work, out):
+    """``out[h, i] = f_G`` in closed form for every node (from :func:`_group_sums` of ``s``)."""
+    _group_sums(n0, n1, h, s, bnd, label, work)
+    acc, size, count = work.acc, work.level, work.cursor
     for i in range(n0, n1):
         if label[h, i] == i:
             acc[h, i] = (acc[h, i] - lam * count[h, i]) / size[h, i]
@@ -225,7 +246,7 @@ def _find(parent, h, r):
 def _finish(g, h, graph, s, lam, bnd, label, work, out, tol_merge):
     """Final groups: connected components of the certified sets, ties across boundaries merged,
     closed-form values, and the boundary-order check. Returns a status."""
-    ptr, adj_ptr, adj_nbr, edge_u, edge_v = graph.ptr, graph.adj_ptr, graph.adj_nbr, graph.edge_u, graph.edge_v
+    ptr, edge_u, edge_v = graph.ptr, graph.edge_u, graph.edge_v
     seg, mark, queue, flow, parent = work.seg, work.mark, work.queue, work.flow, work.stack_a
     n0 = ptr[g]
     n1 = ptr[g + 1]
@@ -237,20 +258,10 @@ def _finish(g, h, graph, s, lam, bnd, label, work, out, tol_merge):
         if mark[h, root] != 0:
             continue
         mark[h, root] = 1
-        label[h, root] = root
         queue[h, n0] = root
-        head = 0
-        tail = 1
-        while head < tail:
-            x = queue[h, n0 + head]
-            head += 1
-            for q in range(adj_ptr[x], adj_ptr[x + 1]):
-                j = adj_nbr[q]
-                if mark[h, j] == 0 and seg[h, j] == seg[h, root]:
-                    mark[h, j] = 1
-                    label[h, j] = root
-                    queue[h, n0 + tail] = j
-                    tail += 1
+        tail = _reach(h, n0, 1, seg[h, root], graph, work, lam, 0.0, 0.0, False)
+        for t in range(tail):
+            label[h, queue[h, n0 + t]] = root
     _group_values(n0, n1, h, s, lam, bnd, label, work, out)
     for i in range(n0, n1):
         parent[h, i] = i
@@ -334,19 +345,10 @@ def fused_lasso_problem(g, h, graph, s, lam, work, out, label, bnd):
 def fused_lasso_vjp_problem(g, h, ptr, label, bnd, grad_f, work, grad_s):
     """``grad_s = J^T grad_f`` for graph ``g``, head ``h``: the average of ``grad_f`` over each
     group; returns ``dL/dlam = -sum_G (sum_G grad_f) (sum_G bnd) / |G|``."""
-    acc, size, count = work.acc, work.level, work.cursor
     n0 = ptr[g]
     n1 = ptr[g + 1]
-    for i in range(n0, n1):
-        r = label[h, i]
-        acc[h, r] = 0.0
-        size[h, r] = 0
-        count[h, r] = 0
-    for i in range(n0, n1):
-        r = label[h, i]
-        acc[h, r] += grad_f[h, i]
-        size[h, r] += 1
-        count[h, r] += bnd[h, i]
+    _group_sums(n0, n1, h, grad_f, bnd, label, work)
+    acc, size, count = work.acc, work.level, work.cursor
     grad_lam = 0.0
     for i in range(n0, n1):
         if label[h, i] == i:

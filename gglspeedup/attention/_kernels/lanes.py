@@ -283,11 +283,8 @@ def _dot_lanes_cpu(a, ar, b, br, h, lanes):
     def vector(a, ar, b, br, h, lanes):
         depth = a.shape[2]
         count = _lane_count(depth, LANE_BYTES // a.itemsize)
-        if count == 0:
-            total = a[ar, h, 0] * b[br, h, 0]
-            for d in range(1, depth):
-                total = total + a[ar, h, d] * b[br, h, d]
-            return total
+        if count == 0:  # a head shorter than one vector: the sequential sum
+            return _dot_reference(a, ar, b, br, h, lanes)
         total = _vector_dot(a, np.int64(ar), b, np.int64(br), np.int64(h))
         for d in range(depth // count * count, depth):
             total = total + a[ar, h, d] * b[br, h, d]

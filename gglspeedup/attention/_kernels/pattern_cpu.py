@@ -12,7 +12,7 @@ from numba import njit, prange
 from ..._rng import draw, row_state, uniform_below
 from ..._search import bisect_left
 from ..._threading import prefer_tbb
-from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, row_count, row_fill
+from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, count_arguments, fill_arguments, row_count, row_fill
 
 __all__ = ["count_rows", "fill_rows", "draw_globals", "build", "transpose"]
 
@@ -22,13 +22,14 @@ _GLOBAL_ROW = np.int64(-1)  # row id of the global-token draws (never a query to
 
 
 @njit(cache=True, nogil=True)
-def count_rows(lengths, seq_len, gptr, gids, layout, half, num_rows, num_random, indptr):
+def count_rows(shape, num_rows, indptr):
     """``indptr`` of the rows: the scan of :func:`row_count` (closed form, no draws: one thread
-    does it in a fraction of the fill's time, so a build is a single parallel region)."""
+    does it in a fraction of the fill's time, so a build is a single parallel region). ``shape``:
+    :func:`~.pattern_rows.count_arguments`."""
     running = 0
     indptr[0] = 0
     for r in range(num_rows):
-        running += row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r)
+        running += row_count(*shape, r)
         indptr[r + 1] = running
 
 
@@ -37,29 +38,14 @@ _PARALLEL_MIN_WORK = 1 << 16  # keys (about 64 a row) below which a build runs o
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def fill_rows(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, words, table):
-    """Fill every row; blocks of rows share one key bitmap (cleared as each row is read off it)."""
+def fill_rows(rows, indptr, out, words, table):
+    """Fill every row; blocks of rows share one key bitmap (cleared as each row is read off it).
+    ``rows``: :func:`~.pattern_rows.fill_arguments`."""
     num_rows = indptr.shape[0] - 1
     for block in prange((num_rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK):
         bitmap = np.zeros(words, np.uint64)
         for r in range(block * _ROWS_PER_BLOCK, min(num_rows, (block + 1) * _ROWS_PER_BLOCK)):
-            row_fill(
-                lengths,
-                seq_len,
-                gptr,
-                gids,
-                layout,
-                half,
-                num_random,
-                mode,
-                cdf,
-                states,
-                r,
-                indptr[r],
-                out,
-                bitmap,
-                table,
-            )
+            row_fill(*rows, r, indptr[r], out, bitmap, table)
 
 
 @njit(cache=True, nogil=True)
@@ -130,25 +116,9 @@ def build(arrays, indptr_dtype, index_dtype):
 
 
 def _build(arrays, indptr_dtype, index_dtype):
-    a = arrays
-    num_rows = a.num_rows
+    num_rows = arrays.num_rows
     indptr = np.empty(num_rows + 1, indptr_dtype)
-    count_rows(a.lengths, a.seq_len, a.gptr, a.gids, a.layout, a.half, num_rows, a.num_random, indptr)
+    count_rows(count_arguments(arrays), num_rows, indptr)
     indices = np.empty(int(indptr[-1]), index_dtype)
-    fill_rows(
-        a.lengths,
-        a.seq_len,
-        a.gptr,
-        a.gids,
-        a.layout,
-        a.half,
-        a.num_random,
-        a.mode,
-        a.cdf,
-        a.states,
-        indptr,
-        indices,
-        bitmap_words(a.seq_len),
-        _DEBRUIJN_INDEX,
-    )
+    fill_rows(fill_arguments(arrays), indptr, indices, bitmap_words(arrays.seq_len), _DEBRUIJN_INDEX)
     return indptr, indices

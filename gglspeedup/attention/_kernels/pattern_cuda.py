@@ -10,7 +10,7 @@ import numpy as np
 from numba import cuda
 
 from ..._launch import launch_rows, to_host
-from .pattern_rows import _DEBRUIJN_INDEX, row_count, row_fill
+from .pattern_rows import _DEBRUIJN_INDEX, count_arguments, fill_arguments, row_count, row_fill
 
 __all__ = ["build"]
 
@@ -50,43 +50,13 @@ def _fill_kernel(
 def build(arrays, indptr_dtype, index_dtype, device):
     """``(indptr, indices)`` of a pattern on ``device`` (arrays of ``device.xp``)."""
     xp = device.xp
-    a = arrays
-    num_rows = a.num_rows
+    num_rows = arrays.num_rows
     counts = xp.zeros(num_rows + 1, xp.int64)
-    launch_rows(
-        _count_kernel,
-        device,
-        num_rows,
-        a.lengths,
-        a.seq_len,
-        a.gptr,
-        a.gids,
-        a.layout,
-        a.half,
-        a.num_random,
-        num_rows,
-        counts,
-    )
+    launch_rows(_count_kernel, device, num_rows, *count_arguments(arrays), num_rows, counts)
     indptr = xp.cumsum(counts).astype(indptr_dtype, copy=False)
     total = int(to_host(indptr[-1:])[0])  # sync: the edge count sizes the indices
     indices = xp.empty(total, index_dtype)
-    launch_rows(
-        _fill_kernel,
-        device,
-        num_rows,
-        a.lengths,
-        a.seq_len,
-        a.gptr,
-        a.gids,
-        a.layout,
-        a.half,
-        a.num_random,
-        a.mode,
-        a.cdf,
-        a.states,
-        indptr,
-        indices,
-        xp.zeros(0, np.uint64),  # no bitmap: a thread keeps its drawn keys sorted by insertion
-        xp.asarray(_DEBRUIJN_INDEX),
-    )
+    nobitmap = xp.zeros(0, np.uint64)  # no bitmap: a thread keeps its drawn keys sorted by insertion
+    table = xp.asarray(_DEBRUIJN_INDEX)
+    launch_rows(_fill_kernel, device, num_rows, *fill_arguments(arrays), indptr, indices, nobitmap, table)
     return indptr, indices

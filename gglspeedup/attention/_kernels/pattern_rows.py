@@ -32,6 +32,8 @@ __all__ = [
     "RANDOM_POWER_LAW",
     "row_count",
     "row_fill",
+    "count_arguments",
+    "fill_arguments",
 ]
 
 LAYOUT_DIFFUSER = 0  # chunks of h = window // 2 tokens; a query sees its own chunk and both neighbours
@@ -114,6 +116,18 @@ def _draw_key(state, attempt, mode, n, i, half, cdf):
     if x < 0 or x >= n:
         return np.int64(-1)
     return np.int64(x)
+
+
+def count_arguments(arrays) -> tuple:
+    """:func:`row_count`'s arguments before ``r``, from the pattern record ``arrays`` (the one
+    :mod:`gglspeedup.attention.patterns` prepares): the same on both devices."""
+    a = arrays
+    return (a.lengths, a.seq_len, a.gptr, a.gids, a.layout, a.half, a.num_random)
+
+
+def fill_arguments(arrays) -> tuple:
+    """:func:`row_fill`'s arguments before ``r`` (those of :func:`count_arguments`, then the draws')."""
+    return (*count_arguments(arrays), arrays.mode, arrays.cdf, arrays.states)
 
 
 def bitmap_words(seq_len: int) -> int:
