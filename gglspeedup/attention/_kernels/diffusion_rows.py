@@ -75,10 +75,12 @@ def _row_span(r, n, num_edges, indptr):
 
 
 @register_jitable
-def _zero_row(out, r):
-    for h in range(out.shape[1]):
-        for d in range(out.shape[2]):
-            out[r, h, d] = 0.0
+def _open_row(r, n, num_edges, indptr, acc, ar):
+    """:func:`_row_span` of row ``r``, with the row's accumulator ``acc[ar]`` zeroed."""
+    for h in range(acc.shape[1]):
+        for d in range(acc.shape[2]):
+            acc[ar, h, d] = 0.0
+    return _row_span(r, n, num_edges, indptr)
 
 
 @register_jitable
@@ -175,10 +177,9 @@ def spmm_row(
     per head, ``w_e = weights[e]`` (``drop_edges``: ``weights[e] * edge_scale`` where the edge's
     keep bit is set, else the edge is skipped). ``drop_nodes``: draws row ``r``'s node keep bits
     (probability ``1 - p``, from ``row_state(key, r)``) into ``node_bits`` and applies them."""
-    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
+    b, e0, e1, base = _open_row(r, n, num_edges, indptr, acc, ar)
     heads = x.shape[1]
     depth = x.shape[2]
-    _zero_row(acc, ar)
     for e in range(e0, e1):
         source = b * n + indices[e]
         for h in range(heads):
@@ -234,10 +235,9 @@ def spmm_t_row(
     key row, so no two rows write one edge), with ``want_sum`` also ``total[r] += sum_scale *
     out[r]``. ``transposed``: ``weights`` and ``dw`` are in the out-CSR's order
     (:func:`transpose_weights_row`), read and written in sequence instead of at ``e``."""
-    b, t0, t1, base = _row_span(r, n, num_edges, tindptr)
+    b, t0, t1, base = _open_row(r, n, num_edges, tindptr, acc, ar)
     heads = g.shape[1]
     depth = g.shape[2]
-    _zero_row(acc, ar)
     for t in range(t0, t1):
         query = b * n + tqueries[t]
         e = base + tedges[t]
@@ -287,10 +287,9 @@ def score_grad_row(
     becomes d loss / d score for row ``r``'s edges: softmax ``a * (g' - sum a g')`` or exp
     ``a * g'`` with ``g' = g * keep * edge_scale``; 0 on masked edges (their score is a constant).
     Then ``grad_q[r] = sum_e (d loss / d score_e) * k[key_e]``."""
-    b, e0, e1, base = _row_span(r, n, num_edges, indptr)
+    b, e0, e1, base = _open_row(r, n, num_edges, indptr, acc, ar)
     heads = attn.shape[1]
     depth = k.shape[2]
-    _zero_row(acc, ar)
     for e in range(e0, e1):
         for h in range(heads):
             if drop_edges:
