@@ -4,6 +4,7 @@ sum, the buffers the row bodies fill, and the blocks of rows their fill loop run
 
 Each block draws its rows' positions, then gathers their neighbours in one tight loop whose loads
 are independent (:func:`.rows.row_finish`: they overlap, unlike loads inside the row loop).
+Inlined into the kernels' IR (``inline="always"``), so each kernel compiles as if written out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ __all__ = ["ROWS_PER_BLOCK", "prefix_sum", "draw_buffers", "row_blocks", "block_
 ROWS_PER_BLOCK = 256
 
 
-@register_jitable
+@register_jitable(inline="always")
 def prefix_sum(offsets, count):
     """Turn the per-row counts ``offsets[1 : count + 1]`` (``offsets[0] == 0``) into offsets, in
     place; returns the total ``offsets[count]``."""
@@ -25,19 +26,19 @@ def prefix_sum(offsets, count):
     return offsets[count]
 
 
-@register_jitable
+@register_jitable(inline="always")
 def draw_buffers(num_edges):
     """``(e_id, col)``: a hop's drawn positions (then edge ids) and their neighbours (int64)."""
     return np.empty(num_edges, np.int64), np.empty(num_edges, np.int64)
 
 
-@register_jitable
+@register_jitable(inline="always")
 def row_blocks(num_rows):
     """How many blocks of :data:`ROWS_PER_BLOCK` rows cover ``num_rows`` rows."""
     return (num_rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
 
 
-@register_jitable
+@register_jitable(inline="always")
 def block_rows(block, num_rows):
     """``(lo, hi)``: the rows of block ``block`` (of :func:`row_blocks`)."""
     lo = block * ROWS_PER_BLOCK
