@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..heterograph import HeteroGraph, check_edge_type
-from ..validation import check_fanouts, check_int
-from .common import (
-    BatchKeys,
-    check_flags,
-    check_replace_fanouts,
-    check_seeds,
-    check_tree_count,
-    place_like,
-    resolve_placement,
-)
+from ..validation import check_fanouts
+from .base import SamplerBase
+from .common import check_replace_fanouts, check_seeds, check_tree_count
 from .plan import HopPlan, hop_plan
-from .temporal import Timeline, check_seed_time, temporal_setup
+from .temporal import check_seed_time
 from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
 
 __all__ = ["HeteroNeighborSampler", "HopPlan"]
 
-_UINT64_LIMIT = 1 << 64
 
-
-class HeteroNeighborSampler(BatchKeys):
+class HeteroNeighborSampler(SamplerBase):
     """Sample typed multi-hop neighbourhoods with a fanout per relation, reproducibly.
 
     Parameters
@@ -71,45 +60,29 @@ class HeteroNeighborSampler(BatchKeys):
     ({'author': [0, 2], 'paper': [1, 1]}, (2, 1))
     """
 
-    def __init__(
-        self,
-        graph,
-        fanouts,
-        *,
-        replace=False,
-        weighted=False,
-        seed=0,
-        device="cpu",
-        placement="auto",
-        expand="all",
-        disjoint=False,
-        node_time=None,
-        edge_time=None,
-        temporal_strategy="uniform",
-    ):
-        from ..device import as_device
+    _TYPED = True
 
+    @staticmethod
+    def _check_graph(graph):
         if not isinstance(graph, HeteroGraph):
             raise TypeError(f"graph must be a HeteroGraph, got {type(graph).__name__}")
-        self.fanouts = self._check_fanouts(graph, fanouts)
-        self.expand, self.replace, self.weighted, self.disjoint = check_flags(expand, replace, weighted, disjoint)
-        self._check_replace(self.fanouts)
-        self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
-        if self.weighted and not graph.weighted:
+        return graph
+
+    @staticmethod
+    def _check_weights(graph) -> None:
+        if not graph.weighted:
             raise ValueError("weighted=True needs a graph whose relations have weights")
-        graph, times, node_times, strategy = temporal_setup(
-            graph, node_time, edge_time, temporal_strategy, self.weighted, typed=True
-        )
-        self.disjoint = self.disjoint or times is not None  # temporal implies disjoint, as in PyG
-        self.device = as_device(device).check_available()
-        self.placement = resolve_placement(self.device, placement, graph.stacked, self.weighted)
-        self.graph = graph.to(self.device, self.placement)
-        self.timeline = None if times is None else Timeline(place_like(self.graph.stacked, times), node_times, strategy)
-        self.num_nodes = dict(graph.num_nodes)
-        self._key = 0
-        self._lock = threading.Lock()
+
+    @staticmethod
+    def _csr(graph):
+        return graph.stacked
+
+    @staticmethod
+    def _node_counts(graph):
+        return dict(graph.num_nodes)
+
+    def _plan_hops(self) -> None:
         self._plan = hop_plan(self.graph, self._fanout_matrix())
-        self._driver = self._make_driver()
 
     def _check_replace(self, fanouts: dict) -> None:
         for edge_type, values in fanouts.items():
@@ -165,33 +138,11 @@ class HeteroNeighborSampler(BatchKeys):
             f"seed={self.seed}, device={self.device}, placement={self.placement!r}, graph={self.graph!r})"
         )
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_lock"] = None
-        state["_driver"] = None
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-        self._driver = self._make_driver()
-
     # ------------------------------------------------------------------ public
     def with_fanouts(self, fanouts) -> HeteroNeighborSampler:
         """A sampler like this one drawing ``fanouts`` (shares the placed graph and driver; the
         batch counter continues from this sampler's)."""
-        clone = HeteroNeighborSampler.__new__(HeteroNeighborSampler)
-        clone.__dict__.update(self.__dict__)
-        clone.fanouts = self._check_fanouts(self.graph, fanouts)
-        clone._check_replace(clone.fanouts)
-        clone._plan = hop_plan(self.graph, clone._fanout_matrix())
-        self._continue_keys(clone)
-        return clone
-
-    @property
-    def temporal(self) -> bool:
-        """Whether this sampler filters by time (``node_time`` or ``edge_time`` given)."""
-        return self.timeline is not None
+        return self._clone(HeteroNeighborSampler, fanouts)
 
     def sample(self, seeds, key=None, *, seed_time=None) -> HeteroSampleOutput:
         """Sample the typed multi-hop neighbourhood of ``seeds``.
@@ -267,15 +218,15 @@ class HeteroNeighborSampler(BatchKeys):
         pairs,
         labels=None,
         *,
-        edge_type,
-        negatives=None,
-        num_negatives=1,
-        strict_negatives=False,
-        exclude="self",
-        reverse_edge_type=None,
-        key=None,
+        edge_type: tuple[str, str, str],
+        negatives: str | None = None,
+        num_negatives: int = 1,
+        strict_negatives: bool = False,
+        exclude: str | None = "self",
+        reverse_edge_type: tuple[str, str, str] | None = None,
+        key: int | None = None,
         pair_time=None,
-        check=True,
+        check: bool = True,
     ) -> HeteroLinkSampleOutput:
         """Sample the typed neighbourhood of node pairs of one edge type, with negatives.
 
@@ -296,11 +247,11 @@ class HeteroNeighborSampler(BatchKeys):
         ``n_id[edge_type[0]]``, row 1 into ``n_id[edge_type[2]]``).
         """
         from .hetero_links import TypedLinks
-        from .links import link_batch
 
-        call = TypedLinks(self, edge_type, reverse_edge_type)
         options = (negatives, num_negatives, strict_negatives, exclude, key)
-        return link_batch(call, self.device, self._driver, self._next_key, pairs, labels, *options, pair_time, check)
+        return self._link_batch(
+            TypedLinks(self, edge_type, reverse_edge_type), pairs, labels, options, pair_time, check
+        )
 
     # ------------------------------------------------------------------ internals
     def _run(self, seeds: list, key: int, options, tree_time=None):

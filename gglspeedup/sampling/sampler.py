@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from ..device import as_device
 from ..graph import as_csr_graph
-from ..validation import check_fanouts, check_int
+from ..validation import check_fanouts
+from .base import SamplerBase
 from .common import (
     BatchKeys,
     check_expand,
-    check_flags,
     check_last,
     check_not_bipartite,
     check_replace_fanouts,
@@ -21,7 +18,7 @@ from .common import (
     place_like,
     resolve_placement,
 )
-from .temporal import Timeline, check_seed_time, temporal_setup
+from .temporal import check_seed_time
 from .types import Adj, LinkSampleOutput, SampleOutput
 
 __all__ = [
@@ -37,10 +34,8 @@ __all__ = [
     "resolve_placement",
 ]
 
-_UINT64_LIMIT = 1 << 64
 
-
-class NeighborSampler(BatchKeys):
+class NeighborSampler(SamplerBase):
     """Sample fixed-fanout multi-hop neighbourhoods of seed nodes, reproducibly.
 
     Parameters
@@ -127,46 +122,21 @@ class NeighborSampler(BatchKeys):
     ([0, 0], [(5, 4), (4, 2)])
     """
 
-    def __init__(
-        self,
-        graph,
-        fanouts,
-        *,
-        replace=False,
-        weighted=False,
-        seed=0,
-        device="cpu",
-        placement="auto",
-        expand="all",
-        disjoint=False,
-        node_time=None,
-        edge_time=None,
-        temporal_strategy="uniform",
-    ):
-        graph = check_not_bipartite(as_csr_graph(graph))
-        self.fanouts = check_fanouts(fanouts)
-        self.expand, self.replace, self.weighted, self.disjoint = check_flags(expand, replace, weighted, disjoint)
-        check_replace_fanouts(self.fanouts, self.replace)
-        self.seed = check_int("seed", seed, minimum=0, below=_UINT64_LIMIT)
-        if self.weighted and graph.weights is None:
-            raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
-        graph, times, node_times, strategy = temporal_setup(
-            graph, node_time, edge_time, temporal_strategy, self.weighted, typed=False
-        )
-        self.disjoint = self.disjoint or times is not None  # temporal implies disjoint, as in PyG
-        self.device = as_device(device).check_available()
-        self.placement = resolve_placement(self.device, placement, graph, self.weighted)
-        self.graph = graph.to(self.device, self.placement)
-        self.timeline = None if times is None else Timeline(place_like(self.graph, times), node_times, strategy)
-        self.num_nodes = graph.num_nodes
-        self._key = 0
-        self._lock = threading.Lock()
-        self._driver = self._make_driver()
+    @staticmethod
+    def _check_graph(graph):
+        return check_not_bipartite(as_csr_graph(graph))
 
-    @property
-    def temporal(self) -> bool:
-        """Whether this sampler filters by time (``node_time`` or ``edge_time`` given)."""
-        return self.timeline is not None
+    @staticmethod
+    def _check_fanouts(graph, fanouts):
+        return check_fanouts(fanouts)
+
+    def _check_replace(self, fanouts) -> None:
+        check_replace_fanouts(fanouts, self.replace)
+
+    @staticmethod
+    def _check_weights(graph) -> None:
+        if graph.weights is None:
+            raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
 
     def _make_driver(self):
         """The CPU or CUDA driver of this sampler: the placed graph's records, built once."""
@@ -195,17 +165,6 @@ class NeighborSampler(BatchKeys):
             f"seed={self.seed}, device={self.device}, placement={self.placement!r}{expand}, graph={self.graph!r})"
         )
 
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_lock"] = None
-        state["_driver"] = None  # rebuilt on arrival: cheaper than pickling weight tables and maps
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-        self._driver = self._make_driver()
-
     # ------------------------------------------------------------------ public
     def with_fanouts(self, fanouts) -> NeighborSampler:
         """A sampler like this one drawing ``fanouts`` instead (checked like the constructor's).
@@ -215,12 +174,7 @@ class NeighborSampler(BatchKeys):
         so changing fanouts between epochs (the original API's ``set_size``) does not replay
         earlier batches.
         """
-        clone = NeighborSampler.__new__(NeighborSampler)
-        clone.__dict__.update(self.__dict__)
-        clone.fanouts = check_fanouts(fanouts)
-        check_replace_fanouts(clone.fanouts, self.replace)
-        self._continue_keys(clone)
-        return clone
+        return self._clone(NeighborSampler, fanouts)
 
     def sample(self, seeds, key=None, *, seed_time=None) -> SampleOutput:
         """Sample the multi-hop neighbourhood of ``seeds``.
@@ -310,13 +264,13 @@ class NeighborSampler(BatchKeys):
         pairs,
         labels=None,
         *,
-        negatives=None,
-        num_negatives=1,
-        strict_negatives=False,
-        exclude="self",
-        key=None,
+        negatives: str | None = None,
+        num_negatives: int = 1,
+        strict_negatives: bool = False,
+        exclude: str | None = "self",
+        key: int | None = None,
         pair_time=None,
-        check=True,
+        check: bool = True,
     ) -> LinkSampleOutput:
         """Sample the neighbourhood of node pairs for link prediction, with negatives.
 
@@ -388,11 +342,10 @@ class NeighborSampler(BatchKeys):
         >>> bool((out.n_id[out.adjs[0].edge_index] == [[0], [1]]).all(axis=0).any())  # 0 -> 1 excluded
         False
         """
-        from .links import UntypedLinks, link_batch
+        from .links import UntypedLinks
 
-        call = UntypedLinks(self)
         options = (negatives, num_negatives, strict_negatives, exclude, key)
-        return link_batch(call, self.device, self._driver, self._next_key, pairs, labels, *options, pair_time, check)
+        return self._link_batch(UntypedLinks(self), pairs, labels, options, pair_time, check)
 
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):

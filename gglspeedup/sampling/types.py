@@ -7,7 +7,8 @@ v1), so ``adjs[-1]`` targets the seeds; ``fanouts``, ``num_sampled_nodes`` and
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections import namedtuple
+from typing import Any, NamedTuple, TypeVar
 
 __all__ = ["Adj", "SampleOutput", "LinkSampleOutput", "HeteroSampleOutput", "HeteroLinkSampleOutput"]
 
@@ -44,12 +45,47 @@ class Adj(NamedTuple):
         return self.to("paddle")
 
 
+_Record = TypeVar("_Record", bound="_Output")
+
+
+class _Output:
+    """``to`` of every sampler output record."""
+
+    __slots__ = ()
+
+    def to(self: _Record, backend: str) -> _Record:
+        """This output with every array converted zero-copy to ``backend``."""
+        from .. import backends
+
+        return backends.to(backend, self)
+
+
+class _LinkOutput(_Output):
+    """What both link records share beside ``to``: their last fields (:func:`_link_fields`) and
+    ``batch_size``."""
+
+    __slots__ = ()
+
+    @property
+    def batch_size(self) -> int:
+        """Number of returned pairs ``P`` (positives and negative pairs)."""
+        return int(self.pair_index.shape[1])
+
+
+def _link_fields(name: str, neighbourhood: tuple) -> type:
+    """A named tuple of the ``neighbourhood`` fields, then the fields of every link record:
+    ``pair_index``, ``labels``, ``negative_targets``, ``num_false_negatives`` and ``batch`` (the
+    last three default to ``None``)."""
+    fields = (*neighbourhood, "pair_index", "labels", "negative_targets", "num_false_negatives", "batch")
+    return namedtuple(name, fields, defaults=(None, None, None))
+
+
 class _SampleFields(NamedTuple):
     n_id: Any
     adjs: list
 
 
-class SampleOutput(_SampleFields):
+class SampleOutput(_Output, _SampleFields):
     """A sampled multi-hop neighbourhood; unpacks as ``n_id, adjs``.
 
     n_id : int64 array, shape (N,)
@@ -75,14 +111,8 @@ class SampleOutput(_SampleFields):
         """Number of seeds (the targets of the last ``Adj``)."""
         return int(self.adjs[-1].size[1]) if self.adjs else len(self.n_id)
 
-    def to(self, backend: str) -> SampleOutput:
-        """This output with every array converted zero-copy to ``backend``."""
-        from .. import backends
 
-        return backends.to(backend, self)
-
-
-class LinkSampleOutput(NamedTuple):
+class LinkSampleOutput(_LinkOutput, _link_fields("_LinkFields", ("n_id", "adjs"))):
     """A link batch: the pairs, their labels, and the sampled neighbourhood of their endpoints.
 
     n_id : int64 array, shape (N,)
@@ -106,29 +136,12 @@ class LinkSampleOutput(NamedTuple):
         so ``pair_index`` is ``[0 .. P - 1; P .. 2P - 1]``. ``None`` for shared sampling.
     """
 
-    n_id: Any
-    adjs: list
-    pair_index: Any
-    labels: Any
-    negative_targets: Any = None
-    num_false_negatives: Any = None
-    batch: Any = None
-
-    @property
-    def batch_size(self) -> int:
-        """Number of returned pairs ``P`` (positives and negative pairs)."""
-        return int(self.pair_index.shape[1])
+    __slots__ = ()
 
     @property
     def sample_output(self) -> SampleOutput:
         """The neighbourhood as a :class:`SampleOutput` ``(n_id, adjs)`` (with ``batch``)."""
         return SampleOutput(self.n_id, self.adjs, self.batch)
-
-    def to(self, backend: str) -> LinkSampleOutput:
-        """This output with every array converted zero-copy to ``backend``."""
-        from .. import backends
-
-        return backends.to(backend, self)
 
 
 class _HeteroSampleFields(NamedTuple):
@@ -138,7 +151,7 @@ class _HeteroSampleFields(NamedTuple):
     num_sampled_edges: dict
 
 
-class HeteroSampleOutput(_HeteroSampleFields):
+class HeteroSampleOutput(_Output, _HeteroSampleFields):
     """A sampled typed neighbourhood (:class:`~gglspeedup.HeteroNeighborSampler`).
 
     n_id : dict node type -> int64 array
@@ -170,14 +183,11 @@ class HeteroSampleOutput(_HeteroSampleFields):
         """Seeds per node type (``num_sampled_nodes[t][0]``)."""
         return {t: counts[0] for t, counts in self.num_sampled_nodes.items()}
 
-    def to(self, backend: str) -> HeteroSampleOutput:
-        """This output with every array converted zero-copy to ``backend``."""
-        from .. import backends
 
-        return backends.to(backend, self)
-
-
-class HeteroLinkSampleOutput(NamedTuple):
+class HeteroLinkSampleOutput(
+    _LinkOutput,
+    _link_fields("_HeteroLinkFields", ("n_id", "adjs", "num_sampled_nodes", "num_sampled_edges", "edge_type")),
+):
     """A typed link batch: pairs of one edge type, their labels and the typed neighbourhood.
 
     n_id, adjs, num_sampled_nodes, num_sampled_edges : as :class:`HeteroSampleOutput`; the
@@ -191,29 +201,9 @@ class HeteroLinkSampleOutput(NamedTuple):
         negatives; with one node type at both ends one list, as untyped)
     """
 
-    n_id: Any
-    adjs: list
-    num_sampled_nodes: dict
-    num_sampled_edges: dict
-    edge_type: tuple
-    pair_index: Any
-    labels: Any
-    negative_targets: Any = None
-    num_false_negatives: Any = None
-    batch: Any = None
-
-    @property
-    def batch_size(self) -> int:
-        """Number of returned pairs ``P`` (positives and negative pairs)."""
-        return int(self.pair_index.shape[1])
+    __slots__ = ()
 
     @property
     def sample_output(self) -> HeteroSampleOutput:
         """The neighbourhood as a :class:`HeteroSampleOutput` (with ``batch``)."""
         return HeteroSampleOutput(self.n_id, self.adjs, self.num_sampled_nodes, self.num_sampled_edges, self.batch)
-
-    def to(self, backend: str) -> HeteroLinkSampleOutput:
-        """This output with every array converted zero-copy to ``backend``."""
-        from .. import backends
-
-        return backends.to(backend, self)

@@ -7,6 +7,7 @@
 - :mod:`.draws`: the draw primitives :mod:`.rows` and :mod:`.exclusion` share (bisection, the
   inverse-CDF search, Floyd's algorithm, the successive-sampling checks).
 - :mod:`.cpu`: :class:`~.cpu.CPUDriver` and its ``@njit(parallel=True, cache=True)`` hop kernel.
+- :mod:`.blocks`: the CPU hop kernels' shared scaffolding (prefix sum, buffers, blocks of rows).
 - :mod:`.cuda`: :class:`~.cuda.CUDADriver` and its ``@cuda.jit`` kernels (imported only for a
   CUDA sampler).
 - :mod:`.reindex`: the GPU relabel (hash table, atomic first position, ordering pass).

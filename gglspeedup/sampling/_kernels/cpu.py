@@ -23,10 +23,11 @@ from ..._intrinsics import prefetch
 from ..._stop import stop_requested
 from ..._threading import prefer_tbb
 from ...validation import BYTES_PER_DRAW, check_draws, physical_memory
+from .blocks import block_rows, draw_buffers, row_blocks
 from .disjoint import new_table, sample_tree_hop
 from .exclusion import row_flagged, rows_ascending
-from .links import draw_negatives, match_positions, negative_state
-from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions, with_markers
+from .links import draw_negatives, match_positions, negative_inputs
+from .records import GraphArrays, SampleOptions, graph_arrays, with_markers
 from .rng import hop_state, row_state
 from .rows import row_count, row_count_unexcluded, row_fill, row_finish, row_weight_table
 
@@ -49,7 +50,6 @@ prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 # Numba's parallel regions are not meant to be entered from several Python threads at once;
 # kernels release the GIL (nogil) so a prefetching thread still overlaps with training.
 KERNEL_LOCK = threading.Lock()
-_ROWS_PER_BLOCK = 256
 # A hop drawing fewer edges than this runs on one thread: entering a parallel region costs
 # microseconds on an idle machine but a scheduler time slice per barrier on a busy one.
 PARALLEL_MIN_WORK = 1 << 16
@@ -170,23 +170,13 @@ class CPUDriver:
         ``sources`` are the positives' sources when ``fixed``; ``space`` ``(num_sources,
         num_targets, row_base)`` defaults to the whole graph; ``eligible`` a
         :class:`.links.NegativeTimes` for temporal negatives)."""
-        space = (self.num_nodes, self.num_nodes, 0) if space is None else space
+        state, space, eligible = negative_inputs(self.seed, key, space, self.num_nodes, eligible)
         out_src, out_dst = np.empty(count, np.int64), np.empty(count, np.int64)
         stayed = np.empty(count, np.int8)
         if count:
             with KERNEL_LOCK, _threads_for(count * (4 if strict else 1)):
                 draw_negatives(
-                    self.graph,
-                    negative_state(self.seed, key),
-                    tuple(np.int64(v) for v in space),
-                    sources,
-                    fixed,
-                    width,
-                    strict,
-                    no_exclusions() if eligible is None else eligible,
-                    out_src,
-                    out_dst,
-                    stayed,
+                    self.graph, state, space, sources, fixed, width, strict, eligible, out_src, out_dst, stayed
                 )
         return out_src, out_dst, stayed
 
@@ -323,16 +313,11 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, first, stop_flag=
     num_edges = offsets[num_targets]
 
     edge_index = np.empty((2, num_edges), np.int64)
-    e_id = np.empty(num_edges, np.int64)
-    col = np.empty(num_edges, np.int64)
-    # Rows in blocks: each block draws its rows' positions, then gathers their neighbours in one
-    # tight loop whose loads are independent (they overlap, unlike loads inside the row loop).
-    num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
-    for block in prange(num_blocks):
+    e_id, col = draw_buffers(num_edges)
+    for block in prange(row_blocks(num_targets)):  # rows in blocks: see .blocks
         if stop_requested(stop_flag):
             continue
-        lo = block * _ROWS_PER_BLOCK
-        hi = min(lo + _ROWS_PER_BLOCK, num_targets)
+        lo, hi = block_rows(block, num_targets)
         for i in range(lo, hi):
             if i + _ROW_PREFETCH < hi:  # a row's draws hide little: fetch later rows' offsets now
                 prefetch(indptr, n_id[first + i + _ROW_PREFETCH])

@@ -27,7 +27,7 @@ import numpy as np
 from numba import cuda
 
 from ..._launch import device_view, launch_rows, to_host
-from .records import GraphArrays, SampleOptions, graph_arrays, no_exclusions, with_markers
+from .records import GraphArrays, SampleOptions, graph_arrays, with_markers
 from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
 from .rng import hop_state, row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
@@ -138,25 +138,13 @@ class CUDADriver:
         """``(src, dst, stayed)`` device arrays: ``count`` negatives of batch ``key`` (``space``:
         ``(num_sources, num_targets, row_base)``, default the whole graph; ``eligible``: temporal
         negatives, a :class:`.links.NegativeTimes` of device arrays)."""
-        num_nodes = self.graph.indptr.shape[0] - 1
-        space = (num_nodes, num_nodes, 0) if space is None else space
         from .cuda_links import draw_negatives
-        from .links import negative_state
+        from .links import negative_inputs
 
+        state, space, eligible = negative_inputs(self.seed, key, space, self.graph.indptr.shape[0] - 1, eligible)
         with self.device:
             sources = self._placeholder if sources is None else sources
-            return draw_negatives(
-                self.device,
-                self.graph,
-                negative_state(self.seed, key),
-                tuple(np.int64(v) for v in space),
-                sources,
-                fixed,
-                width,
-                strict,
-                count,
-                no_exclusions() if eligible is None else eligible,
-            )
+            return draw_negatives(self.device, self.graph, state, space, sources, fixed, width, strict, count, eligible)
 
     def excluded_positions(self, sources, targets):
         """Sorted, distinct CSR positions of every edge ``sources[i] -> targets[i]`` (device array)."""

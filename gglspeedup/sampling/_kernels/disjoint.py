@@ -18,12 +18,12 @@ from numba import njit, prange, types
 from numba.extending import overload, register_jitable
 
 from ..._intrinsics import prefetch
+from .blocks import block_rows, draw_buffers, prefix_sum, row_blocks
 from .rng import mix64, row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
 
 __all__ = ["new_table", "sample_tree_hop", "sample_typed_tree_hop"]
 
-_ROWS_PER_BLOCK = 256
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 8  # rows ahead whose window the count pass announces (their offsets twice as far)
 _EMPTY = -1
@@ -138,17 +138,12 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
         start, end = row_window(graph, options, node, tree)
         ends[i] = end
         offsets[i + 1] = window_count(graph, options, node, start, end, k)
-    for i in range(num_targets):
-        offsets[i + 1] += offsets[i]
-    num_edges = offsets[num_targets]
+    num_edges = prefix_sum(offsets, num_targets)
 
     edge_index = np.empty((2, num_edges), np.int64)
-    e_id = np.empty(num_edges, np.int64)
-    col = np.empty(num_edges, np.int64)
-    num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
-    for block in prange(num_blocks):
-        lo = block * _ROWS_PER_BLOCK
-        hi = min(lo + _ROWS_PER_BLOCK, num_targets)
+    e_id, col = draw_buffers(num_edges)
+    for block in prange(row_blocks(num_targets)):
+        lo, hi = block_rows(block, num_targets)
         for i in range(lo, hi):
             if i + _ROW_PREFETCH < hi:
                 prefetch(indptr, nodes[i + _ROW_PREFETCH])
@@ -210,17 +205,12 @@ def sample_typed_tree_hop(
         start, end = row_window(graph, options, row_base[r] + node, tree)
         ends[i] = end
         offsets[i + 1] = window_count(graph, options, row_base[r] + node, start, end, ks[r])
-    for i in range(num_targets):
-        offsets[i + 1] += offsets[i]
-    num_edges = offsets[num_targets]
+    num_edges = prefix_sum(offsets, num_targets)
 
     edges = np.empty(2 * num_edges, np.int64)
-    e_id = np.empty(num_edges, np.int64)
-    col = np.empty(num_edges, np.int64)
-    num_blocks = (num_targets + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
-    for block in prange(num_blocks):
-        lo = block * _ROWS_PER_BLOCK
-        hi = min(lo + _ROWS_PER_BLOCK, num_targets)
+    e_id, col = draw_buffers(num_edges)
+    for block in prange(row_blocks(num_targets)):
+        lo, hi = block_rows(block, num_targets)
         for i in range(lo, hi):
             r = rel_of[i]
             node, tree = split(options, targets[i])

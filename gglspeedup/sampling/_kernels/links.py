@@ -27,12 +27,14 @@ from numba import njit, prange, types
 from numba.extending import overload, register_jitable
 
 from .exclusion import count_matches, fill_matches
+from .records import no_exclusions
 from .rng import draw, hop_state, row_state, uniform_below
 
 __all__ = [
     "NegativeTimes",
     "MAX_NEGATIVE_REDRAWS",
     "negative_state",
+    "negative_inputs",
     "draw_negative",
     "fill_negative",
     "is_edge",
@@ -47,6 +49,16 @@ _NEGATIVE_HOP = (1 << 63) + 0x4E45  # a hop index no neighbourhood uses: separat
 def negative_state(seed: int, key: int) -> np.uint64:
     """The 64-bit state of one batch's negative draws."""
     return hop_state(seed, key, _NEGATIVE_HOP)
+
+
+def negative_inputs(seed: int, key: int, space, num_nodes: int, eligible) -> tuple:
+    """``(state, space, eligible)`` as both drivers' ``negatives`` hand them to their
+    ``draw_negatives``: batch ``key``'s :func:`negative_state`, ``space`` ``(num_sources,
+    num_targets, row_base)`` as int64 (``None``: the whole graph of ``num_nodes`` nodes), and
+    ``eligible`` or the :func:`.records.no_exclusions` marker for untimed negatives."""
+    space = (num_nodes, num_nodes, 0) if space is None else space
+    eligible = no_exclusions() if eligible is None else eligible
+    return negative_state(seed, key), tuple(np.int64(v) for v in space), eligible
 
 
 @register_jitable

@@ -23,6 +23,7 @@ from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
 from ..._stop import stop_requested
 from ...validation import check_draws
+from .blocks import block_rows, draw_buffers, row_blocks
 from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds, reset_map
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
@@ -42,7 +43,6 @@ __all__ = [
     "typed_work",
 ]
 
-_ROWS_PER_BLOCK = 256
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 4
 
@@ -278,8 +278,7 @@ def sample_typed_hop(
     num_edges = offsets[num_targets]
 
     edges = np.empty(2 * num_edges, np.int64)
-    e_id = np.empty(num_edges, np.int64)
-    col = np.empty(num_edges, np.int64)
+    e_id, col = draw_buffers(num_edges)
     # Only rows that draw something are filled: with many relations most (node, relation) targets
     # have no edge in that relation (WordNet: 90%), and visiting them cost most of the fill.
     busy = np.empty(num_targets, np.int64)
@@ -288,12 +287,10 @@ def sample_typed_hop(
         if offsets[i + 1] > offsets[i]:
             busy[num_busy] = i
             num_busy += 1
-    num_blocks = (num_busy + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK
-    for block in prange(num_blocks):
+    for block in prange(row_blocks(num_busy)):
         if stop_requested(stop_flag):
             continue
-        lo = block * _ROWS_PER_BLOCK
-        hi = min(lo + _ROWS_PER_BLOCK, num_busy)
+        lo, hi = block_rows(block, num_busy)
         for j in range(lo, hi):
             if j + _ROW_PREFETCH < hi:  # a row's draws hide little: fetch later rows' offsets now
                 ahead = busy[j + _ROW_PREFETCH]
