@@ -28,17 +28,17 @@ class SamplerBase(BatchKeys):
         graph,
         fanouts,
         *,
-        replace=False,
-        weighted=False,
-        seed=0,
+        replace: bool = False,
+        weighted: bool = False,
+        seed: int = 0,
         device="cpu",
-        placement="auto",
-        expand="all",
-        disjoint=False,
+        placement: str = "auto",
+        expand: str = "all",
+        disjoint: bool = False,
         node_time=None,
         edge_time=None,
-        temporal_strategy="uniform",
-    ):
+        temporal_strategy: str = "uniform",
+    ) -> None:
         graph = self._check_graph(graph)
         self.fanouts = self._check_fanouts(graph, fanouts)
         self.expand, self.replace, self.weighted, self.disjoint = check_flags(expand, replace, weighted, disjoint)
