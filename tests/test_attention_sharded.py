@@ -1,7 +1,6 @@
 """Row-sharded diffusion attention over gloo on 2 CPU processes equals the single-process result."""
 
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -12,6 +11,8 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from gglspeedup.attention import SequencePattern, diffusion_attention  # noqa: E402
 from gglspeedup.attention.sharded import ShardPlan, row_bounds, sharded_diffusion_attention  # noqa: E402
+
+from conftest import free_port  # noqa: E402
 
 B, L, H, D = 2, 24, 2, 3
 
@@ -44,12 +45,6 @@ def _worker(rank, world, port, queue):
         queue.put((rank, out.detach().numpy(), [t.grad.numpy() for t in local]))
     finally:
         dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_gloo_ranks_match_one_process():
