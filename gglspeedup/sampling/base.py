@@ -9,12 +9,10 @@ import threading
 
 from ..device import as_device
 from ..validation import check_int
-from .common import BatchKeys, check_flags, place_like, resolve_placement
+from .common import _UINT64_LIMIT, BatchKeys, check_flags, place_like, resolve_placement
 from .temporal import Timeline, temporal_setup
 
 __all__ = ["SamplerBase"]
-
-_UINT64_LIMIT = 1 << 64
 
 
 class SamplerBase(BatchKeys):

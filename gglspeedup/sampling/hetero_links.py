@@ -55,7 +55,7 @@ class TypedLinks:
         graph = sampler.graph
         self.sampler, self.graph, self.disjoint = sampler, graph, sampler.disjoint
         self.timeline = sampler.timeline
-        self.temporal = self.timeline is not None
+        self.temporal = sampler.temporal
         self.edge_type = check_edge_type(edge_type, graph.edge_types)
         self.reverse_edge_type = reverse_edge_type
         src_type, _, dst_type = self.edge_type

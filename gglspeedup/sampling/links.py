@@ -233,7 +233,7 @@ class UntypedLinks:
 
     def __init__(self, sampler):
         self.sampler, self.disjoint = sampler, sampler.disjoint
-        self.temporal = sampler.timeline is not None
+        self.temporal = sampler.temporal
         self.bounds, self.names = (sampler.num_nodes, sampler.num_nodes), ("num_nodes", "num_nodes")
 
     def check_times(self, pairs, pair_time, exclude):

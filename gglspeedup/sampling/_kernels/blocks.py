@@ -1,6 +1,7 @@
 """The scaffolding the CPU hop kernels share (:func:`.cpu.sample_hop`, :func:`.typed.sample_typed_hop`,
-:func:`.disjoint.sample_tree_hop`, :func:`.disjoint.sample_typed_tree_hop`): the offsets' prefix
-sum, the buffers the row bodies fill, and the blocks of rows their fill loop runs over in parallel.
+:func:`.disjoint.sample_tree_hop`, :func:`.disjoint.sample_typed_tree_hop`): the buffers the row
+bodies fill and the blocks of rows their fill loop runs over in parallel; the offsets' prefix sum
+for the two disjoint kernels (the other two sum inside their counting loops).
 
 Each block draws its rows' positions, then gathers their neighbours in one tight loop whose loads
 are independent (:func:`.rows.row_finish`: they overlap, unlike loads inside the row loop).
