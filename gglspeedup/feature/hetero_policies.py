@@ -292,7 +292,9 @@ def resolve_hetero_policy(policy: Any, graph, num_rows: dict, row_bytes: dict, p
             count = graph.num_nodes.get(t, "absent")
             raise ValueError(f"node type {t!r} has {rows} rows but graph.num_nodes[{t!r}] is {count}; they must match")
     expected = f"one of {HETERO_POLICIES}, a dict of orders or a ranking"
-    policy = checked_policy(policy, graph, presample, expected, "a HeteroGraph with one node per row of each table")
+    policy = checked_policy(
+        policy, graph, presample, expected, "a HeteroGraph with one node per row of each table", HETERO_POLICIES
+    )
     if isinstance(policy, dict):
         orders = {}
         for t, order in policy.items():

@@ -216,15 +216,15 @@ def expected_hit_rate(counts: np.ndarray, cached_ids: np.ndarray) -> float:
     return float(np.sum(counts[cached_ids]) / total) if total else 0.0
 
 
-def checked_policy(policy, graph, presample, expected: str, graph_kind: str):
+def checked_policy(policy, graph, presample, expected: str, graph_kind: str, names=POLICIES):
     """``policy``, ``None`` read as ``"degree"`` with a graph and ``"none"`` without; a name is
-    checked here: one of :data:`POLICIES` (else the error says it must be ``expected``), given
+    checked here: one of ``names`` (else the error says it must be ``expected``), given
     ``graph`` (``graph_kind``) unless ``"none"``, and ``presample`` options only for
     ``"presample"``."""
     if policy is None:
         policy = "degree" if graph is not None else "none"
     if isinstance(policy, str):
-        if policy not in POLICIES:
+        if policy not in names:
             raise ValueError(f"policy must be {expected}, got {policy!r}")
         if policy != "none" and graph is None:
             raise ValueError(f"policy={policy!r} needs graph= ({graph_kind})")
