@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import types
 
-import numpy as np
 from numba import njit, prange
 
 from . import pooling_steps as steps
@@ -20,7 +19,6 @@ from .pooling_driver import PoolingDriver
 
 __all__ = [
     "CPUPoolingDriver",
-    "KERNEL_LOCK",
     "softmax_forward",
     "softmax_backward",
     "sparsemax_forward",
@@ -92,14 +90,14 @@ fused_backward, fused_backward_serial = _parallel_and_serial(fused_backward)
 PARALLEL_MIN_FUSED = 2048
 PARALLEL_MIN_MAPS = 1 << 15
 
-# name -> (parallel kernel, serial kernel, whether the fused lasso's threshold applies)
+# name -> (parallel kernel, serial kernel)
 _KERNELS = {
-    "softmax": (softmax_forward, softmax_forward_serial, False),
-    "softmax_vjp": (softmax_backward, softmax_backward_serial, False),
-    "sparsemax": (sparsemax_forward, sparsemax_forward_serial, False),
-    "sparsemax_vjp": (sparsemax_backward, sparsemax_backward_serial, False),
-    "fused": (fused_forward, fused_forward_serial, True),
-    "fused_vjp": (fused_backward, fused_backward_serial, False),
+    "softmax": (softmax_forward, softmax_forward_serial),
+    "softmax_vjp": (softmax_backward, softmax_backward_serial),
+    "sparsemax": (sparsemax_forward, sparsemax_forward_serial),
+    "sparsemax_vjp": (sparsemax_backward, sparsemax_backward_serial),
+    "fused": (fused_forward, fused_forward_serial),
+    "fused_vjp": (fused_backward, fused_backward_serial),
 }
 
 
@@ -107,11 +105,10 @@ class CPUPoolingDriver(PoolingDriver):
     """The pooling maps on the CPU; arrays are NumPy, head-major float64 ``[heads, num_nodes]``.
     Same interface as :class:`~.pooling_cuda.CUDAPoolingDriver`."""
 
-    xp = np
-
     def _run(self, name, problems, size, *args):
-        parallel, serial, fused = _KERNELS[name]
-        # The parallel kernel when the batch has the threshold's work or more (read at each call).
-        threshold = PARALLEL_MIN_FUSED if fused else PARALLEL_MIN_MAPS
+        parallel, serial = _KERNELS[name]
+        # The parallel kernel when the batch has the threshold's work or more (read at each call;
+        # the fused lasso's forward has its own, lower one).
+        threshold = PARALLEL_MIN_FUSED if name == "fused" else PARALLEL_MIN_MAPS
         with KERNEL_LOCK:
             (parallel if size >= threshold else serial)(*args)
