@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..datasets.spec import GRAPH_SPEC_HELP, load_spec_graph, parse_spec
+from ..datasets.spec import load_spec_graph, parse_spec
 from ..validation import parse_fanouts
 
 __all__ = [
-    "GRAPH_SPEC_HELP",
     "load_graph",
     "parse_fanouts",
     "parse_names",
@@ -38,12 +37,17 @@ __all__ = [
     "set_ratios",
     "timing_settings",
     "run_footer",
+    "wait_passively",
+    "EDGE_RATES",
+    "VS_PEER",
+    "EDGE_COLUMNS",
+    "edge_columns",
     "print_edge_report",
 ]
 
 
 def load_graph(spec: str):
-    """The :class:`~gglspeedup.graph.CSRGraph` a ``--graph`` spec names (see ``GRAPH_SPEC_HELP``;
+    """The :class:`~gglspeedup.graph.CSRGraph` a ``--graph`` spec names (see ``datasets.spec.GRAPH_SPEC_HELP``;
     parsed by :func:`gglspeedup.datasets.spec.parse_spec`, the one dataset-string grammar).
 
     Returns

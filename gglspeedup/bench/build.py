@@ -70,9 +70,9 @@ def _timed(build):
 def run(args) -> dict:
     from ..graph import CSRGraph
     from ._common import apply_threads, format_table, load_graph, machine_info
+    from ._options import check_at_least_one
 
-    if args.repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {args.repeats}")
+    check_at_least_one(args, "repeats")
     apply_threads(args.threads)
     graph, graph_info = load_graph(args.graph)
     edge_index = _edge_list(graph, args.seed)
