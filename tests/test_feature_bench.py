@@ -57,6 +57,12 @@ def test_gather_bench_reports_ours_peers_ceiling_and_policies(batch_from, capsys
     assert max(row["vs_ceiling"] for row in copies) == pytest.approx(1.0)
     assert all(row["paired_vs_ceiling"] <= 1.0 + 1e-9 for row in copies)
     assert rows["numpy.take clip (warm out)"]["paired_vs_take"] == pytest.approx(1.0)
+    # fresh outputs are compared with numpy.take's fresh output, warm ones with its warm output
+    assert rows[gather.FRESH_TAKE]["paired_vs_take"] == pytest.approx(1.0)
+    fresh_take = rows[gather.FRESH_TAKE]["best_gbs"]
+    assert rows["gglspeedup (fresh out)"]["vs_take"] == pytest.approx(
+        rows["gglspeedup (fresh out)"]["best_gbs"] / fresh_take
+    )
     assert rows[gather.RANDOM_READ]["vs_random_read"] == pytest.approx(1.0)  # the random-row ceiling
     assert all(row["vs_random_read"] > 0 for row in rows.values())
     if batch_from == "sampler":

@@ -8,7 +8,8 @@ Example (the issue's CPU target)::
 GB/s counts useful bytes: ``len(ids) * row_bytes`` per call. In the same run, interleaved round by
 round, it measures the ceiling for the tier the gather reads (CPU: a parallel contiguous copy of
 the same number of bytes with the same threads; GPU: a device-to-device copy and a pinned
-host-to-device copy of the same bytes) and the peers ``numpy.take(mode="clip", out=...)`` and
+host-to-device copy of the same bytes) and the peers ``numpy.take(mode="clip", out=...)``,
+``numpy.take`` into a fresh output (the peer of our fresh-output row) and
 ``torch.index_select(out=...)``. The best and median of ``--repeats`` rounds are reported, and
 each ratio twice: best against best, and the median over rounds of the ratio within one round
 ("paired", the steadier figure on a shared machine). On the CPU the ceiling is the faster of two
@@ -28,6 +29,7 @@ __all__ = ["add_arguments", "run", "gpu_contenders", "time_interleaved", "paired
 
 OURS = "gglspeedup"
 RANDOM_READ = "random-row read (same rows, no writes)"
+FRESH_TAKE = "numpy.take clip (fresh out)"
 
 
 def add_arguments(parser) -> None:
@@ -199,6 +201,7 @@ def _cpu_contenders(x, ids, store):
         f"{OURS} (warm out, 1 thread)": one_thread(lambda: store.gather(ids, out=ours_out)),
         f"{OURS} (fresh out)": lambda: store[ids],
         "numpy.take clip (warm out)": lambda: np.take(x, ids, axis=0, mode="clip", out=take_out),
+        FRESH_TAKE: lambda: np.take(x, ids, axis=0, mode="clip"),  # the peer of our fresh output
         "numpy x[ids] (fresh out)": lambda: x[ids],
         # the ceiling is the faster of the two (streamed stores, like ours on large outputs, won here)
         "parallel contiguous copy": lambda: copy_contiguous(source, copy_out, True),
@@ -370,7 +373,8 @@ def _gather_ids(args, fanouts, rng, results):
 def _gather_rows(timings: dict, useful: int, gpu: bool):
     """``(rows, ceiling)``: every contender's GB/s and ratios, ``ceiling`` the stricter copy (the
     one faster in this run, best round and per round). GPU rows also carry their ratio to the
-    pinned host-to-device copy (the bound of pinned rows), CPU rows to ``numpy.take``."""
+    pinned host-to-device copy (the bound of pinned rows), CPU rows to ``numpy.take`` with the
+    same kind of output (a fresh output's row to numpy.take's fresh output, others' to its warm)."""
     import numpy as np
 
     copies = ["parallel contiguous copy", "parallel contiguous copy (cached stores)"]
@@ -378,10 +382,10 @@ def _gather_rows(timings: dict, useful: int, gpu: bool):
     ceiling = min(ceilings, key=lambda name: min(timings[name][0]))
     ceiling_rounds = np.min([timings[name][0] for name in ceilings], axis=0)
     peer_key, peer = ("h2d", "pinned host-to-device copy") if gpu else ("take", "numpy.take clip (warm out)")
-    peer_rounds = timings[peer][0]
     rows = []
     for name, (rounds, cpu) in timings.items():
-        best = min(rounds)
+        best = min(rounds)  # like for like: a fresh output against numpy.take's fresh output
+        peer_rounds = timings[FRESH_TAKE if "(fresh out)" in name and FRESH_TAKE in timings else peer][0]
         rows.append(
             {
                 "name": name,
@@ -418,7 +422,8 @@ def _print_gather(rows, ceiling: str, gpu: bool) -> None:
     print(format_table(rows, columns))
     print(
         f"x ceiling: best against the best of '{ceiling}' (the faster copy here); x {peer}: best "
-        f"against best. 'paired': the median over rounds of the same ratio within one round."
+        f"against best{'' if gpu else ', fresh outputs against its fresh output, others its warm'}. "
+        "'paired': the median over rounds of the same ratio within one round."
     )
     if not gpu:
         print(f"x random read: best against the best of '{RANDOM_READ}' (what random rows cost here).")
