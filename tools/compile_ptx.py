@@ -120,10 +120,10 @@ def _kernels():
         yield (
             f"link exclusion count ({tag} weights)",
             cuda_links._count_matches_kernel,
-            (graph, i64, i64, flag, i64),
+            (graph, i64, i64, flag, i64, i64),
             False,
         )
-        fill = (graph, i64, i64, flag, i64, i64)
+        fill = (graph, i64, i64, flag, i64, i64, i64)
         yield f"link exclusion fill ({tag} weights)", cuda_links._fill_matches_kernel, fill, False
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
     typed_insert = (i64, i64, i64, i64, i64, types.int64)

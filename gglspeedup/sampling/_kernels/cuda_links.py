@@ -7,7 +7,7 @@ import numpy as np
 from numba import cuda
 
 from ..._launch import device_view, launch_rows, to_host
-from .exclusion import count_matches, fill_matches
+from .exclusion import count_matches, fill_matches, match_start
 from .links import fill_negative
 
 __all__ = ["draw_negatives", "match_positions"]
@@ -21,17 +21,19 @@ def _negatives_kernel(graph, state, space, sources, fixed, width, strict, eligib
 
 
 @cuda.jit(cache=True)
-def _count_matches_kernel(graph, sources, targets, sorted_rows, counts):
+def _count_matches_kernel(graph, sources, targets, sorted_rows, counts, firsts):
     i = cuda.grid(1)
     if i < sources.shape[0]:
-        counts[i + 1] = count_matches(graph, sources[i], targets[i], sorted_rows)
+        first = match_start(graph, sources[i], targets[i], sorted_rows)
+        firsts[i] = first
+        counts[i + 1] = count_matches(graph, sources[i], targets[i], sorted_rows, first)
 
 
 @cuda.jit(cache=True)
-def _fill_matches_kernel(graph, sources, targets, sorted_rows, offsets, positions):
+def _fill_matches_kernel(graph, sources, targets, sorted_rows, firsts, offsets, positions):
     i = cuda.grid(1)
     if i < sources.shape[0]:
-        fill_matches(graph, sources[i], targets[i], sorted_rows, positions, offsets[i])
+        fill_matches(graph, sources[i], targets[i], sorted_rows, firsts[i], positions, offsets[i])
 
 
 def draw_negatives(device, graph, state, space, sources, fixed, width, strict, count, eligible):
@@ -64,12 +66,13 @@ def match_positions(device, graph, sources, targets, sorted_rows):
     """Sorted, distinct CSR positions of the edges ``sources[i] -> targets[i]`` (device array)."""
     xp = device.xp
     counts = xp.zeros(len(sources) + 1, dtype=np.int64)
-    launch_rows(_count_matches_kernel, device, len(sources), graph, sources, targets, sorted_rows, counts)
+    firsts = xp.empty(len(sources), dtype=np.int64)  # each pair's search result, for the fill
+    launch_rows(_count_matches_kernel, device, len(sources), graph, sources, targets, sorted_rows, counts, firsts)
     offsets = xp.cumsum(counts)
     total = int(to_host(offsets[-1:])[0]) if len(sources) else 0  # sync: how many positions
     positions = xp.empty(total, dtype=np.int64)
     if total:
         launch_rows(
-            _fill_matches_kernel, device, len(sources), graph, sources, targets, sorted_rows, offsets, positions
+            _fill_matches_kernel, device, len(sources), graph, sources, targets, sorted_rows, firsts, offsets, positions
         )
     return xp.unique(positions)

@@ -18,8 +18,9 @@ body takes and drops a reference to each array of its records). A row with exclu
   inverse-CDF search steps over them, as successive sampling steps over the edges it has chosen.
 
 A row without excluded edges never comes here, so it draws exactly what ``sample()`` draws. The
-positions are found per batch by :func:`count_matches` / :func:`fill_matches` (each pair ``(u, v)``
-excludes every parallel edge ``u -> v``, i.e. every entry ``u`` of row ``v``) run by the drivers.
+positions are found per batch by :func:`match_start`, :func:`count_matches` and
+:func:`fill_matches` (each pair ``(u, v)`` excludes every parallel edge ``u -> v``, i.e. every
+entry ``u`` of row ``v``) run by the drivers.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "count_excluded",
     "fill_excluding",
     "fill_last",
+    "match_start",
     "count_matches",
     "fill_matches",
 ]
@@ -279,22 +281,21 @@ def _overload_fill_last(options, start, end, count, pos, out, a, b):
 
 
 @register_jitable
-def _first_match(graph, source, target, sorted_rows):
-    """``(first, end)``: where to look for entries ``source`` in row ``target``; a sorted row
-    starts at its first entry >= ``source`` (binary search), an unsorted one at its start."""
+def match_start(graph, source, target, sorted_rows):
+    """Where to look for entries ``source`` in row ``target``: a sorted row at its first entry
+    >= ``source`` (binary search: in a hub's row a chain of cache misses), an unsorted one at its
+    start. The count pass finds it once and hands it to the fill pass."""
     start, end = graph.indptr[target], graph.indptr[target + 1]
-    if sorted_rows:
-        return bisect_left(graph.indices, start, end, source), end
-    return start, end
+    return bisect_left(graph.indices, start, end, source) if sorted_rows else start
 
 
 @register_jitable
-def count_matches(graph, source, target, sorted_rows):
-    """How many entries of row ``target`` are ``source``: the parallel edges ``source -> target``
-    (``sorted_rows``: every row of the graph is ascending, so the search stops early)."""
-    first, end = _first_match(graph, source, target, sorted_rows)
+def count_matches(graph, source, target, sorted_rows, first):
+    """How many entries of row ``target`` from ``first`` (:func:`match_start`'s) on are ``source``:
+    the parallel edges ``source -> target`` (``sorted_rows``: every row of the graph is ascending,
+    so the scan stops at the first other entry)."""
     count = 0
-    for p in range(first, end):
+    for p in range(first, graph.indptr[target + 1]):
         if graph.indices[p] == source:
             count += 1
         elif sorted_rows:
@@ -303,11 +304,11 @@ def count_matches(graph, source, target, sorted_rows):
 
 
 @register_jitable
-def fill_matches(graph, source, target, sorted_rows, positions, out):
-    """Write the positions of the entries ``source`` of row ``target`` into ``positions[out:]``."""
-    first, end = _first_match(graph, source, target, sorted_rows)
+def fill_matches(graph, source, target, sorted_rows, first, positions, out):
+    """Write the positions of the entries ``source`` of row ``target`` (scanning from ``first``, as
+    :func:`count_matches` did) into ``positions[out:]``."""
     c = 0
-    for p in range(first, end):
+    for p in range(first, graph.indptr[target + 1]):
         if graph.indices[p] == source:
             positions[out + c] = p
             c += 1

@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload, register_jitable
 
-from .exclusion import count_matches, fill_matches
+from .exclusion import count_matches, fill_matches, match_start
 from .records import no_exclusions
 from .rng import draw, hop_state, row_state, uniform_below
 
@@ -153,11 +153,13 @@ def match_positions(graph, sources, targets, sorted_rows):
     included): what a link batch excludes. ``sorted_rows``: every row is ascending (binary search)."""
     n = sources.shape[0]
     offsets = np.zeros(n + 1, np.int64)
+    firsts = np.empty(n, np.int64)  # each pair's search result, so the fill does not search again
     for i in prange(n):
-        offsets[i + 1] = count_matches(graph, sources[i], targets[i], sorted_rows)
+        firsts[i] = match_start(graph, sources[i], targets[i], sorted_rows)
+        offsets[i + 1] = count_matches(graph, sources[i], targets[i], sorted_rows, firsts[i])
     for i in range(n):
         offsets[i + 1] += offsets[i]
     positions = np.empty(offsets[n], np.int64)
     for i in prange(n):
-        fill_matches(graph, sources[i], targets[i], sorted_rows, positions, offsets[i])
+        fill_matches(graph, sources[i], targets[i], sorted_rows, firsts[i], positions, offsets[i])
     return np.unique(positions)
