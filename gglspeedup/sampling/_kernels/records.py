@@ -15,7 +15,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["GraphArrays", "SampleOptions", "HopPlan", "graph_arrays", "no_exclusions", "with_markers"]
+__all__ = [
+    "GraphArrays",
+    "SampleOptions",
+    "HopPlan",
+    "graph_arrays",
+    "no_exclusions",
+    "with_markers",
+    "without_exclusions",
+]
 
 
 class GraphArrays(NamedTuple):
@@ -107,6 +115,16 @@ def with_markers(options: SampleOptions, times=None) -> SampleOptions:
     return options._replace(
         excluded=marker, excluded_rows=marker, seed_time=marker, times=marker if times is None else times, stride=0
     )
+
+
+def without_exclusions(options: SampleOptions) -> SampleOptions:
+    """``options`` with the :func:`no_exclusions` marker for ``excluded`` and ``excluded_rows``
+    (``options`` itself when it excludes nothing): what the CPU hop kernels run the rows that hold
+    no excluded edge with, so those rows draw through the plain bodies."""
+    if isinstance(options.excluded, np.generic):
+        return options
+    marker = no_exclusions()
+    return options._replace(excluded=marker, excluded_rows=marker)
 
 
 def graph_arrays(graph, tables, placeholder) -> GraphArrays:

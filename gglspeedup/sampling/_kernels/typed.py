@@ -27,7 +27,7 @@ from .blocks import block_rows, draw_buffers, row_blocks
 from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds, reset_map
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
-from .records import HopPlan, SampleOptions
+from .records import HopPlan, SampleOptions, without_exclusions
 from .rng import hop_state, relation_states, row_state
 from .rows import row_count, row_count_unexcluded, row_fill, row_finish
 
@@ -143,6 +143,7 @@ class TypedCPUDriver:
         positions index each type's whole ``n_id`` either way.
         """
         options = self.options if options is None else options
+        plain = without_exclusions(options)
         local_map = self.maps.acquire()
         n_id = list(seeds)
         hops = []
@@ -161,7 +162,7 @@ class TypedCPUDriver:
                     numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
                     hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                    args = (*hop_inputs, self.type_base[plan.src_type], plan.edge_base, local_map, sizes)
+                    args = (*hop_inputs, self.type_base[plan.src_type], plan.edge_base, local_map, sizes, plain)
                     result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
                     if guard.stopping():
                         break
@@ -245,6 +246,7 @@ def sample_typed_hop(
     edge_base,
     local_map,
     sizes,
+    plain,
     stop_flag=None,
 ):
     """One typed hop. Target ``i`` is node ``targets[i]`` of relation ``rel_of[i]`` (relation
@@ -257,6 +259,8 @@ def sample_typed_hop(
     target's position ``i - segments[r]``); ``e_id`` relation-local edge ids; the new nodes
     grouped by type (type order, each type's in order of first appearance), bounded by
     ``type_offsets``. ``local_map`` and ``sizes`` (per-type ``n_id`` lengths) are updated.
+    ``plain``: ``options`` without its exclusions, for the count and the rows that hold no
+    excluded edge (see :func:`.cpu.sample_hop`).
     ``stop_flag`` (optional): polled per block of rows; once set, the kernel returns early with
     partial output (see :mod:`gglspeedup._interrupt`).
     """
@@ -269,7 +273,7 @@ def sample_typed_hop(
             ahead = i + _PREFETCH_DISTANCE
             prefetch(graph.indptr, row_base[rel_of[ahead]] + targets[ahead])
         r = rel_of[i]
-        offsets[i + 1] = row_count_unexcluded(graph, options, row_base[r] + targets[i], ks[r])
+        offsets[i + 1] = row_count_unexcluded(graph, plain, row_base[r] + targets[i], ks[r])
     for i in range(num_targets):
         row = row_base[rel_of[i]] + targets[i]
         if row_flagged(options, row):  # a link batch's row with excluded edges: recount it
@@ -300,7 +304,11 @@ def sample_typed_hop(
             node = targets[i]
             start = offsets[i]
             count = offsets[i + 1] - start
-            row_fill(graph, options, row_base[r] + node, ks[r], row_state(states[r], node), count, e_id, start)
+            row = row_base[r] + node
+            if row_flagged(options, row):  # may hold excluded edges (a constant False otherwise)
+                row_fill(graph, options, row, ks[r], row_state(states[r], node), count, e_id, start)
+            else:
+                row_fill(graph, plain, row, ks[r], row_state(states[r], node), count, e_id, start)
             first = offsets[segments[r]]
             width = offsets[segments[r + 1]] - first
             local = i - segments[r]
