@@ -300,9 +300,10 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, first, plain, sto
     those only (PyG's rule). ``plain`` is ``options`` without its exclusions
     (:func:`.records.without_exclusions`): the count and every row that holds no excluded edge run
     with it, so they run the plain ``sample()`` bodies, the exclusion paths compiled out (run with
-    a link batch's record instead, the hop measured 10-13% slower). ``stop_flag`` (optional, a uint8 flag of one element) is polled per block
-    of rows and per relabelled edge: once set, the kernel returns early with partial
-    output and ``local_map`` holding some of the hop's nodes (see :mod:`gglspeedup._interrupt`).
+    a link batch's record instead, the hop measured 10-13% slower). ``stop_flag`` (optional, a
+    uint8 flag of one element) is polled per block of rows and per relabelled edge: once set, the
+    kernel returns early with partial output and ``local_map`` holding some of the hop's nodes
+    (see :mod:`gglspeedup._interrupt`).
     """
     indptr = graph.indptr
     num_known = n_id.shape[0]

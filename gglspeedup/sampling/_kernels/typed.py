@@ -18,6 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba import njit, prange
+from numba.extending import register_jitable
 
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
@@ -159,10 +160,12 @@ class TypedCPUDriver:
                     work = typed_work(plan, segments, hop)
                     if options.replace:  # rows draw exactly k: refuse an output that cannot fit
                         check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
-                    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
+                    hop_threads = threads if work >= PARALLEL_MIN_WORK else 1
+                    numba.set_num_threads(hop_threads)
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
                     hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                    args = (*hop_inputs, self.type_base[plan.src_type], plan.edge_base, local_map, sizes, plain)
+                    src_base = self.type_base[plan.src_type]
+                    args = (*hop_inputs, src_base, plan.edge_base, local_map, sizes, plain, hop_threads)
                     result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
                     if guard.stopping():
                         break
@@ -247,6 +250,7 @@ def sample_typed_hop(
     local_map,
     sizes,
     plain,
+    threads,
     stop_flag=None,
 ):
     """One typed hop. Target ``i`` is node ``targets[i]`` of relation ``rel_of[i]`` (relation
@@ -260,7 +264,9 @@ def sample_typed_hop(
     grouped by type (type order, each type's in order of first appearance), bounded by
     ``type_offsets``. ``local_map`` and ``sizes`` (per-type ``n_id`` lengths) are updated.
     ``plain``: ``options`` without its exclusions, for the count and the rows that hold no
-    excluded edge (see :func:`.cpu.sample_hop`).
+    excluded edge (see :func:`.cpu.sample_hop`). ``threads``: the Numba threads the call runs on
+    (the relabel's types are shared out among them; passed in, as ``numba.get_num_threads()`` in
+    compiled code would keep the kernel out of the on-disk cache).
     ``stop_flag`` (optional): polled per block of rows; once set, the kernel returns early with
     partial output (see :mod:`gglspeedup._interrupt`).
     """
@@ -327,31 +333,38 @@ def sample_typed_hop(
         type_base[t + 1] += type_base[t]
     found = np.empty(num_edges, np.int64)
     new_count = np.zeros(num_types, np.int64)
-    for t in prange(num_types):
-        m = type_base[t]
-        for r in range(num_relations):
-            if src_type[r] != t:
+    # The types' passes go to the threads by their edges, largest first, each to the least loaded
+    # thread: one type usually holds most sources (a prange over the types measured 4% slower).
+    num_bins = max(min(threads, num_types), 1)
+    bin_of = _balance(type_base, num_bins)
+    for b in prange(num_bins):
+        for t in range(num_types):
+            if bin_of[t] != b:
                 continue
-            first = offsets[segments[r]]
-            stop = offsets[segments[r + 1]]
-            base = src_base[r]
-            for q in range(first, stop):
-                if stop_requested(stop_flag):
-                    break
-                if q + _PREFETCH_DISTANCE < stop:  # the map reads are the pass's misses
-                    prefetch(local_map, base + col[q + _PREFETCH_DISTANCE])
-                u = col[q]
-                v = local_map[base + u]
-                if v < 0:
-                    v = sizes[t]
-                    local_map[base + u] = v
-                    sizes[t] += 1
-                    found[m] = u
-                    m += 1
-                edges[2 * first + q - first] = v
-                if not options.has_edge_ids:
-                    e_id[q] -= edge_base[r]
-        new_count[t] = m - type_base[t]
+            m = type_base[t]
+            for r in range(num_relations):
+                if src_type[r] != t:
+                    continue
+                first = offsets[segments[r]]
+                stop = offsets[segments[r + 1]]
+                base = src_base[r]
+                for q in range(first, stop):
+                    if stop_requested(stop_flag):
+                        break
+                    if q + _PREFETCH_DISTANCE < stop:  # the map reads are the pass's misses
+                        prefetch(local_map, base + col[q + _PREFETCH_DISTANCE])
+                    u = col[q]
+                    v = local_map[base + u]
+                    if v < 0:
+                        v = sizes[t]
+                        local_map[base + u] = v
+                        sizes[t] += 1
+                        found[m] = u
+                        m += 1
+                    edges[2 * first + q - first] = v
+                    if not options.has_edge_ids:
+                        e_id[q] -= edge_base[r]
+            new_count[t] = m - type_base[t]
     type_offsets = np.zeros(num_types + 1, np.int64)
     for t in range(num_types):
         type_offsets[t + 1] = type_offsets[t] + new_count[t]
@@ -359,3 +372,17 @@ def sample_typed_hop(
     for t in range(num_types):
         grouped[type_offsets[t] : type_offsets[t + 1]] = found[type_base[t] : type_base[t] + new_count[t]]
     return edges, e_id, offsets, (grouped, type_offsets)
+
+
+@register_jitable
+def _balance(type_base, num_bins):
+    """Thread (bin) of each type's relabel pass: types by edges ``type_base[t + 1] - type_base[t]``,
+    largest first, each to the least loaded bin (longest-processing-time first)."""
+    num_types = type_base.shape[0] - 1
+    bin_of = np.zeros(num_types, np.int64)
+    load = np.zeros(max(num_bins, 1), np.int64)
+    for t in np.argsort(-np.diff(type_base)):
+        b = np.argmin(load)
+        bin_of[t] = b
+        load[b] += type_base[t + 1] - type_base[t]
+    return bin_of
