@@ -8,13 +8,12 @@ Example (the issue's CPU target)::
 GB/s counts useful bytes: ``len(ids) * row_bytes`` per call. In the same run, interleaved round by
 round, it measures the ceiling for the tier the gather reads (CPU: a parallel contiguous copy of
 the same number of bytes with the same threads; GPU: a device-to-device copy and a pinned
-host-to-device copy of the same bytes) and the peers ``numpy.take(mode="clip", out=...)``,
-``numpy.take`` into a fresh output (the peer of our fresh-output row) and
-``torch.index_select(out=...)``. The best and median of ``--repeats`` rounds are reported, and
-each ratio twice: best against best, and the median over rounds of the ratio within one round
-("paired", the steadier figure on a shared machine). On the CPU the ceiling is the faster of two
-contiguous copies, one with streamed (non-temporal) stores as our gather uses for large outputs
-and one through the cache.
+host-to-device copy of the same bytes) and the peers ``numpy.take(mode="clip")`` (into a reused
+and into a fresh output: each the peer of ours with the same output) and ``torch.index_select``.
+The best and median of ``--repeats`` rounds are reported, and each ratio twice: best against
+best, and the median over rounds of the ratio within one round ("paired", the steadier figure on a
+shared machine). On the CPU the ceiling is the faster of two contiguous copies, one with streamed
+(non-temporal) stores as our gather uses for large outputs and one through the cache.
 With ``--batch-from sampler`` the ids are the ``n_id`` of sampled mini-batches of a synthetic
 power-law graph with ``--rows`` nodes, seeded from a random ``--train-fraction`` of them (the
 training set), and the hit rates of the ``degree`` and ``presample`` cache policies at each budget
@@ -372,9 +371,8 @@ def _gather_ids(args, fanouts, rng, results):
 
 def _gather_rows(timings: dict, useful: int, gpu: bool):
     """``(rows, ceiling)``: every contender's GB/s and ratios, ``ceiling`` the stricter copy (the
-    one faster in this run, best round and per round). GPU rows also carry their ratio to the
-    pinned host-to-device copy (the bound of pinned rows), CPU rows to ``numpy.take`` with the
-    same kind of output (a fresh output's row to numpy.take's fresh output, others' to its warm)."""
+    one faster in this run, best round and per round). GPU rows also carry their ratio to the pinned
+    host-to-device copy (the bound of pinned rows), CPU rows to ``numpy.take`` (fresh to fresh)."""
     import numpy as np
 
     copies = ["parallel contiguous copy", "parallel contiguous copy (cached stores)"]
@@ -384,8 +382,8 @@ def _gather_rows(timings: dict, useful: int, gpu: bool):
     peer_key, peer = ("h2d", "pinned host-to-device copy") if gpu else ("take", "numpy.take clip (warm out)")
     rows = []
     for name, (rounds, cpu) in timings.items():
-        best = min(rounds)  # like for like: a fresh output against numpy.take's fresh output
-        peer_rounds = timings[FRESH_TAKE if "(fresh out)" in name and FRESH_TAKE in timings else peer][0]
+        best, fresh = min(rounds), "(fresh out)" in name and FRESH_TAKE in timings
+        peer_rounds = timings[FRESH_TAKE if fresh else peer][0]  # like for like
         rows.append(
             {
                 "name": name,
@@ -420,11 +418,9 @@ def _print_gather(rows, ceiling: str, gpu: bool) -> None:
         ("hit_rate", "hit rate", ".3f"),
     ]
     print(format_table(rows, columns))
-    print(
-        f"x ceiling: best against the best of '{ceiling}' (the faster copy here); x {peer}: best "
-        f"against best{'' if gpu else ', fresh outputs against its fresh output, others its warm'}. "
-        "'paired': the median over rounds of the same ratio within one round."
-    )
+    fresh = "" if gpu else " (fresh outputs against its fresh output)"
+    print(f"x ceiling: best against the best of '{ceiling}' (the faster copy here).")
+    print(f"x {peer}: best against best{fresh}; 'paired': the median over rounds of the same ratio in one round.")
     if not gpu:
         print(f"x random read: best against the best of '{RANDOM_READ}' (what random rows cost here).")
         print("CPU: one tier (the caller's table), so the cache ratios do not change the CPU gather.")
