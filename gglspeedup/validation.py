@@ -33,6 +33,7 @@ __all__ = [
     "check_allocation",
     "check_draws",
     "physical_memory",
+    "available_memory",
     "as_count",
     "index_dtype",
     "weight_array",
@@ -222,13 +223,14 @@ BYTES_PER_DRAW = 40
 
 def check_draws(name: str, fanout: int, draws: int, where: str) -> None:
     """Raise ``ValueError`` naming the fanout ``name`` when a hop drawing up to ``draws`` edges
-    (``where`` says over what) could not hold its output in this machine's memory: before the
-    kernel would fail allocating it (a bare ``MemoryError``)."""
-    total = physical_memory()
-    if total and draws * BYTES_PER_DRAW > total:
+    (``where`` says over what) could not hold its output in the memory available now
+    (:func:`available_memory`): before the kernel would fail allocating it, or the system would
+    kill the process."""
+    available = available_memory()
+    if available and draws * BYTES_PER_DRAW > available:
         raise ValueError(
             f"{name} = {fanout} draws up to {draws} edges {where}: {draws * BYTES_PER_DRAW / 2**30:.1f} GiB of "
-            f"output ({BYTES_PER_DRAW} bytes each), more than this machine's {total / 2**30:.1f} GiB of memory; "
+            f"output ({BYTES_PER_DRAW} bytes each), more than the {available / 2**30:.1f} GiB of memory available; "
             "lower the fanout (or the batch)"
         )
 
@@ -240,6 +242,23 @@ def physical_memory() -> int:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
         return 0
+
+
+def available_memory() -> int:
+    """Bytes of memory available now, read at each call: Linux's ``MemAvailable`` (free memory
+    plus the page cache the kernel can drop), else the free pages, else :func:`physical_memory`;
+    0 where the platform says none of these."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        pass
+    try:  # pragma: no cover - not Linux
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_AVPHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover
+        return physical_memory()
 
 
 def as_count(name: str, value) -> int:

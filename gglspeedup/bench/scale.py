@@ -34,6 +34,8 @@ import time
 
 import numpy as np
 
+from ..validation import available_memory
+
 __all__ = ["add_arguments", "run"]
 
 _BUILD = """
@@ -134,15 +136,6 @@ def _warm(folder) -> None:
                 pass
 
 
-def _available_memory() -> int:
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except ImportError:  # pragma: no cover - psutil is in the bench extra
-        return 0
-
-
 def _contender(graph, fanouts, seed):
     from ..sampling import NeighborSampler
 
@@ -211,7 +204,7 @@ def _sampling(args, fanouts, big, base) -> dict:
     }
     needed = big.nbytes
     rows = {}
-    if needed < 0.6 * _available_memory():
+    if needed < 0.6 * available_memory():
         from ..graph import CSRGraph
 
         loaded = CSRGraph(np.array(big.indptr), np.array(big.indices), _checked=True)
@@ -238,7 +231,7 @@ def _add_dgl(contenders, name, graph, fanouts, seed) -> str | None:
     from . import peers
 
     needed = 8 * (graph.num_nodes + 1) + 16 * graph.num_edges  # its int64 CSC indices and edge ids
-    available = _available_memory()
+    available = available_memory()
     if needed > 0.6 * available:
         return (f"cannot hold it: needs {needed / 2**30:.1f} GiB (int64 CSC + edge ids) with "
                 f"{available / 2**30:.1f} GiB available; not run")  # fmt: skip

@@ -19,12 +19,10 @@ See DESIGN.md, "Link prediction". The steps, each on the sampler's device throug
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
-from ..validation import check_bool, check_int
+from ..validation import available_memory, check_bool, check_int
 from ._kernels.exclusion import row_filter
 from .types import Adj, LinkSampleOutput
 
@@ -130,30 +128,13 @@ def check_negative_count(num_negatives: int, count: int) -> None:
     """Refuse ``num_negatives * count`` negatives that the memory available now cannot hold
     (:data:`BYTES_PER_NEGATIVE` each), before anything is allocated: past it the allocation
     would fail, or the system would kill the process."""
-    limit = _memory_bytes()
-    if num_negatives * count * BYTES_PER_NEGATIVE > limit:
+    limit = available_memory()
+    if limit and num_negatives * count * BYTES_PER_NEGATIVE > limit:
         raise ValueError(
             f"num_negatives = {num_negatives} for {count} pairs asks for {num_negatives * count} negatives "
             f"(about {num_negatives * count * BYTES_PER_NEGATIVE / 2**30:.3g} GiB at {BYTES_PER_NEGATIVE} bytes "
-            f"each), more than this machine's available memory ({limit / 2**30:.3g} GiB)"
+            f"each), more than the memory available ({limit / 2**30:.3g} GiB)"
         )
-
-
-def _memory_bytes() -> int:
-    """Bytes of memory available now (Linux: ``MemAvailable``; else free pages, else all)."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
-        pass
-    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):  # pragma: no cover - not Linux
-        try:
-            return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf(pages))
-        except (ValueError, OSError, AttributeError):
-            continue
-    return 1 << 40  # pragma: no cover
 
 
 def check_link_options(negatives, num_negatives, strict_negatives, exclude) -> tuple:

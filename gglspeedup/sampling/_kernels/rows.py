@@ -37,7 +37,7 @@ from numba import types
 from numba.extending import overload, register_jitable
 
 from .draws import bisect_right, chosen_mass, floyd, is_free, search
-from .exclusion import count_excluded, excluded_slice, fill_excluding, fill_last
+from .exclusion import count_excluded, excluded_slice, fill_excluding, fill_last, row_flagged
 from .rng import draw, uniform_01, uniform_below
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "row_count",
     "row_count_unexcluded",
     "row_fill",
+    "row_fill_split",
     "row_finish",
     "split",
     "row_window",
@@ -115,6 +116,17 @@ def row_fill(graph, options, node, k, state, count, pos, out):
     ``state`` is the row's RNG state (:func:`.rng.row_state`); ``count`` is :func:`row_count`'s.
     """
     window_fill(graph, options, node, graph.indptr[node], graph.indptr[node + 1], k, state, count, pos, out)
+
+
+@register_jitable
+def row_fill_split(graph, options, plain, row, k, state, count, pos, out):
+    """:func:`row_fill` of a hop's row: with ``options`` for a row that may hold excluded edges
+    (:func:`.exclusion.row_flagged`), else with ``plain``, the record without its exclusions
+    (:func:`.records.without_exclusions`), so most rows of a link batch run the plain bodies."""
+    if row_flagged(options, row):
+        row_fill(graph, options, row, k, state, count, pos, out)
+    else:
+        row_fill(graph, plain, row, k, state, count, pos, out)
 
 
 # ---------------------------------------------------------------------------- windows
