@@ -348,3 +348,27 @@ def test_a_typed_gpu_hop_launches_four_kernels_and_synchronises_twice():
     sampler.sample(seeds, key=1)
     # per hop: count, fill, insert, flag; syncs: edges per relation, new nodes per type
     assert _launch.counters() == {"launches": 8, "syncs": 4}
+
+
+def test_the_typed_relabel_map_carries_an_epoch_across_batches():
+    # One epoch for every type: the next batch's ids start past the longest type's n_id; the map
+    # is refilled with -1 only when they could pass its dtype (see MapPool).
+    rng = np.random.default_rng(12)
+    graph = typed_graph(rng)
+    sampler = gg.HeteroNeighborSampler(graph, [3, 2], seed=2)
+    pool = sampler._driver.maps
+    batches = [{"paper": rng.choice(9, 3, replace=False), "author": [1, 1, 5]} for _ in range(4)]
+    previous = 0
+    for key, seeds in enumerate(batches):
+        out = sampler.sample(seeds, key=key)
+        assert_same(out, reference_hetero_sample(graph, seeds, [3, 2], seed=2, key=key))
+        ((local_map, epoch),) = pool.free
+        assert epoch == previous + max(len(ids) for ids in out.n_id.values()) and local_map.max() < epoch
+        previous = epoch
+    limit = int(np.iinfo(local_map.dtype).max)
+    for start, restarted in ((limit - pool.size - 6, False), (limit - pool.size - 5, True)):
+        pool.free[0] = (local_map, start)  # 6 seeds: ids stay below start + 6 + size
+        out = sampler.sample(batches[0], key=0)
+        assert_same(out, reference_hetero_sample(graph, batches[0], [3, 2], seed=2, key=0))
+        ((local_map, epoch),) = pool.free
+        assert epoch == (0 if restarted else start) + max(len(ids) for ids in out.n_id.values())

@@ -7,7 +7,7 @@ import pytest
 
 import gglspeedup as gg
 from gglspeedup.sampling._kernels import GraphArrays, SampleOptions
-from gglspeedup.sampling._kernels.cpu import CPUDriver
+from gglspeedup.sampling._kernels.cpu import CPUDriver, MapPool
 from gglspeedup.testing import assert_same_sample, check_sample, reference_sample
 
 from conftest import run_in_threads
@@ -80,3 +80,36 @@ def test_placeholders_stand_in_for_absent_arrays():
     assert all(array.shape == (1,) for array in driver.graph[1:])  # indices empty; no ids, weights, tables
     n_id, hops = driver.sample_all(np.array([1, 0], np.int64), [2], 0)
     assert n_id.tolist() == [1, 0] and hops[0][0].shape == (2, 0)
+
+
+def test_relabel_maps_carry_an_epoch_instead_of_being_cleared():
+    # A batch stores local ids past the previous batch's (its epoch); nothing is cleared between
+    # batches, and a map is refilled with -1 only when the next ids could pass its dtype.
+    graph = gg.datasets.synthetic_powerlaw(300, 6, seed=3)
+    sampler = gg.NeighborSampler(graph, [4, 3], seed=5)
+    pool = _driver_of(sampler).maps
+    rng = np.random.default_rng(0)
+    batches = [np.concatenate((rng.choice(300, 30, replace=False), [7, 7])) for _ in range(5)]  # repeated seeds too
+    epochs = []
+    for key, seeds in enumerate(batches):
+        out = sampler.sample(seeds, key=key)
+        assert_same_sample(out, reference_sample(graph, seeds, [4, 3], seed=5, key=key))
+        ((local_map, epoch),) = pool.free
+        epochs.append(epoch)
+        assert epoch - (epochs[-2] if key else 0) == len(out.n_id)  # one past this batch's last id
+    assert (local_map >= 0).any() and local_map.max() < epochs[-1]  # old entries stay, all below the epoch
+    limit = int(np.iinfo(local_map.dtype).max)
+    for start, restarted in ((limit - pool.size - 32, False), (limit - pool.size - 31, True)):
+        pool.free[0] = (local_map, start)  # the next batch has 32 seeds: its ids reach start + 331
+        out = sampler.sample(batches[0], key=0)
+        assert_same_sample(out, reference_sample(graph, batches[0], [4, 3], seed=5, key=0))
+        ((local_map, epoch),) = pool.free
+        assert epoch == (0 if restarted else start) + len(out.n_id)
+        assert local_map.max() < epoch and (restarted or local_map.max() >= start)
+
+
+def test_a_map_refuses_a_batch_whose_ids_cannot_fit_its_dtype():
+    pool = MapPool(2**29)
+    with pytest.raises(ValueError, match=r"seeds must hold at most 1610612735 ids per batch here, got 1610612736"):
+        pool.acquire(2**31 - 1 - 2**29 + 1)
+    assert pool.free == []

@@ -25,12 +25,12 @@ from ..._intrinsics import prefetch
 from ..._stop import stop_requested
 from ...validation import check_draws
 from .blocks import block_rows, draw_buffers, row_blocks
-from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds, reset_map
+from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
 from .records import HopPlan, SampleOptions, without_exclusions
 from .rng import hop_state, relation_states, row_state
-from .rows import row_count, row_count_unexcluded, row_fill, row_finish
+from .rows import row_count, row_count_unexcluded, row_fill_split, row_finish
 
 __all__ = [
     "TypedCPUDriver",
@@ -145,7 +145,7 @@ class TypedCPUDriver:
         """
         options = self.options if options is None else options
         plain = without_exclusions(options)
-        local_map = self.maps.acquire()
+        local_map, epoch = self.maps.acquire(sum(len(ids) for ids in seeds))  # one epoch for every type
         n_id = list(seeds)
         hops = []
         threads = numba.get_num_threads()
@@ -153,7 +153,7 @@ class TypedCPUDriver:
             try:
                 for t, ids in enumerate(n_id):
                     base = self.type_base[t]
-                    n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)])
+                    n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)], epoch)
                 starts = [0] * len(n_id)
                 for hop in range(plan.fanouts.shape[1]):
                     targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
@@ -165,7 +165,7 @@ class TypedCPUDriver:
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
                     hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
                     src_base = self.type_base[plan.src_type]
-                    args = (*hop_inputs, src_base, plan.edge_base, local_map, sizes, plain, hop_threads)
+                    args = (*hop_inputs, src_base, plan.edge_base, local_map, epoch, sizes, plain, hop_threads)
                     result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
                     if guard.stopping():
                         break
@@ -175,10 +175,7 @@ class TypedCPUDriver:
             if guard.stopping():  # the map is dropped, not pooled; leaving the block raises
                 n_id = hops = local_map = result = args = hop_inputs = targets = None
                 return None
-            for t, ids in enumerate(n_id):
-                base = self.type_base[t]
-                reset_map(ids, local_map[base : base + self._count(t)])
-        self.maps.release(local_map)  # only a clean map goes back (an exception above drops it)
+        self.maps.release(local_map, epoch + max(map(len, n_id), default=0))  # an exception drops it
         return n_id, hops
 
     def sample_trees(self, seeds: list, plan, key: int, *, options: SampleOptions, expand: str = "all", span: int):
@@ -248,6 +245,7 @@ def sample_typed_hop(
     src_base,
     edge_base,
     local_map,
+    epoch,
     sizes,
     plain,
     threads,
@@ -262,7 +260,9 @@ def sample_typed_hop(
     per-relation (2, E_r) blocks (row 0 the source's position in its type's ``n_id``, row 1 the
     target's position ``i - segments[r]``); ``e_id`` relation-local edge ids; the new nodes
     grouped by type (type order, each type's in order of first appearance), bounded by
-    ``type_offsets``. ``local_map`` and ``sizes`` (per-type ``n_id`` lengths) are updated.
+    ``type_offsets``. ``local_map`` (a node at position ``j`` of its type's ``n_id`` stored as
+    ``epoch + j``, an entry below ``epoch`` unseen) and ``sizes`` (per-type ``n_id`` lengths) are
+    updated.
     ``plain``: ``options`` without its exclusions, for the count and the rows that hold no
     excluded edge (see :func:`.cpu.sample_hop`). ``threads``: the Numba threads the call runs on
     (the relabel's types are shared out among them; passed in, as ``numba.get_num_threads()`` in
@@ -311,10 +311,7 @@ def sample_typed_hop(
             start = offsets[i]
             count = offsets[i + 1] - start
             row = row_base[r] + node
-            if row_flagged(options, row):  # may hold excluded edges (a constant False otherwise)
-                row_fill(graph, options, row, ks[r], row_state(states[r], node), count, e_id, start)
-            else:
-                row_fill(graph, plain, row, ks[r], row_state(states[r], node), count, e_id, start)
+            row_fill_split(graph, options, plain, row, ks[r], row_state(states[r], node), count, e_id, start)
             first = offsets[segments[r]]
             width = offsets[segments[r + 1]] - first
             local = i - segments[r]
@@ -354,10 +351,10 @@ def sample_typed_hop(
                     if q + _PREFETCH_DISTANCE < stop:  # the map reads are the pass's misses
                         prefetch(local_map, base + col[q + _PREFETCH_DISTANCE])
                     u = col[q]
-                    v = local_map[base + u]
+                    v = local_map[base + u] - epoch
                     if v < 0:
                         v = sizes[t]
-                        local_map[base + u] = v
+                        local_map[base + u] = epoch + v
                         sizes[t] += 1
                         found[m] = u
                         m += 1
@@ -377,10 +374,10 @@ def sample_typed_hop(
 @register_jitable
 def _balance(type_base, num_bins):
     """Thread (bin) of each type's relabel pass: types by edges ``type_base[t + 1] - type_base[t]``,
-    largest first, each to the least loaded bin (longest-processing-time first)."""
+    largest first, each to the least loaded bin (longest-processing-time first). ``num_bins >= 1``."""
     num_types = type_base.shape[0] - 1
     bin_of = np.zeros(num_types, np.int64)
-    load = np.zeros(max(num_bins, 1), np.int64)
+    load = np.zeros(num_bins, np.int64)
     for t in np.argsort(-np.diff(type_base)):
         b = np.argmin(load)
         bin_of[t] = b
