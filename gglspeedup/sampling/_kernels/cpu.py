@@ -59,6 +59,8 @@ _ROW_PREFETCH = 4  # rows ahead in the fill loop (measured best of 4 / 8 / none)
 # A hop drawing at least this many edges (about 0.1 s on two cores) runs as an interruptible call
 # (gglspeedup._interrupt): its kernel polls a stop flag, so Ctrl-C ends it within a block of rows.
 LONG_WORK = 1 << 21
+# A hop's output below this many bytes is not checked against the memory available.
+SMALL_OUTPUT = 1 << 28
 
 
 class CPUDriver:
@@ -231,8 +233,11 @@ class MapPool:
 def check_hop_output(indptr, n_id, first: int, k: int, hop: int, work: int, replace: bool) -> None:
     """Refuse, before its kernel, a hop whose output cannot fit in the memory available now:
     ``work`` draws bound it with replacement; without, each target draws at most its degree,
-    which is summed (only for a hop that fails the first test)."""
-    if work * BYTES_PER_DRAW <= (available_memory() or work * BYTES_PER_DRAW):
+    which is summed (only for a hop that fails the first test). A hop whose output stays under
+    :data:`SMALL_OUTPUT` is not checked (reading the memory available costs 17 us, a batch's
+    hops about 5 ms)."""
+    need = work * BYTES_PER_DRAW
+    if need < SMALL_OUTPUT or need <= (available_memory() or need):
         return
     num_targets = len(n_id) - first
     where = f"at hop {hop} ({num_targets} targets)"
