@@ -372,3 +372,49 @@ def test_the_typed_relabel_map_carries_an_epoch_across_batches():
         assert_same(out, reference_hetero_sample(graph, batches[0], [3, 2], seed=2, key=0))
         ((local_map, epoch),) = pool.free
         assert epoch == (0 if restarted else start) + max(len(ids) for ids in out.n_id.values())
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_degree_table_holds_every_rows_drawable_edges_node_major(weighted):
+    from gglspeedup.sampling._kernels.records import DEGREE_CAP, degree_table
+
+    graph = typed_graph(np.random.default_rng(13), weights=weighted)
+    stacked = graph.stacked
+    live = None
+    if weighted:  # the weighted driver's table: edges of weight > 0 per row
+        bounds = zip(stacked.indptr, stacked.indptr[1:])
+        live = np.array([np.count_nonzero(stacked.weights[a:b] > 0) for a, b in bounds])
+    types = {t: i for i, t in enumerate(graph.node_types)}
+    dst_type = np.array([types[et[2]] for et in graph.edge_types])
+    counts = np.array([graph.num_nodes[t] for t in graph.node_types])
+    table = degree_table(stacked.indptr, live, weighted, dst_type, graph.row_base[:-1], counts)
+    assert table.degrees.dtype == np.uint16 and len(table.degrees) == stacked.num_nodes
+    seen = np.zeros(len(table.degrees), bool)
+    for r, t in enumerate(dst_type):
+        for v in range(counts[t]):
+            row = graph.row_base[r] + v
+            want = live[row] if weighted else stacked.indptr[row + 1] - stacked.indptr[row]
+            position = table.base[r] + v * table.stride[r]
+            assert table.degrees[position] == min(want, DEGREE_CAP) and not seen[position]
+            seen[position] = True
+    assert seen.all()  # one entry per stacked row
+    for t in range(len(counts)):  # a node's relations are adjacent: its type's relations in order
+        relations = np.flatnonzero(dst_type == t)
+        assert (table.stride[relations] == len(relations)).all()
+        assert (np.diff(table.base[relations]) == 1).all()
+
+
+def test_a_row_past_the_degree_tables_cap_is_counted_from_indptr():
+    # 70,000 citations of paper 0: its row's degree does not fit the table's uint16 (DEGREE_CAP).
+    rng = np.random.default_rng(14)
+    cites = np.stack((rng.integers(0, 9, 70_000), np.zeros(70_000, np.int64)))
+    graph = gg.HeteroGraph(
+        {("paper", "cites", "paper"): cites, ("author", "writes", "paper"): np.array([[0, 1], [0, 3]])},
+        {"paper": 9, "author": 2},
+    )
+    for fanouts in ([-1], [65_536], [3, 2]):
+        out = gg.HeteroNeighborSampler(graph, fanouts, seed=3).sample({"paper": [0, 3]}, key=1)
+        assert_same(out, reference_hetero_sample(graph, {"paper": [0, 3]}, fanouts, seed=3, key=1))
+    assert out.adjs[-1][("paper", "cites", "paper")].edge_index.shape[1] == 3  # min(3, 70,000) for paper 0
+    everything = gg.HeteroNeighborSampler(graph, [-1], seed=3).sample({"paper": [0]}, key=1)
+    assert everything.adjs[0][("paper", "cites", "paper")].edge_index.shape[1] == 70_000

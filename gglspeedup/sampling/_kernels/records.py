@@ -19,6 +19,9 @@ __all__ = [
     "GraphArrays",
     "SampleOptions",
     "HopPlan",
+    "DegreeTable",
+    "DEGREE_CAP",
+    "degree_table",
     "graph_arrays",
     "no_exclusions",
     "with_markers",
@@ -97,6 +100,48 @@ class SampleOptions(NamedTuple):
     seed_time: Any = None
     last: bool = False
     stride: int = 0
+
+
+# A degree at or above this is not stored in a DegreeTable: the count reads it from indptr.
+DEGREE_CAP = int(np.iinfo(np.uint16).max)
+
+
+class DegreeTable(NamedTuple):
+    """Every (relation, target node) row's drawable edges, node-major: the rows of one node's
+    relations (those whose target type is its type) are adjacent, so a typed hop's count reads a
+    cache line per target node, not an ``indptr`` line per (node, relation) (WordNet's second hop:
+    95k targets over 61 relations, 10% of them with an edge). Built once per typed driver
+    (:func:`degree_table`).
+
+    degrees : uint16 (rows,): ``min(available edges, DEGREE_CAP)`` (weighted: edges of weight > 0)
+    base, stride : int64 (R,): relation ``r``'s row of node ``v`` is ``degrees[base[r] + v * stride[r]]``
+    """
+
+    degrees: Any
+    base: Any
+    stride: Any
+
+
+def degree_table(indptr, live, weighted: bool, dst_type, row_base, type_counts) -> DegreeTable:
+    """The :class:`DegreeTable` of a stacked typed CSR: relation ``r`` (target type ``dst_type[r]``)
+    holds rows ``row_base[r] ..`` of ``type_counts[dst_type[r]]`` nodes; ``live`` (per row) is read
+    for a weighted sampler."""
+    dst_type = np.asarray(dst_type, np.int64)
+    type_counts = np.asarray(type_counts, np.int64)
+    slot = np.zeros(len(dst_type), np.int64)  # r's place among the relations of its target type
+    per_type = np.zeros(len(type_counts), np.int64)
+    for r, t in enumerate(dst_type):
+        slot[r] = per_type[t]
+        per_type[t] += 1
+    type_start = np.concatenate(([0], np.cumsum(type_counts * per_type)))
+    base = type_start[dst_type] + slot
+    stride = per_type[dst_type]
+    degrees = np.empty(int(type_start[-1]), np.uint16)
+    for r, t in enumerate(dst_type):
+        first, count = int(row_base[r]), int(type_counts[t])
+        available = live[first : first + count] if weighted else np.diff(indptr[first : first + count + 1])
+        degrees[base[r] :: stride[r]][:count] = np.minimum(available, DEGREE_CAP)
+    return DegreeTable(degrees, base, stride)
 
 
 def no_exclusions():

@@ -45,6 +45,7 @@ __all__ = [
     "row_available",
     "row_count",
     "row_count_unexcluded",
+    "count_of",
     "row_fill",
     "row_fill_split",
     "row_finish",
@@ -79,7 +80,8 @@ def row_available(graph, options, node, a, b):
 
 
 @register_jitable
-def _count_of(options, k, avail):
+def count_of(options, k, avail):
+    """How many edges a row with ``avail`` drawable edges yields for fanout ``k`` (int64)."""
     if k == 0:
         return 0
     if k < 0 or avail == 0:
@@ -95,7 +97,7 @@ def row_count(graph, options, node, k):
     if k == 0:
         return 0
     a, b = excluded_slice(options, node, graph.indptr[node], graph.indptr[node + 1])
-    return _count_of(options, k, row_available(graph, options, node, a, b))
+    return count_of(options, k, row_available(graph, options, node, a, b))
 
 
 @register_jitable
@@ -106,7 +108,7 @@ def row_count_unexcluded(graph, options, node, k):
     lookup in the parallel count loop cost plain rows a quarter of their speed, and a second
     parallel loop, even one never entered, slowed plain ``sample()`` by about 5%)."""
     indptr = graph.indptr
-    return _count_of(options, k, graph.live[node] if options.weighted else indptr[node + 1] - indptr[node])
+    return count_of(options, k, graph.live[node] if options.weighted else indptr[node + 1] - indptr[node])
 
 
 @register_jitable
@@ -197,7 +199,7 @@ def window_count(graph, options, node, start, end, k):
         avail -= count_excluded(graph, options, a, b)
     if options.last:
         return avail if k < 0 else min(k, avail)
-    return _count_of(options, k, avail)
+    return count_of(options, k, avail)
 
 
 @register_jitable

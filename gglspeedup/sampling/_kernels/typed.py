@@ -28,9 +28,9 @@ from .blocks import block_rows, draw_buffers, row_blocks
 from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
-from .records import HopPlan, SampleOptions, without_exclusions
+from .records import DEGREE_CAP, HopPlan, SampleOptions, degree_table, without_exclusions
 from .rng import hop_state, relation_states, row_state
-from .rows import row_count, row_count_unexcluded, row_fill_split, row_finish
+from .rows import count_of, row_count, row_count_unexcluded, row_fill_split, row_finish
 
 __all__ = [
     "TypedCPUDriver",
@@ -132,6 +132,7 @@ class TypedCPUDriver:
         self.type_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.total_nodes = int(self.type_base[-1])
         self.maps = MapPool(self.total_nodes)
+        self._degrees = None  # the DegreeTable, built on the first batch (it needs a plan's types)
 
     def sample_all(self, seeds: list, plan, key: int, *, options: SampleOptions | None = None, expand: str = "all"):
         """Sample every hop of a typed batch.
@@ -145,6 +146,12 @@ class TypedCPUDriver:
         """
         options = self.options if options is None else options
         plain = without_exclusions(options)
+        if self._degrees is None:
+            counts = np.diff(self.type_base)
+            live = self.graph.live
+            self._degrees = degree_table(
+                self.graph.indptr, live, options.weighted, plan.dst_type, plan.row_base, counts
+            )
         local_map, epoch = self.maps.acquire(sum(len(ids) for ids in seeds))  # one epoch for every type
         n_id = list(seeds)
         hops = []
@@ -165,7 +172,8 @@ class TypedCPUDriver:
                     sizes = np.array([len(ids) for ids in n_id], np.int64)
                     hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
                     src_base = self.type_base[plan.src_type]
-                    args = (*hop_inputs, src_base, plan.edge_base, local_map, epoch, sizes, plain, hop_threads)
+                    args = (*hop_inputs, self._degrees, src_base, plan.edge_base, local_map, epoch, sizes, plain)
+                    args += (hop_threads,)
                     result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
                     if guard.stopping():
                         break
@@ -242,6 +250,7 @@ def sample_typed_hop(
     ks,
     states,
     src_type,
+    degrees,
     src_base,
     edge_base,
     local_map,
@@ -253,7 +262,8 @@ def sample_typed_hop(
 ):
     """One typed hop. Target ``i`` is node ``targets[i]`` of relation ``rel_of[i]`` (relation
     ``r``'s targets are ``segments[r] .. segments[r + 1]``), drawn with fanout ``ks[r]`` and state
-    ``states[r]`` from stacked row ``row_base[r] + targets[i]``.
+    ``states[r]`` from stacked row ``row_base[r] + targets[i]``. ``degrees`` is the graph's
+    :class:`.records.DegreeTable`, which the count reads instead of ``indptr``.
 
     Returns ``(edges, e_id, offsets, (grouped, type_offsets))``: ``offsets`` (T + 1,) per target, so
     relation ``r``'s edges are ``offsets[segments[r]] ..``; ``edges`` the flat buffer of the
@@ -274,12 +284,17 @@ def sample_typed_hop(
     num_relations = row_base.shape[0]
     offsets = np.empty(num_targets + 1, np.int64)
     offsets[0] = 0
+    table, table_base, stride = degrees
     for i in prange(num_targets):
-        if i + _PREFETCH_DISTANCE < num_targets:  # rows of every relation: independent misses
+        if i + _PREFETCH_DISTANCE < num_targets:  # a node's first relation: a miss, its others hits
             ahead = i + _PREFETCH_DISTANCE
-            prefetch(graph.indptr, row_base[rel_of[ahead]] + targets[ahead])
+            prefetch(table, table_base[rel_of[ahead]] + targets[ahead] * stride[rel_of[ahead]])
         r = rel_of[i]
-        offsets[i + 1] = row_count_unexcluded(graph, plain, row_base[r] + targets[i], ks[r])
+        available = np.int64(table[table_base[r] + targets[i] * stride[r]])
+        if available == DEGREE_CAP:  # at or past the cap: the row's own count
+            offsets[i + 1] = row_count_unexcluded(graph, plain, row_base[r] + targets[i], ks[r])
+        else:
+            offsets[i + 1] = count_of(plain, ks[r], available)
     for i in range(num_targets):
         row = row_base[rel_of[i]] + targets[i]
         if row_flagged(options, row):  # a link batch's row with excluded edges: recount it
