@@ -270,20 +270,19 @@ class HeteroNeighborSampler(SamplerBase):
         counts_e = {et: [] for et in edge_types}
         sizes = list(seed_counts)
         adjs = []
+        relation_types = list(zip(edge_types, plan.src_type.tolist(), plan.dst_type.tolist()))  # Python ints
         for edges, e_id, offsets, _new_nodes, type_offsets in hops:
             before = list(sizes)
-            new_counts = np.diff(type_offsets)
-            for i, t in enumerate(types):
-                counts_n[t].append(int(new_counts[i]))
-                sizes[i] += int(new_counts[i])
+            for i, count in enumerate(np.diff(type_offsets).tolist()):
+                counts_n[types[i]].append(count)
+                sizes[i] += count
             layer = {}
-            for r, et in enumerate(edge_types):
-                first, stop = int(offsets[r]), int(offsets[r + 1])
-                width = stop - first
-                edge_index = edges[2 * first : 2 * stop].reshape(2, width)
-                size = (sizes[plan.src_type[r]], before[plan.dst_type[r]])
-                layer[et] = Adj(edge_index, e_id[first:stop], size)
-                counts_e[et].append(width)
+            bounds = offsets.tolist()
+            for r, (et, src, dst) in enumerate(relation_types):
+                first, stop = bounds[r], bounds[r + 1]
+                edge_index = edges[2 * first : 2 * stop].reshape(2, stop - first)
+                layer[et] = Adj(edge_index, e_id[first:stop], (sizes[src], before[dst]))
+                counts_e[et].append(stop - first)
             adjs.append(layer)
         n_id_dict = dict(zip(types, n_id))
         batch = None if batch is None else dict(zip(types, batch))

@@ -70,9 +70,11 @@ def plan_states(plan: HopPlan, seed: int, key: int, hop: int) -> np.ndarray:
 def hop_targets(plan: HopPlan, n_id: list, hop: int, xp=np):
     """``(targets, rel_of, segments)``: relation ``r``'s targets are ``n_id`` of its target type
     (none when its fanout at ``hop`` is 0), relation by relation; ``segments`` (host) bounds them."""
-    lengths = [0 if k == 0 else len(n_id[d]) for d, k in zip(plan.dst_type, plan.fanouts[:, hop])]
-    segments = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    parts = [n_id[d] for d, length in zip(plan.dst_type, lengths) if length]
+    dst_type = plan.dst_type.tolist()  # Python ints: a loop over 61 relations (WordNet) is per batch
+    lengths = [0 if k == 0 else len(n_id[d]) for d, k in zip(dst_type, plan.fanouts[:, hop].tolist())]
+    segments = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=segments[1:])
+    parts = [n_id[d] for d, length in zip(dst_type, lengths) if length]
     targets = xp.concatenate(parts) if parts else xp.empty(0, np.int64)
     rel_of = xp.asarray(np.repeat(np.arange(len(lengths), dtype=np.int64), lengths))
     return targets, rel_of, segments
