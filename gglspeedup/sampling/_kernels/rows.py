@@ -120,11 +120,13 @@ def row_fill(graph, options, node, k, state, count, pos, out):
     window_fill(graph, options, node, graph.indptr[node], graph.indptr[node + 1], k, state, count, pos, out)
 
 
-@register_jitable
+@register_jitable(inline="always")
 def row_fill_split(graph, options, plain, row, k, state, count, pos, out):
     """:func:`row_fill` of a hop's row: with ``options`` for a row that may hold excluded edges
     (:func:`.exclusion.row_flagged`), else with ``plain``, the record without its exclusions
-    (:func:`.records.without_exclusions`), so most rows of a link batch run the plain bodies."""
+    (:func:`.records.without_exclusions`), so most rows of a link batch run the plain bodies.
+    Inlined into the hop kernels' IR: as a call it would take and release a reference to every
+    array of three records per row."""
     if row_flagged(options, row):
         row_fill(graph, options, row, k, state, count, pos, out)
     else:

@@ -1,0 +1,121 @@
+"""Time two commits' CPU samplers in alternating processes: the A/B for changes of a few percent.
+
+    python tools/alternate_commits.py BASE HEAD [--graph untyped|wordnet|igbh-like:N] [--fanouts 25,10] [--pairs 8]
+
+Each commit is checked out once into a worktree under ``--worktrees`` (default
+``/tmp/gglspeedup-worktrees``); then ``--pairs`` pairs of processes run, one per commit, the order
+swapped every pair. A process loads the graph, warms the sampler on 5 batches and times 7 rounds of
+20 batches of 1024 seeds (typed graphs: of the labelled types); its figure is the median round.
+Printed: each commit's median, every pair's ratio BASE / HEAD (> 1: HEAD faster) and their median.
+
+Why processes: the in-process A/B (``tools/compare_commits.py``) loads both packages side by side,
+and on identical code it reads 0.87-0.92 for whichever is "this checkout"; a two-package round-robin
+written the same way read 1.10 (untyped) and 1.32-1.34 (typed) on identical code. Separate
+processes share nothing but the machine, whose speed drifts over minutes, so only adjacent pairs
+are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POWERLAW = "powerlaw:2000000:32"
+
+
+def measure(graph_name: str, fanouts: list, rounds: int) -> float:
+    """Median ms per batch of this process's ``gglspeedup`` (the child's side)."""
+    import numpy as np
+
+    import gglspeedup as gg
+
+    if graph_name == "untyped":
+        from gglspeedup.bench import _common
+
+        graph, _ = _common.load_graph(POWERLAW)
+        sample = gg.NeighborSampler(graph, fanouts, seed=0).sample
+        batches = _common.seed_batches(graph.num_nodes, 1024, 20, seed=0)
+    elif graph_name.startswith("links:"):  # link batches of 1024 edges, one binary negative each
+        from gglspeedup.bench import _common
+        from gglspeedup.bench.link import edge_batches
+
+        graph, _ = _common.load_graph(POWERLAW)
+        rows = np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))
+        pairs = [np.stack((graph.indices[p], rows[p])).astype(np.int64) for p in edge_batches(graph, 1024, 20, 0)]
+        exclude = None if graph_name == "links:none" else graph_name.split(":")[1]
+        links = gg.NeighborSampler(graph, fanouts, seed=0)
+        batches = pairs
+        sample = lambda p: links.sample_links(p, negatives="binary", exclude=exclude)  # noqa: E731
+
+    else:
+        from gglspeedup.bench.hetero import load_typed, typed_seed_batches
+
+        graph, labelled = load_typed(graph_name)[:2]
+        sample = gg.HeteroNeighborSampler(graph, fanouts, seed=1).sample
+        batches = typed_seed_batches(graph, list(labelled), 1024, 20, seed=0)
+    for seeds in batches[:5]:
+        sample(seeds)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for seeds in batches:
+            sample(seeds)
+        times.append((time.perf_counter() - start) * 1e3 / len(batches))
+    return float(np.median(times))
+
+
+def worktree(folder: str, revision: str) -> str:
+    path = os.path.join(
+        folder, subprocess.check_output(["git", "-C", ROOT, "rev-parse", "--short", revision], text=True).strip()
+    )
+    if not os.path.isdir(path):
+        subprocess.run(
+            ["git", "-C", ROOT, "worktree", "add", "--detach", "-f", path, revision], check=True, capture_output=True
+        )
+    return path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("base")
+    parser.add_argument("head")
+    parser.add_argument(
+        "--graph",
+        default="untyped",
+        help="untyped (the 2M-node power-law graph), links:reverse or links:none (link batches on it), or a "
+        "typed dataset",
+    )
+    parser.add_argument("--fanouts", default="25,10")
+    parser.add_argument("--pairs", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--worktrees", default="/tmp/gglspeedup-worktrees")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    fanouts = [int(k) for k in args.fanouts.split(",")]
+    if args.child:
+        print(measure(args.graph, fanouts, args.rounds))
+        return
+    paths = {name: worktree(args.worktrees, revision) for name, revision in (("base", args.base), ("head", args.head))}
+    figures = {"base": [], "head": []}
+    for pair in range(args.pairs):
+        for name in ("base", "head") if pair % 2 == 0 else ("head", "base"):
+            command = [sys.executable, os.path.abspath(__file__), "--child", args.base, args.head]
+            command += ["--graph", args.graph, "--fanouts", args.fanouts, "--rounds", str(args.rounds)]
+            env = dict(os.environ, PYTHONPATH=paths[name])
+            output = subprocess.run(command, cwd=paths[name], env=env, check=True, capture_output=True, text=True)
+            figures[name].append(float(output.stdout.split()[-1]))
+    ratios = [b / h for b, h in zip(figures["base"], figures["head"])]
+    print(f"{args.graph}, fanouts {fanouts}: {args.pairs} pairs of processes x {args.rounds} rounds of 20 batches")
+    for name, revision in (("base", args.base), ("head", args.head)):
+        print(f"  {name} {revision}: {statistics.median(figures[name]):.3f} ms a batch (median of processes)")
+    print(f"  base / head per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
+    print(f"  median {statistics.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f}); > 1: head faster")
+
+
+if __name__ == "__main__":
+    main()
