@@ -28,30 +28,67 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POWERLAW = "powerlaw:2000000:32"
 
 
+def link_sampler(graph_name: str, fanouts: list):
+    """``(batches, sample)`` of link batches on the power-law graph: 20 batches of 1024 edges as
+    (source, target) pairs, each sampled with one binary negative per pair and ``exclude`` the
+    part of ``graph_name`` after ``links:`` (``none``: nothing excluded)."""
+    import numpy as np
+
+    import gglspeedup as gg
+    from gglspeedup.bench import _common
+    from gglspeedup.bench.link import edge_batches
+
+    graph, _ = _common.load_graph(POWERLAW)
+    rows = np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))
+    pairs = [np.stack((graph.indices[p], rows[p])).astype(np.int64) for p in edge_batches(graph, 1024, 20, 0)]
+    sampler = gg.NeighborSampler(graph, fanouts, seed=0)
+    default = graph_name.split(":")[1]
+
+    def sample(pairs, exclude=None if default == "none" else default):
+        return sampler.sample_links(pairs, negatives="binary", exclude=exclude)
+
+    return pairs, sample
+
+
+def exclusion_cost(fanouts: list, rounds: int) -> float:
+    """Median over ``2 * rounds`` rounds of the cost of reverse exclusion, % of the speed without:
+    each round times the 20 link batches with ``exclude="reverse"`` and with none, in alternating
+    order, in this process (one package: no in-process A/B bias)."""
+    import numpy as np
+
+    batches, sample = link_sampler("links:reverse", fanouts)
+    for pairs in batches[:5]:
+        sample(pairs)
+        sample(pairs, exclude=None)
+    costs = []
+    for r in range(2 * rounds):
+        rate = {}
+        for exclude in ("reverse", None) if r % 2 == 0 else (None, "reverse"):
+            start, edges = time.perf_counter(), 0
+            for pairs in batches:
+                edges += sum(int(adj.e_id.shape[0]) for adj in sample(pairs, exclude=exclude).adjs)
+            rate[exclude] = edges / (time.perf_counter() - start)
+        costs.append(100 * (1 - rate["reverse"] / rate[None]))  # sampled edges/s, as bench link
+    return float(np.median(costs))
+
+
 def measure(graph_name: str, fanouts: list, rounds: int) -> float:
-    """Median ms per batch of this process's ``gglspeedup`` (the child's side)."""
+    """Median ms per batch of this process's ``gglspeedup`` (the child's side); for
+    ``links:cost`` the median exclusion cost in % (:func:`exclusion_cost`)."""
     import numpy as np
 
     import gglspeedup as gg
 
+    if graph_name == "links:cost":
+        return exclusion_cost(fanouts, rounds)
     if graph_name == "untyped":
         from gglspeedup.bench import _common
 
         graph, _ = _common.load_graph(POWERLAW)
         sample = gg.NeighborSampler(graph, fanouts, seed=0).sample
         batches = _common.seed_batches(graph.num_nodes, 1024, 20, seed=0)
-    elif graph_name.startswith("links:"):  # link batches of 1024 edges, one binary negative each
-        from gglspeedup.bench import _common
-        from gglspeedup.bench.link import edge_batches
-
-        graph, _ = _common.load_graph(POWERLAW)
-        rows = np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))
-        pairs = [np.stack((graph.indices[p], rows[p])).astype(np.int64) for p in edge_batches(graph, 1024, 20, 0)]
-        exclude = None if graph_name == "links:none" else graph_name.split(":")[1]
-        links = gg.NeighborSampler(graph, fanouts, seed=0)
-        batches = pairs
-        sample = lambda p: links.sample_links(p, negatives="binary", exclude=exclude)  # noqa: E731
-
+    elif graph_name.startswith("links:"):
+        batches, sample = link_sampler(graph_name, fanouts)
     else:
         from gglspeedup.bench.hetero import load_typed, typed_seed_batches
 
@@ -87,8 +124,8 @@ def main():
     parser.add_argument(
         "--graph",
         default="untyped",
-        help="untyped (the 2M-node power-law graph), links:reverse or links:none (link batches on it), or a "
-        "typed dataset",
+        help="untyped (the 2M-node power-law graph), links:reverse or links:none (link batches on it), "
+        "links:cost (the cost of reverse exclusion, each process 2 x --rounds paired rounds), or a typed dataset",
     )
     parser.add_argument("--fanouts", default="25,10")
     parser.add_argument("--pairs", type=int, default=8)
@@ -109,8 +146,13 @@ def main():
             env = dict(os.environ, PYTHONPATH=paths[name])
             output = subprocess.run(command, cwd=paths[name], env=env, check=True, capture_output=True, text=True)
             figures[name].append(float(output.stdout.split()[-1]))
-    ratios = [b / h for b, h in zip(figures["base"], figures["head"])]
     print(f"{args.graph}, fanouts {fanouts}: {args.pairs} pairs of processes x {args.rounds} rounds of 20 batches")
+    if args.graph == "links:cost":
+        for name, revision in (("base", args.base), ("head", args.head)):
+            costs, median = " ".join(f"{c:.1f}" for c in figures[name]), statistics.median(figures[name])
+            print(f"  {name} {revision}: exclusion cost per process {costs}%, median {median:.1f}%")
+        return
+    ratios = [b / h for b, h in zip(figures["base"], figures["head"])]
     for name, revision in (("base", args.base), ("head", args.head)):
         print(f"  {name} {revision}: {statistics.median(figures[name]):.3f} ms a batch (median of processes)")
     print(f"  base / head per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
