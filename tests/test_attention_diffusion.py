@@ -280,7 +280,7 @@ def test_fractional_output_past_the_dtype_raises_the_named_error_diffusion_compu
     torch.testing.assert_close(out, dense_diffusion(30 * q, 30 * k, v, graph), rtol=0, atol=1e-12)
     for dtype in (torch.float64, torch.float32):
         with pytest.raises(
-            ValueError, match=r"^q and k give attention scores k \. q up to .*exceeds " + str(dtype)[6:]
+            ValueError, match=r"^q and k give attention scores k \. q up to .*overflows " + str(dtype)[6:]
         ):
             fractional_attention(30 * q.to(dtype), 30 * k.to(dtype), v.to(dtype), graph)
     # the largest scores that fit (float32: about 35 / (gamma * steps)) compute

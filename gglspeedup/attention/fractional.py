@@ -67,7 +67,8 @@ class ShiftedWeights(torch.autograd.Function):
         weights = ops.scores(q, k, pad, MODE_SCORE)  # -inf when masked; raises on a non-finite score
         shift = torch.segment_reduce(weights, "max", lengths=edges_per_sequence, axis=0, unsafe=True)
         shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))  # no unmasked edge
-        weights.sub_(shift.repeat_interleave(edges_per_sequence, dim=0)).exp_()
+        total = weights.shape[0]  # known here: no device sync for repeat_interleave's output size
+        weights.sub_(shift.repeat_interleave(edges_per_sequence, dim=0, output_size=total)).exp_()
         ctx.save_for_backward(q, k, weights)
         ctx.ops, ctx.pad, ctx.mode = ops, pad, MODE_EXP
         ctx.mark_non_differentiable(shift)
@@ -185,12 +186,11 @@ def fractional_attention(
     outdeg = ColumnSums.apply(weights, ops)  # (B * L, H)
     rho = outdeg.reshape(batch, length, heads).amax(dim=1)  # (B, H): one per sequence and head, >= 1
     rho = torch.where(rho > 0, rho, torch.ones_like(rho))  # a sequence of padding only has no edges
-    # the output's scale, rho**(gamma * steps) unshifted, overflows where the output does
+    # the output's scale: rho**(gamma * steps) of the unshifted weights
     power = float(gamma) * steps
     scale = rho**power * torch.exp(power * shift)
-    _check_scale(scale, shift, power, q.dtype)
     rho_nodes = rho.repeat_interleave(length, dim=0)
-    rho_edges = rho.repeat_interleave(edges_per_sequence, dim=0)
+    rho_edges = rho.repeat_interleave(edges_per_sequence, dim=0, output_size=weights.shape[0])
     scaled = (weights / rho_edges).contiguous()
     diag = (1.0 - outdeg / rho_nodes).contiguous()
     masks, keep_scale = None, 1.0
@@ -200,15 +200,10 @@ def fractional_attention(
     coefficients = binomial_coefficients(float(gamma), terms)
     out = Series.apply(scaled, diag, flat[2], ops, coefficients, steps, masks, keep_scale)
     out = out * scale.repeat_interleave(length, dim=0)[:, :, None]
+    # an output past the dtype (its scale, or the product) raises; inf / nan in v propagates as in diffusion
     if not bool(torch.isfinite(out).all()) and bool(torch.isfinite(v).all()):  # sync on a GPU
         raise _overflow(shift, power, q.dtype)
     return out.reshape(batch, length, heads, depth)
-
-
-def _check_scale(scale, shift, power: float, dtype) -> None:
-    """Raise before the series runs when the output's scale already exceeds ``dtype``."""
-    if not bool(torch.isfinite(scale).all()):  # sync on a GPU
-        raise _overflow(shift, power, dtype)
 
 
 def _overflow(shift, power: float, dtype) -> ValueError:
@@ -216,7 +211,7 @@ def _overflow(shift, power: float, dtype) -> ValueError:
     limit = math.log(torch.finfo(dtype).max) / power
     return ValueError(
         f"q and k give attention scores k . q up to {top:.6g}: fractional attention's output scales as "
-        f"rho**(gamma * steps) = exp({power:g} * score) and exceeds {str(dtype).replace('torch.', '')} "
+        f"rho**(gamma * steps) = exp({power:g} * score) and overflows {str(dtype).replace('torch.', '')} "
         f"(scores up to about {limit:.3g} fit); scale q or k down (e.g. q by 1 / sqrt(head_dim))"
     )
 

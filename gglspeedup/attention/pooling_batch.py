@@ -247,8 +247,8 @@ def _int_array(name, values, expected):
 
 def _per_graph(items) -> bool:
     """Whether ``items`` reads as attpool2's per-graph list: each item an ``(E_g, 2)`` array (or
-    empty, or a ragged list of pairs, refused later with its name), at least one of them not empty.
-    The two rows of a ``(2, E)`` index are 1-D: a global index."""
+    empty, or a ragged list of pairs, refused later with its name), at least one of them 2-D (the
+    two rows of a ``(2, E)`` index are 1-D; a list of empty lists is no edges either way)."""
     found = False
     for item in items:
         shape = _shape(item)
@@ -256,7 +256,7 @@ def _per_graph(items) -> bool:
             if not isinstance(item, (list, tuple)) or not all(len(_shape(pair) or ()) == 1 for pair in item):
                 return False
             found = True
-        elif len(shape) == 2 and shape[1] == 2 and shape[0] > 0:
+        elif len(shape) == 2 and shape[1] == 2:
             found = True
         elif int(np.prod(shape)) != 0:
             return False
