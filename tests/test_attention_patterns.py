@@ -200,7 +200,7 @@ def test_a_window_past_max_len_names_window_not_max_len():
 
 
 @pytest.mark.parametrize("name", ["num_random", "num_global", "window"])
-def test_counts_past_int64_are_refused_by_name(name):
+def test_counts_from_2_to_the_61_are_refused_by_name(name):
     value = 10**30 if name != "window" else 2**62
     with pytest.raises(ValueError, match=rf"^{name} must be an (even )?int in \[\d, 2\*\*61\), got {value}"):
         SequencePattern(**{name: value, "max_len": 2**63})
