@@ -243,3 +243,79 @@ def test_cpu_and_simulated_gpu_agree_bit_for_bit_on_wide_heads(device, dtype, dr
     other = lane_results(device, dtype, dropout)
     for a, b in zip(cpu, other):
         assert_same_bits(device, b, a)
+
+
+def shifted(q, k, v, c):
+    """``q``, ``k``, ``v`` with one more feature: its product adds ``c`` to every score ``k . q``
+    (``v``'s is 0)."""
+    ones = torch.ones(*q.shape[:-1], 1, dtype=q.dtype)
+    return torch.cat([q, ones], dim=-1), torch.cat([k, c * ones], dim=-1), torch.cat([v, 0 * ones], dim=-1)
+
+
+@pytest.mark.parametrize("c", [800.0, -800.0], ids=["exp overflows", "exp underflows"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_fractional_scores_past_exps_range_give_the_shifted_operator(c, shared):
+    # adding c to every score multiplies W, rho and the output's scale rho**(gamma * steps) by exp(c)-powers:
+    # the output is the reference's times exp(gamma * steps * c) (exp(+-400): representable, exp(+-800) not)
+    graph = graph_for(shared)
+    q, k, v = make_inputs(scale=0.5)
+    out = fractional_attention(*shifted(q, k, v, c), graph, gamma=0.5, terms=6, steps=1, key_padding_mask=padding())
+    assert torch.all(out[..., -1] == 0)
+    out = out[..., :-1]
+    ref = dense_fractional(q, k, v, graph, gamma=0.5, terms=6, steps=1, key_padding_mask=padding())
+    factor = float(np.exp(0.5 * c))
+    assert torch.isfinite(out).all() and torch.all(out != 0)
+    torch.testing.assert_close(out, ref * factor, rtol=1e-10, atol=0)
+    upstream = torch.randn_like(out)
+    ours = torch.autograd.grad(out, (q, k, v), upstream)
+    theirs = torch.autograd.grad(ref * factor, (q, k, v), upstream)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=0)
+
+
+def test_fractional_output_past_the_dtype_raises_the_named_error_diffusion_computes_it():
+    graph = graph_for(False)
+    q, k, v = (t.detach() for t in make_inputs())
+    out = diffusion_attention(30 * q, 30 * k, v, graph)  # a softmax: finite whatever the scale
+    torch.testing.assert_close(out, dense_diffusion(30 * q, 30 * k, v, graph), rtol=0, atol=1e-12)
+    for dtype in (torch.float64, torch.float32):
+        with pytest.raises(
+            ValueError, match=r"^q and k give attention scores k \. q up to .*overflows " + str(dtype)[6:]
+        ):
+            fractional_attention(30 * q.to(dtype), 30 * k.to(dtype), v.to(dtype), graph)
+    # the largest scores that fit (float32: about 35 / (gamma * steps)) compute
+    small = fractional_attention(*(t.float() for t in (q, k, v)), graph, steps=1)
+    assert torch.isfinite(small).all()
+    bad = q.clone()
+    bad[0, 3, 1, 0] = float("inf")
+    for function in (diffusion_attention, fractional_attention):
+        with pytest.raises(ValueError, match="q and k give non-finite attention scores"):
+            function(bad, k, v, graph)
+
+
+def test_meta_tensors_are_refused_by_name():
+    graph = graph_for(False)
+    q, k, v = (t.detach() for t in make_inputs())
+    for function in (diffusion_attention, fractional_attention):
+        with pytest.raises(TypeError, match=r"^q is a tensor on torch's 'meta' device"):
+            function(q.to("meta"), k.to("meta"), v.to("meta"), graph)
+        with pytest.raises(TypeError, match=r"^v is a tensor on torch's 'meta' device"):
+            function(q, k, v.to("meta"), graph)
+        with pytest.raises(TypeError, match=r"^key_padding_mask is a tensor on torch's 'meta' device"):
+            function(q, k, v, graph, key_padding_mask=padding().to("meta"))
+
+
+def test_layer_id_past_attention_window_names_both():
+    from gglspeedup.attention.diffuser_modules import LayerIndexError
+
+    for layer in (DiffuserSelfAttention, DiffuserFracSelfAttention):
+        with pytest.raises(IndexError, match=r"^layer_id = 2 is past config\.attention_window, which lists 2"):
+            layer(config(), layer_id=2)
+        with pytest.raises(ValueError, match=r"^layer_id = 5 is past config\.attention_window"):
+            layer(config(), layer_id=5)
+        with pytest.raises(LayerIndexError):
+            layer(config(), layer_id=2)
+        with pytest.raises(ValueError, match=r"^layer_id must be >= 0, got -1"):
+            layer(config(), layer_id=-1)
+    single = types.SimpleNamespace(**{**vars(config()), "attention_window": 4})  # one window for every layer
+    assert DiffuserSelfAttention(single, layer_id=7).layer_id == 7

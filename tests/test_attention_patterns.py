@@ -188,3 +188,93 @@ def test_bad_csc_arguments_name_the_argument():
 
 def test_attention_graph_is_exported():
     assert isinstance(SequencePattern(window=4, num_random=0, num_global=0).csc(4), AttentionGraph)
+
+
+def test_a_window_past_max_len_names_window_not_max_len():
+    with pytest.raises(ValueError, match=r"^window must be <= max_len = 4096") as error:
+        SequencePattern(window=10**12)
+    assert "got 1000000000000" in str(error.value)
+    with pytest.raises(ValueError, match=r"^window must be <= max_len = 8 \(or raise max_len\), got 16"):
+        SequencePattern(window=16, max_len=8)
+    assert SequencePattern(window=16, max_len=16).max_len == 16
+
+
+@pytest.mark.parametrize("name", ["num_random", "num_global", "window"])
+def test_counts_from_2_to_the_61_are_refused_by_name(name):
+    value = 10**30 if name != "window" else 2**62
+    with pytest.raises(ValueError, match=rf"^{name} must be an (even )?int in \[\d, 2\*\*61\), got {value}"):
+        SequencePattern(**{name: value, "max_len": 2**63})
+    # the largest accepted counts build (draws stop at the keys a row has)
+    pattern = SequencePattern(window=4, num_random=2**61 - 1, num_global=2**61 - 1, seed=3)
+    rows = rows_of(pattern.csc(12, batch=2, step=0))
+    assert all(row.tolist() == list(range(s * 12, s * 12 + 12)) for s in (0, 1) for row in rows[s * 12 : s * 12 + 12])
+
+
+def test_builds_past_the_memory_available_are_refused_naming_the_argument(monkeypatch):
+    from gglspeedup.attention import patterns
+
+    monkeypatch.setattr(patterns, "available_memory", lambda: 64 * 2**30)
+    compat = SequencePattern(window=4, num_random=1, num_global=1, compat="diffuser", max_len=2**17)
+    with pytest.raises(ValueError, match=r"^max_len = 131072 needs up to 128\.\d GiB .* 64\.0 GiB of memory available"):
+        compat.csc(8)
+    plain = SequencePattern()
+    with pytest.raises(ValueError, match=r"^batch = 100000000000 needs up to .* GiB .*seq_len = 1000.* available"):
+        plain.csc(1000, batch=10**11)
+    with pytest.raises(ValueError, match=r"^batch = 100000000000 needs"):
+        plain.csc(1000, batch=10**11, step=4)
+    # a shared pattern is one sequence's, whatever the batch; a small build does not read the memory
+    monkeypatch.setattr(patterns, "available_memory", lambda: pytest.fail("read the memory for a small build"))
+    assert plain.csc(1000, batch=10**11, shared=True).num_nodes == 1000
+    assert SequencePattern(window=4, num_random=1, num_global=1, compat="diffuser", max_len=64).csc(8).num_nodes == 8
+
+
+def test_the_memory_refusal_holds_against_the_machines_real_memory():
+    with pytest.raises(ValueError, match=r"^batch = 100000000000 needs up to \d+\.\d GiB"):
+        SequencePattern().csc(1000, batch=10**11)
+
+
+def hand_built(indptr, indices, seq_len, **kwargs):
+    kwargs.setdefault("batch", 1)
+    kwargs.setdefault("shared", False)
+    return AttentionGraph(np.asarray(indptr), np.asarray(indices), seq_len, **kwargs)
+
+
+def test_a_hand_built_attention_graph_is_checked_at_construction():
+    ok = hand_built([0, 2, 3, 3], [0, 2, 1], 3)
+    assert (ok.num_nodes, ok.num_edges, ok.indptr.dtype, ok.globals_of(0).tolist()) == (3, 3, np.int64, [])
+    assert (
+        ok.device.type == "cpu"
+        and hand_built([0, 1], np.array([0], np.int32), 1, device="cpu").indices.dtype == np.int32
+    )
+    with pytest.raises(IndexError, match=r"^indices\[2\] = 1000000 is out of range \[0, num_nodes = 3\)"):
+        hand_built([0, 2, 3, 3], [0, 2, 10**6], 3)
+    with pytest.raises(IndexError, match=r"^indices\[0\] = -1 is out of range"):
+        hand_built([0, 1, 1, 1], [-1], 3)
+    with pytest.raises(ValueError, match=r"^indptr must not decrease: indptr\[2\] = 1 < indptr\[1\] = 2"):
+        hand_built([0, 2, 1, 3], [0, 1, 2], 3)
+    with pytest.raises(ValueError, match=r"^indptr must run from 0 to num_edges = len\(indices\) = 2"):
+        hand_built([0, 1, 2, 3], [0, 1], 3)
+    with pytest.raises(ValueError, match=r"^indptr must run from 0"):
+        hand_built([1, 1, 2, 2], [0], 3)
+    with pytest.raises(ValueError, match=r"^indptr must have num_nodes \+ 1 = 7 entries \(seq_len \* batch = 6"):
+        hand_built([0, 1, 2, 3], [0, 1, 2], 3, batch=2)
+    with pytest.raises(TypeError, match=r"^indices must hold integers"):
+        hand_built([0, 1], [0.0], 1)
+    with pytest.raises(ValueError, match=r"^indptr must be 1-D"):
+        hand_built([[0, 1]], [0], 1)
+    with pytest.raises(TypeError, match=r"^shared must be a bool"):
+        hand_built([0, 1], [0], 1, shared="no")
+    with pytest.raises(ValueError, match=r"^global_ids"):
+        hand_built([0, 1], [0], 1, global_ptr=np.array([0, 1]), global_ids=np.array([5]))
+    with pytest.raises(ValueError, match=r"^lengths must lie in"):
+        hand_built([0, 1], [0], 1, lengths=np.array([2]))
+
+
+def test_pattern_builds_skip_the_check_and_still_pass_it():
+    from gglspeedup.attention.pattern_graph import _check_graph
+
+    for kwargs in ({}, {"lengths": [9, 12]}, {"shared": True}):
+        graph = SequencePattern(window=4, num_random=2, num_global=1, seed=2).csc(12, batch=2, step=1, **kwargs)
+        _check_graph(graph)
+    compat = SequencePattern(window=4, num_random=1, num_global=1, compat="diffuser", max_len=32).csc(16, batch=2)
+    _check_graph(compat)

@@ -2,6 +2,8 @@
 heads in one call equal to MultipleAttention of single heads, and attpool2's classes called the
 way its scripts call them ((x, graph_size_list, edge_list) with per-graph (E, 2) edge arrays)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ from gglspeedup.attention import (  # noqa: E402
     MultipleAttention,
     Softmax,
     Sparsemax,
+    TopK,
     gfusedmax,
 )
 from gglspeedup.testing.pooling_reference import gfusedmax_reference, sparsemax_reference  # noqa: E402
@@ -124,3 +127,67 @@ def test_the_modules_module_re_exports_every_layer_of_both_families():
     assert modules.__all__ == [*pooling_modules.__all__, *diffuser_modules.__all__]
     for name in modules.__all__:
         assert getattr(modules, name) is getattr(attention, name)
+
+
+def test_x_of_the_wrong_shape_kind_or_dtype_is_named():
+    layer = AttentionPooling(4, 6)
+    for x in (torch.randn(5), torch.randn(5, 4, 1), torch.randn(5, 3)):
+        with pytest.raises(
+            ValueError, match=r"^x must have shape \(N, input_size = 4\) .*got " + re.escape(str(tuple(x.shape)))
+        ):
+            layer(x, sizes=[3, 2])
+    with pytest.raises(ValueError, match=r"^x must have shape \(N, input_size = 4\)"):
+        FastFlexAddAttention(4, 6)(torch.randn(5), [3, 2])
+    with pytest.raises(TypeError, match=r"^x must be a torch.Tensor"):
+        layer(np.zeros((5, 4), np.float32), sizes=[3, 2])
+    with pytest.raises(TypeError, match=r"^x must have the layer's dtype torch.float32"):
+        layer(torch.randn(5, 4, dtype=torch.float64), sizes=[3, 2])
+    with pytest.raises(TypeError, match=r"^x is a tensor on torch's 'meta' device"):
+        layer(torch.randn(5, 4, device="meta"), sizes=[3, 2])
+
+
+@pytest.mark.parametrize("head_cnt", [0, -1, 7])
+def test_multiple_attention_refuses_a_head_count_outside_one_to_output_size(head_cnt):
+    with pytest.raises(ValueError, match=rf"^head_cnt must be an int in \[1, output_size = 6\].*got {head_cnt}"):
+        MultipleAttention(lambda size: FastFlexAddAttention(4, size), 6, head_cnt)
+    with pytest.raises(TypeError, match=r"^head_cnt must be an int"):
+        MultipleAttention(lambda size: FastFlexAddAttention(4, size), 6, 1.5)
+    assert len(MultipleAttention(lambda size: FastFlexAddAttention(4, size), 6, 6)(torch.randn(5, 4), [3, 2])[0]) == 6
+
+
+@pytest.mark.parametrize("low", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mapping", ["softmax", "sparsemax", "gfusedmax"])
+def test_half_precision_layers_on_the_cpu_are_the_float32_computation_rounded(mapping, low):
+    rng = np.random.default_rng(3)
+    sizes, edges = random_graphs(rng)
+    torch.manual_seed(3)
+    layer = AttentionPooling(5, 6, mapping, heads=2, lam=0.3, gamma=0.7).to(low)
+    wide = AttentionPooling(5, 6, mapping, heads=2, lam=0.3, gamma=0.7)
+    wide.load_state_dict({name: value.float() for name, value in layer.state_dict().items()})
+    x = torch.randn(sum(sizes), 5).to(low).requires_grad_()
+    x_wide = x.detach().float().requires_grad_()
+    out = layer(x, sizes=sizes, edge_index=edges)
+    expected = wide(x_wide, sizes=sizes, edge_index=edges)
+    assert out.dtype == low and torch.equal(out, expected.to(low))
+    upstream = torch.randn(out.shape)
+    out.backward(upstream.to(low))
+    expected.backward(upstream.to(low).float())
+    assert x.grad.dtype == low and torch.equal(x.grad, x_wide.grad.to(low))
+    assert torch.equal(layer.proj_func.weight.grad, wide.proj_func.weight.grad.to(low))
+    attpool = FastFlexAddAttention(5, 6, mapping).to(low)
+    assert attpool(x.detach(), sizes, edges).dtype == low
+
+
+@pytest.mark.parametrize("ratio", [2.0, 1.5, -0.5, float("nan")])
+def test_topk_refuses_a_ratio_outside_zero_to_one(ratio):
+    with pytest.raises(ValueError, match=rf"^ratio must be in \(0, 1\] .*got {ratio}"):
+        TopK(ratio=ratio)
+    with pytest.raises(TypeError, match=r"^ratio must be a number in"):
+        TopK(ratio="half")
+
+
+def test_topk_keeps_attpool2s_default_and_the_whole_graph_at_ratio_one():
+    x = torch.tensor([0.5, -1.0, 2.0, 1.0, 3.0])
+    assert TopK().ratio == TopK(ratio=0).ratio == 0.5
+    everyone = TopK(ratio=1.0)(x, [3, 2])
+    torch.testing.assert_close(everyone, torch.tanh(x) / torch.tensor([3.0, 3, 3, 2, 2]))

@@ -130,3 +130,72 @@ def test_bad_input_raises_naming_the_argument():
         softmax(x, np.array([0.0, 20.0]))
     with pytest.raises(TypeError, match="scores must be a torch tensor"):
         softmax(x.detach().numpy(), ptr)
+
+
+def test_a_per_graph_edge_list_one_graph_short_names_edge_index_and_the_counts():
+    from gglspeedup.attention import FastFlexAddAttention, gfusedmax_numpy
+
+    x = scores(0)
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    short = r"^edge_index \(attpool2's edge_list\) must be a list of 6 arrays \(E_g, 2\) .*got 5 arrays for 6 graphs"
+    with pytest.raises(ValueError, match=short):
+        gfusedmax(x, ptr, EDGES[:-1])
+    with pytest.raises(ValueError, match=short):
+        gfusedmax_numpy(x.detach().numpy(), ptr, [e.tolist() for e in EDGES[1:]])
+    layer = FastFlexAddAttention(3, 2, "gfusedmax").double()
+    with pytest.raises(ValueError, match=short):
+        layer(torch.zeros(sum(SIZES), 3, dtype=torch.float64), SIZES, EDGES[:-1])
+    ragged = [e.tolist() for e in EDGES]
+    ragged[2][1] = [1]
+    with pytest.raises(
+        ValueError, match=r"^edge_index\[2\] must have shape \(E_2, 2\) .*nested lists of unequal lengths"
+    ):
+        gfusedmax(x, ptr, ragged)
+    with pytest.raises(ValueError, match=r"^edge_index must have shape \(2, E\) .*nested lists of unequal lengths"):
+        gfusedmax(x, ptr, [[0, 1, 2], [1, 2]])
+    # the full list, and the same edges as lists, still pool
+    full = gfusedmax(x, ptr, EDGES)
+    assert torch.equal(full, gfusedmax(x, ptr, [e.tolist() for e in EDGES]))
+
+
+def test_meta_tensors_into_the_maps_are_refused_by_name():
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    meta = torch.zeros(sum(SIZES), device="meta")
+    for function in (softmax, sparsemax):
+        with pytest.raises(TypeError, match=r"^scores is a tensor on torch's 'meta' device"):
+            function(meta, ptr)
+    with pytest.raises(TypeError, match=r"^ptr is a tensor on torch's 'meta' device"):
+        softmax(scores(0), torch.as_tensor(ptr, device="meta"))
+    with pytest.raises(TypeError, match=r"^gamma is a tensor on torch's 'meta' device"):
+        sparsemax(scores(0), ptr, gamma=torch.ones((), device="meta"))
+    with pytest.raises(TypeError, match=r"^scores is a tensor on torch's 'meta' device"):
+        gfusedmax_numpy(meta, ptr, EDGES)
+
+
+def test_sparsemax_gamma_below_2_to_the_minus_511_is_refused_by_name():
+    from gglspeedup.attention import sparsemax_numpy
+
+    x = scores(2)
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    tiny = r"^gamma must be >= 2\*\*-511 = 1\.49e-154 \(the backward divides by gamma\*\*2.*got 1e-300"
+    with pytest.raises(ValueError, match=tiny):
+        sparsemax(x, ptr, gamma=1e-300)
+    with pytest.raises(ValueError, match=tiny):
+        gfusedmax(x, ptr, EDGES, gamma=torch.tensor([1.0, 1e-300], dtype=torch.float64))
+    with pytest.raises(ValueError, match=tiny):
+        sparsemax_numpy(x.detach().numpy(), ptr, gamma=1e-300)
+    with pytest.raises(ValueError, match=r"^gamma must be finite and > 0, got -1e-300"):
+        sparsemax(x, ptr, gamma=-1e-300)
+
+
+@pytest.mark.parametrize("gamma", [1e-16, 1e-100, 2.0**-511])
+def test_sparsemax_with_a_tiny_gamma_is_the_argmax_with_ties_shared(gamma):
+    # x / gamma past 2**53: unshifted, the threshold rounded up to the largest score and every node dropped
+    x = torch.tensor([1.0, 0.5, 0.2, 0.3, 0.9, 0.9, 0.1], dtype=torch.float64, requires_grad=True)
+    ptr = [0, 3, 7]
+    weights = sparsemax(x, ptr, gamma=gamma)
+    assert weights.tolist() == [1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0]
+    (grad,) = torch.autograd.grad(weights[4], x)  # d w_4 / d x on the tie: (1 - 1/2) / gamma, -1/2 / gamma
+    torch.testing.assert_close(grad, torch.tensor([0, 0, 0, 0, 0.5, -0.5, 0], dtype=torch.float64) / gamma)
+    fused = gfusedmax(x, ptr, [[[0, 1]], [[0, 1]]], lam=0.0, gamma=gamma)
+    assert fused.tolist() == weights.tolist()

@@ -14,10 +14,12 @@ import numpy as np
 
 from .._splitmix import dropout_key
 
-__all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP"]
+__all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP", "MODE_SCORE"]
 
-MODE_SOFTMAX = 0
-MODE_EXP = 1
+# what the score pass writes per edge (``_kernels/diffusion_rows.py``)
+MODE_SOFTMAX = 0  # the edge softmax over each query's keys
+MODE_EXP = 1  # exp(k . q), 0 when masked (and the backward of an exp of the scores)
+MODE_SCORE = 2  # k . q, -inf when masked
 _PARALLEL_MIN_WORK = 1 << 20  # edge x head x dim products below which a kernel runs on one thread
 
 
@@ -112,8 +114,9 @@ class GraphOps:
         return torch.zeros((1, 1), dtype=torch.uint8, device=like.device)
 
     def scores(self, q, k, pad, mode, edges=None):
-        """Edge scores of every row, softmaxed (``MODE_SOFTMAX``) or exponentiated (``MODE_EXP``):
-        ``(repeats * E, H)``; with ``edges`` (a :class:`Dropout`) its keep bits are drawn too.
+        """Edge scores of every row, softmaxed (``MODE_SOFTMAX``), exponentiated (``MODE_EXP``) or
+        as they are (``MODE_SCORE``): ``(repeats * E, H)``; with ``edges`` (a :class:`Dropout`) its
+        keep bits are drawn too.
         Raises ``ValueError`` when a score is not finite."""
         import torch
 

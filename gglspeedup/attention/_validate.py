@@ -11,6 +11,7 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
     """``(B, L, H, D, pad, ops)`` for ``q, k, v`` on ``graph``, or raise naming the argument."""
     import torch
 
+    from ..device import reject_meta
     from ..validation import check_int
     from ._ops import GraphOps
     from .pattern_graph import AttentionGraph
@@ -18,6 +19,7 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        reject_meta(name, t)  # no data for the kernels to read
         if t.dim() != 4:
             raise ValueError(f"{name} must have shape (batch, seq_len, heads, head_dim), got {tuple(t.shape)}")
         if t.dtype not in (torch.float32, torch.float64):
@@ -62,6 +64,7 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
             raise TypeError("key_padding_mask must be a bool torch.Tensor (True at padding tokens)")
+        reject_meta("key_padding_mask", key_padding_mask)
         if tuple(key_padding_mask.shape) != (batch, length):
             raise ValueError(
                 f"key_padding_mask must have shape (batch, seq_len) = {(batch, length)}, "

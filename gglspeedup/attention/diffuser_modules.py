@@ -23,11 +23,18 @@ import math
 
 from torch import nn
 
+from ..validation import check_int
 from .diffusion import diffusion_attention
 from .fractional import fractional_attention
 from .patterns import SequencePattern
 
-__all__ = ["DiffuserSelfAttention", "DiffuserFracSelfAttention"]
+__all__ = ["DiffuserSelfAttention", "DiffuserFracSelfAttention"]  # layers only (modules.py re-exports them)
+
+
+class LayerIndexError(IndexError, ValueError):
+    """``layer_id`` past the layers ``config.attention_window`` lists: an ``IndexError`` (what
+    Diffuser's own ``config.attention_window[layer_id]`` raises) and a ``ValueError`` (a bad
+    argument), as NumPy's ``AxisError`` is both."""
 
 
 class _SelfAttentionBase(nn.Module):
@@ -45,9 +52,15 @@ class _SelfAttentionBase(nn.Module):
         self.key = nn.Linear(config.hidden_size, self.embed_dim)
         self.value = nn.Linear(config.hidden_size, self.embed_dim)
         self.dropout = config.attention_probs_dropout_prob
-        self.layer_id = layer_id
+        self.layer_id = check_int("layer_id", layer_id, minimum=0)
         window = config.attention_window
-        window = window[layer_id] if isinstance(window, (list, tuple)) else window
+        if isinstance(window, (list, tuple)):
+            if layer_id >= len(window):
+                raise LayerIndexError(
+                    f"layer_id = {layer_id} is past config.attention_window, which lists {len(window)} "
+                    f"window(s), one per layer (layer_id in [0, {len(window)}))"
+                )
+            window = window[layer_id]
         if window % 2 != 0 or window <= 0:
             raise ValueError(f"attention_window for layer {layer_id} must be a positive even value, got {window}")
 

@@ -22,13 +22,25 @@ head has the same series, and everything has a gradient.
 Computed as Horner's scheme ``w <- (P / rho) w + a_n u`` with the kernels of
 :mod:`gglspeedup.attention.diffusion` (``terms`` fused propagations per step); the backward recomputes
 a step's ``terms`` intermediate states from its input instead of keeping them.
+
+Large scores: ``P / rho`` does not change when every weight of a sequence and head is multiplied
+by one constant, so the weights are computed as ``exp(k_x . q_y - m)`` with ``m`` the largest
+score of that sequence and head (the largest weight is 1: ``exp`` neither overflows nor
+underflows to an all-zero sequence), and ``rho**(gamma * steps)`` as
+``rho_m**(gamma * steps) * exp(gamma * steps * m)``. Only the output itself can then exceed the
+dtype: it scales as ``exp(gamma * steps * m)``, and where it does (``k . q`` past about
+``log(max float) / (gamma * steps)``: 35 in float32, 283 in float64 with the defaults) a
+``ValueError`` names ``q`` and ``k`` instead of returning inf or NaN. Scores that are themselves
+not finite raise the same error as :func:`~gglspeedup.attention.diffusion_attention`.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ._ops import MODE_EXP
+from ._ops import MODE_EXP, MODE_SCORE
 from ._validate import check_inputs
 from .diffusion import EdgeScores
 
@@ -42,6 +54,29 @@ def binomial_coefficients(gamma: float, terms: int) -> list[float]:
         c *= (gamma - n + 1) / n
         out.append(c * (-1) ** n)
     return out
+
+
+class ShiftedWeights(torch.autograd.Function):
+    """``(q, k) -> (W, m)``: ``W[e] = exp(k_x . q_y - m[b, h])`` per edge and head ``(B * E, H)``
+    (0 when masked), ``m`` ``(B, H)`` the largest unmasked score of each sequence and head (0 where
+    there is none): a constant of the forward (not differentiated), so the gradient is the one of
+    ``exp(score)`` scaled, computed by the exp mode's backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, ops, pad, edges_per_sequence):
+        weights = ops.scores(q, k, pad, MODE_SCORE)  # -inf when masked; raises on a non-finite score
+        shift = torch.segment_reduce(weights, "max", lengths=edges_per_sequence, axis=0, unsafe=True)
+        shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))  # no unmasked edge
+        total = weights.shape[0]  # known here: no device sync for repeat_interleave's output size
+        weights.sub_(shift.repeat_interleave(edges_per_sequence, dim=0, output_size=total)).exp_()
+        ctx.save_for_backward(q, k, weights)
+        ctx.ops, ctx.pad, ctx.mode = ops, pad, MODE_EXP
+        ctx.mark_non_differentiable(shift)
+        return weights, shift
+
+    @staticmethod
+    def backward(ctx, grad_weights, _grad_shift):
+        return EdgeScores.backward(ctx, grad_weights)
 
 
 class ColumnSums(torch.autograd.Function):
@@ -145,13 +180,17 @@ def fractional_attention(
     steps = check_int("steps", steps, minimum=1)
     batch, length, heads, depth, pad, ops = check_inputs(q, k, v, graph, key_padding_mask, 0, 0.0, dropout)
     flat = [t.reshape(batch * length, heads, depth).contiguous() for t in (q, k, v)]
-    weights = EdgeScores.apply(flat[0], flat[1], ops, pad, MODE_EXP)
+    edges_per_sequence = _edges_per_sequence(graph, batch).to(q.device)
+    # weights exp(score - shift): the largest of each sequence and head is 1 (see the module docstring)
+    weights, shift = ShiftedWeights.apply(flat[0], flat[1], ops, pad, edges_per_sequence)
     outdeg = ColumnSums.apply(weights, ops)  # (B * L, H)
-    rho = outdeg.reshape(batch, length, heads).amax(dim=1)  # (B, H): one per sequence and head
+    rho = outdeg.reshape(batch, length, heads).amax(dim=1)  # (B, H): one per sequence and head, >= 1
     rho = torch.where(rho > 0, rho, torch.ones_like(rho))  # a sequence of padding only has no edges
+    # the output's scale: rho**(gamma * steps) of the unshifted weights
+    power = float(gamma) * steps
+    scale = rho**power * torch.exp(power * shift)
     rho_nodes = rho.repeat_interleave(length, dim=0)
-    edges_per_sequence = _edges_per_sequence(graph, batch)
-    rho_edges = rho.repeat_interleave(edges_per_sequence.to(rho.device), dim=0)
+    rho_edges = rho.repeat_interleave(edges_per_sequence, dim=0, output_size=weights.shape[0])
     scaled = (weights / rho_edges).contiguous()
     diag = (1.0 - outdeg / rho_nodes).contiguous()
     masks, keep_scale = None, 1.0
@@ -160,8 +199,21 @@ def fractional_attention(
         masks = [(torch.rand_like(flat[2]) >= dropout).to(flat[2].dtype) for _ in range(steps)]
     coefficients = binomial_coefficients(float(gamma), terms)
     out = Series.apply(scaled, diag, flat[2], ops, coefficients, steps, masks, keep_scale)
-    out = out * (rho_nodes ** (gamma * steps))[:, :, None]
+    out = out * scale.repeat_interleave(length, dim=0)[:, :, None]
+    # an output past the dtype (its scale, or the product) raises; inf / nan in v propagates as in diffusion
+    if not bool(torch.isfinite(out).all()) and bool(torch.isfinite(v).all()):  # sync on a GPU
+        raise _overflow(shift, power, q.dtype)
     return out.reshape(batch, length, heads, depth)
+
+
+def _overflow(shift, power: float, dtype) -> ValueError:
+    top = float(shift.max())
+    limit = math.log(torch.finfo(dtype).max) / power
+    return ValueError(
+        f"q and k give attention scores k . q up to {top:.6g}: fractional attention's output scales as "
+        f"rho**(gamma * steps) = exp({power:g} * score) and overflows {str(dtype).replace('torch.', '')} "
+        f"(scores up to about {limit:.3g} fit); scale q or k down (e.g. q by 1 / sqrt(head_dim))"
+    )
 
 
 def _edges_per_sequence(graph, batch: int):

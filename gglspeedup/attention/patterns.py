@@ -23,7 +23,7 @@ import numpy as np
 
 from .._splitmix import GAMMA, MASK, splitmix64
 from ..device import as_device
-from ..validation import check_int, int_array
+from ..validation import available_memory, check_int, int_array
 from .pattern_graph import AttentionGraph
 
 __all__ = ["SequencePattern", "LAYOUTS", "RANDOM_MODES"]
@@ -31,6 +31,8 @@ __all__ = ["SequencePattern", "LAYOUTS", "RANDOM_MODES"]
 LAYOUTS = ("diffuser", "sliding")
 RANDOM_MODES = ("uniform", "power_law")
 _FIXED_KEY = MASK  # the step key of fixed patterns (step=None); steps are 0 .. 2**63 - 1
+_COUNT_LIMIT = 2**61  # window, num_random, num_global: their sum stays below 2**63 (int64)
+_CHECK_MEMORY_FROM = 256 << 20  # bytes of a build from which the memory available is read (17 us a read)
 
 
 class _Arrays(NamedTuple):
@@ -89,7 +91,9 @@ class SequencePattern:
         draws over a ``max_len`` matrix and the prefix rule for shorter sequences; see
         :mod:`gglspeedup.attention._diffuser_compat`). Layout "diffuser", uniform, fixed (``step=None``).
     max_len : int
-        Diffuser's fixed matrix size (4096) for ``compat="diffuser"``.
+        The longest ``window``; with ``compat="diffuser"``, Diffuser's fixed matrix size (4096) and
+        the longest sequence (its ``max_len x max_len`` cells are shuffled once: 4 bytes a cell,
+        8 past 2**31 cells, refused by name when more than the memory available).
     device : str or Device
         Where patterns are built and live: ``"cpu"`` or ``"cuda:<i>"`` (the same edges).
     """
@@ -108,11 +112,13 @@ class SequencePattern:
         max_len: int = 4096,
         device: Any = "cpu",
     ):
-        self.window = check_int("window", window, minimum=2)
+        # counts travel as int64 through the kernels, and window + num_random + num_global with them
+        below = {"below": _COUNT_LIMIT, "expected": "an int in [0, 2**61)"}
+        self.window = check_int("window", window, minimum=2, below=_COUNT_LIMIT, expected="an even int in [2, 2**61)")
         if self.window % 2:
             raise ValueError(f"window must be even (chunks of window // 2 tokens), got {window}")
-        self.num_random = check_int("num_random", num_random, minimum=0)
-        self.num_global = check_int("num_global", num_global, minimum=0)
+        self.num_random = check_int("num_random", num_random, minimum=0, **below)
+        self.num_global = check_int("num_global", num_global, minimum=0, **below)
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if random not in RANDOM_MODES:
@@ -126,7 +132,9 @@ class SequencePattern:
         if compat not in (None, "diffuser"):
             raise ValueError(f"compat must be None or 'diffuser', got {compat!r}")
         self.compat = compat
-        self.max_len = check_int("max_len", max_len, minimum=self.window)
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        if self.window > self.max_len:
+            raise ValueError(f"window must be <= max_len = {self.max_len} (or raise max_len), got {window}")
         if compat == "diffuser":
             if layout != "diffuser" or random != "uniform":
                 raise ValueError("compat='diffuser' needs layout='diffuser' and random='uniform'")
@@ -215,11 +223,41 @@ class SequencePattern:
                 cached = self._cache.get(key)
             if cached is not None:
                 return cached
+        self._check_memory(seq_len, batch, 1 if shared else batch)
         graph = self._build(seq_len, batch, step, lengths, shared, index_dtype)
         if key is not None:
             with self._lock:
                 graph = self._cache.setdefault(key, graph)
         return graph
+
+    def _check_memory(self, seq_len: int, batch: int, count: int) -> None:
+        """Raise ``ValueError`` naming ``max_len`` (Diffuser's shuffle) or ``batch`` when a build
+        would need more than the memory available now (NumPy would raise a bare ``MemoryError``,
+        or the system kill the process). Upper bounds, in bytes of host memory; the memory
+        available is read only for builds of 256 MiB or more."""
+        checks = []
+        if self.compat == "diffuser":
+            cells = self.max_len**2
+            width = 4 if cells < 2**31 else 8
+            codes = 32 * self.max_len * (2 * self.window + self.num_random + 2 * self.num_global)  # int64 copies
+            what = f"Diffuser's max_len x max_len cells are shuffled once, {width} bytes each"
+            checks.append(("max_len", self.max_len, cells * width + codes, what, "lower max_len"))
+        rows = count * seq_len
+        per_row = min(self.window + 1 + self.num_random + self.num_global, seq_len)
+        num_global = min(self.num_global, seq_len)
+        edges = rows * per_row + count * num_global * seq_len  # as _edge_bound, before any array exists
+        csr = 0 if self.device.is_cuda and not self.device.simulated else 8 * (rows + 1 + edges)  # on the host
+        what = f"{count} sequences of seq_len = {seq_len}, up to {edges} edges"
+        checks.append(("batch", batch, 8 * count * (5 + num_global) + csr, what, "lower batch or seq_len"))
+        for name, value, need, what, advice in checks:
+            if need < _CHECK_MEMORY_FROM:
+                continue
+            available = available_memory()
+            if available and need > available:
+                raise ValueError(
+                    f"{name} = {value} needs up to {need / 2**30:.1f} GiB ({what}), more than the "
+                    f"{available / 2**30:.1f} GiB of memory available; {advice}"
+                )
 
     def _build(self, seq_len, batch, step, lengths, shared, index_dtype) -> AttentionGraph:
         count = 1 if shared else batch
@@ -266,12 +304,13 @@ class SequencePattern:
 
             indptr, indices = build(arrays, indptr_dtype, index_dtype)
         return AttentionGraph(
-            indptr, indices, seq_len, batch, shared, lengths if count == batch else None, gptr, gids, self.device
-        )
+            indptr, indices, seq_len, batch, shared, lengths if count == batch else None, gptr, gids, self.device,
+            _check=False,  # correct by construction: no O(E) scan (and no GPU sync) per step
+        )  # fmt: skip
 
     def _edge_bound(self, lengths, gcount) -> int:
         """An upper bound on the edge count (index width is chosen before building)."""
-        per_row = self.window + 1 + self.num_random + self.num_global
+        per_row = min(self.window + 1 + self.num_random + self.num_global, int(lengths.max(initial=0)))
         return int(np.sum(lengths * np.minimum(per_row, lengths)) + np.sum(gcount * lengths))
 
     def _build_compat(self, seq_len, batch, lengths, shared, index_dtype) -> AttentionGraph:
@@ -307,6 +346,7 @@ class SequencePattern:
             gptr,
             gids.astype(np.int64),
             self.device,
+            _check=False,
         )
 
 

@@ -38,7 +38,7 @@ import contextlib
 
 import numpy as np
 
-from ..device import Device
+from ..device import Device, reject_meta
 from .pooling_batch import graph_batch
 from .pooling_numpy import MappingState, check_finite, driver_for, per_head
 
@@ -92,6 +92,7 @@ def _from_driver(array, like, squeeze):
 def _parameter(name, value, reference):
     torch = _torch()
     if torch.is_tensor(value):
+        reject_meta(name, value)
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a real number, one per head, or a tensor, got {value!r}")
@@ -166,6 +167,7 @@ def _apply(kind, scores, ptr, edge_index, sizes, lam, gamma):
     torch = _torch()
     if not torch.is_tensor(scores):
         raise TypeError(f"scores must be a torch tensor (NumPy arrays: use {kind}_numpy), got {type(scores).__name__}")
+    reject_meta("scores", scores)  # before anything reads it: the kernels need its data
     if not scores.is_floating_point():
         raise TypeError(f"scores must be a floating-point tensor, got dtype {scores.dtype}")
     if scores.dim() not in (1, 2):

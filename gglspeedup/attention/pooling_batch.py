@@ -202,29 +202,65 @@ def _edges(edge_index, ptr):
     if edge_index is None:
         return "none", None, None, ()
     num_graphs = ptr.shape[0] - 1
-    if isinstance(edge_index, (list, tuple)) and len(edge_index) == num_graphs and _per_graph(edge_index):
+    expected = f"have shape (2, E) (global ids) or be a list of {num_graphs} arrays (E_g, 2) (local ids)"
+    if isinstance(edge_index, (list, tuple)) and _per_graph(edge_index):
+        if len(edge_index) != num_graphs:
+            raise ValueError(
+                f"edge_index (attpool2's edge_list) must be a list of {num_graphs} arrays (E_g, 2) (local ids), "
+                f"one per graph of ptr / sizes: got {len(edge_index)} arrays for {num_graphs} graphs"
+            )
         parts = []
         for g, edges in enumerate(edge_index):
-            array = int_array(f"edge_index[{g}]", edges, ndim=2) if np.size(edges) else np.zeros((0, 2), np.int64)
-            if array.shape[1] != 2:
+            array = _int_array(f"edge_index[{g}]", edges, f"have shape (E_{g}, 2) (local ids per edge)")
+            if array.size == 0:
+                array = np.zeros((0, 2), np.int64)
+            elif array.shape[1] != 2:
                 raise ValueError(f"edge_index[{g}] must have shape (E_{g}, 2) (local ids per edge), got {array.shape}")
             parts.append(array)
         return "local", None, None, tuple(parts)
-    array = int_array("edge_index", edge_index, ndim=2) if np.size(edge_index) else np.zeros((2, 0), np.int64)
+    array = _int_array("edge_index", edge_index, expected)
+    if array.size == 0:
+        array = np.zeros((2, 0), np.int64)
     if array.shape[0] != 2:
-        raise ValueError(
-            f"edge_index must have shape (2, E) (global ids) or be a list of {num_graphs} arrays (E_g, 2) "
-            f"(local ids), got shape {array.shape}"
-        )
+        raise ValueError(f"edge_index must {expected}, got shape {array.shape}")
     return "global", None, None, (array,)
 
 
+def _shape(item):
+    """``np.shape(item)``, or None for nested lists of unequal lengths (no array can hold them)."""
+    try:
+        return np.shape(item)
+    except ValueError:
+        return None
+
+
+def _int_array(name, values, expected):
+    """``values`` as a 2-D integer array (an empty one as ``(0, 0)``), or raise naming ``name``
+    (``ValueError`` for nested lists of unequal lengths: NumPy's "inhomogeneous shape")."""
+    shape = _shape(values)
+    if shape is None:
+        raise ValueError(f"{name} must {expected}, got nested lists of unequal lengths")
+    if int(np.prod(shape)) == 0:
+        return np.zeros((0, 0), np.int64)
+    return int_array(name, values, ndim=2)
+
+
 def _per_graph(items) -> bool:
+    """Whether ``items`` reads as attpool2's per-graph list: each item an ``(E_g, 2)`` array (or
+    empty, or a ragged list of pairs, refused later with its name), at least one of them 2-D (the
+    two rows of a ``(2, E)`` index are 1-D; a list of empty lists is no edges either way)."""
+    found = False
     for item in items:
-        shape = np.shape(item)
-        if not (len(shape) == 2 and shape[1] == 2) and np.size(item) != 0:
+        shape = _shape(item)
+        if shape is None:  # ragged: a list of pairs one of which is short, or not a per-graph item
+            if not isinstance(item, (list, tuple)) or not all(len(_shape(pair) or ()) == 1 for pair in item):
+                return False
+            found = True
+        elif len(shape) == 2 and shape[1] == 2:
+            found = True
+        elif int(np.prod(shape)) != 0:
             return False
-    return True
+    return found
 
 
 def _checked_edges(form, parts, ptr):

@@ -20,7 +20,7 @@ from ._kernels import pooling_layer as kernels
 from ._kernels.cpu_lock import KERNEL_LOCK
 from ._kernels.pooling_cpu import PARALLEL_MIN_FUSED, PARALLEL_MIN_MAPS
 from ._kernels.pooling_driver import fused_work
-from .pooling_numpy import CertificateError, check_finite, per_head
+from .pooling_numpy import GAMMA_MIN, CertificateError, check_finite, per_head
 
 __all__ = ["pool_layer"]
 
@@ -40,7 +40,7 @@ def _per_head(name, value, heads, positive):
     if torch.is_tensor(value) and value.dim() <= 1 and value.numel() in (1, heads):
         # a writable copy: a read-only array is another Numba type (another compile)
         array = np.array(np.broadcast_to(value.detach().to(torch.float64).reshape(-1).numpy(), (heads,)))
-        if np.isfinite(array).all() and ((array > 0).all() if positive else (array >= 0).all()):
+        if np.isfinite(array).all() and ((array >= GAMMA_MIN).all() if positive else (array >= 0).all()):
             return array
     return per_head(name, value, heads, positive=positive)  # the general checks and their messages
 

@@ -15,6 +15,10 @@ Differences from attpool2, on purpose: a one-node graph standardises to score 0 
 0 by ``std = nan`` and returns NaN weights), and a graph whose scores are all equal gets a finite
 gradient.
 
+float16 and bfloat16 layers on the CPU (whose kernels compute in float32 or float64 only) compute
+in float32: ``x`` and the parameters are widened exactly, and the output is the float32 result
+rounded to the layer's dtype (gradients come back in the parameters' and ``x``'s dtype).
+
 The attpool2 names (``FastFlexAddAttention``, ``MultipleAttention``, ``Softmax``,
 ``Sparsemax``, ``Gfusedmax`` and the rest of its ``torch_mapping`` classes) take its arguments
 ``(x, graph_size_list, edge_list)`` and keep its behaviour, ``lam or 1.0`` included, so its
@@ -26,14 +30,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..device import reject_meta
+from ..validation import check_int
 from . import _POOLING_NAMES
 from .pooling import gfusedmax, softmax, sparsemax
 from .pooling_batch import GraphBatch, graph_batch
+from .pooling_numpy import per_head
 
 # The layer names are listed once, in the package's table of lazily loaded names.
 __all__ = [name for name, module in _POOLING_NAMES.items() if module == "pooling_modules"]
 
 MAPPINGS = ("softmax", "sparsemax", "gfusedmax")
+_WIDENED = (torch.float16, torch.bfloat16)  # no CPU kernel computes in them: float32 instead
 
 
 def _identity(x):
@@ -106,6 +114,10 @@ class AttentionPooling(torch.nn.Module):
             raise ValueError(f"mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
         if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= output_size:
             raise ValueError(f"heads must be an int in [1, output_size = {output_size}], got {heads!r}")
+        if mapping in ("sparsemax", "gfusedmax"):
+            per_head("gamma", gamma, 1, positive=True)  # the given value in the message, not its float32
+        if mapping == "gfusedmax":
+            per_head("lam", lam, 1, positive=False)
         self.mapping, self.norm, self.heads, self.output_size = mapping, bool(norm), int(heads), int(output_size)
         self.proj_func = torch.nn.Linear(input_size, output_size)
         self.score_func = torch.nn.Linear(input_size, self.heads)
@@ -137,10 +149,24 @@ class AttentionPooling(torch.nn.Module):
         return gfusedmax(scores, batch, lam=self.lam, gamma=self.gamma)
 
     def forward(self, x, ptr=None, edge_index=None, *, sizes=None):
+        self._check_x(x)
         batch = graph_batch(ptr, edge_index, sizes=sizes, num_nodes=x.shape[0])
         if x.device.type == "cpu" and getattr(self, "max_type", self.mapping) in MAPPINGS:
+            if x.dtype in _WIDENED:
+                return self._forward_fused(x.float(), batch).to(x.dtype)
             return self._forward_fused(x, batch)
         return self._forward_composed(x, batch)
+
+    def _check_x(self, x) -> None:
+        """Raise naming ``x`` unless it is a float tensor ``(N, input_size)`` of the layer's dtype."""
+        size, dtype = self.proj_func.in_features, self.proj_func.weight.dtype
+        if not torch.is_tensor(x):
+            raise TypeError(f"x must be a torch.Tensor (N, input_size = {size}), got {type(x).__name__}")
+        reject_meta("x", x)
+        if x.dim() != 2 or x.shape[1] != size:
+            raise ValueError(f"x must have shape (N, input_size = {size}) (one row per node), got {tuple(x.shape)}")
+        if x.dtype != dtype:
+            raise TypeError(f"x must have the layer's dtype {dtype} (convert x or the layer), got {x.dtype}")
 
     def _forward_composed(self, x, batch):
         """The general path (any device, any mapping): torch operations around the batched maps."""
@@ -160,18 +186,24 @@ class AttentionPooling(torch.nn.Module):
         if self.mapping == "gfusedmax" and not batch.has_edges:
             raise ValueError("gfusedmax needs the graphs' edges: give edge_index")
         lam, gamma = getattr(self, "lam", None), getattr(self, "gamma", None)
+        dtype = x.dtype  # the layer's, or float32 for a float16 / bfloat16 layer (exact widening)
         if self.score_activation in (None, _identity) and self.proj_activation in (None, _identity):
-            weight = torch.cat([self.score_func.weight, self.proj_func.weight])
-            bias = torch.cat([self.score_func.bias, self.proj_func.bias])
+            weight = torch.cat([self.score_func.weight, self.proj_func.weight]).to(dtype)
+            bias = torch.cat([self.score_func.bias, self.proj_func.bias]).to(dtype)
             both = torch.nn.functional.linear(x, weight, bias)
             return pool_layer(both, None, batch, self.mapping, self.norm, lam, gamma, self._bounds)
-        scores = self.score_func(x)
+        scores = _linear(self.score_func, x)
         if self.score_activation is not None:
             scores = self.score_activation(scores)
-        proj = self.proj_func(x)
+        proj = _linear(self.proj_func, x)
         if self.proj_activation is not None:
             proj = self.proj_activation(proj)
         return pool_layer(scores, proj, batch, self.mapping, self.norm, lam, gamma, self._bounds)
+
+
+def _linear(layer, x):
+    """``layer(x)`` in ``x``'s dtype (the layer's parameters widened to it: differentiable)."""
+    return torch.nn.functional.linear(x, layer.weight.to(x.dtype), layer.bias.to(x.dtype))
 
 
 # ------------------------------------------------------------------ attpool2's names
@@ -244,6 +276,11 @@ class MultipleAttention(torch.nn.Module):
 
     def __init__(self, att_module, output_size, head_cnt):
         super().__init__()
+        output_size = check_int("output_size", output_size, minimum=1)
+        head_cnt = check_int(
+            "head_cnt", head_cnt, minimum=1, below=output_size + 1,
+            expected=f"an int in [1, output_size = {output_size}] (every head pools at least one column)",
+        )  # fmt: skip
         self.head_cnt, self.output_size = head_cnt, output_size
         for i in range(head_cnt):
             size = int((i + 1) * output_size / head_cnt) - int(i * output_size / head_cnt)
@@ -345,7 +382,11 @@ class TopK(_Mapping):
 
     def __init__(self, gamma=None, lam=None, ratio=None):
         super().__init__(gamma, lam)
-        self.ratio = ratio or 0.5
+        if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float, np.number))):
+            raise TypeError(f"ratio must be a number in (0, 1] (None or 0: 0.5, as attpool2), got {ratio!r}")
+        if ratio and not 0 < ratio <= 1:  # None and 0 mean 0.5; NaN is true and out of range
+            raise ValueError(f"ratio must be in (0, 1] (each graph's share kept; None or 0: 0.5), got {ratio}")
+        self.ratio = float(ratio or 0.5)
 
     def map(self, x, batch, edge_list):
         mask = torch.zeros_like(x)

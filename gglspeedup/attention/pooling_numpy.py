@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import as_device, to_numpy
+from ..device import as_device, reject_meta, to_numpy
 from .pooling_batch import GraphBatch, graph_batch
 
 __all__ = [
@@ -33,7 +33,13 @@ __all__ = [
     "driver_for",
     "per_head",
     "CertificateError",
+    "GAMMA_MIN",
 ]
+
+# The smallest sparsemax temperature: sparsemax's backward divides by gamma**2, which must be a normal
+# float64 (2**-1022 and up), so gamma >= 2**-511 (about 1.5e-154). The forward has no bound of its own
+# (its scores are shifted by their largest: see ``_kernels/sparsemax.py``).
+GAMMA_MIN = 2.0**-511
 
 MAPPINGS = ("softmax", "sparsemax", "gfusedmax", "fused_lasso")
 
@@ -55,7 +61,9 @@ def driver_for(device):
 
 
 def per_head(name: str, value: Any, heads: int, *, positive: bool) -> np.ndarray:
-    """``lam`` / ``gamma`` (a number, or one per head) as float64 ``(heads,)``, checked."""
+    """``lam`` / ``gamma`` (a number, or one per head) as float64 ``(heads,)``, checked: finite, and
+    ``>= 0`` (``positive=False``) or ``>= GAMMA_MIN`` (``positive=True``: a temperature)."""
+    reject_meta(name, value)
     array = np.asarray(to_numpy(value) if not isinstance(value, (int, float)) else value)
     if array.dtype.kind not in "iuf" or array.dtype.kind == "b":
         raise TypeError(f"{name} must be a real number or one per head, got {value!r}")
@@ -66,6 +74,11 @@ def per_head(name: str, value: Any, heads: int, *, positive: bool) -> np.ndarray
     if bad.any():
         expected = "> 0" if positive else ">= 0"
         raise ValueError(f"{name} must be finite and {expected}, got {float(array[np.argmax(bad)])}")
+    if positive and (array < GAMMA_MIN).any():
+        raise ValueError(
+            f"{name} must be >= 2**-511 = {GAMMA_MIN:.3g} (the backward divides by {name}**2, which must be a "
+            f"normal float64), got {float(array[np.argmax(array < GAMMA_MIN)])}"
+        )
     return array
 
 
@@ -194,7 +207,8 @@ def _reduce(per_head_values, shape):
 
 def _run(kind, scores, ptr, edge_index, sizes, lam, gamma, device) -> PoolingResult:
     device = as_device(device)
-    array = np.asarray(scores)
+    reject_meta("scores", scores)
+    array = np.asarray(to_numpy(scores))
     if array.dtype.kind not in "fiu" or array.dtype.kind == "b":
         raise TypeError(f"scores must be a real array, got dtype {array.dtype}")
     if array.ndim not in (1, 2):

@@ -60,6 +60,7 @@ class ShardPlan:
             np.zeros(2, np.int64),
             np.zeros(0, np.int64),
             graph.device,
+            _check=False,  # renumbered from a checked graph
         )
         self.send_index = None  # filled by exchange_requests (needs the group)
 
@@ -117,6 +118,10 @@ def sharded_diffusion_attention(
     """
     if plan.send_index is None:
         raise ValueError("call plan.exchange_requests(group) once before sharded_diffusion_attention")
+    from ..device import reject_meta
+
+    for name, tensor in (("q", q), ("k", k), ("v", v), ("key_padding_mask", key_padding_mask)):
+        reject_meta(name, tensor)  # no data for the kernels to read
     local = plan.hi - plan.lo
     if q.shape[0] != local or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"q, k and v must hold this rank's {local} rows with one shape, got {tuple(q.shape)}")

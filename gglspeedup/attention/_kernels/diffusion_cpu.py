@@ -4,6 +4,10 @@ One parallel region per pass. Rows are taken in blocks of :data:`BLOCK`; a block
 the ``(H, D)`` accumulator row and the scalar dot product's lanes (the CPU's vector dot products do
 not touch them). Arrays
 are NumPy views of the caller's tensors (no copies).
+
+The row bodies live in :mod:`.diffusion_rows`. Numba's on-disk cache checks only the file of the
+``njit`` function (this one), so a change there comes with a change here: ``score_row``'s third
+mode (the scores as they are, ``MODE_SCORE``, for fractional attention's shifted weights).
 """
 
 from __future__ import annotations

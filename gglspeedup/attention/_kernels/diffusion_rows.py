@@ -43,7 +43,8 @@ __all__ = [
 
 MASKED_SCORE = -10000.0  # Diffuser's masked_fill value for an edge touching a padding token
 MODE_SOFTMAX = 0  # diffusion attention: edge softmax over each query's keys
-MODE_EXP = 1  # fractional attention: edge weight exp(k . q), 0 when masked
+MODE_EXP = 1  # edge weight exp(k . q), 0 when masked (the backward of fractional attention's weights)
+MODE_SCORE = 2  # the score k . q itself, -inf when masked (fractional attention shifts it before exp)
 
 
 @register_jitable
@@ -88,8 +89,9 @@ def score_row(
     r, indptr, indices, n, num_edges, q, k, has_mask, pad, mode, attn, lanes, bad, drop_edges, p, key, edge_bits
 ):
     """Scores ``k[key] . q[r]`` of row ``r``'s edges, masked, then softmax over the row (or
-    ``exp``) per head, into ``attn``; ``bad[r] = 1`` when a score is not finite. With
-    ``drop_edges``, also the row's edge keep bits (probability ``1 - p``) into ``edge_bits``."""
+    ``exp``, or the scores as they are: ``mode``) per head, into ``attn``; ``bad[r] = 1`` when a
+    score is not finite. With ``drop_edges``, also the row's edge keep bits (probability ``1 - p``)
+    into ``edge_bits``."""
     b, e0, e1, base = _row_span(r, n, num_edges, indptr)
     heads = q.shape[1]
     for e in range(e0, e1):
@@ -100,7 +102,12 @@ def score_row(
             if not math.isfinite(s):
                 bad[r] = 1
             if masked:
-                attn[base + e, h] = MASKED_SCORE if mode == MODE_SOFTMAX else 0.0
+                if mode == MODE_SOFTMAX:
+                    attn[base + e, h] = MASKED_SCORE
+                elif mode == MODE_EXP:
+                    attn[base + e, h] = 0.0
+                else:
+                    attn[base + e, h] = -math.inf
             elif mode == MODE_EXP:
                 attn[base + e, h] = math.exp(np.float64(s))
             else:

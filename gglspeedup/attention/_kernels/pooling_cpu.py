@@ -5,6 +5,10 @@ Each kernel runs one problem per ``prange`` iteration through the steps of :mod:
 touch disjoint slices of every array, so they need no synchronisation; Numba's threads release the
 GIL, so no process pool is needed. Per-problem results (status, residual, ``dL/dlam`` and
 ``dL/dgamma`` shares) land in ``[heads, graphs]`` arrays that the host sums.
+
+The problem bodies live in :mod:`.sparsemax` and :mod:`.fused_lasso`; Numba's on-disk cache checks
+only this file, so a change there comes with a line here (last: sparsemax shifted by its largest
+score, so its support never empties).
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ reproduces the CPU's bits. Where the work goes on a real GPU, honestly:
 
 Launches go through :func:`gglspeedup._launch.launch_rows` (CuPy's current stream: the torch
 entry points make torch's current stream CuPy's for the call).
+
+The problem bodies live in :mod:`.sparsemax` and :mod:`.fused_lasso`; Numba's on-disk cache checks
+only this file, so a change there comes with a line here (last: sparsemax shifted by its largest
+score, so its support never empties).
 """
 
 from __future__ import annotations

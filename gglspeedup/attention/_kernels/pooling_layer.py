@@ -15,6 +15,10 @@ the standardisation's::
 major, as a linear layer returns them); the arithmetic is float64. Problems write disjoint slices
 (their graph's rows, their head's row or columns), so they run in parallel with no
 synchronisation. One body per direction serves every kernel; the CPU kernels are below.
+
+The problem bodies live in :mod:`.sparsemax` and :mod:`.fused_lasso`; Numba's on-disk cache checks
+only this file, so a change there comes with a line here (last: sparsemax shifted by its largest
+score, so its support never empties).
 """
 
 from __future__ import annotations

@@ -10,8 +10,15 @@ arithmetic ``tau`` only grows, so a dropped node never returns; the loop also ne
 practice) and yields the support ``{i : z_i > tau}`` the sorting method finds (a node exactly at
 ``tau`` gets weight 0 and is outside the support).
 
+Sparsemax does not change when a constant is added to ``z``, so ``z = (x - max x) / gamma``: the
+largest ``z`` is exactly 0 and ``tau <= -1 / k < 0`` at every pass, so a largest node always stays
+in the support and ``k`` never reaches 0, whatever ``gamma`` (unshifted, ``x / gamma`` of 1e16 and
+more rounds ``tau`` up to the largest ``z``, every node drops and ``(sum - 1) / k`` divides by
+zero). A ``z`` that overflows to ``-inf`` (a tiny ``gamma``) is simply outside the support.
+
 Backward: with ``S`` the support and ``q = 1_S (g - mean_S g)``, ``dL/dx = q / gamma`` and
-``dL/dgamma = -sum q x / gamma^2``. Softmax: ``dL/dx = a (g - sum a g)``.
+``dL/dgamma = -sum q x / gamma^2`` (``gamma^2`` must be a normal float64: the callers refuse
+``gamma < 2**-511``, see ``pooling_numpy.GAMMA_MIN``). Softmax: ``dL/dx = a (g - sum a g)``.
 
 Arrays are head-major ``[heads, num_nodes]``; all arithmetic is float64 in a fixed order, so the
 CPU and the CUDA simulator give the same bits.
@@ -64,19 +71,22 @@ def sparsemax_problem(g, h, ptr, x, gamma, out):
     if n1 == n0:
         return
     count = n1 - n0
+    top = x[h, n0]
+    for i in range(n0 + 1, n1):
+        top = max(top, x[h, i])
     total = 0.0
     for i in range(n0, n1):
         out[h, i] = 1.0
-        total += x[h, i] / gamma
+        total += (x[h, i] - top) / gamma
     tau = (total - 1.0) / count
     while True:
         # drop the support's nodes at or below tau; the support only shrinks, so rounding in tau
-        # can never make the loop cycle
+        # can never make the loop cycle; z = 0 (a largest node) is never dropped, as tau < 0
         kept = 0
         kept_total = 0.0
         for i in range(n0, n1):
             if out[h, i] > 0.0:
-                z = x[h, i] / gamma
+                z = (x[h, i] - top) / gamma
                 if z > tau:
                     kept += 1
                     kept_total += z
@@ -88,7 +98,7 @@ def sparsemax_problem(g, h, ptr, x, gamma, out):
         tau = (kept_total - 1.0) / count
     for i in range(n0, n1):
         if out[h, i] > 0.0:
-            out[h, i] = x[h, i] / gamma - tau
+            out[h, i] = (x[h, i] - top) / gamma - tau
 
 
 @register_jitable
