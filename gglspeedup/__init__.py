@@ -38,6 +38,7 @@ _LAZY_NAMES = {
     "HeteroLinkSampleOutput": "gglspeedup.sampling",
     "FeatureStore": "gglspeedup.feature",
     "HeteroFeatureStore": "gglspeedup.feature",
+    "FileChangedError": "gglspeedup.feature",
     "MultiDeviceSampler": "gglspeedup.multigpu",
     "MultiDeviceFeature": "gglspeedup.multigpu",
     "NodeLoader": "gglspeedup.loader",
