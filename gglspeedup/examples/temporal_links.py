@@ -47,6 +47,7 @@ import numpy as np
 __all__ = ["main", "run", "build_parser", "TemporalLinkTask"]
 
 MODES = ("respect", "ignore")
+_PAST = {"respect": "respected", "ignore": "ignored"}  # a mode as the plot title says it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -267,7 +268,7 @@ def train_mode(task: TemporalLinkTask, mode: str) -> dict:
             history,
             args.out,
             name=f"gglspeedup-temporal-links-{mode}.png",
-            title=f"UC Irvine messages, time {mode}d (gglspeedup)",
+            title=f"UC Irvine messages, time {_PAST[mode]} (gglspeedup)",
             curves=(("validation ROC-AUC", "val_auc"), ("validation MRR", "val_mrr")),
             metric="ROC-AUC / MRR",
         )
