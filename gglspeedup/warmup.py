@@ -10,8 +10,8 @@ inputs, so that first process is this command instead of a training run::
     python -m gglspeedup warmup                 # everything (see PARTS)
     python -m gglspeedup warmup --parts sample,gather
 
-On 2 shared cores the full run took about 2.5 minutes of CPU (README, "What to expect"); a second
-run loads everything from the cache in a few seconds.
+From an empty cache on 2 cores the full run took 250 s of CPU in its two processes (141 s and
+109 s; README, "What to expect"); a second run loads everything from the cache in about 4 s.
 
 Where the cache goes is Numba's choice, made per kernel: beside the package's sources
 (``__pycache__``) when that folder is writable, else the user cache folder
@@ -109,10 +109,11 @@ def _link(graph) -> None:
     from .sampling import NeighborSampler
 
     pairs = _edges(graph, 3)
-    sampler = NeighborSampler(graph, [3, 2])
-    for negatives in (None, "binary", "per_source", "triplet"):
-        for exclude in ("self", "reverse", None):
-            sampler.sample_links(pairs, negatives=negatives, exclude=exclude)
+    # The demos' graphs keep edge ids; the synthetic ones (--graph powerlaw:..., the benches) do not.
+    for sampler in (NeighborSampler(graph, [3, 2]), NeighborSampler(_graph(keep_edge_ids=False), [3, 2])):
+        for negatives in (None, "binary", "per_source", "triplet"):
+            for exclude in ("self", "reverse", None):
+                sampler.sample_links(pairs, negatives=negatives, exclude=exclude)
     NeighborSampler(graph, [_LONG_FANOUT]).sample_links(pairs[:, :1], negatives="binary", exclude="reverse")
 
 
