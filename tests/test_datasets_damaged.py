@@ -56,6 +56,7 @@ def test_a_damaged_bundled_file_is_named(tmp_path, name, damage):
     damage(str(path))
     with pytest.raises(ValueError, match="is not a readable dataset file") as info:
         load(tmp_path)
+    assert isinstance(info.value, OSError) and isinstance(info.value, datasets.DatasetFileError)
     message = str(info.value)
     assert str(path) in message and "Reinstall gglspeedup" in message and "tools/convert_" in message
 
