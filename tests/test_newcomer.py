@@ -171,6 +171,17 @@ def test_a_python_without_the_core_dependencies_is_told_which_environment_to_use
         assert "Traceback" not in done.stderr, done.stderr[-2000:]
 
 
+def test_the_main_job_without_torch_points_to_the_environment_too():
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT, "torch", "gglspeedup.demo", "--epochs", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 1 and "source .venv/bin/activate" in done.stderr, done.stderr[-2000:]
+
+
 def test_the_readme_says_to_activate_the_environment_after_the_two_commands():
     readme = open(os.path.join(ROOT, "README.md")).read()
     quick_start = readme[readme.index("## Quick start") : readme.index("## What to expect")]

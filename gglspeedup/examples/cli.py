@@ -17,11 +17,19 @@ __all__ = [
     "build_parser",
     "add_task_option",
     "add_layers_option",
+    "NO_TORCH",
     "set_out_default",
     "parse_fanouts",
     "best_device",
     "cpu_threads",
 ]
+
+
+# What a torch demo says when torch does not import: the wrong Python, most often (README, Quick start).
+NO_TORCH = (
+    "the demo trains with PyTorch, which this Python cannot import: use the environment scripts/demo.sh "
+    "creates (source .venv/bin/activate, or .venv/bin/python), or pip install gglspeedup[torch,demo]"
+)
 
 
 def parse_fanouts(text: str) -> list[int]:

@@ -94,7 +94,9 @@ def run_seeds(args, setup_fn, *, what: str, **train_options) -> dict:
     try:
         import torch
     except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
+        from .cli import NO_TORCH
+
+        sys.exit(NO_TORCH)
     start = time.perf_counter()
     results = []
     for run_index in range(args.runs):

@@ -52,7 +52,7 @@ def run(argv=None) -> dict:
     try:
         import torch
     except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
+        sys.exit(cli.NO_TORCH)
     from .torch_models import SAGE, conv_classes, train_model
 
     torch.manual_seed(args.seed)

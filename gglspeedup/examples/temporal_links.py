@@ -298,7 +298,9 @@ def run(argv=None) -> dict:
     try:
         import torch
     except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
+        from .cli import NO_TORCH
+
+        sys.exit(NO_TORCH)
     torch.set_num_threads(args.threads)
     task = TemporalLinkTask(args)
     sizes = "/".join(str(len(task.split[p])) for p in ("train", "val", "test"))
