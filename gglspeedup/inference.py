@@ -147,7 +147,7 @@ def layerwise(
     layers = _check_layers(layers, activation)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     device = as_device(device)
-    cache_size = parse_size(cache_size)
+    cache_size = parse_size(cache_size, "cache_size")
     graph = as_csr_graph(graph)
     num_nodes = graph.num_nodes
     if out_dir is not None and not os.path.isdir(os.fspath(out_dir)):

@@ -13,6 +13,8 @@ import importlib
 import json
 import sys
 
+from .._config import run_command
+
 __all__ = ["main", "COMMANDS"]
 
 COMMANDS = {
@@ -45,6 +47,10 @@ def main(argv=None) -> int:
         command.set_defaults(_module=module)
         _add_command_arguments(command, module)
     args = parser.parse_args(argv)
+    return run_command(f"python -m gglspeedup.bench {args.command}", _run, args)
+
+
+def _run(args) -> int:
     results = importlib.import_module(args._module).run(args)
     if args.json:
         with open(args.json, "w") as handle:

@@ -95,7 +95,7 @@ def build_csr(
     if direction not in ("in", "out"):
         raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
     keep_edge_ids = check_bool("keep_edge_ids", keep_edge_ids)
-    budget = parse_size(memory)
+    budget = parse_size(memory, "memory")
     if budget < 1 << 20:
         raise ValueError(f"memory must be at least 1 MiB, got {memory!r}")
     if num_nodes is not None:
