@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ._integrity import check_indptr
 from ._npz import read_npz
 from ._replace import ABSENT, check_replaceable, remove_replaced
 from .validation import check_bool
@@ -364,8 +365,10 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
     ``path``: a graph folder, or an ``.npz`` file of older versions (its ``meta`` member decoded).
 
     ``trusted`` is true for a folder read without ``verify``: its contents were checked when it
-    was saved and its arrays are taken as they are (an O(1) load). An ``.npz`` file is never
-    trusted. Raises ``FileNotFoundError`` or ``ValueError`` naming ``path`` (see :func:`read_folder`).
+    was saved and its arrays are taken as they are, but for an O(num_nodes) check of ``indptr``
+    (:func:`gglspeedup._integrity.check_indptr`; the samplers bound the ids themselves). An
+    ``.npz`` file is never trusted. Raises ``FileNotFoundError`` or ``ValueError`` naming ``path``
+    (see :func:`read_folder`).
     """
     if not isinstance(path, (str, os.PathLike)):  # an int is a file descriptor to os.path.exists
         raise TypeError(f"path must be a str or os.PathLike naming a saved graph, got {type(path).__name__}")
@@ -396,4 +399,6 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
             f"{os.fspath(path)!r}: the header says {meta['num_edges']} edges, "
             f"the arrays hold {arrays['indices'].shape[0]}"
         )
+    if trusted:  # O(num_nodes): every row's positions inside the arrays, whatever the bytes
+        check_indptr(os.fspath(path), arrays["indptr"], arrays["indices"].shape[0])
     return arrays, meta, trusted
