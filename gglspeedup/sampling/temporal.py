@@ -207,7 +207,8 @@ def sort_typed_by_time(graph, times: np.ndarray) -> tuple:
 
 def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time"):
     """``seed_time`` as ``count`` times of ``dtype`` (host, or ``device``'s for GPU input). Float
-    times for integer edge or node times are floored (``time <= 3.5`` is ``time <= 3``); NaN raises."""
+    times for integer edge or node times are floored (``time <= 3.5`` is ``time <= 3``); NaN raises,
+    and so does a uint64 time past int64's range (as ``node_time`` does: it would wrap to negative)."""
     if seed_time is None:
         raise TypeError(f"{name} must be an array of times, got None")
     reject_meta(name, seed_time)
@@ -229,6 +230,11 @@ def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time
         bad = xp.isnan(array)
         if bool(bad.any()):  # sync (GPU times): one flag per batch
             raise ValueError(f"{name} must not hold NaN: {name}[{int(bad.argmax())}] is NaN")
+    if array.dtype == np.uint64 and count and np.dtype(dtype).kind != "f":
+        too_big = array > np.uint64(np.iinfo(np.int64).max)  # would wrap to negative times in int64
+        if bool(too_big.any()):  # sync (GPU times): one flag per batch, uint64 times only
+            position = int(too_big.argmax())
+            raise ValueError(f"{name}[{position}] = {int(array[position])} does not fit in int64 (the times' dtype)")
     if np.dtype(dtype).kind == "f" or kind != "f":
         return xp.ascontiguousarray(array, dtype=dtype)
     floored = xp.floor(array.astype(np.float64))
