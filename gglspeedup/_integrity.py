@@ -5,9 +5,9 @@ contents are not scanned (a billion-edge ``indices`` would take seconds). Trust 
 answers from a file damaged on disk, not reads outside the graph. Two checks keep every read in
 bounds whatever the bytes:
 
-- at load, :func:`check_indptr` (O(num_nodes), about 6 ms for 2M nodes): ``indptr`` starts at 0,
-  ends at ``len(indices)`` and never decreases, so every CSR position a row names is inside
-  ``indices`` (and ``edge_ids``, ``weights``, a temporal sampler's times);
+- at load, :func:`check_indptr` (O(num_nodes): 1.2 ms of a 3.6 ms load at 2M nodes) checks that
+  ``indptr`` starts at 0, ends at ``len(indices)`` and never decreases, so every CSR position a
+  row names is inside ``indices`` (and ``edge_ids``, ``weights``, a temporal sampler's times);
 - in the sampling kernels, every neighbour id read from ``indices`` is bounded before it indexes
   anything (a relabel map, ``indptr``): an id outside ``[0, num_src_nodes)`` sets a flag, the
   kernel stops using it, and the driver raises :func:`corrupt_indices_error`, which finds the
@@ -19,8 +19,8 @@ bounds whatever the bytes:
 ... except ValueError as error:
 ...     print(str(error).split(";")[0])
 'g': indptr[2] = 1 < indptr[1] = 2 (indptr must never decrease)
->>> print(str(corrupt_indices_error(np.array([0, 1, 7, 2]), [(0, 4, 3, "num_nodes", "")])).split(";")[0])
-graph.indices holds id 7 outside [0, num_nodes = 3) at CSR position 2
+>>> print(str(corrupt_indices_error(np.array([0, 1, 7, 2]), [(0, 4, 3, "")])).split(";")[0])
+graph.indices holds id 7 outside [0, num_src_nodes = 3) at CSR position 2
 """
 
 from __future__ import annotations
@@ -58,13 +58,13 @@ def corrupt_indices_error(indices, spans) -> ValueError:
     """The ``ValueError`` a sampler raises when a kernel met a neighbour id out of range.
 
     ``indices`` is the graph's (host or device) array; ``spans`` lists ``(first, stop, bound,
-    bound_name, label)``: positions ``[first, stop)`` must hold ids in ``[0, bound)`` (``label``,
-    e.g. a relation, is added to the message). The first position breaking its span's bound is
-    named (found by a scan: this is an error path).
+    label)``: positions ``[first, stop)`` must hold ids in ``[0, bound)`` (``label``, e.g. a
+    relation and its source type, is added to the message). The first position breaking its
+    span's bound is named (found by a scan: this is an error path).
     """
     from .device import to_numpy
 
-    for first, stop, bound, bound_name, label in spans:
+    for first, stop, bound, label in spans:
         for start in range(int(first), int(stop), _STEP):
             block = to_numpy(indices[start : min(start + _STEP, int(stop))])
             bad = (block < 0) | (block >= bound)
@@ -72,7 +72,7 @@ def corrupt_indices_error(indices, spans) -> ValueError:
                 offset = int(np.argmax(bad))
                 where = f" ({label}, its edge {start + offset - int(first)})" if label else ""
                 return ValueError(
-                    f"graph.indices holds id {int(block[offset])} outside [0, {bound_name} = {bound}) at CSR "
+                    f"graph.indices holds id {int(block[offset])} outside [0, num_src_nodes = {bound}) at CSR "
                     f"position {start + offset}{where}; {CORRUPT_HINT}"
                 )
     return ValueError(f"graph.indices holds an id outside the graph's nodes; {CORRUPT_HINT}")
@@ -88,6 +88,6 @@ def relation_spans(edge_base, src_type, type_counts, num_edges: int, names=None)
     spans = []
     for r, (first, stop, t) in enumerate(zip(starts, [*starts[1:], num_edges], [int(t) for t in src_type])):
         relation = f"relation {edge_types[r]!r}" if edge_types is not None else f"relation {r}"
-        bound_name = f"num_nodes[{node_types[t]!r}]" if node_types is not None else f"num_nodes of type {t}"
-        spans.append((first, stop, int(type_counts[t]), bound_name, relation))
+        source = f"num_nodes[{node_types[t]!r}]" if node_types is not None else f"the node count of type {t}"
+        spans.append((first, stop, int(type_counts[t]), f"{relation}: its source ids are bound by {source}"))
     return spans

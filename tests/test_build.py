@@ -146,7 +146,7 @@ def test_bad_arguments(tmp_path):
     [
         (
             [np.array([[0, 1], [1, 2]]), [[0, 1, 2], [1]]],
-            r"source chunk 1 .*: its \(src, dst\) rows have unequal lengths 3 and 1",
+            r"source chunk 1 .*: its \(src, dst\) rows have unequal lengths 3 and 1 \(shapes \(3,\) and \(1,\)\)",
         ),
         ([(np.array([0, 1]), np.array([1]))], r"source chunk 0 .*: its \(src, dst\) rows have unequal lengths 2 and 1"),
         ([[[0, 1], [1], [2, 2]]], r"source chunk 0 .*, got a ragged list of rows of lengths 2, 1, 2"),

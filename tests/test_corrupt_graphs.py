@@ -107,7 +107,7 @@ def _run_child(folder, kind, device, cases):
 def test_a_corrupt_id_is_named_by_every_untyped_cpu_path(tmp_path, value):
     folder = _untyped_folder(tmp_path / "g", 123, value)
     outcomes = _run_child(folder, "untyped", "cpu", ["plain", "bounded", "links", "disjoint", "node_time"])
-    expected = f"graph.indices holds id {value} outside [0, num_nodes = 40) at CSR position 123; {HINT}"
+    expected = f"graph.indices holds id {value} outside [0, num_src_nodes = 40) at CSR position 123; {HINT}"
     for case in ("plain", "bounded", "links", "disjoint"):
         assert outcomes[case] == ("ValueError", expected), case
     if value >= 0:  # node_time[indices] at construction: an id past the node times is named too
@@ -121,8 +121,8 @@ def test_a_corrupt_id_is_named_by_every_typed_cpu_path(tmp_path):
     folder = _typed_folder(tmp_path / "h", 150, BAD_ID)
     outcomes = _run_child(folder, "typed", "cpu", ["plain", "disjoint", "node_time"])
     expected = (
-        f"graph.indices holds id {BAD_ID} outside [0, num_nodes['b'] = 30) at CSR position 150 "
-        f"(relation ('b', 'back', 'a'), its edge 50); {HINT}"
+        f"graph.indices holds id {BAD_ID} outside [0, num_src_nodes = 30) at CSR position 150 "
+        f"(relation ('b', 'back', 'a'): its source ids are bound by num_nodes['b'], its edge 50); {HINT}"
     )
     for case in ("plain", "disjoint", "node_time"):
         assert outcomes[case] == ("ValueError", expected), case
@@ -133,7 +133,8 @@ def test_an_id_of_another_type_is_out_of_its_relations_range(tmp_path):
     folder = _typed_folder(tmp_path / "h", 7, 25)
     outcomes = _run_child(folder, "typed", "cpu", ["plain"])
     assert outcomes["plain"][1].startswith(
-        "graph.indices holds id 25 outside [0, num_nodes['a'] = 20) at CSR position 7"
+        "graph.indices holds id 25 outside [0, num_src_nodes = 20) at CSR position 7 (relation ('a', 'to', 'b'): "
+        "its source ids are bound by num_nodes['a'], its edge 7)"
     )
 
 

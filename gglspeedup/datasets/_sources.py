@@ -100,11 +100,12 @@ def _as_array(where: str, piece, kind: str) -> np.ndarray:
     expected = "a (2, k) integer array ([sources; targets])" if kind == "edges" else "a 1-D float array"
     if kind == "edges" and len(piece) == 2 and None not in lengths:
         raise ValueError(
-            f"{where} must be {expected}: its (src, dst) rows have unequal lengths {lengths[0]} and {lengths[1]}"
+            f"{where} must be {expected}: its (src, dst) rows have unequal lengths {lengths[0]} and {lengths[1]} "
+            f"(shapes ({lengths[0]},) and ({lengths[1]},))"
         ) from None
     shown = ", ".join("scalar" if n is None else str(n) for n in lengths[:6]) + (", ..." if len(lengths) > 6 else "")
     raise ValueError(
-        f"{where} must be {expected}, got a ragged {type(piece).__name__} of rows of lengths {shown}"
+        f"{where} must be {expected}, got a ragged {type(piece).__name__} of rows of lengths {shown} (no array shape)"
     ) from None
 
 

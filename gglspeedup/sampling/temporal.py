@@ -117,7 +117,7 @@ def position_times(graph: CSRGraph, node_time, edge_time) -> tuple:
         raise ValueError("give node_time or edge_time, not both (a sampler filters by one kind of time)")
     if node_time is not None:
         node_time = time_array("node_time", node_time, graph.num_nodes, "node")
-        span = (0, graph.num_edges, graph.num_nodes, "num_nodes", "")
+        span = (0, graph.num_edges, graph.num_nodes, "")
         return _neighbour_times(node_time, to_numpy(graph.indices), span), node_time
     edge_time = time_array("edge_time", edge_time)
     return _edge_times("edge_time", edge_time, graph.edge_ids, graph.num_edges), None
@@ -153,7 +153,8 @@ def typed_position_times(graph, node_time, edge_time) -> tuple:
     for r, edge_type in enumerate(graph.edge_types):
         first, stop = int(graph.edge_base[r]), int(graph.edge_base[r + 1])
         if node_time is not None and edge_type[0] in checked:
-            span = (first, stop, graph.num_nodes[edge_type[0]], f"num_nodes[{edge_type[0]!r}]", f"relation {edge_type}")
+            source = f"relation {edge_type}: its source ids are bound by num_nodes[{edge_type[0]!r}]"
+            span = (first, stop, graph.num_nodes[edge_type[0]], source)
             times[first:stop] = _neighbour_times(checked[edge_type[0]], indices, span)
         elif edge_time is not None and edge_type in checked:
             relation_ids = ids[first:stop] if ids is not None and graph.has_edge_ids(edge_type) else None

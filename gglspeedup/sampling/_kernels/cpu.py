@@ -97,7 +97,7 @@ class CPUDriver:
 
     def corrupt_error(self) -> ValueError:
         """The error for a kernel that met a neighbour id outside the graph (a corrupt folder)."""
-        return corrupt_indices_error(self.graph.indices, [(0, self.num_edges, self.num_nodes, "num_nodes", "")])
+        return corrupt_indices_error(self.graph.indices, [(0, self.num_edges, self.num_nodes, "")])
 
     def sample_all(
         self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions | None = None, expand: str = "all"

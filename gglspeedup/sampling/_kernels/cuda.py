@@ -200,7 +200,7 @@ class CUDADriver:
         :func:`gglspeedup._integrity.corrupt_indices_error` over ``spans`` (default: every
         position bound by the node count)."""
         if spans is None:
-            spans = [(0, self.num_edges, self.graph.indptr.shape[0] - 1, "num_nodes", "")]
+            spans = [(0, self.num_edges, self.graph.indptr.shape[0] - 1, "")]
         return corrupt_indices_error(self._csr[1], spans)
 
     def _hop(self, n_id, lo: int, k: int, state, options, corrupt):
