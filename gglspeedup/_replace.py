@@ -129,6 +129,9 @@ def check_replaceable(path, *, overwrite: bool = True, given=None) -> str:
                 f"{shown} is a graph folder but also holds files its header does not list "
                 f"({_listing(names - ours)}): {refuse}"
             )
+        odd = [n for n in names if os.path.islink(os.path.join(path, n)) or not os.path.isfile(os.path.join(path, n))]
+        if odd:  # a folder or link under a listed name is not what this library writes
+            raise FileExistsError(f"{shown} is a graph folder but {_listing(odd)} is not a plain file: {refuse}")
         kind = FOLDER
     elif os.path.isfile(path) and _is_graph_npz(path):
         kind = NPZ
@@ -153,7 +156,7 @@ def remove_replaced(old: str, kind: str) -> None:
         for name in folder_files(old) or ():
             try:
                 os.unlink(os.path.join(old, name))
-            except FileNotFoundError:
+            except OSError:  # gone already, or no longer a plain file: left for the warning below
                 pass
     try:
         os.rmdir(old)

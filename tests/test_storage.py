@@ -293,6 +293,13 @@ def test_a_user_file_inside_a_saved_graph_makes_it_not_ours(tmp_path):
         _graph(np.int64).save(path)
     assert (path / "mine.txt").read_text() == "keep"
     assert gg.CSRGraph.load(path, verify=True).indices.dtype == np.int32  # the old graph, untouched
+    os.remove(path / "mine.txt")
+    os.remove(path / "weights.npy")
+    (path / "weights.npy").mkdir()  # a folder under a name the header lists
+    (path / "weights.npy" / "mine.txt").write_text("keep")
+    with pytest.raises(FileExistsError, match=r"weights\.npy is not a plain file"):
+        _graph().save(path)
+    assert (path / "weights.npy" / "mine.txt").read_text() == "keep"
 
 
 def test_overwrite_replaces_only_a_graph_this_library_wrote(tmp_path):
