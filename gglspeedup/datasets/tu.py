@@ -44,8 +44,15 @@ class TUDataset(NamedTuple):
         return int(self.ptr.shape[0] - 1)
 
     def subset(self, graphs) -> TUDataset:
-        """The graphs ``graphs`` (ids, in that order) as one batch, renumbered from 0."""
-        graphs = np.asarray(graphs, dtype=np.int64)
+        """The graphs ``graphs`` (ids, in that order) as one batch, renumbered from 0.
+
+        ``graphs`` is a 1-D array or list of integer ids in ``[0, num_graphs)``: a float raises
+        ``TypeError``, an id out of range (a negative one too: nothing wraps around)
+        ``IndexError`` naming it and the range.
+        """
+        from ..validation import check_ids_in_range, int_array
+
+        graphs = check_ids_in_range("graphs", int_array("graphs", graphs), self.num_graphs, what="num_graphs")
         sizes = np.diff(self.ptr)[graphs]
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         nodes = (
