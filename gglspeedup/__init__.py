@@ -66,6 +66,7 @@ _LAZY_MODULES = (
     "multigpu",
     "protocols",
     "sampling",
+    "service",
     "testing",
     "validation",
 )

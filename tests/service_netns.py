@@ -149,3 +149,53 @@ def kill(pid: int, sig=signal.SIGKILL) -> None:
 def wait_gone(pids, seconds: float = 10.0) -> list[int]:
     """Wait up to ``seconds`` for ``pids`` to exit; the ones still alive."""
     return _wait_gone(pids, seconds)
+
+
+# ---------------------------------------------------------------------------- data the tests serve
+_DATA: dict = {}
+
+
+def small_graph(num_nodes: int = 400, num_edges: int = 3000, seed: int = 0):
+    """``(graph, x, y)``: a random graph with edge ids, float32 features (16 wide) and labels."""
+    import numpy as np
+
+    import gglspeedup as gg
+
+    rng = np.random.default_rng(seed)
+    edge_index = rng.integers(0, num_nodes, (2, num_edges))
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes)
+    x = rng.standard_normal((num_nodes, 16)).astype(np.float32)
+    y = rng.integers(0, 7, num_nodes)
+    return graph, x, y
+
+
+def partitioned(tmp_path_factory, method: str = "metis", num_parts: int = 3, **options):
+    """``(folder, graph, x, y)``: :func:`small_graph` partitioned once per session per arguments
+    (``options`` go to ``partition``, e.g. ``edge_time``), its kernels compiled in this process
+    first (Numba's disk cache then serves the servers' processes)."""
+    import numpy as np
+
+    from gglspeedup.service import LocalTransport, PartServer, RemoteSampler, partition
+
+    key = (method, num_parts, tuple(sorted((k, id(v)) for k, v in options.items())))
+    if key not in _DATA:
+        graph, x, y = small_graph()
+        folder = str(tmp_path_factory.mktemp("parts") / f"{method}{num_parts}")
+        partition(graph, folder, num_parts, features=x, labels=y, method=method, **options)
+        servers = [PartServer(folder, [p]) for p in range(num_parts)]
+        transport = LocalTransport(servers, [(p,) for p in range(num_parts)])
+        sampler = RemoteSampler(transport, folder, [3, 2], **_times(options))
+        sampler.sample(np.arange(8), key=0, seed_time=np.full(8, 2**40) if options else None)
+        if not options:  # the link batches' kernels (negatives, exclusion, strict checks) and disjoint trees
+            for dtype in (np.int64, np.int32):  # the servers' kernels compile per id type
+                pairs = np.stack([np.arange(8), np.arange(8, 16)]).astype(dtype)
+                for negatives in ("binary", "per_source", "triplet"):
+                    sampler.sample_links(pairs, negatives=negatives, strict_negatives=True, exclude="reverse", key=1)
+                sampler.sample_links(pairs, exclude="self", key=1)
+            RemoteSampler(transport, folder, [3, 2], disjoint=True).sample(np.arange(8), key=0)
+        _DATA[key] = (folder, graph, x, y)
+    return _DATA[key]
+
+
+def _times(options: dict) -> dict:
+    return {k: v for k, v in options.items() if k in ("node_time", "edge_time")}

@@ -18,6 +18,11 @@ The rooms:
   :class:`PartitionBook`.
 - :mod:`.server`: :class:`PartServer`, what answers a group's requests (the message spec).
 - :mod:`.sampler`: :class:`RemoteSampler` and :class:`RemoteHeteroSampler`, the trainer's side.
+- :mod:`.cluster`: :func:`serve` and :class:`Cluster` (servers as Ray actors, :mod:`._actors`,
+  :mod:`._ray`), over :class:`RayTransport` (:mod:`._ray_transport`: deadlines, retries, named
+  failures); :mod:`.features`: :class:`RemoteFeatureStore` and :class:`RemoteLabels`, the remote
+  feature tier; :mod:`.netns`: a private network namespace (Ray on loopback only, for tests);
+  ``python -m gglspeedup.service serve PATH`` (:mod:`.__main__`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ __all__ = [
     "LocalTransport",
     "RemoteSampler",
     "RemoteHeteroSampler",
+    "serve",
+    "Cluster",
+    "ServerInfo",
+    "RayTransport",
+    "RemoteFeatureStore",
+    "RemoteLabels",
 ]
 
 _LAZY = {
@@ -41,6 +52,12 @@ _LAZY = {
     "LocalTransport": ("_transport", "LocalTransport"),
     "RemoteSampler": ("sampler", "RemoteSampler"),
     "RemoteHeteroSampler": ("sampler", "RemoteHeteroSampler"),
+    "serve": ("cluster", "serve"),
+    "Cluster": ("cluster", "Cluster"),
+    "ServerInfo": ("cluster", "ServerInfo"),
+    "RayTransport": ("_ray_transport", "RayTransport"),
+    "RemoteFeatureStore": ("features", "RemoteFeatureStore"),
+    "RemoteLabels": ("features", "RemoteLabels"),
 }
 
 

@@ -9,12 +9,13 @@ process started under names (``python -m gglspeedup.service serve``).
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from ._ray import ServerHost, import_ray, ray_errors
 from ._ray_transport import RayTransport, Replica
 
-__all__ = ["NAMESPACE", "connect", "start_servers", "attach_servers", "server_name"]
+__all__ = ["NAMESPACE", "connect", "start_servers", "attach_servers", "refresh_replicas", "server_name"]
 
 NAMESPACE = "gglspeedup"  # the Ray namespace of named servers
 _HOST_CLASS = []  # ray.remote(ServerHost), made once per process
@@ -79,7 +80,8 @@ def start_servers(
             }
             if tag is not None:
                 placement.update(name=server_name(tag, group, replica), namespace=NAMESPACE, get_if_exists=False)
-            handles.append((group, replica, host.options(**placement).remote(factory, options, group, replica)))
+            actor = host.options(**placement).remote(factory, options, group, replica, max_restarts)
+            handles.append((group, replica, actor))
     try:
         infos = _describe_all([h for _, _, h in handles], startup)
     except BaseException:
@@ -89,26 +91,56 @@ def start_servers(
     return _transport(handles, infos, group_parts, len(group_options), max_restarts, deadline, startup)
 
 
-def attach_servers(tag: str, group_parts, *, replicas: int, max_restarts: int, deadline: float, startup: float = 120.0):
-    """The transport over named servers another process started with ``tag``, or ``None`` when
+def attach_servers(tag: str, *, deadline: float, startup: float = 120.0):
+    """The transport over named servers another process started with ``tag`` (groups and replicas
+    as that process made them; each server reports its partitions and restarts), or ``None`` when
     there are none. Closing it does not stop them (their starter does)."""
     ray = import_ray()
     handles = []
-    for group in range(len(group_parts)):
-        for replica in range(replicas):
+    for group in itertools.count():
+        found = 0
+        for replica in itertools.count():
             try:
                 handle = ray.get_actor(server_name(tag, group, replica), namespace=NAMESPACE)
             except ValueError:
-                if handles:
-                    raise RuntimeError(
-                        f"named servers {tag!r} are incomplete: {server_name(tag, group, replica)} is missing"
-                    ) from None
-                return None
+                break
             handles.append((group, replica, handle))
+            found += 1
+        if not found:
+            break
+    if not handles:
+        return None
     infos = _describe_all([h for _, _, h in handles], startup)
-    transport = _transport(handles, infos, group_parts, len(group_parts), max_restarts, deadline, startup)
+    groups = 1 + max(group for group, _, _ in handles)
+    group_parts = [()] * groups
+    for (group, _, _), info in zip(handles, infos):
+        group_parts[group] = tuple(int(p) for p in info["info"]["parts"])
+    transport = _transport(handles, infos, group_parts, groups, None, deadline, startup)
     transport.owner = False
     return transport
+
+
+def refresh_replicas(transport: RayTransport, seconds: float = 1.0) -> None:
+    """Ask every replica that answers requests who it is (pid, node) now, waiting at most
+    ``seconds`` (or the deadline if shorter); replicas that do not answer keep what was known."""
+    ray = import_ray()
+    asked = {}
+    for replica in transport.all_replicas():
+        if replica.state in ("ok", "suspect"):
+            asked[replica.handle.describe.remote()] = replica
+    if not asked:
+        return
+    ready, _ = ray.wait(list(asked), num_returns=len(asked), timeout=min(seconds, transport.deadline))
+    for ref in ready:
+        replica = asked[ref]
+        try:
+            info = ray.get(ref, timeout=0)
+        except Exception:  # died or unreachable: the next request finds out and handles it
+            continue
+        with replica.lock:
+            if info["incarnation"] != replica.info["incarnation"]:
+                replica.pids.append(info["pid"])
+            replica.info = info
 
 
 def _describe_all(handles, startup: float) -> list:
@@ -124,9 +156,11 @@ def _describe_all(handles, startup: float) -> list:
 
 
 def _transport(handles, infos, group_parts, groups: int, max_restarts, deadline, startup) -> RayTransport:
+    """The transport over started or found actors (``max_restarts`` None: as each reports)."""
     ray = import_ray()
     replicas = [[] for _ in range(groups)]
     for (group, replica, handle), info in zip(handles, infos):
-        replicas[group].append(Replica(handle, group, replica, info, max_restarts))
+        restarts = info["max_restarts"] if max_restarts is None else max_restarts
+        replicas[group].append(Replica(handle, group, replica, info, restarts))
     node_id = ray.get_runtime_context().get_node_id()
     return RayTransport(replicas, group_parts, deadline=deadline, startup=startup, node_id=node_id)

@@ -17,7 +17,7 @@ import socket
 import time
 import uuid
 
-__all__ = ["import_ray", "ServerHost", "INJECTIONS", "ray_errors"]
+__all__ = ["import_ray", "ServerHost", "INJECTIONS", "ray_errors", "writeable"]
 
 INJECTIONS = ("delay", "drop")
 
@@ -64,11 +64,13 @@ class ServerHost:
         Plain keyword arguments of the server's constructor (paths, part numbers, flags).
     group, replica : int
         Which server slot this process answers for, and which of its replicas it is.
+    max_restarts : int
+        The restarts Ray grants the actor (reported, for clients that attach to it).
     """
 
-    def __init__(self, factory: str, options: dict, group: int, replica: int):
+    def __init__(self, factory: str, options: dict, group: int, replica: int, max_restarts: int = 0):
         self.server = build_server(factory, options)
-        self.group, self.replica = int(group), int(replica)
+        self.group, self.replica, self.max_restarts = int(group), int(replica), int(max_restarts)
         self.incarnation = uuid.uuid4().hex  # new in every process Ray (re)starts
         self.started = time.time()
         self._faults = []  # [kind, remaining count, seconds]
@@ -77,11 +79,11 @@ class ServerHost:
         """The server's answer to ``(method, payload)``, after any planted fault has run."""
         if self._faults:
             self._run_fault()
-        return self.server.handle(method, payload)
+        return self.server.handle(method, writeable(payload))
 
     def describe(self) -> dict:
         """Who answers: ``pid``, ``node`` (IP address), ``node_id``, ``incarnation``, ``group``,
-        ``replica`` and the server's own ``info`` answer when it has one."""
+        ``replica``, ``max_restarts`` and the server's own ``info`` answer when it has one."""
         import ray
 
         context = ray.get_runtime_context()
@@ -98,6 +100,7 @@ class ServerHost:
             "incarnation": self.incarnation,
             "group": self.group,
             "replica": self.replica,
+            "max_restarts": self.max_restarts,
             "info": info,
         }
 
@@ -121,6 +124,18 @@ class ServerHost:
         else:
             drop_connections()
             time.sleep(max(seconds, 0.2))  # the reply must not slip out before the break is seen
+
+
+def writeable(payload: dict) -> dict:
+    """``payload`` with its read-only arrays copied. Ray hands received arrays over read-only (views
+    of its buffers); Numba compiles read-only arrays as a type of their own, so a kernel warmed on
+    ordinary arrays would compile again on the first request (seconds, against its deadline)."""
+    import numpy as np
+
+    return {
+        name: value.copy() if isinstance(value, np.ndarray) and not value.flags.writeable else value
+        for name, value in payload.items()
+    }
 
 
 def drop_connections() -> int:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ._ray import import_ray, ray_errors
+from ._ray import import_ray, ray_errors, writeable
 from ._transport import check_plain
 from .errors import ServerUnavailable
 
@@ -139,7 +139,8 @@ class RayTransport:
                     except ray_error as error:
                         reason, detail = "connection", _first_line(error)
                     else:
-                        answers[group] = check_plain(answer, f"group {group}'s answer to {attempt.method!r}")
+                        check_plain(answer, f"group {group}'s answer to {attempt.method!r}")
+                        answers[group] = writeable(answer)  # as an in-process server's: one kernel type
                         self._count(bytes_received=message_bytes(answer))
                         del attempts[group]
                         continue
