@@ -317,12 +317,14 @@ class _Degrees:
 class RemoteLabels:
     """Labels through the partition servers: ``labels[ids]`` (each distinct label fetched once per
     call), ``len(labels)``, ``shape``, ``dtype``, and the whole array for whatever takes one
-    (``np.asarray(labels)``, a loader's ``labels=``), fetched once and kept."""
+    (``np.asarray(labels)``, a loader's ``labels=``), fetched once and kept. ``gather(ids)`` and
+    ``stats()`` make it a feature source (``gglspeedup.pyg.FeatureStore({"y": labels})``)."""
 
     def __init__(self, transport, book, node_type=None):
         self._remote = RemoteRows(transport, book, "y", node_type)
         self.shape, self.dtype, self.node_type = self._remote.shape, self._remote.dtype, node_type
         self._all = None
+        self._lookups = 0
 
     @property
     def ndim(self) -> int:
@@ -332,14 +334,31 @@ class RemoteLabels:
         return self.shape[0]
 
     def __getitem__(self, ids) -> np.ndarray:
+        """``y[ids]`` for 1-D ids (a list, an array, a tensor or a slice); ``IndexError`` for an id
+        outside ``[0, len)``, ``TypeError`` for non-integer ids."""
         from ..validation import check_ids_in_range, int_array
 
-        ids = check_ids_in_range("ids", int_array("ids", ids), self.shape[0])
+        if isinstance(ids, slice):
+            ids = np.arange(self.shape[0], dtype=np.int64)[ids]
+        ids = check_ids_in_range("ids", int_array("ids", to_numpy(ids)), self.shape[0])
         unique, inverse = np.unique(np.asarray(ids, np.int64).reshape(-1), return_inverse=True)
         values = np.empty((unique.shape[0], *self.shape[1:]), self.dtype)
         if unique.shape[0]:
             self._remote.fetch(unique, values)
-        return values[inverse].reshape(np.shape(ids) + self.shape[1:])
+        self._lookups += int(ids.size)
+        return values[inverse.reshape(-1)].reshape(np.shape(ids) + self.shape[1:])
+
+    def gather(self, ids, out=None) -> np.ndarray:
+        """``labels[ids]``, written into ``out`` when given (a feature source's ``gather``)."""
+        values = self[ids]
+        if out is None:
+            return values
+        out[...] = values
+        return out
+
+    def stats(self) -> dict:
+        """``lookups`` (labels asked for), ``rows_remote`` (distinct labels fetched)."""
+        return {"lookups": self._lookups, "rows_remote": self._remote.rows_fetched}
 
     def numpy(self) -> np.ndarray:
         """Every label, fetched once (then kept): shape :attr:`shape`."""
