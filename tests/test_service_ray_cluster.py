@@ -10,7 +10,7 @@ import pytest
 from service_netns import partitioned, ray_session, small_graph  # noqa: F401
 
 import gglspeedup as gg
-from gglspeedup.service import Cluster, RemoteFeatureStore, RemoteLabels, RemoteSampler, ServerInfo, serve
+from gglspeedup.service import Cluster, RemoteFeatureStore, RemoteLabels, RemoteSampler, serve
 from gglspeedup.testing import assert_same_sample
 
 FANOUTS = [4, 3]
@@ -177,19 +177,6 @@ def test_service_ray_labels_are_exact_by_id_and_as_a_whole(metis3):
     assert cluster.stats()["bytes_received"] == y.nbytes  # every label once
     with pytest.raises(IndexError):
         labels[[400]]
-
-
-def test_service_ray_servers_list_parts_nodes_and_pids(ray_session, tmp_path_factory):  # noqa: F811
-    folder, _, _, _ = partitioned(tmp_path_factory, "metis")
-    with serve(folder, 2, replicas=2) as cluster:
-        servers = cluster.servers
-        assert [s.parts for s in servers] == [(0, 1), (2,)]
-        assert all(isinstance(s, ServerInfo) and s.node == "127.0.0.1" and s.alive for s in servers)
-        pids = [pid for s in servers for _, pid in s.replicas]
-        assert len(set(pids)) == 4 and all(s.pid == s.replicas[0][1] for s in servers)
-    assert cluster.closed
-    with pytest.raises(RuntimeError, match="closed"):
-        cluster.sampler(FANOUTS)
 
 
 @pytest.mark.parametrize(

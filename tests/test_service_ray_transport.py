@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from service_netns import kill, process_alive, ray_session, shared_memory_entries, wait_gone  # noqa: F401
+from service_netns import kill, process_alive, ray_session, wait_gone  # noqa: F401
 
 from gglspeedup.service import ServerUnavailable
 from gglspeedup.service._actors import start_servers
@@ -72,15 +72,9 @@ def test_service_ray_transport_answers_every_group_at_once_with_plain_messages(t
         transport.call({0: ("echo", {"names": np.array(["a"])})})
     with pytest.raises(IndexError, match=r"group must lie in \[0, 2\)"):
         transport.call({2: ("echo", {})})
-
-
-def test_service_ray_transport_server_errors_reach_the_caller_as_themselves(transports):
-    transport = start()
-    transports.append(transport)
-    with pytest.raises(ValueError, match="no method 'nonsense'"):
+    with pytest.raises(ValueError, match="no method 'nonsense'"):  # a refusal is an answer, not a failure
         transport.call({0: ("nonsense", {})}, key=3)
-    assert transport.stats()["failures"] == 0  # a refusal is an answer, not an unavailable server
-    assert scale_all(transport) == EXPECTED
+    assert transport.stats()["failures"] == 0 and scale_all(transport) == EXPECTED
 
 
 def test_service_ray_sigkill_names_the_server_its_parts_and_the_key_within_two_seconds(transports):
@@ -95,20 +89,20 @@ def test_service_ray_sigkill_names_the_server_its_parts_and_the_key_within_two_s
 
 
 def test_service_ray_sigstop_is_named_within_the_deadline_plus_one_second(transports):
-    transport = start(max_restarts=0, deadline=1.0)
+    transport = start(max_restarts=0, deadline=0.5)
     transports.append(transport)
     pid = pid_of(transport, 0)
     kill(pid, signal.SIGSTOP)
     error, seconds = timed_failure(transport, key=5)
     assert (error.server, error.parts, error.key, error.reason) == (0, (0,), 5, "deadline")
-    assert 1.0 <= seconds <= 2.0
+    assert 0.5 <= seconds <= 1.5
     kill(pid, signal.SIGCONT)  # the process resumes: it answers again
     assert scale_all(transport, key=5) == EXPECTED
 
 
 @pytest.mark.parametrize("signal_", [signal.SIGKILL, signal.SIGSTOP], ids=["sigkill", "sigstop"])
 def test_service_ray_restart_answers_the_request_unchanged_in_a_new_process(transports, signal_):
-    transport = start(max_restarts=1, deadline=1.0)
+    transport = start(max_restarts=1, deadline=0.5)
     transports.append(transport)
     old = pid_of(transport, 1)
     kill(old, signal_)
@@ -122,7 +116,7 @@ def test_service_ray_restart_answers_the_request_unchanged_in_a_new_process(tran
 
 
 def test_service_ray_replica_answers_when_the_other_is_killed_or_stopped(transports):
-    transport = start(replicas=2, max_restarts=0, deadline=1.0)
+    transport = start(replicas=2, max_restarts=0, deadline=0.5)
     transports.append(transport)
     kill(pid_of(transport, 0, 0))
     kill(pid_of(transport, 1, 1), signal.SIGSTOP)
@@ -132,33 +126,28 @@ def test_service_ray_replica_answers_when_the_other_is_killed_or_stopped(transpo
     assert transport.stats()["restarts"] == 0
 
 
-def test_service_ray_slow_server_answers_within_the_deadline_and_is_named_past_it(transports):
-    transport = start(max_restarts=0, deadline=1.0)
-    transports.append(transport)
+def test_service_ray_slow_server_is_named_past_the_deadline_or_restarted(transports):
     import ray
 
-    ray.get(transport.replicas[0][0].handle.inject.remote("delay", 1, 0.3))
-    assert scale_all(transport, key=1) == EXPECTED
-    ray.get(transport.replicas[0][0].handle.inject.remote("delay", 1, 1.5))
+    transport = start(max_restarts=0, deadline=0.5)
+    transports.append(transport)
+    ray.get(transport.replicas[0][0].handle.inject.remote("delay", 1, 0.1))
+    assert scale_all(transport, key=1) == EXPECTED  # slow, within the deadline: answered
+    ray.get(transport.replicas[0][0].handle.inject.remote("delay", 1, 0.8))
     error, seconds = timed_failure(transport, key=2)
-    assert (error.server, error.reason) == (0, "deadline") and seconds <= 2.0
-    time.sleep(0.6)  # the slow answer arrives and is dropped; the server answers again
+    assert (error.server, error.reason) == (0, "deadline") and seconds <= 1.5
+    time.sleep(0.4)  # the slow answer arrives and is dropped; the server answers again
     assert scale_all(transport, key=3) == EXPECTED
-
-
-def test_service_ray_slow_server_with_a_restart_answers_from_the_new_process(transports):
-    transport = start(max_restarts=1, deadline=1.0)
-    transports.append(transport)
-    import ray
-
-    old = pid_of(transport, 1)
-    ray.get(transport.replicas[1][0].handle.inject.remote("delay", 1, 30.0))
-    assert scale_all(transport, key=4) == EXPECTED
-    assert pid_of(transport, 1) != old
+    restarting = start(max_restarts=1, deadline=0.5)
+    transports.append(restarting)
+    old = pid_of(restarting, 1)
+    ray.get(restarting.replicas[1][0].handle.inject.remote("delay", 1, 30.0))
+    assert scale_all(restarting, key=4) == EXPECTED  # the hung process killed, its restart answers
+    assert pid_of(restarting, 1) != old
 
 
 def test_service_ray_dropped_connection_is_retried_on_the_same_process(transports):
-    transport = start(max_restarts=0, deadline=4.0)
+    transport = start(max_restarts=0, deadline=3.0)
     transports.append(transport)
     import ray
 
@@ -170,18 +159,4 @@ def test_service_ray_dropped_connection_is_retried_on_the_same_process(transport
     ray.get(transport.replicas[1][0].handle.inject.remote("drop", 5))  # every reply lost: named
     error, seconds = timed_failure(transport, key=7)
     assert (error.server, error.key) == (1, 7) and error.reason in ("connection", "deadline")
-    assert seconds <= 4.0 + 1.0
-
-
-def test_service_ray_close_leaves_no_process_and_no_shared_memory_also_after_a_kill(ray_session):  # noqa: F811
-    before = shared_memory_entries()
-    transport = start(replicas=2, max_restarts=1, deadline=1.0)
-    kill(pid_of(transport, 0, 1))
-    assert scale_all(transport, key=1) == EXPECTED
-    kill(pid_of(transport, 1, 0), signal.SIGSTOP)
-    pids = [pid for replica in transport.all_replicas() for pid in replica.pids]
-    transport.close()
-    assert not wait_gone(pids, 5.0)
-    assert shared_memory_entries() <= before
-    with pytest.raises(RuntimeError, match="closed"):
-        scale_all(transport)
+    assert seconds <= 3.0 + 1.0

@@ -39,6 +39,10 @@ from .errors import ServerUnavailable
 __all__ = ["RayTransport", "Replica", "message_bytes"]
 
 _PROBE_PAUSE = 0.05  # seconds between probes of a process Ray is restarting
+# Seconds between looks at the processes on this node that owe an answer: Ray reports a killed
+# process only after 1-2 s, /proc at once (a SIGKILLed server is then named, or its request
+# moved, within this time).
+_LOCAL_POLL = 0.05
 
 
 def message_bytes(payload: dict) -> int:
@@ -60,11 +64,12 @@ class Replica:
 
 
 class _Attempt:
-    __slots__ = ("expires", "generation", "group", "method", "payload", "ref", "replica", "tries")
+    __slots__ = ("expires", "generation", "group", "method", "payload", "pid", "ref", "replica", "tries")
 
     def __init__(self, group, method, payload, replica, ref, expires, tries):
         self.group, self.method, self.payload = group, method, payload
         self.replica, self.generation, self.ref = replica, replica.generation, ref
+        self.pid = int(replica.info["pid"])
         self.expires, self.tries = expires, tries
 
 
@@ -122,12 +127,16 @@ class RayTransport:
         while attempts:
             pending = list(attempts.values())
             wait = max(0.0, min(a.expires for a in pending) - time.monotonic())
+            if any(self._is_local(a.replica) for a in pending):
+                wait = min(wait, _LOCAL_POLL)  # a local process's death is seen here, before Ray reports it
             ready, _ = ray.wait([a.ref for a in pending], num_returns=len(pending), timeout=wait)
             ready = set(ready)
             now = time.monotonic()
             for group, attempt in list(attempts.items()):
                 reason = detail = None
-                if attempt.ref in ready:
+                if attempt.ref not in ready and self._is_local(attempt.replica) and not _alive(attempt.pid):
+                    reason, detail = "exited", f"process {attempt.pid} is gone"
+                elif attempt.ref in ready:
                     try:
                         answer = ray.get(attempt.ref, timeout=0)
                     except died as error:
@@ -223,6 +232,7 @@ class RayTransport:
         self._count(failures=1)
         incarnation = replica.info["incarnation"]
         self._handle_failure(replica, attempt.generation, reason)
+        reason = "died" if reason == "exited" else reason  # seen here rather than reported by Ray
         tries = attempt.tries + 1
         if tries >= self.max_tries:
             raise ServerUnavailable(group, self.group_parts[group], key, reason, detail)
@@ -245,7 +255,7 @@ class RayTransport:
             if replica.generation != generation or replica.state == "dead":
                 return
             replica.generation += 1
-            if reason == "died":
+            if reason == "died" or (reason == "exited" and replica.restarts_left <= 0):
                 replica.state = "dead"
             elif reason == "deadline" and replica.restarts_left > 0:
                 self._kill(replica)  # hung or too slow: Ray restarts it
