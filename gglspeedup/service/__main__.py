@@ -39,9 +39,6 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from .cluster import serve
 
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
     cluster = serve(
         args.path,
         args.servers,
@@ -52,6 +49,9 @@ def main(argv=None) -> int:
         verify=not args.no_verify,
         named=True,
     )
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # after Ray's start, which sets handlers of its own
+        signal.signal(signum, lambda *_: stop.set())
     try:
         for server in cluster.servers:
             pids = " ".join(str(pid) for _, pid in server.replicas)
