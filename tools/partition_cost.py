@@ -76,7 +76,8 @@ def main(argv=None) -> int:
             continue
         row = json.loads(result.stdout.strip().splitlines()[-1])
         print(
-            f"{method:6s} parts={row['parts']} time={row['seconds']:.1f} s peak RSS={row['peak_bytes'] / 2**30:.2f} GiB "
+            f"{method:6s} parts={row['parts']} time={row['seconds']:.1f} s "
+            f"peak RSS={row['peak_bytes'] / 2**30:.2f} GiB "
             f"edges/s={graph.num_edges / row['seconds'] / 1e6:.1f} M largest part={row['max_part_edges']} edges"
         )
         shutil.rmtree(target, ignore_errors=True)
