@@ -210,3 +210,25 @@ def test_service_partition_book_loads_in_constant_time_and_checks_its_kind(tmp_p
         PartitionBook.load(tmp_path / "missing")
     with pytest.raises(ValueError, match="node_type must be None"):
         book.part_of([0], "paper")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_service_partition_of_a_memory_mapped_graph_in_pieces_equals_in_memory(tmp_path, method):
+    rng = np.random.default_rng(4)
+    graph = _graph(num_nodes=3000, num_edges=60000, seed=4)
+    graph.save(tmp_path / "g")
+    mapped = gg.CSRGraph.load(tmp_path / "g")
+    x = rng.normal(size=(3000, 64)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    x_mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    times = rng.integers(0, 100, 60000)
+    partition(graph, tmp_path / "a", 3, features=x, method=method, edge_time=times, memory="64M")
+    # 1 MiB pieces: about 14,500 entries and 4,000 feature rows each, so every part is written in several
+    # (METIS holds the graph itself: its budget must cover that, about 4 MB here)
+    memory = "1M" if method == "range" else "8M"
+    partition(mapped, tmp_path / "b", 3, features=x_mapped, method=method, edge_time=times, memory=memory)
+    for p in range(3):
+        a, b = _part_rows(tmp_path / "a", p), _part_rows(tmp_path / "b", p)
+        assert a.keys() == b.keys()
+        for name in a:
+            assert a[name].dtype == b[name].dtype and np.array_equal(a[name], b[name]), name

@@ -243,7 +243,8 @@ class RemoteSampler(_RemoteMixin, NeighborSampler):
         return self._clone(RemoteSampler, fanouts)
 
     def __repr__(self) -> str:
-        return f"RemoteSampler(fanouts={self.fanouts}, seed={self.seed}, groups={len(self.transport.group_parts)}, {self.book!r})"
+        groups = len(self.transport.group_parts)
+        return f"RemoteSampler(fanouts={self.fanouts}, seed={self.seed}, groups={groups}, {self.book!r})"
 
 
 class RemoteHeteroSampler(_RemoteMixin, HeteroNeighborSampler):
