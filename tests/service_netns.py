@@ -43,6 +43,8 @@ class RaySession:
             self.network = private_network()
         except PermissionError as error:
             pytest.skip(f"no private network namespace for Ray: {error}")
+        from gglspeedup.service._actors import RAY_SYSTEM_CONFIG
+
         os.environ.update(RAY_ENV)
         self.ray = ray
         self.temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
@@ -53,6 +55,7 @@ class RaySession:
                 object_store_memory=OBJECT_STORE_BYTES,
                 log_to_driver=False,
                 _temp_dir=self.temp_dir,
+                _system_config=RAY_SYSTEM_CONFIG,  # as serve() starts Ray
             )
         except BaseException:
             self.network.close()
