@@ -5,8 +5,9 @@ private network namespace, ``service_netns``): the loss curve through the servic
 run's, batch for batch.
 """
 
-from conftest import load_file
 from service_netns import ray_session  # noqa: F401
+
+from conftest import load_file
 
 
 def test_service_ray_demo_loss_curve_equals_the_local_runs(ray_session, tmp_path, capsys):  # noqa: F811

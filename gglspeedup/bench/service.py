@@ -60,30 +60,13 @@ def _counts(text: str) -> list[int]:
 def ray_here(address):
     """Ray for the bench: this process's connection, ``address``'s cluster, or a local instance in a
     private network namespace (stopped, and the namespace left, on exit)."""
-    from ..service._actors import RAY_SYSTEM_CONFIG, connect
-    from ..service._ray import import_ray
-
-    ray = import_ray()
-    if ray.is_initialized() or address is not None:
-        _, connected = connect(address)
-        try:
-            yield
-        finally:
-            if connected:
-                ray.shutdown()
-        return
-    from ..service.netns import private_network
+    from ..service.cluster import ray_connection
 
     try:
-        network = private_network()
+        with ray_connection(address, private_network=True):
+            yield
     except PermissionError as error:
         raise RuntimeError(f"bench service starts Ray in a private network namespace: {error}") from None
-    with network:
-        ray.init(include_dashboard=False, log_to_driver=False, _system_config=RAY_SYSTEM_CONFIG)
-        try:
-            yield
-        finally:
-            ray.shutdown()
 
 
 def _minimum(out, id_bytes: int, edge_id_bytes: int, row_bytes: int) -> int:

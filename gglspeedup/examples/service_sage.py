@@ -16,7 +16,6 @@ names a cluster to join or this process is already connected to Ray.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import tempfile
 import time
@@ -92,28 +91,25 @@ def _train(sampler, features, labels, train, args) -> list[float]:
     return losses
 
 
-@contextlib.contextmanager
-def _ray(address):
-    """A private network namespace for a local Ray (unless Ray is connected or ``address`` given)."""
-    from ..service._ray import import_ray
+def _through_service(folder, train, args):
+    """Serve ``folder`` and train on the cluster: ``(losses, transport stats, serve s, train s)``."""
+    from gglspeedup.service import serve
 
-    if import_ray().is_initialized() or address is not None:
-        yield
-        return
-    from ..service.netns import private_network
-
-    try:
-        network = private_network()
-    except PermissionError as error:
-        raise SystemExit(f"run as root (or under unshare -rn), or pass --address: {error}") from None
-    with network:
-        yield
+    start = time.perf_counter()
+    with serve(folder, args.servers, address=args.address) as cluster:
+        serve_s = time.perf_counter() - start
+        start = time.perf_counter()
+        sampler = cluster.sampler(args.fanouts, seed=args.seed)
+        features = cluster.features(cache_size=args.cache_size)
+        losses = _train(sampler, features, cluster.labels, train, args)
+        return losses, cluster.stats(), serve_s, time.perf_counter() - start
 
 
 def run(argv=None) -> dict:
     args = build_parser().parse_args(argv)
     import gglspeedup as gg
-    from gglspeedup.service import partition, serve
+    from gglspeedup.service import partition
+    from gglspeedup.service.cluster import ray_connection
 
     for option in ("nodes", "parts", "servers", "batches", "batch_size"):
         if getattr(args, option) < 1:
@@ -134,16 +130,11 @@ def run(argv=None) -> dict:
         start = time.perf_counter()
         partition(graph, os.path.join(tmp, "parts"), args.parts, features=x, labels=y, method=args.method)
         partition_s = time.perf_counter() - start
-        with _ray(args.address):
-            start = time.perf_counter()
-            with serve(os.path.join(tmp, "parts"), args.servers, address=args.address) as cluster:
-                serve_s = time.perf_counter() - start
-                start = time.perf_counter()
-                sampler = cluster.sampler(args.fanouts, seed=args.seed)
-                features = cluster.features(cache_size=args.cache_size)
-                remote = _train(sampler, features, cluster.labels, train, args)
-                service_s = time.perf_counter() - start
-                stats = cluster.stats()
+        try:
+            with ray_connection(args.address, private_network=True):
+                remote, stats, serve_s, service_s = _through_service(os.path.join(tmp, "parts"), train, args)
+        except PermissionError as error:
+            raise SystemExit(f"run as root (or under unshare -rn), or pass --address: {error}") from None
     equal = remote == local
     print(f"{'batch':>5}  {'local loss':>10}  {'service loss':>12}")
     for index, (a, b) in enumerate(zip(local, remote)):

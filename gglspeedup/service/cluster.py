@@ -22,6 +22,7 @@ such a cluster leaves them running: their starter stops them).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from typing import NamedTuple
 
@@ -29,7 +30,7 @@ from ..validation import check_bool, check_int, check_seconds
 from ._actors import attach_servers, connect, start_servers
 from .book import PartitionBook
 
-__all__ = ["serve", "Cluster", "ServerInfo", "PART_SERVER", "group_partitions"]
+__all__ = ["serve", "Cluster", "ServerInfo", "PART_SERVER", "group_partitions", "ray_connection"]
 
 PART_SERVER = "gglspeedup.service.server:PartServer"
 
@@ -59,6 +60,35 @@ def group_partitions(num_parts: int, num_servers: int) -> list[tuple]:
     """
     bounds = [-(-g * num_parts // num_servers) for g in range(num_servers + 1)]  # the larger groups first
     return [tuple(range(bounds[g], bounds[g + 1])) for g in range(num_servers)]
+
+
+@contextlib.contextmanager
+def ray_connection(address=None, *, private_network: bool = False):
+    """Ray connected for the ``with`` block: this process's connection as it is, the cluster at
+    ``address`` (disconnected at the end), or a new local instance with the settings :func:`serve`
+    starts one with (stopped at the end). ``private_network=True`` starts that local instance in a
+    private network namespace this thread enters (:mod:`.netns`: loopback only) and leaves at the
+    end; ``PermissionError`` where none can be made. The bench and the demo run Ray this way."""
+    from ._ray import import_ray
+
+    ray = import_ray()
+    if ray.is_initialized() or address is not None or not private_network:
+        _, connected = connect(address)
+        try:
+            yield
+        finally:
+            if connected:
+                ray.shutdown()
+        return
+    from .netns import private_network as enter
+
+    with enter():
+        _, connected = connect(None)
+        try:
+            yield
+        finally:
+            if connected:
+                ray.shutdown()
 
 
 def server_tag(book: PartitionBook) -> str:
