@@ -20,9 +20,10 @@ The rooms:
 - :mod:`.sampler`: :class:`RemoteSampler` and :class:`RemoteHeteroSampler`, the trainer's side.
 - :mod:`.cluster`: :func:`serve` and :class:`Cluster` (servers as Ray actors, :mod:`._actors`,
   :mod:`._ray`), over :class:`RayTransport` (:mod:`._ray_transport`: deadlines, retries, named
-  failures); :mod:`.features`: :class:`RemoteFeatureStore` and :class:`RemoteLabels`, the remote
-  feature tier; :mod:`.netns`: a private network namespace (Ray on loopback only, for tests);
-  ``python -m gglspeedup.service serve PATH`` (:mod:`.__main__`).
+  failures); :mod:`.features`: :class:`RemoteFeatureStore`, the remote feature tier, and
+  :mod:`.labels`: :class:`RemoteLabels` (both through :mod:`._rows`); :mod:`.netns`: a private
+  network namespace (Ray on loopback only, for tests); ``python -m gglspeedup.service serve PATH``
+  (:mod:`.__main__`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ _LAZY = {
     "ServerInfo": ("cluster", "ServerInfo"),
     "RayTransport": ("_ray_transport", "RayTransport"),
     "RemoteFeatureStore": ("features", "RemoteFeatureStore"),
-    "RemoteLabels": ("features", "RemoteLabels"),
+    "RemoteLabels": ("labels", "RemoteLabels"),
 }
 
 

@@ -251,10 +251,10 @@ class Cluster:
 
     @property
     def labels(self):
-        """Labels through the servers (:class:`~.features.RemoteLabels`: ``labels[ids]``, or all
+        """Labels through the servers (:class:`~.labels.RemoteLabels`: ``labels[ids]``, or all
         of them as an array); typed graphs: a dict node type -> labels."""
         self._check_open()
-        from .features import remote_labels
+        from .labels import remote_labels
 
         return remote_labels(self)
 

@@ -7,11 +7,7 @@ a gather serves the cached rows from there and asks each server for the others, 
 once, each distinct row once (``ids`` deduplicated first), so a row crosses the wire at most once
 per gather. Rows equal ``x[ids]`` exactly, in the table's dtype, any order, repeats allowed.
 
-:class:`RemoteLabels` reads labels the same way (``labels[ids]``), or all of them as one array
-(``np.asarray(labels)``, fetched once; what loaders take as ``labels=``).
-
-Requests are ``("rows" | "labels", {"ids": int64 global ids owned by the group, "node_type": str or
-None})`` -> ``{"values": rows}`` (:mod:`.server`), at most :data:`MESSAGE_BYTES` of rows each.
+Labels are read the same way (:mod:`.labels`); both ask through :class:`~._rows.RemoteRows`.
 """
 
 from __future__ import annotations
@@ -22,13 +18,10 @@ from .._storage import read_folder
 from ..device import aligned_empty, parse_size, to_numpy
 from ..feature import FeatureStore
 from ..feature.policies import POLICIES, degree_order, presample_halves, presample_policy
+from ._rows import RemoteRows
 from .book import PART_KIND, part_folder
 
-__all__ = ["RemoteFeatureStore", "RemoteLabels", "RemoteRows", "partition_degrees", "MESSAGE_BYTES"]
-
-# A gather of more row bytes than this asks for them in several rounds (each a call to every
-# group), so no message is larger than this: Ray moves large objects through its object store.
-MESSAGE_BYTES = 64 << 20
+__all__ = ["RemoteFeatureStore", "partition_degrees", "remote_features"]
 
 
 def partition_degrees(book, node_type=None) -> np.ndarray:
@@ -45,51 +38,6 @@ def partition_degrees(book, node_type=None) -> np.ndarray:
                 lo, hi = int(row_base[r]), int(row_base[r + 1])
                 degree[np.asarray(nodes)] += np.diff(np.asarray(indptr[lo : hi + 1]))
     return degree
-
-
-class RemoteRows:
-    """Rows of one table (``kind`` ``"x"`` features or ``"y"`` labels, of ``node_type``) fetched
-    from the groups owning them: :meth:`fetch` asks every owning group at once."""
-
-    def __init__(self, transport, book, kind: str, node_type=None):
-        self.transport, self.book, self.node_type = transport, book, node_type
-        self.method = "rows" if kind == "x" else "labels"
-        t = book.type_index(node_type)
-        table = book.meta["tables"].get(f"{kind}_{t}")
-        if table is None:
-            where = "" if node_type is None else f" of node type {node_type!r}"
-            raise ValueError(f"the partitioned folder holds no {'features' if kind == 'x' else 'labels'}{where}")
-        self.dtype = np.dtype(table["dtype"])
-        self.shape = (book.count(node_type), *table["shape"])
-        self.row_bytes = max(int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize, 1)
-        group_of_part = np.empty(book.num_parts, np.int64)
-        for group, parts in enumerate(transport.group_parts):
-            group_of_part[list(parts)] = group
-        self.group_of_part = group_of_part
-        self.offset = int(book.type_offsets[t])
-        self.rows_fetched = 0
-
-    def fetch(self, ids: np.ndarray, out: np.ndarray) -> None:
-        """``out[i] = table[ids[i]]`` for distinct in-range int64 ``ids``, asked of their servers."""
-        step = max(MESSAGE_BYTES // self.row_bytes, 1)
-        for lo in range(0, ids.shape[0], step):
-            self._fetch_round(ids[lo : lo + step], out[lo : lo + step])
-        self.rows_fetched += int(ids.shape[0])
-
-    def _fetch_round(self, ids: np.ndarray, out: np.ndarray) -> None:
-        flat = ids + self.offset if self.offset else ids
-        groups = self.group_of_part[np.asarray(self.book.part[flat])]
-        order = np.argsort(groups, kind="stable")
-        bounds = np.searchsorted(groups[order], np.arange(len(self.transport.group_parts) + 1))
-        requests, positions = {}, {}
-        for group in range(len(bounds) - 1):
-            mine = order[bounds[group] : bounds[group + 1]]
-            if mine.shape[0]:
-                positions[group] = mine
-                requests[group] = (self.method, {"ids": ids[mine], "node_type": self.node_type})
-        answers = self.transport.call(requests)
-        for group, mine in positions.items():
-            out[mine] = answers[group]["values"]
 
 
 class RemoteFeatureStore(FeatureStore):
@@ -314,72 +262,6 @@ class _Degrees:
         return self._degree
 
 
-class RemoteLabels:
-    """Labels through the partition servers: ``labels[ids]`` (each distinct label fetched once per
-    call), ``len(labels)``, ``shape``, ``dtype``, and the whole array for whatever takes one
-    (``np.asarray(labels)``, a loader's ``labels=``), fetched once and kept. ``gather(ids)`` and
-    ``stats()`` make it a feature source (``gglspeedup.pyg.FeatureStore({"y": labels})``)."""
-
-    def __init__(self, transport, book, node_type=None):
-        self._remote = RemoteRows(transport, book, "y", node_type)
-        self.shape, self.dtype, self.node_type = self._remote.shape, self._remote.dtype, node_type
-        self._all = None
-        self._lookups = 0
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, ids) -> np.ndarray:
-        """``y[ids]`` for 1-D ids (a list, an array, a tensor or a slice); ``IndexError`` for an id
-        outside ``[0, len)``, ``TypeError`` for non-integer ids."""
-        from ..validation import check_ids_in_range, int_array
-
-        if isinstance(ids, slice):
-            ids = np.arange(self.shape[0], dtype=np.int64)[ids]
-        ids = check_ids_in_range("ids", int_array("ids", to_numpy(ids)), self.shape[0])
-        unique, inverse = np.unique(np.asarray(ids, np.int64).reshape(-1), return_inverse=True)
-        values = np.empty((unique.shape[0], *self.shape[1:]), self.dtype)
-        if unique.shape[0]:
-            self._remote.fetch(unique, values)
-        self._lookups += int(ids.size)
-        return values[inverse.reshape(-1)].reshape(np.shape(ids) + self.shape[1:])
-
-    def gather(self, ids, out=None) -> np.ndarray:
-        """``labels[ids]``, written into ``out`` when given (a feature source's ``gather``)."""
-        values = self[ids]
-        if out is None:
-            return values
-        out[...] = values
-        return out
-
-    def stats(self) -> dict:
-        """``lookups`` (labels asked for), ``rows_remote`` (distinct labels fetched)."""
-        return {"lookups": self._lookups, "rows_remote": self._remote.rows_fetched}
-
-    def numpy(self) -> np.ndarray:
-        """Every label, fetched once (then kept): shape :attr:`shape`."""
-        if self._all is None:
-            values = aligned_empty(self.shape, self.dtype)
-            self._remote.fetch(np.arange(self.shape[0], dtype=np.int64), values)
-            self._all = values
-        return self._all
-
-    def __array__(self, dtype=None, copy=None):
-        values = self.numpy()
-        return values if dtype is None else values.astype(dtype)
-
-    @property
-    def __array_interface__(self) -> dict:  # so a loader's label check takes it as an array
-        return self.numpy().__array_interface__
-
-    def __repr__(self) -> str:
-        return f"RemoteLabels(shape={self.shape}, dtype={self.dtype})"
-
-
 def remote_features(cluster, device, cache_size, policy, presample):
     """``cluster.features(...)``: one store, or for a typed graph a dict node type -> store (types
     with features), the byte budget split across types by their table bytes."""
@@ -419,12 +301,3 @@ def _presample_sampler(cluster, policy, presample):
         return None
     fanouts = list((presample or {}).get("fanouts", (15, 10, 5)))
     return cluster.sampler(fanouts, seed=int((presample or {}).get("seed", 0)))
-
-
-def remote_labels(cluster):
-    """``cluster.labels``: :class:`RemoteLabels`, or a dict node type -> labels (typed)."""
-    book = cluster.book
-    if not book.typed:
-        return RemoteLabels(cluster.transport, book)
-    types = [t for i, t in enumerate(book.node_types) if f"y_{i}" in book.meta["tables"]]
-    return {t: RemoteLabels(cluster.transport, book, t) for t in types}
