@@ -126,14 +126,18 @@ class ServerHost:
             time.sleep(max(seconds, 0.2))  # the reply must not slip out before the break is seen
 
 
-def writeable(payload: dict) -> dict:
+def writeable(payload: dict, *, floats: bool = True) -> dict:
     """``payload`` with its read-only arrays copied. Ray hands received arrays over read-only (views
     of its buffers); Numba compiles read-only arrays as a type of their own, so a kernel warmed on
-    ordinary arrays would compile again on the first request (seconds, against its deadline)."""
+    ordinary arrays would compile again on the first request (seconds, against its deadline).
+    ``floats=False`` leaves float arrays as they are: they are feature rows (or weights) that the
+    receiver copies where it keeps them, and a batch's rows are tens of MB."""
     import numpy as np
 
     return {
-        name: value.copy() if isinstance(value, np.ndarray) and not value.flags.writeable else value
+        name: value.copy()
+        if isinstance(value, np.ndarray) and not value.flags.writeable and (floats or value.dtype.kind != "f")
+        else value
         for name, value in payload.items()
     }
 

@@ -149,7 +149,7 @@ class RayTransport:
                         reason, detail = "connection", _first_line(error)
                     else:
                         check_plain(answer, f"group {group}'s answer to {attempt.method!r}")
-                        answers[group] = writeable(answer)  # as an in-process server's: one kernel type
+                        answers[group] = writeable(answer, floats=False)  # ids as an in-process server's
                         self._count(bytes_received=message_bytes(answer))
                         del attempts[group]
                         continue

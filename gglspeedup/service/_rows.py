@@ -39,14 +39,17 @@ class RemoteRows:
         self.offset = int(book.type_offsets[t])
         self.rows_fetched = 0
 
-    def fetch(self, ids: np.ndarray, out: np.ndarray) -> None:
-        """``out[i] = table[ids[i]]`` for distinct in-range int64 ``ids``, asked of their servers."""
+    def fetch(self, ids: np.ndarray, out: np.ndarray, positions: np.ndarray | None = None) -> None:
+        """``out[positions[i]] = table[ids[i]]`` (``positions`` default ``0 .. len(ids) - 1``) for
+        distinct in-range int64 ``ids``, asked of their servers; each answer is copied once, into
+        ``out``."""
         step = max(MESSAGE_BYTES // self.row_bytes, 1)
         for lo in range(0, ids.shape[0], step):
-            self._fetch_round(ids[lo : lo + step], out[lo : lo + step])
+            where = np.arange(lo, min(lo + step, ids.shape[0])) if positions is None else positions[lo : lo + step]
+            self._fetch_round(ids[lo : lo + step], out, where)
         self.rows_fetched += int(ids.shape[0])
 
-    def _fetch_round(self, ids: np.ndarray, out: np.ndarray) -> None:
+    def _fetch_round(self, ids: np.ndarray, out: np.ndarray, where: np.ndarray) -> None:
         flat = ids + self.offset if self.offset else ids
         groups = self.group_of_part[np.asarray(self.book.part[flat])]
         order = np.argsort(groups, kind="stable")
@@ -59,4 +62,4 @@ class RemoteRows:
                 requests[group] = (self.method, {"ids": ids[mine], "node_type": self.node_type})
         answers = self.transport.call(requests)
         for group, mine in positions.items():
-            out[mine] = answers[group]["values"]
+            out[where[mine]] = answers[group]["values"]

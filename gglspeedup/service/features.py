@@ -193,9 +193,7 @@ class RemoteFeatureStore(FeatureStore):
         missing = unique[~hit]
         rows = aligned_empty((unique.shape[0], self._shape[1]), self.dtype)
         if missing.shape[0]:
-            fetched = aligned_empty((missing.shape[0], self._shape[1]), self.dtype)
-            self._remote.fetch(missing, fetched)
-            rows[~hit] = fetched
+            self._remote.fetch(missing, rows, np.flatnonzero(~hit))
         self._hits += int(np.count_nonzero(hit[inverse]))
         xp = self.device.xp
         if xp is np:
