@@ -95,6 +95,29 @@ def _train(sampler, features, labels, train, args) -> tuple[list[float], float]:
     return losses, (time.perf_counter() - start if start is not None else 0.0)
 
 
+def _both_runs(args):
+    """Train locally, partition, train through the servers: ``(local losses, service losses,
+    transport stats, (local s, service s, serve s, partition s))``."""
+    import gglspeedup as gg
+    from gglspeedup.service import partition
+
+    graph, x, y = _data(args)
+    rng = np.random.default_rng(args.seed)
+    train = np.sort(rng.choice(graph.num_nodes, size=max(args.batch_size, graph.num_nodes // 90), replace=False))
+    print(
+        f"papers-like:{graph.num_nodes:,}: {graph.num_edges:,} edges, features {x.shape} {x.dtype}, "
+        f"{len(train):,} training nodes"
+    )
+    table = gg.FeatureStore(np.ascontiguousarray(x))  # in RAM: the local run's features are not read from disk
+    local, local_s = _train(gg.NeighborSampler(graph, args.fanouts, seed=args.seed), table, y, train, args)
+    with tempfile.TemporaryDirectory(prefix="gglspeedup-service-sage-") as tmp:
+        start = time.perf_counter()
+        partition(graph, os.path.join(tmp, "parts"), args.parts, features=x, labels=y, method=args.method)
+        partition_s = time.perf_counter() - start
+        remote, stats, serve_s, service_s = _through_service(os.path.join(tmp, "parts"), train, args)
+    return local, remote, stats, (local_s, service_s, serve_s, partition_s)
+
+
 def _through_service(folder, train, args):
     """Serve ``folder`` and train on the cluster: ``(losses, transport stats, serve s, train s)``."""
     from gglspeedup.service import serve
@@ -110,8 +133,6 @@ def _through_service(folder, train, args):
 
 def run(argv=None) -> dict:
     args = build_parser().parse_args(argv)
-    import gglspeedup as gg
-    from gglspeedup.service import partition
     from gglspeedup.service.cluster import ray_connection
 
     for option in ("nodes", "parts", "servers", "batches", "batch_size"):
@@ -119,24 +140,12 @@ def run(argv=None) -> dict:
             raise SystemExit(f"--{option.replace('_', '-')} must be >= 1")
     if args.servers > args.parts:
         raise SystemExit(f"--servers ({args.servers}) must be at most --parts ({args.parts})")
-    graph, x, y = _data(args)
-    rng = np.random.default_rng(args.seed)
-    train = np.sort(rng.choice(graph.num_nodes, size=max(args.batch_size, graph.num_nodes // 90), replace=False))
-    print(
-        f"papers-like:{graph.num_nodes:,}: {graph.num_edges:,} edges, features {x.shape} {x.dtype}, "
-        f"{len(train):,} training nodes"
-    )
-    table = gg.FeatureStore(np.ascontiguousarray(x))  # in RAM: the local run's features are not read from disk
-    local, local_s = _train(gg.NeighborSampler(graph, args.fanouts, seed=args.seed), table, y, train, args)
-    with tempfile.TemporaryDirectory(prefix="gglspeedup-service-sage-") as tmp:
-        start = time.perf_counter()
-        partition(graph, os.path.join(tmp, "parts"), args.parts, features=x, labels=y, method=args.method)
-        partition_s = time.perf_counter() - start
-        try:
-            with ray_connection(args.address, private_network=True):
-                remote, stats, serve_s, service_s = _through_service(os.path.join(tmp, "parts"), train, args)
-        except PermissionError as error:
-            raise SystemExit(f"run as root (or under unshare -rn), or pass --address: {error}") from None
+    try:  # Ray first: its processes start before this one runs Numba's threads (no fork after them)
+        with ray_connection(args.address, private_network=True):
+            local, remote, stats, times = _both_runs(args)
+    except PermissionError as error:
+        raise SystemExit(f"run as root (or under unshare -rn), or pass --address: {error}") from None
+    local_s, service_s, serve_s, partition_s = times
     equal = remote == local
     print(f"{'batch':>5}  {'local loss':>10}  {'service loss':>12}")
     for index, (a, b) in enumerate(zip(local, remote)):
