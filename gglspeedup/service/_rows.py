@@ -22,6 +22,12 @@ class RemoteRows:
     from the groups owning them: :meth:`fetch` asks every owning group at once."""
 
     def __init__(self, transport, book, kind: str, node_type=None):
+        from .book import PartitionBook
+
+        if not isinstance(book, PartitionBook):
+            if not isinstance(book, str) and not hasattr(book, "__fspath__"):
+                raise TypeError(f"book must be a PartitionBook or a partitioned folder, got {type(book).__name__}")
+            book = PartitionBook.load(book)
         self.transport, self.book, self.node_type = transport, book, node_type
         self.method = "rows" if kind == "x" else "labels"
         t = book.type_index(node_type)

@@ -47,7 +47,8 @@ class RemoteFeatureStore(FeatureStore):
     ----------
     transport : Transport
         The servers (``cluster.transport``, or a :class:`~gglspeedup.service.LocalTransport`).
-    book : PartitionBook
+    book : PartitionBook or path
+        The partitioned folder's book (or the folder).
     device : str
         Where the cache lives and gathered rows are returned (``"cpu"`` or ``"cuda[:i]"``).
     cache_size : int or str
@@ -92,7 +93,7 @@ class RemoteFeatureStore(FeatureStore):
         self.dtype, self.row_bytes = self._remote.dtype, self._remote.row_bytes
         self.cache_size = parse_size(cache_size)
         self.node_type = node_type
-        name, order = self._order(book, policy, presample, sampler)
+        name, order = self._order(self._remote.book, policy, presample, sampler)
         self.policy_info = {"policy": name}
         budget = 0 if name == "none" else min(self._shape[0], self.cache_size // self.row_bytes)
         cached = np.empty(0, np.int64)
