@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     command = sub.add_parser("serve", help="serve a partitioned folder until interrupted")
     command.add_argument("path", help="a folder written by gglspeedup.service.partition")
     command.add_argument(
-        "--servers", type=int, default=None, help="servers (groups of partitions); default: one a part"
+        "--servers", "--num-servers", type=int, default=None, help="servers (groups of partitions); default: one a part"
     )
     command.add_argument("--address", default=None, help="Ray cluster to join: auto, host:port or ray://host:port")
     command.add_argument("--replicas", type=int, default=1, help="processes per server (default 1)")
