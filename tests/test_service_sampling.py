@@ -272,3 +272,30 @@ def test_service_sampling_refuses_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="differs from the times"):
         RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30)[::-1])
     RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30))  # the partition's own: accepted
+
+
+def test_service_sampling_server_refuses_draws_it_cannot_answer(tmp_path):
+    rng = np.random.default_rng(1)
+    graph = _graph(rng, 40, 300)
+    book = partition(graph, tmp_path / "p", 2, method="metis")
+    server = PartServer(tmp_path / "p", [0])
+    mine, theirs = book.nodes(0), book.nodes(1)
+
+    def draw(ids, dtype=np.int32, **extra):
+        ids = np.asarray(ids, dtype)
+        payload = {"parts": np.array([0]), "rel_counts": np.array([len(ids)]), "ids": ids, "ks": np.array([3])}
+        payload.update(states=np.array([7], np.uint64), replace=False, weighted=False, last=False, **extra)
+        return server.handle("draw", payload)
+
+    answer = draw(mine[:4])
+    assert answer["counts"].dtype == np.uint8 and answer["counts"].sum() == answer["nbrs"].shape[0]
+    with pytest.raises(ValueError, match=f"ids\\[1\\] = {theirs[0]} is not a node partition 0 owns"):
+        draw([mine[0], theirs[0]])
+    with pytest.raises(ValueError, match="ids\\[2\\] = 40 is not a node partition 0 owns"):
+        draw([mine[0], mine[1], 40])
+    with pytest.raises(ValueError, match="ids\\[0\\] = -1 is not a node partition 0 owns"):
+        draw([-1])
+    with pytest.raises(ValueError, match="rel_counts cover 1 targets, ids holds 2"):
+        draw(mine[:2], rel_counts=np.array([1]))
+    with pytest.raises(ValueError, match="1-D array of integers"):
+        draw(mine[:2], dtype=np.float64)

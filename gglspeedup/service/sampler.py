@@ -153,10 +153,9 @@ class _RemoteMixin:
         self._driver = self._make_driver()
 
     def _routes(self):
-        from ..sampling.remote import Routes
+        from ..sampling.remote import Routes, wire_dtype
 
-        wire = np.int32 if np.dtype(self.book.meta["index_dtype"]) == np.int32 else np.int64
-        return Routes(self.book.part, self.transport.group_parts, self.book.num_parts, wire)
+        return Routes(self.book.part, self.transport.group_parts, self.book.num_parts, wire_dtype(self.book))
 
     def _exchange(self, requests, key):
         return self.transport.call(requests, key=key)
