@@ -9,6 +9,7 @@ Differential tests: random graphs, partitions (METIS and ranges), 1-3 groups of 
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 
 import numpy as np
@@ -299,3 +300,29 @@ def test_service_sampling_server_refuses_draws_it_cannot_answer(tmp_path):
         draw(mine[:2], rel_counts=np.array([1]))
     with pytest.raises(ValueError, match="1-D array of integers"):
         draw(mine[:2], dtype=np.float64)
+
+
+def test_service_sampling_samplers_pickle_in_constant_size_and_draw_the_same(tmp_path):
+    rng = np.random.default_rng(5)
+    graph = _graph(rng, 30_000, 120_000)
+    node_time = rng.integers(0, 50, graph.num_nodes)
+    book = partition(graph, tmp_path / "p", 3, method="range", node_time=node_time)
+    remote = RemoteSampler(_serve(tmp_path / "p", [(0, 2), (1,)]), book, [4, 3], seed=9, node_time=node_time)
+    local = gg.NeighborSampler(graph, [4, 3], seed=9, node_time=node_time)
+    seeds = rng.integers(0, graph.num_nodes, 64)
+    _same(remote.sample(seeds), local.sample(seeds))
+    # the book's node times alone are 240 kB, the partitions' rows several MB: none of it travels
+    assert len(pickle.dumps(remote)) < 4000
+    clone = pickle.loads(pickle.dumps(remote))
+    for key in (None, 77):  # the clone's counter continues from the original's
+        _same(clone.sample(seeds, key=key), local.sample(seeds, key=key))
+
+    counts = {"a": 40, "b": 60, "c": 9}
+    typed = _typed_graph(rng, counts)
+    times = {t: rng.integers(0, 9, n) for t, n in counts.items()}
+    typed_book = partition(typed, tmp_path / "t", 2, method="metis", node_time=times)
+    remote = RemoteHeteroSampler(_serve(tmp_path / "t", [(1,), (0,)]), typed_book, [3, 2], node_time=times)
+    local = gg.HeteroNeighborSampler(typed, [3, 2], node_time=times)
+    seeds = {"b": rng.integers(0, 60, 10)}
+    clone = pickle.loads(pickle.dumps(remote))
+    _same(clone.sample(seeds, key=5), local.sample(seeds, key=5))

@@ -84,6 +84,11 @@ def _timeline(book: PartitionBook, node_time, edge_time, strategy, weighted: boo
     check_last(strategy, weighted)
     if given is not None:
         _check_same_times(book, given, node_time if given == "node" else edge_time)
+    return _book_timeline(book, strategy)
+
+
+def _book_timeline(book: PartitionBook, strategy: str) -> Timeline:
+    """The timeline of a temporal partition: its node times (the book's mapped arrays) or none."""
     if book.temporal == "node":
         if book.typed:
             node_times = {t: book.node_time(t) for t in book.node_types if book.node_time(t) is not None}
@@ -166,10 +171,20 @@ class _RemoteMixin:
         return remote_options(self.replace, self.weighted, self.timeline is not None and self.timeline.last)
 
     def __getstate__(self):
+        # Pickled in O(1) of the graph: the book and the transport's servers travel as paths
+        # (their own pickling), the timeline as its strategy (its node times are the book's), the
+        # driver not at all (rebuilt on arrival).
         state = self.__dict__.copy()
         state["_lock"] = None
         state["_driver"] = None
+        if self.timeline is not None:
+            state["timeline"] = self.timeline.strategy
         return state
+
+    def __setstate__(self, state):
+        if isinstance(state.get("timeline"), str):
+            state = {**state, "timeline": _book_timeline(state["book"], state["timeline"])}
+        super().__setstate__(state)
 
 
 _DEFAULTS = {
