@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -18,7 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gglspeedup as gg
-from gglspeedup.service import LocalTransport, PartServer, RemoteHeteroSampler, RemoteSampler, partition
+from gglspeedup.service import (
+    LocalTransport,
+    PartServer,
+    RemoteHeteroSampler,
+    RemoteSampler,
+    ServerUnavailable,
+    partition,
+)
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -326,3 +335,70 @@ def test_service_sampling_samplers_pickle_in_constant_size_and_draw_the_same(tmp
     seeds = {"b": rng.integers(0, 60, 10)}
     clone = pickle.loads(pickle.dumps(remote))
     _same(clone.sample(seeds, key=5), local.sample(seeds, key=5))
+
+
+class _Gate:
+    """A transport whose calls wait until ``ready()`` first holds (so that batches queue up behind
+    them), recording each call's requests; ``fail`` makes every merged call raise."""
+
+    def __init__(self, transport, ready, fail=None):
+        self.transport, self.ready, self.fail = transport, ready, fail
+        self.group_parts = transport.group_parts
+        self.calls = []
+        self.open = False
+
+    def call(self, requests, *, key=None):
+        deadline = time.monotonic() + 60
+        while not self.open and time.monotonic() < deadline:
+            self.open = self.ready()
+            time.sleep(0.005)
+        self.calls.append({g: payload for g, (_, payload) in requests.items()})
+        if self.fail is not None and any("part_batch" in payload for _, payload in requests.values()):
+            raise self.fail
+        return self.transport.call(requests, key=key)
+
+    def close(self):
+        pass
+
+
+def test_service_sampling_concurrent_batches_share_requests_and_equal_the_local_sampler(tmp_path):
+    rng = np.random.default_rng(8)
+    graph = _graph(rng, 300, 3000)
+    book = partition(graph, tmp_path / "p", 3, method="metis")
+    gate = _Gate(_serve(tmp_path / "p", [(0, 2), (1,)]), lambda: len(remote._merged._queue) >= 4)
+    remote = RemoteSampler(gate, book, [4, 3], seed=2)
+    local = gg.NeighborSampler(graph, [4, 3], seed=2)
+    batches = [rng.integers(0, 300, 25) for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        outputs = list(pool.map(lambda key: remote.sample(batches[key], key=key), range(8)))
+    for key, output in enumerate(outputs):
+        _same(output, local.sample(batches[key], key=key))
+    merged = [payload for call in gate.calls for payload in call.values() if "part_batch" in payload]
+    assert merged and len(gate.calls) < 16  # fewer calls than hops: some carried several batches
+    for payload in merged:  # one run of partitions per batch, each with its own fanouts and states
+        assert payload["part_batch"].shape == payload["parts"].shape
+        assert payload["ks"].shape == payload["states"].shape == (payload["part_batch"].max() + 1,)
+
+
+def test_service_sampling_a_shared_request_failure_names_each_batch_key(tmp_path):
+    rng = np.random.default_rng(9)
+    graph = _graph(rng, 200, 2000)
+    book = partition(graph, tmp_path / "p", 2, method="range")
+    failure = ServerUnavailable(1, (1,), 0, "deadline", "no answer in 5 s")
+    gate = _Gate(_serve(tmp_path / "p", [(0,), (1,)]), lambda: len(remote._merged._queue) >= 3, fail=failure)
+    remote = RemoteSampler(gate, book, [3])
+    keys = [11, 12, 13, 14, 15, 16]
+
+    def sample(key):
+        try:
+            remote.sample(rng.integers(0, 200, 10), key=key)
+        except ServerUnavailable as error:
+            return error
+        return None
+
+    with ThreadPoolExecutor(len(keys)) as pool:
+        errors = dict(zip(keys, pool.map(sample, keys)))
+    named = {key: error for key, error in errors.items() if error is not None}
+    assert named  # the merged call failed: each of its batches names itself
+    for key, error in named.items():
+        assert error.key == key and error.server == 1 and error.parts == (1,) and error.reason == "deadline"

@@ -191,20 +191,25 @@ class OwnedRows:
         ids = np.asarray(payload["ids"])
         if ids.dtype.kind not in "iu" or ids.ndim != 1:
             raise ValueError(f"ids must be a 1-D array of integers, got dtype {ids.dtype}, shape {ids.shape}")
-        ks = np.asarray(payload["ks"], np.int64)
-        states = np.asarray(payload["states"], np.uint64)
-        rel_counts = np.asarray(payload["rel_counts"], np.int64).reshape(-1, ks.shape[0])
+        num_relations = self.dst_type.shape[0]
+        ks = np.asarray(payload["ks"], np.int64).reshape(-1, num_relations)
+        states = np.asarray(payload["states"], np.uint64).reshape(-1, num_relations)
+        rel_counts = np.asarray(payload["rel_counts"], np.int64).reshape(-1, num_relations)
+        parts = np.asarray(payload["parts"]).tolist()
+        # a merged request (several batches: service._merge) names each listed partition's batch
+        batch_of = np.asarray(payload["part_batch"]).tolist() if "part_batch" in payload else [0] * len(parts)
+        if len(batch_of) != len(parts) or len(parts) != rel_counts.shape[0] or max(batch_of, default=0) >= ks.shape[0]:
+            raise ValueError("parts, part_batch, rel_counts and ks disagree in length")
         sizes = rel_counts.sum(axis=1).tolist()
         if sum(sizes) != ids.shape[0]:
             raise ValueError(f"rel_counts cover {sum(sizes)} targets, ids holds {ids.shape[0]}")
         times = payload.get("times")
         # Counts go out in the narrowest type the fanouts bound; "all neighbours" (k < 0) counts
         # are narrowed after the draw, to the largest one drawn.
-        top = int(ks.max())
         bounded = int(ks.min()) >= 0
         counts = np.empty(ids.shape[0], narrowest_counts(ks).dtype if bounded else np.int64)
         answers, start = [], 0
-        for p, per_relation, size in zip(np.asarray(payload["parts"]).tolist(), rel_counts, sizes):
+        for p, batch, per_relation, size in zip(parts, batch_of, rel_counts, sizes):
             stop = start + size
             if stop == start:
                 continue
@@ -212,10 +217,10 @@ class OwnedRows:
             window = None if times is None else np.ascontiguousarray(times[start:stop])
             options = self._options(part, payload, window, self._exclusions(p, part, payload))
             plain = without_exclusions(options)
-            mine = ids[start:stop]
-            with KERNEL_LOCK, threads_for(size * max(top, 16)):
+            mine, fanouts, drawn = ids[start:stop], ks[batch], counts[start:stop]
+            with KERNEL_LOCK, threads_for(size * max(int(fanouts.max()), 16)):
                 nbrs, e_id, bad = draw_owned_rows(
-                    part.graph, options, plain, part.book, p, mine, per_relation, ks, states, counts[start:stop]
+                    part.graph, options, plain, part.book, p, mine, per_relation, fanouts, states[batch], drawn
                 )
             if bad >= 0:
                 raise ValueError(f"ids[{start + bad}] = {int(mine[bad])} is not a node partition {p} owns")

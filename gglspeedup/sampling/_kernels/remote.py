@@ -15,7 +15,10 @@ answers it): ``parts`` (the group's partitions holding targets, in its order), `
 relation by relation in hop order; type-local ids, int32 while they fit), ``ks`` / ``states`` (per
 relation: fanout and RNG state), ``replace``, ``weighted``, ``last``, and where they apply
 ``times`` (each target's seed time) and ``excl_src`` / ``excl_dst`` / ``excl_rel`` (a link batch's
-excluded edges whose rows the group owns). The answer: ``counts`` (draws per target: uint8 while
+excluded edges whose rows the group owns). Several batches' hops may share one request
+(``gglspeedup.service``'s merged exchange): ``parts`` then lists one run of partitions per batch,
+``part_batch`` names each listed partition's batch, and ``ks`` / ``states`` hold one row of
+relations per batch. The answer: ``counts`` (draws per target: uint8 while
 the fanouts fit, else the narrowest unsigned type holding them), ``nbrs`` and ``e_id`` (per draw,
 at the partition's widths: int32 while the graph's ids fit). An ``"edges"`` request (strict
 negatives) sends ``parts``, ``part_counts``, ``src``, ``dst`` and ``rel`` and gets ``found``
