@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import pickle
 
 import numpy as np
 import pytest
 
 import gglspeedup as gg
+from gglspeedup._shared import file_backed
 from gglspeedup._storage import read_folder
 from gglspeedup.service import PartitionBook, PartServer, partition
 
@@ -210,6 +212,40 @@ def test_service_partition_book_loads_in_constant_time_and_checks_its_kind(tmp_p
         PartitionBook.load(tmp_path / "missing")
     with pytest.raises(ValueError, match="node_type must be None"):
         book.part_of([0], "paper")
+
+
+def _mapped_from(array, folder):
+    """The file ``array``'s bytes are mapped from, if it is a view of a memory-mapped file."""
+    handle = file_backed(array)
+    return None if handle is None else os.path.relpath(handle.name, folder)
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_service_partition_book_and_server_pickle_as_paths_and_map_again(tmp_path, typed):
+    rng = np.random.default_rng(4)
+    if typed:
+        graph = _typed()
+        times = {t: rng.integers(0, 9, n) for t, n in graph.num_nodes.items()}
+    else:
+        graph = _graph(num_nodes=20_000, num_edges=60_000)
+        times = rng.integers(0, 9, graph.num_nodes)
+    book = partition(graph, tmp_path / "p", 2, method="range", node_time=times)
+    clone = pickle.loads(pickle.dumps(book))
+    assert len(pickle.dumps(book)) < 2000 + len(pickle.dumps(book.meta))  # no array's bytes
+    for t in graph.node_types if typed else [None]:
+        suffix = f"_{graph.node_types.index(t)}" if typed else ""
+        assert _mapped_from(clone.node_time(t), tmp_path / "p") == f"node_time{suffix}.npy"
+        assert np.array_equal(clone.node_time(t), book.node_time(t))
+        ids = np.arange(book.count(t))
+        assert np.array_equal(clone.part_of(ids, t), book.part_of(ids, t))
+        assert np.array_equal(clone.local_of(ids, t), book.local_of(ids, t))
+    for name in ("part", "local"):
+        assert _mapped_from(getattr(clone, name), tmp_path / "p") == f"{name}.npy"
+        assert getattr(clone, name).dtype == getattr(book, name).dtype
+    server = PartServer(tmp_path / "p", [1], warm=False)
+    again = pickle.loads(pickle.dumps(server))
+    assert len(pickle.dumps(server)) < 1000 and again.parts == (1,)
+    assert _mapped_from(again.arrays[0]["indices"], tmp_path / "p") == os.path.join("part1", "indices.npy")
 
 
 @pytest.mark.parametrize("method", METHODS)

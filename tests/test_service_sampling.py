@@ -9,7 +9,10 @@ Differential tests: random graphs, partitions (METIS and ranges), 1-3 groups of 
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -17,7 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gglspeedup as gg
-from gglspeedup.service import LocalTransport, PartServer, RemoteHeteroSampler, RemoteSampler, partition
+from gglspeedup.service import (
+    LocalTransport,
+    PartServer,
+    RemoteHeteroSampler,
+    RemoteSampler,
+    ServerUnavailable,
+    partition,
+)
 
 SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -272,3 +282,123 @@ def test_service_sampling_refuses_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="differs from the times"):
         RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30)[::-1])
     RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30))  # the partition's own: accepted
+
+
+def test_service_sampling_server_refuses_draws_it_cannot_answer(tmp_path):
+    rng = np.random.default_rng(1)
+    graph = _graph(rng, 40, 300)
+    book = partition(graph, tmp_path / "p", 2, method="metis")
+    server = PartServer(tmp_path / "p", [0])
+    mine, theirs = book.nodes(0), book.nodes(1)
+
+    def draw(ids, dtype=np.int32, **extra):
+        ids = np.asarray(ids, dtype)
+        payload = {"parts": np.array([0]), "rel_counts": np.array([len(ids)]), "ids": ids, "ks": np.array([3])}
+        payload.update(states=np.array([7], np.uint64), replace=False, weighted=False, last=False, **extra)
+        return server.handle("draw", payload)
+
+    answer = draw(mine[:4])
+    assert answer["counts"].dtype == np.uint8 and answer["counts"].sum() == answer["nbrs"].shape[0]
+    with pytest.raises(ValueError, match=f"ids\\[1\\] = {theirs[0]} is not a node partition 0 owns"):
+        draw([mine[0], theirs[0]])
+    with pytest.raises(ValueError, match="ids\\[2\\] = 40 is not a node partition 0 owns"):
+        draw([mine[0], mine[1], 40])
+    with pytest.raises(ValueError, match="ids\\[0\\] = -1 is not a node partition 0 owns"):
+        draw([-1])
+    with pytest.raises(ValueError, match="rel_counts cover 1 targets, ids holds 2"):
+        draw(mine[:2], rel_counts=np.array([1]))
+    with pytest.raises(ValueError, match="1-D array of integers"):
+        draw(mine[:2], dtype=np.float64)
+
+
+def test_service_sampling_samplers_pickle_in_constant_size_and_draw_the_same(tmp_path):
+    rng = np.random.default_rng(5)
+    graph = _graph(rng, 30_000, 120_000)
+    node_time = rng.integers(0, 50, graph.num_nodes)
+    book = partition(graph, tmp_path / "p", 3, method="range", node_time=node_time)
+    remote = RemoteSampler(_serve(tmp_path / "p", [(0, 2), (1,)]), book, [4, 3], seed=9, node_time=node_time)
+    local = gg.NeighborSampler(graph, [4, 3], seed=9, node_time=node_time)
+    seeds = rng.integers(0, graph.num_nodes, 64)
+    _same(remote.sample(seeds), local.sample(seeds))
+    # the book's node times alone are 240 kB, the partitions' rows several MB: none of it travels
+    assert len(pickle.dumps(remote)) < 4000
+    clone = pickle.loads(pickle.dumps(remote))
+    for key in (None, 77):  # the clone's counter continues from the original's
+        _same(clone.sample(seeds, key=key), local.sample(seeds, key=key))
+
+    counts = {"a": 40, "b": 60, "c": 9}
+    typed = _typed_graph(rng, counts)
+    times = {t: rng.integers(0, 9, n) for t, n in counts.items()}
+    typed_book = partition(typed, tmp_path / "t", 2, method="metis", node_time=times)
+    remote = RemoteHeteroSampler(_serve(tmp_path / "t", [(1,), (0,)]), typed_book, [3, 2], node_time=times)
+    local = gg.HeteroNeighborSampler(typed, [3, 2], node_time=times)
+    seeds = {"b": rng.integers(0, 60, 10)}
+    clone = pickle.loads(pickle.dumps(remote))
+    _same(clone.sample(seeds, key=5), local.sample(seeds, key=5))
+
+
+class _Gate:
+    """A transport whose calls wait until ``ready()`` first holds (so that batches queue up behind
+    them), recording each call's requests; ``fail`` makes every merged call raise."""
+
+    def __init__(self, transport, ready, fail=None):
+        self.transport, self.ready, self.fail = transport, ready, fail
+        self.group_parts = transport.group_parts
+        self.calls = []
+        self.open = False
+
+    def call(self, requests, *, key=None):
+        deadline = time.monotonic() + 60
+        while not self.open and time.monotonic() < deadline:
+            self.open = self.ready()
+            time.sleep(0.005)
+        self.calls.append({g: payload for g, (_, payload) in requests.items()})
+        if self.fail is not None and any("part_batch" in payload for _, payload in requests.values()):
+            raise self.fail
+        return self.transport.call(requests, key=key)
+
+    def close(self):
+        pass
+
+
+def test_service_sampling_concurrent_batches_share_requests_and_equal_the_local_sampler(tmp_path):
+    rng = np.random.default_rng(8)
+    graph = _graph(rng, 300, 3000)
+    book = partition(graph, tmp_path / "p", 3, method="metis")
+    gate = _Gate(_serve(tmp_path / "p", [(0, 2), (1,)]), lambda: len(remote._merged._queue) >= 4)
+    remote = RemoteSampler(gate, book, [4, 3], seed=2)
+    local = gg.NeighborSampler(graph, [4, 3], seed=2)
+    batches = [rng.integers(0, 300, 25) for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        outputs = list(pool.map(lambda key: remote.sample(batches[key], key=key), range(8)))
+    for key, output in enumerate(outputs):
+        _same(output, local.sample(batches[key], key=key))
+    merged = [payload for call in gate.calls for payload in call.values() if "part_batch" in payload]
+    assert merged and len(gate.calls) < 16  # fewer calls than hops: some carried several batches
+    for payload in merged:  # one run of partitions per batch, each with its own fanouts and states
+        assert payload["part_batch"].shape == payload["parts"].shape
+        assert payload["ks"].shape == payload["states"].shape == (payload["part_batch"].max() + 1,)
+
+
+def test_service_sampling_a_shared_request_failure_names_each_batch_key(tmp_path):
+    rng = np.random.default_rng(9)
+    graph = _graph(rng, 200, 2000)
+    book = partition(graph, tmp_path / "p", 2, method="range")
+    failure = ServerUnavailable(1, (1,), 0, "deadline", "no answer in 5 s")
+    gate = _Gate(_serve(tmp_path / "p", [(0,), (1,)]), lambda: len(remote._merged._queue) >= 3, fail=failure)
+    remote = RemoteSampler(gate, book, [3])
+    keys = [11, 12, 13, 14, 15, 16]
+
+    def sample(key):
+        try:
+            remote.sample(rng.integers(0, 200, 10), key=key)
+        except ServerUnavailable as error:
+            return error
+        return None
+
+    with ThreadPoolExecutor(len(keys)) as pool:
+        errors = dict(zip(keys, pool.map(sample, keys)))
+    named = {key: error for key, error in errors.items() if error is not None}
+    assert named  # the merged call failed: each of its batches names itself
+    for key, error in named.items():
+        assert error.key == key and error.server == 1 and error.parts == (1,) and error.reason == "deadline"

@@ -15,22 +15,58 @@ Two sides of one hop, each built on the local sampler's own pieces:
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
-from ._kernels.cpu import KERNEL_LOCK, weight_tables
+from ._kernels.cpu import KERNEL_LOCK, PARALLEL_MIN_WORK, weight_tables
 from ._kernels.exclusion import row_filter, rows_ascending
 from ._kernels.links import match_positions
 from ._kernels.records import GraphArrays, SampleOptions, no_exclusions, without_exclusions
 from ._kernels.remote import RemoteDriver, Routes, TypedRemoteDriver
 from ._kernels.remote_rows import draw_owned_rows, owned_edges
 
-__all__ = ["OwnedRows", "RemoteDriver", "TypedRemoteDriver", "Routes", "narrowest_counts", "remote_options"]
+__all__ = [
+    "OwnedRows",
+    "RemoteDriver",
+    "TypedRemoteDriver",
+    "Routes",
+    "narrowest_counts",
+    "remote_options",
+    "threads_for",
+    "wire_dtype",
+]
 
 
 def remote_options(replace: bool, weighted: bool, last: bool) -> SampleOptions:
     """A remote driver's options record: the owners report the partitions' edge ids (always
     stored), so ``has_edge_ids`` is on."""
     return SampleOptions(bool(replace), bool(weighted), True, last=bool(last))
+
+
+def wire_dtype(book) -> np.dtype:
+    """The type node ids of ``book``'s graph travel in: int32 while they fit, else int64."""
+    return np.dtype(np.int32 if np.dtype(book.meta["index_dtype"]) == np.int32 else np.int64)
+
+
+class threads_for:
+    """Numba's threads for a kernel drawing about ``work`` edges (a context): one below
+    :data:`~._kernels.cpu.PARALLEL_MIN_WORK`, the local drivers' rule (on a busy machine each
+    parallel barrier costs a scheduler time slice); a no-op above it (setting the count costs
+    microseconds, a request's overhead)."""
+
+    __slots__ = ("threads",)
+
+    def __init__(self, work: int):
+        self.threads = 0 if work >= PARALLEL_MIN_WORK else numba.get_num_threads()
+
+    def __enter__(self):
+        if self.threads > 1:
+            numba.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        if self.threads > 1:
+            numba.set_num_threads(self.threads)
 
 
 def narrowest_counts(counts: np.ndarray) -> np.ndarray:
@@ -45,7 +81,8 @@ def narrowest_counts(counts: np.ndarray) -> np.ndarray:
 class _Part:
     """One partition's rows as the kernels read them."""
 
-    def __init__(self, arrays: dict):
+    def __init__(self, number: int, arrays: dict):
+        self.number = int(number)
         self.row_base = np.asarray(arrays["row_base"], np.int64)
         indptr, weights = arrays["indptr"], arrays.get("weights")
         tables = weight_tables(indptr, weights) if weights is not None and indptr.shape[0] > 1 else None
@@ -78,13 +115,20 @@ class OwnedRows:
 
     def __init__(self, book, parts, arrays):
         self.book = book
-        self.parts = {int(p): _Part(a) for p, a in zip(parts, arrays)}
+        self.parts = {int(p): _Part(p, a) for p, a in zip(parts, arrays)}
         self.type_offsets = book.type_offsets
         if book.typed:
             index = {t: i for i, t in enumerate(book.node_types)}
             self.dst_type = np.array([index[et[2]] for et in book.edge_types], np.int64)
         else:
             self.dst_type = np.zeros(1, np.int64)
+        # What the draw kernel reads of the book per relation (it maps ids to rows itself).
+        owner, local = np.asarray(book.part), np.asarray(book.local)
+        type_base = np.ascontiguousarray(self.type_offsets[self.dst_type])
+        type_size = np.ascontiguousarray(self.type_offsets[self.dst_type + 1] - type_base)
+        for part in self.parts.values():
+            part.book = (owner, local, type_base, type_size, part.row_base)
+        self._plain = {}  # (part, replace, weighted, last) -> options of a request without times or exclusions
 
     def _rows(self, part: _Part, ids, rel):
         """Each target's row in ``part``'s CSR (relation ``rel[i]``'s row of node ``ids[i]``)."""
@@ -98,23 +142,32 @@ class OwnedRows:
         return part
 
     def _options(self, part: _Part, payload: dict, times, exclusions):
+        flags = (bool(payload["replace"]), bool(payload["weighted"]), bool(payload.get("last", False)))
+        plain = times is None and exclusions is None
+        if plain:
+            options = self._plain.get((part.number, *flags))
+            if options is not None:
+                return options
         marker = no_exclusions()
         temporal = times is not None
         if temporal and part.times is None:
             raise ValueError("a request with times needs a partition written with node_time or edge_time")
-        if bool(payload["weighted"]) and not part.weighted:
+        if flags[1] and not part.weighted:
             raise ValueError("a weighted request needs a partition written from a graph with weights")
         excluded, flagged = exclusions if exclusions is not None else (marker, marker)
-        return SampleOptions(
-            bool(payload["replace"]),
-            bool(payload["weighted"]),
+        options = SampleOptions(
+            flags[0],
+            flags[1],
             True,
             excluded=excluded,
             excluded_rows=flagged,
             times=part.times if temporal else marker,
             seed_time=times if temporal else marker,
-            last=bool(payload.get("last", False)),
+            last=flags[2],
         )
+        if plain:
+            self._plain[(part.number, *flags)] = options
+        return options
 
     def _exclusions(self, p: int, part: _Part, payload: dict):
         """``(positions, row flags)`` of the excluded edges whose rows ``p`` holds, or ``None``."""
@@ -132,39 +185,54 @@ class OwnedRows:
         return (positions, row_filter(np, rows)) if positions.shape[0] else None
 
     def draw(self, payload: dict) -> dict:
-        """Answer a ``"draw"`` request: ``{"counts", "nbrs", "e_id"}`` (see :mod:`._kernels.remote`)."""
-        ids = np.asarray(payload["ids"], np.int64)
-        ks = np.asarray(payload["ks"], np.int64)
-        states = np.asarray(payload["states"], np.uint64)
-        num_relations = ks.shape[0]
+        """Answer a ``"draw"`` request: ``{"counts", "nbrs", "e_id"}`` (see :mod:`._kernels.remote`).
+        ``ValueError`` for a request this server cannot answer (an id it does not own, counts
+        that do not cover the ids)."""
+        ids = np.asarray(payload["ids"])
+        if ids.dtype.kind not in "iu" or ids.ndim != 1:
+            raise ValueError(f"ids must be a 1-D array of integers, got dtype {ids.dtype}, shape {ids.shape}")
+        num_relations = self.dst_type.shape[0]
+        ks = np.asarray(payload["ks"], np.int64).reshape(-1, num_relations)
+        states = np.asarray(payload["states"], np.uint64).reshape(-1, num_relations)
         rel_counts = np.asarray(payload["rel_counts"], np.int64).reshape(-1, num_relations)
+        parts = np.asarray(payload["parts"]).tolist()
+        # a merged request (several batches: service._merge) names each listed partition's batch
+        batch_of = np.asarray(payload["part_batch"]).tolist() if "part_batch" in payload else [0] * len(parts)
+        if len(batch_of) != len(parts) or len(parts) != rel_counts.shape[0] or max(batch_of, default=0) >= ks.shape[0]:
+            raise ValueError("parts, part_batch, rel_counts and ks disagree in length")
+        sizes = rel_counts.sum(axis=1).tolist()
+        if sum(sizes) != ids.shape[0]:
+            raise ValueError(f"rel_counts cover {sum(sizes)} targets, ids holds {ids.shape[0]}")
         times = payload.get("times")
-        counts, nbrs, e_ids = [], [], []
-        start = 0
-        for p, per_relation in zip(np.asarray(payload["parts"]).tolist(), rel_counts):
-            stop = start + int(per_relation.sum())
+        # Counts go out in the narrowest type the fanouts bound; "all neighbours" (k < 0) counts
+        # are narrowed after the draw, to the largest one drawn.
+        bounded = int(ks.min()) >= 0
+        counts = np.empty(ids.shape[0], narrowest_counts(ks).dtype if bounded else np.int64)
+        answers, start = [], 0
+        for p, batch, per_relation, size in zip(parts, batch_of, rel_counts, sizes):
+            stop = start + size
             if stop == start:
                 continue
             part = self._owned(p)
-            rel = np.repeat(np.arange(num_relations, dtype=np.int64), per_relation)
-            mine = ids[start:stop]
             window = None if times is None else np.ascontiguousarray(times[start:stop])
             options = self._options(part, payload, window, self._exclusions(p, part, payload))
-            with KERNEL_LOCK:
-                offsets, part_nbrs, part_e_id = draw_owned_rows(
-                    part.graph, options, without_exclusions(options), self._rows(part, mine, rel), mine, rel, ks, states
+            plain = without_exclusions(options)
+            mine, fanouts, drawn = ids[start:stop], ks[batch], counts[start:stop]
+            with KERNEL_LOCK, threads_for(size * max(int(fanouts.max()), 16)):
+                nbrs, e_id, bad = draw_owned_rows(
+                    part.graph, options, plain, part.book, p, mine, per_relation, fanouts, states[batch], drawn
                 )
-            counts.append(np.diff(offsets))
-            nbrs.append(part_nbrs)
-            e_ids.append(part_e_id)
+            if bad >= 0:
+                raise ValueError(f"ids[{start + bad}] = {int(mine[bad])} is not a node partition {p} owns")
+            answers.append((nbrs, e_id))
             start = stop
-        if start != ids.shape[0]:
-            raise ValueError(f"rel_counts cover {start} targets, ids holds {ids.shape[0]}")
-        return {
-            "counts": narrowest_counts(np.concatenate(counts) if counts else np.zeros(0, np.int64)),
-            "nbrs": np.concatenate(nbrs) if nbrs else np.zeros(0, np.int32),
-            "e_id": np.concatenate(e_ids) if e_ids else np.zeros(0, np.int32),
-        }
+        if len(answers) == 1:
+            nbrs, e_id = answers[0]
+        elif answers:
+            nbrs, e_id = (np.concatenate(arrays) for arrays in zip(*answers))
+        else:
+            nbrs = e_id = np.zeros(0, np.int32)
+        return {"counts": counts if bounded else narrowest_counts(counts), "nbrs": nbrs, "e_id": e_id}
 
     def edges(self, payload: dict) -> dict:
         """Answer an ``"edges"`` request: ``{"found": uint8}`` per ``(src, dst)`` pair."""
@@ -184,7 +252,9 @@ class OwnedRows:
     def warm(self) -> None:
         """Compile (or load from Numba's cache) the kernels of the requests this server can get."""
         empty = np.zeros(0, np.int64)
-        for part in self.parts.values():
+        wire = np.zeros(0, wire_dtype(self.book))
+        ks, states = np.zeros(1, np.int64), np.zeros(1, np.uint64)
+        for p, part in self.parts.items():
             kinds = [(False, None)]
             if part.weighted:
                 kinds.append((True, None))
@@ -193,7 +263,7 @@ class OwnedRows:
             for weighted, times in kinds:
                 payload = {"replace": False, "weighted": weighted, "last": False}
                 options = self._options(part, payload, times, None)
-                ks, states = np.zeros(1, np.int64), np.zeros(1, np.uint64)
-                draw_owned_rows(part.graph, options, options, empty, empty, empty, ks, states)
+                for counts in (np.zeros(0, np.uint8), np.zeros(0, np.uint16), empty):
+                    draw_owned_rows(part.graph, options, options, part.book, p, wire, empty, ks, states, counts)
             owned_edges(part.graph, empty, empty)
             break  # every partition of a folder has the same array types: one compiles for all

@@ -52,6 +52,10 @@ class PartitionBook:
     num_edges : int, or dict edge type -> int (typed)
     node_types, edge_types : tuple, or None for an untyped graph
     part, local : arrays over every node (see the module notes)
+
+    A book pickles in O(1) of its size: its memory-mapped arrays travel as their file, offset,
+    shape and dtype, and are mapped again where it is unpickled (the folder must be readable
+    there, as for the servers).
     weighted : bool
         The parts hold edge weights.
     temporal : {None, "node", "edge"}
@@ -72,6 +76,7 @@ class PartitionBook:
     def __init__(self, path, meta: dict, arrays: dict):
         self.path = os.path.abspath(os.fspath(path))
         self.meta = meta
+        self._arrays = arrays
         self.num_parts = int(meta["num_parts"])
         self.method = meta["method"]
         self.typed = bool(meta["typed"])
@@ -158,6 +163,21 @@ class PartitionBook:
         """Per partition: ``{"nodes": ..., "edges": ...}`` (every type together)."""
         return [dict(size) for size in self.meta["part_sizes"]]
 
+    def __reduce__(self):
+        # Memory-mapped arrays travel as (file, offset, shape, dtype) and are mapped again on
+        # arrival, in O(1): a book shipped to a Ray actor or a loader process copies no node array.
+        from .._shared import file_backed
+
+        arrays = {name: file_backed(array) or array for name, array in self._arrays.items()}
+        return (_mapped_book, (self.path, self.meta, arrays))
+
     def __repr__(self) -> str:
         kind = f"typed, {len(self.node_types)} node types" if self.typed else f"num_nodes={self.num_nodes}"
         return f"PartitionBook({self.path!r}, num_parts={self.num_parts}, method={self.method!r}, {kind})"
+
+
+def _mapped_book(path, meta: dict, arrays: dict) -> PartitionBook:
+    """A pickled :class:`PartitionBook` on arrival: its file-backed arrays mapped again."""
+    from .._shared import FileArray
+
+    return PartitionBook(path, meta, {k: a.array if isinstance(a, FileArray) else a for k, a in arrays.items()})

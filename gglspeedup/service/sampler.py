@@ -6,6 +6,9 @@ the same checks, batch keys, disjoint trees, link batches and output records) ov
 one ``transport.call``, with each group's distinct targets, and relabels here. A batch equals the
 local sampler's over the unpartitioned graph with the same arguments, bit for bit, however the graph
 was cut and however many groups serve it (``n_id`` order, every ``Adj``, ``e_id``, ``batch``).
+Batches sampled at once from several threads share requests (:mod:`._merge`): a hop that finds
+others waiting goes out with them, one request per group, so a request's fixed cost (about a
+millisecond of CPU on each side through Ray) is paid once for all of them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ..sampling.hetero import HeteroNeighborSampler
 from ..sampling.sampler import NeighborSampler
 from ..sampling.temporal import Timeline, check_strategy, time_array
 from ..validation import check_int
+from ._merge import MergedExchange
 from ._transport import Transport
 from .book import PartitionBook
 
@@ -84,6 +88,11 @@ def _timeline(book: PartitionBook, node_time, edge_time, strategy, weighted: boo
     check_last(strategy, weighted)
     if given is not None:
         _check_same_times(book, given, node_time if given == "node" else edge_time)
+    return _book_timeline(book, strategy)
+
+
+def _book_timeline(book: PartitionBook, strategy: str) -> Timeline:
+    """The timeline of a temporal partition: its node times (the book's mapped arrays) or none."""
     if book.temporal == "node":
         if book.typed:
             node_times = {t: book.node_time(t) for t in book.node_types if book.node_time(t) is not None}
@@ -149,17 +158,17 @@ class _RemoteMixin:
         self.num_nodes = book.num_nodes if not book.typed else dict(book.num_nodes)
         self._key = 0
         self._lock = threading.Lock()
+        self._merged = MergedExchange(self.transport)  # concurrent batches' hops share requests
         self._plan_hops()
         self._driver = self._make_driver()
 
     def _routes(self):
-        from ..sampling.remote import Routes
+        from ..sampling.remote import Routes, wire_dtype
 
-        wire = np.int32 if np.dtype(self.book.meta["index_dtype"]) == np.int32 else np.int64
-        return Routes(self.book.part, self.transport.group_parts, self.book.num_parts, wire)
+        return Routes(self.book.part, self.transport.group_parts, self.book.num_parts, wire_dtype(self.book))
 
     def _exchange(self, requests, key):
-        return self.transport.call(requests, key=key)
+        return self._merged(requests, key)
 
     def _options(self):
         from ..sampling.remote import remote_options
@@ -167,10 +176,20 @@ class _RemoteMixin:
         return remote_options(self.replace, self.weighted, self.timeline is not None and self.timeline.last)
 
     def __getstate__(self):
+        # Pickled in O(1) of the graph: the book and the transport's servers travel as paths
+        # (their own pickling), the timeline as its strategy (its node times are the book's), the
+        # driver not at all (rebuilt on arrival).
         state = self.__dict__.copy()
-        state["_lock"] = None
-        state["_driver"] = None
+        state["_lock"] = state["_driver"] = state["_merged"] = None
+        if self.timeline is not None:
+            state["timeline"] = self.timeline.strategy
         return state
+
+    def __setstate__(self, state):
+        if isinstance(state.get("timeline"), str):
+            state = {**state, "timeline": _book_timeline(state["book"], state["timeline"])}
+        state = {**state, "_merged": MergedExchange(state["transport"])}
+        super().__setstate__(state)
 
 
 _DEFAULTS = {
@@ -210,7 +229,9 @@ class RemoteSampler(_RemoteMixin, NeighborSampler):
     :meth:`with_fanouts` are :class:`~gglspeedup.NeighborSampler`'s; each hop sends one ``"draw"``
     request per group owning targets (the distinct targets it owns, int32 ids while they fit), all
     at once; a group that does not answer raises :class:`~gglspeedup.service.ServerUnavailable`
-    (from the transport), naming it and the batch key.
+    (from the transport), naming it and the batch key. Calls from several threads at once (batches
+    kept in flight) share requests, each batch still exactly its own; a sampler pickles in O(1)
+    (the book and the servers travel as paths).
 
     Examples
     --------

@@ -159,5 +159,15 @@ class PartServer:
             f"{list(self.parts)}"
         )
 
+    def __reduce__(self):
+        # A server travels as its folder and partitions and maps them again on arrival, in O(1)
+        # (unverified: they were checked where it was made, when asked).
+        return (_reopened, (self.book.path, self.parts))
+
     def __repr__(self) -> str:
         return f"PartServer({self.book.path!r}, parts={list(self.parts)})"
+
+
+def _reopened(path: str, parts: tuple) -> PartServer:
+    """A pickled :class:`PartServer` on arrival (kernels compile or load on first use)."""
+    return PartServer(path, parts, verify=False, warm=False)

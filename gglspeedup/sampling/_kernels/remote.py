@@ -10,15 +10,24 @@ key) -> answers`` (a transport's ``call``), then relabel on this side. A draw de
 the batches are the local drivers' bit for bit.
 
 The message of a ``"draw"`` request (a dict of arrays and scalars; :mod:`gglspeedup.sampling.remote`
-answers it): ``parts`` (the group's partitions holding targets, in its order), ``part_counts``
-(targets per part), ``rel_counts`` (targets per part and relation, part-major), ``ids`` (the
-targets, part by part, each part's relation by relation in hop order; type-local ids, int32 while
-they fit), ``ks`` / ``states`` (per relation: fanout and RNG state), ``replace``, ``weighted``,
-``last``, and where they apply ``times`` (each target's seed time) and ``excl_src`` / ``excl_dst``
-/ ``excl_rel`` (a link batch's excluded edges whose rows the group owns). The answer: ``counts``
-(draws per target, the narrowest unsigned type), ``nbrs`` and ``e_id`` (per draw). An ``"edges"``
-request (strict negatives) sends ``parts``, ``part_counts``, ``src``, ``dst`` and ``rel`` and gets
-``found`` (uint8 per pair: the edge exists).
+answers it): ``parts`` (the group's partitions holding targets, in its order), ``rel_counts``
+(targets per part and relation, part-major), ``ids`` (the targets, part by part, each part's
+relation by relation in hop order; type-local ids, int32 while they fit), ``ks`` / ``states`` (per
+relation: fanout and RNG state), ``replace``, ``weighted``, ``last``, and where they apply
+``times`` (each target's seed time) and ``excl_src`` / ``excl_dst`` / ``excl_rel`` (a link batch's
+excluded edges whose rows the group owns). Several batches' hops may share one request
+(``gglspeedup.service``'s merged exchange): ``parts`` then lists one run of partitions per batch,
+``part_batch`` names each listed partition's batch, and ``ks`` / ``states`` hold one row of
+relations per batch. The answer: ``counts`` (draws per target: uint8 while
+the fanouts fit, else the narrowest unsigned type holding them), ``nbrs`` and ``e_id`` (per draw,
+at the partition's widths: int32 while the graph's ids fit). An ``"edges"`` request (strict
+negatives) sends ``parts``, ``part_counts``, ``src``, ``dst`` and ``rel`` and gets ``found``
+(uint8 per pair: the edge exists).
+
+The trainer's side costs what the local kernels' relabel costs plus one pass per hop over the
+targets (the route: each target's owner) and one over the draws (the gather into target order);
+the ids it sends are those runs of the route's output, unchanged, and the answers are read where
+they arrived.
 """
 
 from __future__ import annotations
@@ -39,11 +48,12 @@ from .remote_relabel import (
     relabel_typed,
     relabel_typed_trees,
     route,
+    target_offsets,
 )
 from .rng import hop_state
 from .typed import _record_hop, frontier, hop_targets, plan_states
 
-__all__ = ["Routes", "RemoteDriver", "TypedRemoteDriver"]
+__all__ = ["Routes", "RemoteDriver", "TypedRemoteDriver", "gather"]
 
 
 class Routes:
@@ -66,13 +76,32 @@ class Routes:
         for g, lo, hi in self.groups:
             self.group_of_part[self.order[lo:hi]] = g
         self.wire = np.dtype(wire_dtype)
+        self.wire_marker = np.zeros(0, self.wire)  # route's output type
 
 
-def _narrow_answers(answers: dict, order) -> tuple:
-    """The answers of the groups asked, concatenated in group order: ``(counts, nbrs, e_id)``."""
-    parts = [answers[g] for g in order]
-    counts = np.concatenate([np.asarray(a["counts"], np.int64) for a in parts])
-    return counts, np.concatenate([a["nbrs"] for a in parts]), np.concatenate([a["e_id"] for a in parts])
+def gather(slot, answers: list, first: int = -1):
+    """A hop's draws in target order from the groups' ``answers`` (in slot order), int64:
+    ``(offsets, col, e_id)``, or for a shared hop (``first >= 0``) ``(offsets, e_id, edge_index)``
+    with the neighbours in ``edge_index[0]`` and their targets in row 1 (:func:`gather_rows`)."""
+    if len(answers) == 1:
+        counts = answers[0]["counts"]
+    else:
+        counts = np.concatenate([answer["counts"] for answer in answers])
+    offsets = target_offsets(slot, counts)
+    num_edges = int(offsets[-1])
+    e_id = np.empty(num_edges, np.int64)
+    if first >= 0:
+        edge_index, col = np.empty((2, num_edges), np.int64), _NO_COL
+    else:
+        edge_index, col = _NO_EDGE_INDEX, np.empty(num_edges, np.int64)
+    lo = 0
+    for answer in answers:
+        gather_rows(slot, offsets, lo, answer["counts"], answer["nbrs"], answer["e_id"], col, e_id, edge_index, first)
+        lo += answer["counts"].shape[0]
+    return (offsets, e_id, edge_index) if first >= 0 else (offsets, col, e_id)
+
+
+_NO_EDGE_INDEX, _NO_COL = np.zeros((2, 0), np.int64), np.zeros(0, np.int64)
 
 
 class _Remote:
@@ -89,40 +118,40 @@ class _Remote:
         self._no_graph = GraphArrays(marker, marker, marker, np.zeros(1), marker, np.zeros(1))
 
     def _hop(self, flat, dup, rel, ids, ks, states, times, pairs, key):
-        """Send one hop's draws to the owners; ``(slot, counts, nbrs, e_id)`` of the answers."""
+        """Send one hop's draws to the owners; ``(slot, answers)``: each target's slot and the
+        answers of the groups asked, in slot order (:func:`gather` reads them)."""
         routes = self.routes
         num_parts = routes.order.shape[0]
-        slot, source, part_offsets, rel_counts = route(
-            flat, dup, rel, routes.owner, routes.part_rank, num_parts, ks.shape[0]
+        slot, source, part_offsets, rel_counts, slot_ids = route(
+            flat, dup, rel, ids, routes.owner, routes.part_rank, num_parts, ks.shape[0], routes.wire_marker
         )
         requests = {}
         if np.any(ks != 0):
             flags = {"replace": bool(self.options.replace), "weighted": bool(self.options.weighted)}
             flags["last"] = bool(self.options.last)
+            bounds = part_offsets.tolist()
             for g, lo, hi in routes.groups:
-                a, b = int(part_offsets[lo]), int(part_offsets[hi])
+                a, b = bounds[lo], bounds[hi]
                 if b == a:
                     continue
-                mine = source[a:b]
                 payload = {
                     "parts": routes.order[lo:hi],
-                    "part_counts": np.diff(part_offsets[lo : hi + 1]),
                     "rel_counts": rel_counts[lo:hi].reshape(-1),
-                    "ids": ids[mine].astype(routes.wire),
+                    "ids": slot_ids[a:b],
                     "ks": ks,
                     "states": states,
                     **flags,
                 }
                 if self.temporal:
-                    payload["times"] = np.ascontiguousarray(times[mine])
+                    payload["times"] = times[source[a:b]]
                 if pairs is not None:
                     payload.update(pairs[g])
                 requests[g] = ("draw", payload)
         if not requests:
             empty = np.empty(0, np.int64)
-            return slot, np.zeros(source.shape[0], np.int64), empty, empty
+            return slot, [{"counts": np.zeros(source.shape[0], np.uint8), "nbrs": empty, "e_id": empty}]
         answers = self.exchange(requests, key)
-        return (slot, *_narrow_answers(answers, sorted(requests)))
+        return slot, [answers[g] for g in sorted(requests)]
 
     def _pairs(self, options):
         """A link batch's excluded edges (``options.excluded``: :meth:`excluded_positions`' pairs),
@@ -181,8 +210,8 @@ class _Remote:
         routes = self.routes
         flat = self.type_offsets[self.dst_type[rel]] + dst
         zeros = np.zeros(src.shape[0], np.int64)
-        slot, source, part_offsets, _ = route(
-            flat, zeros - 1, zeros, routes.owner, routes.part_rank, len(routes.order), 1
+        slot, source, part_offsets, _, _ = route(
+            flat, zeros - 1, zeros, dst, routes.owner, routes.part_rank, len(routes.order), 1, routes.wire_marker
         )
         requests = {}
         for g, lo, hi in routes.groups:
@@ -228,9 +257,9 @@ class RemoteDriver(_Remote):
             dup = dedup_mapped(targets, positions, local_map, epoch)
             ks, states = np.array([k], np.int64), np.array([hop_state(self.seed, key, hop)], np.uint64)
             rel = np.zeros(targets.shape[0], np.int64)
-            slot, counts, nbrs, e_ids = self._hop(targets, dup, rel, targets, ks, states, None, pairs, key)
-            offsets, col, e_id = gather_rows(slot, counts, nbrs, e_ids)
-            n_id, edge_index = relabel_shared(n_id, first, offsets, col, local_map, epoch)
+            slot, answers = self._hop(targets, dup, rel, targets, ks, states, None, pairs, key)
+            _, e_id, edge_index = gather(slot, answers, first)
+            n_id = relabel_shared(n_id, local_map, epoch, edge_index)
             hops.append((edge_index, e_id, (len(n_id), num_targets)))
             if expand == "new":
                 first = num_targets
@@ -254,8 +283,7 @@ class RemoteDriver(_Remote):
             dup = dedup_chained(nodes, rel, times, seen, epoch)
             self.seen.release(seen, epoch + nodes.shape[0])
             ks, states = np.array([k], np.int64), np.array([hop_state(self.seed, key, hop)], np.uint64)
-            slot, counts, nbrs, e_ids = self._hop(nodes, dup, rel, nodes, ks, states, times, pairs, key)
-            offsets, col, e_id = gather_rows(slot, counts, nbrs, e_ids)
+            offsets, col, e_id = gather(*self._hop(nodes, dup, rel, nodes, ks, states, times, pairs, key))
             n_id, edge_index, keys, values = relabel_trees(n_id, first, offsets, col, stride, keys, values)
             hops.append((edge_index, e_id, (len(n_id), num_targets)))
             if expand == "new":
@@ -299,8 +327,7 @@ class TypedRemoteDriver(_Remote):
             dup = dedup_mapped(flat, positions, local_map, epoch)
         ks = np.ascontiguousarray(plan.fanouts[:, hop], np.int64)
         states = plan_states(plan, self.seed, key, hop)
-        slot, counts, nbrs, e_ids = self._hop(flat, dup, rel_of, flat_nodes, ks, states, times, pairs, key)
-        offsets, col, e_id = gather_rows(slot, counts, nbrs, e_ids)
+        offsets, col, e_id = gather(*self._hop(flat, dup, rel_of, flat_nodes, ks, states, times, pairs, key))
         return targets, rel_of, segments, offsets, col, e_id
 
     def sample_all(self, seeds: list, plan, key: int, *, options=None, expand: str = "all"):

@@ -9,7 +9,8 @@ do the rest exactly as the local hop kernels do it:
   node map and a chain per node);
 - *route*: the distinct targets counted and placed part by part, the parts in the order the groups
   list them (each group's request is one run), each part's targets in hop order;
-- *gather*: each target's draws, in target order, from the owners' answers;
+- *gather*: each target's draws, in target order, from the owners' answers (each read where it
+  arrived);
 - *relabel*: :func:`.cpu.sample_hop`'s, :func:`.disjoint.sample_tree_hop`'s,
   :func:`.typed.sample_typed_hop`'s and :func:`.disjoint.sample_typed_tree_hop`'s serial passes,
   first appearance in the same order, so ``n_id``, ``edge_index`` and ``e_id`` are theirs.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..._intrinsics import prefetch
 from .disjoint import _find, _grow
 from .links import pick
 from .rng import draw, row_state
@@ -28,6 +30,7 @@ __all__ = [
     "dedup_mapped",
     "dedup_chained",
     "route",
+    "target_offsets",
     "gather_rows",
     "relabel_shared",
     "relabel_trees",
@@ -37,6 +40,7 @@ __all__ = [
 ]
 
 _EMPTY = -1
+_PREFETCH_DISTANCE = 16  # relabel map entries announced this many draws ahead (the local kernel's)
 
 
 @njit(cache=True, nogil=True)
@@ -81,16 +85,19 @@ def dedup_chained(flat, rel, times, seen, epoch):
 
 
 @njit(cache=True, nogil=True)
-def route(flat, dup, rel, owner, part_rank, num_parts, num_relations):
+def route(flat, dup, rel, ids, owner, part_rank, num_parts, num_relations, wire):
     """Place the distinct targets part by part (``part_rank[owner[flat[i]]]``: the parts in the
-    groups' order), each part's in hop order. Returns ``(slot, source, part_offsets, rel_counts)``:
-    every target's slot (duplicates their first's), each slot's target, int64 (P + 1,) slot
-    offsets by rank and int64 (P, R) targets per (rank, relation)."""
+    groups' order), each part's in hop order. Returns ``(slot, source, part_offsets, rel_counts,
+    slot_ids)``: every target's slot (duplicates their first's), each slot's target, int64 (P + 1,)
+    slot offsets by rank, int64 (P, R) targets per (rank, relation), and each slot's id
+    ``ids[source[s]]`` in ``wire``'s dtype (a group's request sends its run of them as is)."""
     n = flat.shape[0]
     rank = np.empty(n, np.int64)
     part_offsets = np.zeros(num_parts + 1, np.int64)
     rel_counts = np.zeros((num_parts, num_relations), np.int64)
     for i in range(n):
+        if i + _PREFETCH_DISTANCE < n:  # the owner reads are this loop's misses
+            prefetch(owner, flat[i + _PREFETCH_DISTANCE])
         if dup[i] < 0:
             r = part_rank[owner[flat[i]]]
             rank[i] = r
@@ -101,55 +108,74 @@ def route(flat, dup, rel, owner, part_rank, num_parts, num_relations):
     cursor = part_offsets[:num_parts].copy()
     slot = np.empty(n, np.int64)
     source = np.empty(part_offsets[num_parts], np.int64)
+    slot_ids = np.empty(part_offsets[num_parts], wire.dtype)
     for i in range(n):
         if dup[i] < 0:
             s = cursor[rank[i]]
             cursor[rank[i]] += 1
             slot[i] = s
             source[s] = i
+            slot_ids[s] = ids[i]
         else:
             slot[i] = slot[dup[i]]
-    return slot, source, part_offsets, rel_counts
+    return slot, source, part_offsets, rel_counts, slot_ids
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def gather_rows(slot, counts, nbrs, e_ids):
-    """``(offsets, col, e_id)``: target ``i``'s draws (those of slot ``slot[i]``, whose answer
-    holds ``counts[s]`` draws after the earlier slots') in target order, int64."""
-    num_slots = counts.shape[0]
-    starts = np.empty(num_slots + 1, np.int64)
-    starts[0] = 0
-    for s in range(num_slots):
-        starts[s + 1] = starts[s] + counts[s]
+@njit(cache=True, nogil=True)
+def target_offsets(slot, counts):
+    """int64 (n + 1,): where target ``i``'s draws (``counts[slot[i]]`` of them) start in target order."""
     n = slot.shape[0]
     offsets = np.empty(n + 1, np.int64)
     offsets[0] = 0
     for i in range(n):
         offsets[i + 1] = offsets[i] + counts[slot[i]]
-    col = np.empty(offsets[n], np.int64)
-    e_id = np.empty(offsets[n], np.int64)
-    for i in prange(n):
-        src = starts[slot[i]]
-        for q in range(offsets[i], offsets[i + 1]):
-            col[q] = nbrs[src + q - offsets[i]]
-            e_id[q] = e_ids[src + q - offsets[i]]
-    return offsets, col, e_id
+    return offsets
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def gather_rows(slot, offsets, lo, counts, nbrs, e_ids, col, e_id, edge_index, first):
+    """Copy one group's answer into target order: slots ``lo .. lo + len(counts)`` are its
+    (``counts[s - lo]`` draws each, one after another in ``nbrs`` / ``e_ids``); target ``i`` with
+    such a slot gets them at ``offsets[i]`` in ``col`` / ``e_id`` (int64). With ``first >= 0`` (a
+    shared hop) the neighbours go to ``edge_index[0]`` instead (:func:`relabel_shared` relabels
+    them there) and each draw's target ``first + i`` to ``edge_index[1]``. Each group's answer is
+    read where it arrived (joining the answers first cost a copy of them)."""
+    num_slots = counts.shape[0]
+    starts = np.empty(num_slots + 1, np.int64)
+    starts[0] = 0
+    for s in range(num_slots):
+        starts[s + 1] = starts[s] + counts[s]
+    for i in prange(slot.shape[0]):
+        s = slot[i] - lo
+        if s < 0 or s >= num_slots:
+            continue
+        src = starts[s] - offsets[i]
+        if first >= 0:  # a shared hop: the neighbours go where their local ids will (relabelled in place)
+            for q in range(offsets[i], offsets[i + 1]):
+                edge_index[0, q] = nbrs[src + q]
+                edge_index[1, q] = first + i
+                e_id[q] = e_ids[src + q]
+        else:
+            for q in range(offsets[i], offsets[i + 1]):
+                col[q] = nbrs[src + q]
+                e_id[q] = e_ids[src + q]
 
 
 @njit(cache=True, nogil=True)
-def relabel_shared(n_id, first, offsets, col, local_map, epoch):
-    """:func:`.cpu.sample_hop`'s relabel: ``(n_id_next, edge_index)``."""
+def relabel_shared(n_id, local_map, epoch, edge_index):
+    """:func:`.cpu.sample_hop`'s relabel, in place: ``edge_index[0]`` holds the drawn neighbours
+    (:func:`gather_rows`), replaced by their local ids; returns ``n_id_next``. (Reading the
+    answers here, without the gather's pass, makes this serial loop slower by more than that pass
+    costs: measured 16%.)"""
     num_known = n_id.shape[0]
-    num_edges = col.shape[0]
-    edge_index = np.empty((2, num_edges), np.int64)
-    for i in range(offsets.shape[0] - 1):
-        for q in range(offsets[i], offsets[i + 1]):
-            edge_index[1, q] = first + i
+    num_edges = edge_index.shape[1]
     n_id_next = np.empty(num_known + num_edges, np.int64)
     n_id_next[:num_known] = n_id
     size = num_known
     for q in range(num_edges):
-        g = col[q]
+        if q + _PREFETCH_DISTANCE < num_edges:  # the map reads are this loop's misses
+            prefetch(local_map, edge_index[0, q + _PREFETCH_DISTANCE])
+        g = edge_index[0, q]
         v = local_map[g] - epoch
         if v < 0:
             v = size
@@ -157,7 +183,7 @@ def relabel_shared(n_id, first, offsets, col, local_map, epoch):
             n_id_next[size] = g
             size += 1
         edge_index[0, q] = v
-    return n_id_next[:size], edge_index
+    return n_id_next[:size]
 
 
 @njit(cache=True, nogil=True)
