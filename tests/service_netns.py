@@ -174,8 +174,11 @@ def small_graph(num_nodes: int = 400, num_edges: int = 3000, seed: int = 0):
 
 def partitioned(tmp_path_factory, method: str = "metis", num_parts: int = 3, **options):
     """``(folder, graph, x, y)``: :func:`small_graph` partitioned once per session per arguments
-    (``options`` go to ``partition``, e.g. ``edge_time``), its kernels compiled in this process
-    first (Numba's disk cache then serves the servers' processes)."""
+    (``options`` go to ``partition``, e.g. ``edge_time``), every kind of request the tests make
+    sent once first: in this process, then (with the session's Ray up) through a server actor with
+    a deadline long enough to compile. Kernels then come from Numba's disk cache, so no test's
+    first request compiles against a short deadline (a cold cache in CI, or kernels just changed:
+    requests arriving through Ray may take kernel types of their own)."""
     import numpy as np
 
     from gglspeedup.service import LocalTransport, PartServer, RemoteSampler, partition
@@ -187,17 +190,36 @@ def partitioned(tmp_path_factory, method: str = "metis", num_parts: int = 3, **o
         partition(graph, folder, num_parts, features=x, labels=y, method=method, **options)
         servers = [PartServer(folder, [p]) for p in range(num_parts)]
         transport = LocalTransport(servers, [(p,) for p in range(num_parts)])
-        sampler = RemoteSampler(transport, folder, [3, 2], **_times(options))
-        sampler.sample(np.arange(8), key=0, seed_time=np.full(8, 2**40) if options else None)
-        if not options:  # the link batches' kernels (negatives, exclusion, strict checks) and disjoint trees
-            for dtype in (np.int64, np.int32):  # the servers' kernels compile per id type
-                pairs = np.stack([np.arange(8), np.arange(8, 16)]).astype(dtype)
-                for negatives in ("binary", "per_source", "triplet"):
-                    sampler.sample_links(pairs, negatives=negatives, strict_negatives=True, exclude="reverse", key=1)
-                sampler.sample_links(pairs, exclude="self", key=1)
-            RemoteSampler(transport, folder, [3, 2], disjoint=True).sample(np.arange(8), key=0)
+        edges = np.stack([graph.indices[:8], np.searchsorted(graph.indptr, np.arange(8), side="right") - 1])
+        _warm(lambda fanouts, **more: RemoteSampler(transport, folder, fanouts, **more), options, edges)
+        if _SESSION and not _SESSION[0].stopped:
+            from gglspeedup.service import serve
+
+            with serve(folder, 1, deadline="600s", max_restarts=0) as cluster:
+                _warm(cluster.sampler, options, edges)
+                cluster.features()[list(range(8))]
         _DATA[key] = (folder, graph, x, y)
     return _DATA[key]
+
+
+def _warm(make_sampler, options: dict, edges) -> None:
+    """One batch of every kind the tests draw: node batches, link batches (negatives, exclusion,
+    strict checks; int32 and int64 pairs; ``edges``, graph edges, so that rows with excluded edges
+    are drawn too: their kernel is one of its own), disjoint trees; temporal ones for a temporal
+    folder."""
+    import numpy as np
+
+    times = _times(options)
+    sampler = make_sampler([3, 2], **times)
+    sampler.sample(np.arange(8), key=0, seed_time=np.full(8, 2**40) if times else None)
+    if times:
+        return
+    for dtype in (np.int64, np.int32):  # kernels compile per id type
+        pairs = np.concatenate([np.stack([np.arange(8), np.arange(8, 16)]), edges], axis=1).astype(dtype)
+        for negatives in ("binary", "per_source", "triplet"):
+            sampler.sample_links(pairs, negatives=negatives, strict_negatives=True, exclude="reverse", key=1)
+        sampler.sample_links(pairs, exclude="self", key=1)
+    make_sampler([3, 2], disjoint=True).sample(np.arange(8), key=0)
 
 
 def _times(options: dict) -> dict:
