@@ -379,6 +379,20 @@ def test_service_sampling_concurrent_batches_share_requests_and_equal_the_local_
         assert payload["part_batch"].shape == payload["parts"].shape
         assert payload["ks"].shape == payload["states"].shape == (payload["part_batch"].max() + 1,)
 
+    counts = {"a": 40, "b": 60, "c": 9}  # typed and temporal: one row of relations per batch
+    typed = _typed_graph(rng, counts)
+    times = {t: rng.integers(0, 9, n) for t, n in counts.items()}
+    typed_book = partition(typed, tmp_path / "t", 3, method="metis", node_time=times)
+    gate = _Gate(_serve(tmp_path / "t", [(1,), (0, 2)]), lambda: len(remote._merged._queue) >= 4)
+    remote = RemoteHeteroSampler(gate, typed_book, [3, 2], node_time=times)
+    local = gg.HeteroNeighborSampler(typed, [3, 2], node_time=times)
+    seeds = [{"b": rng.integers(0, 60, 6), "a": rng.integers(0, 40, 3)} for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        outputs = list(pool.map(lambda key: remote.sample(seeds[key], key=key), range(8)))
+    for key, output in enumerate(outputs):
+        _same(output, local.sample(seeds[key], key=key))
+    assert any("part_batch" in payload for call in gate.calls for payload in call.values())
+
 
 def test_service_sampling_a_shared_request_failure_names_each_batch_key(tmp_path):
     rng = np.random.default_rng(9)
