@@ -416,3 +416,25 @@ def test_service_sampling_a_shared_request_failure_names_each_batch_key(tmp_path
     assert named  # the merged call failed: each of its batches names itself
     for key, error in named.items():
         assert error.key == key and error.server == 1 and error.parts == (1,) and error.reason == "deadline"
+
+
+def test_service_sampling_server_answers_read_only_requests_without_compiling_again(tmp_path):
+    from gglspeedup.sampling._kernels.remote_rows import draw_owned_rows
+
+    rng = np.random.default_rng(10)
+    graph = _graph(rng, 50, 400)
+    book = partition(graph, tmp_path / "p", 2, method="range")
+    server = PartServer(tmp_path / "p", [1])  # warms its kernels for the requests it can get
+    ids = book.nodes(1)[:6].astype(np.int32)
+    payload = {"parts": np.array([1]), "rel_counts": np.array([6]), "ids": ids, "ks": np.array([3])}
+    payload.update(states=np.array([5], np.uint64), replace=False, weighted=False, last=False)
+    expected = server.handle("draw", payload)
+    compiled = len(draw_owned_rows.signatures)
+    frozen = {}
+    for name, value in payload.items():  # what Ray hands a server: read-only arrays
+        frozen[name] = value.copy() if isinstance(value, np.ndarray) else value
+        if isinstance(value, np.ndarray):
+            frozen[name].setflags(write=False)
+    answer = server.handle("draw", frozen)
+    assert all(np.array_equal(answer[name], expected[name]) for name in ("counts", "nbrs", "e_id"))
+    assert len(draw_owned_rows.signatures) == compiled  # nothing compiled against the request's deadline
