@@ -418,18 +418,22 @@ def test_service_sampling_a_shared_request_failure_names_each_batch_key(tmp_path
         assert error.key == key and error.server == 1 and error.parts == (1,) and error.reason == "deadline"
 
 
-def test_service_sampling_server_answers_read_only_requests_without_compiling_again(tmp_path):
+@pytest.mark.parametrize("timed", [False, True])
+def test_service_sampling_server_answers_read_only_requests_without_compiling_again(tmp_path, timed):
     from gglspeedup.sampling._kernels.remote_rows import draw_owned_rows
 
     rng = np.random.default_rng(10)
     graph = _graph(rng, 50, 400)
-    book = partition(graph, tmp_path / "p", 2, method="range")
+    times = {"node_time": rng.integers(0, 9, 50)} if timed else {}
+    book = partition(graph, tmp_path / "p", 2, method="range", **times)
     server = PartServer(tmp_path / "p", [1])  # warms its kernels for the requests it can get
+    compiled = len(draw_owned_rows.signatures)
     ids = book.nodes(1)[:6].astype(np.int32)
     payload = {"parts": np.array([1]), "rel_counts": np.array([6]), "ids": ids, "ks": np.array([3])}
     payload.update(states=np.array([5], np.uint64), replace=False, weighted=False, last=False)
+    if timed:
+        payload["times"] = rng.integers(0, 9, 6).astype(book.time_dtype)
     expected = server.handle("draw", payload)
-    compiled = len(draw_owned_rows.signatures)
     frozen = {}
     for name, value in payload.items():  # what Ray hands a server: read-only arrays
         frozen[name] = value.copy() if isinstance(value, np.ndarray) else value

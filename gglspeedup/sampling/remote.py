@@ -268,7 +268,7 @@ class OwnedRows:
         excluded = (np.zeros(1, np.int64), row_filter(np, empty))
         for p, part in self.parts.items():
             payload = {"replace": False, "weighted": part.weighted, "last": False}
-            times = None if part.times is None else part.times[:0]
+            times = None if part.times is None else np.zeros(0, part.times.dtype)  # as _writable gives them
             plain = self._options(part, payload, times, None)
             for options in (plain, self._options(part, payload, times, excluded)):
                 for counts in (np.zeros(0, np.uint8), empty):
