@@ -379,6 +379,20 @@ def test_service_sampling_concurrent_batches_share_requests_and_equal_the_local_
         assert payload["part_batch"].shape == payload["parts"].shape
         assert payload["ks"].shape == payload["states"].shape == (payload["part_batch"].max() + 1,)
 
+    counts = {"a": 40, "b": 60, "c": 9}  # typed and temporal: one row of relations per batch
+    typed = _typed_graph(rng, counts)
+    times = {t: rng.integers(0, 9, n) for t, n in counts.items()}
+    typed_book = partition(typed, tmp_path / "t", 3, method="metis", node_time=times)
+    gate = _Gate(_serve(tmp_path / "t", [(1,), (0, 2)]), lambda: len(remote._merged._queue) >= 4)
+    remote = RemoteHeteroSampler(gate, typed_book, [3, 2], node_time=times)
+    local = gg.HeteroNeighborSampler(typed, [3, 2], node_time=times)
+    seeds = [{"b": rng.integers(0, 60, 6), "a": rng.integers(0, 40, 3)} for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        outputs = list(pool.map(lambda key: remote.sample(seeds[key], key=key), range(8)))
+    for key, output in enumerate(outputs):
+        _same(output, local.sample(seeds[key], key=key))
+    assert any("part_batch" in payload for call in gate.calls for payload in call.values())
+
 
 def test_service_sampling_a_shared_request_failure_names_each_batch_key(tmp_path):
     rng = np.random.default_rng(9)
@@ -402,3 +416,29 @@ def test_service_sampling_a_shared_request_failure_names_each_batch_key(tmp_path
     assert named  # the merged call failed: each of its batches names itself
     for key, error in named.items():
         assert error.key == key and error.server == 1 and error.parts == (1,) and error.reason == "deadline"
+
+
+@pytest.mark.parametrize("timed", [False, True])
+def test_service_sampling_server_answers_read_only_requests_without_compiling_again(tmp_path, timed):
+    from gglspeedup.sampling._kernels.remote_rows import draw_owned_rows
+
+    rng = np.random.default_rng(10)
+    graph = _graph(rng, 50, 400)
+    times = {"node_time": rng.integers(0, 9, 50)} if timed else {}
+    book = partition(graph, tmp_path / "p", 2, method="range", **times)
+    server = PartServer(tmp_path / "p", [1])  # warms its kernels for the requests it can get
+    compiled = len(draw_owned_rows.signatures)
+    ids = book.nodes(1)[:6].astype(np.int32)
+    payload = {"parts": np.array([1]), "rel_counts": np.array([6]), "ids": ids, "ks": np.array([3])}
+    payload.update(states=np.array([5], np.uint64), replace=False, weighted=False, last=False)
+    if timed:
+        payload["times"] = rng.integers(0, 9, 6).astype(book.time_dtype)
+    expected = server.handle("draw", payload)
+    frozen = {}
+    for name, value in payload.items():  # what Ray hands a server: read-only arrays
+        frozen[name] = value.copy() if isinstance(value, np.ndarray) else value
+        if isinstance(value, np.ndarray):
+            frozen[name].setflags(write=False)
+    answer = server.handle("draw", frozen)
+    assert all(np.array_equal(answer[name], expected[name]) for name in ("counts", "nbrs", "e_id"))
+    assert len(draw_owned_rows.signatures) == compiled  # nothing compiled against the request's deadline

@@ -69,6 +69,14 @@ class threads_for:
             numba.set_num_threads(self.threads)
 
 
+def _writable(array, dtype=None) -> np.ndarray:
+    """``array`` as a writable C-contiguous array (a copy when it is not: Ray hands arrays over
+    read-only, and Numba compiles a kernel again for read-only arguments, which a fresh server
+    process would do against a request's deadline)."""
+    array = np.ascontiguousarray(array, dtype)
+    return array if array.flags.writeable else array.copy()
+
+
 def narrowest_counts(counts: np.ndarray) -> np.ndarray:
     """``counts`` (non-negative) in the narrowest unsigned type holding them (what goes on the wire)."""
     top = int(counts.max()) if counts.shape[0] else 0
@@ -188,13 +196,13 @@ class OwnedRows:
         """Answer a ``"draw"`` request: ``{"counts", "nbrs", "e_id"}`` (see :mod:`._kernels.remote`).
         ``ValueError`` for a request this server cannot answer (an id it does not own, counts
         that do not cover the ids)."""
-        ids = np.asarray(payload["ids"])
+        ids = _writable(payload["ids"])
         if ids.dtype.kind not in "iu" or ids.ndim != 1:
             raise ValueError(f"ids must be a 1-D array of integers, got dtype {ids.dtype}, shape {ids.shape}")
         num_relations = self.dst_type.shape[0]
-        ks = np.asarray(payload["ks"], np.int64).reshape(-1, num_relations)
-        states = np.asarray(payload["states"], np.uint64).reshape(-1, num_relations)
-        rel_counts = np.asarray(payload["rel_counts"], np.int64).reshape(-1, num_relations)
+        ks = _writable(payload["ks"], np.int64).reshape(-1, num_relations)
+        states = _writable(payload["states"], np.uint64).reshape(-1, num_relations)
+        rel_counts = _writable(payload["rel_counts"], np.int64).reshape(-1, num_relations)
         parts = np.asarray(payload["parts"]).tolist()
         # a merged request (several batches: service._merge) names each listed partition's batch
         batch_of = np.asarray(payload["part_batch"]).tolist() if "part_batch" in payload else [0] * len(parts)
@@ -204,17 +212,18 @@ class OwnedRows:
         if sum(sizes) != ids.shape[0]:
             raise ValueError(f"rel_counts cover {sum(sizes)} targets, ids holds {ids.shape[0]}")
         times = payload.get("times")
-        # Counts go out in the narrowest type the fanouts bound; "all neighbours" (k < 0) counts
-        # are narrowed after the draw, to the largest one drawn.
-        bounded = int(ks.min()) >= 0
-        counts = np.empty(ids.shape[0], narrowest_counts(ks).dtype if bounded else np.int64)
+        # Counts go out as uint8 when the fanouts bound them there (the kernel writes them so);
+        # otherwise the kernel writes int64 and they are narrowed after the draw, to the largest
+        # one drawn. Two count types: each is a kernel compiled (and warmed) per request kind.
+        small = 0 <= int(ks.min()) and int(ks.max()) <= np.iinfo(np.uint8).max
+        counts = np.empty(ids.shape[0], np.uint8 if small else np.int64)
         answers, start = [], 0
         for p, batch, per_relation, size in zip(parts, batch_of, rel_counts, sizes):
             stop = start + size
             if stop == start:
                 continue
             part = self._owned(p)
-            window = None if times is None else np.ascontiguousarray(times[start:stop])
+            window = None if times is None else _writable(times[start:stop])
             options = self._options(part, payload, window, self._exclusions(p, part, payload))
             plain = without_exclusions(options)
             mine, fanouts, drawn = ids[start:stop], ks[batch], counts[start:stop]
@@ -232,12 +241,12 @@ class OwnedRows:
             nbrs, e_id = (np.concatenate(arrays) for arrays in zip(*answers))
         else:
             nbrs = e_id = np.zeros(0, np.int32)
-        return {"counts": counts if bounded else narrowest_counts(counts), "nbrs": nbrs, "e_id": e_id}
+        return {"counts": counts if small else narrowest_counts(counts), "nbrs": nbrs, "e_id": e_id}
 
     def edges(self, payload: dict) -> dict:
         """Answer an ``"edges"`` request: ``{"found": uint8}`` per ``(src, dst)`` pair."""
-        src = np.asarray(payload["src"], np.int64)
-        dst = np.asarray(payload["dst"], np.int64)
+        src = _writable(payload["src"], np.int64)
+        dst = _writable(payload["dst"], np.int64)
         rel = np.full(src.shape[0], int(payload["rel"]), np.int64)
         found, start = [], 0
         for p, count in zip(np.asarray(payload["parts"]).tolist(), np.asarray(payload["part_counts"]).tolist()):
@@ -250,20 +259,20 @@ class OwnedRows:
         return {"found": np.concatenate(found) if found else np.zeros(0, np.uint8)}
 
     def warm(self) -> None:
-        """Compile (or load from Numba's cache) the kernels of the requests this server can get."""
+        """Compile (or load from Numba's cache) the kernels of every kind of request this server
+        can get (a timed partition's requests carry times, others none; with or without a link
+        batch's exclusions; both count types), so that none compiles against a request's deadline."""
         empty = np.zeros(0, np.int64)
         wire = np.zeros(0, wire_dtype(self.book))
         ks, states = np.zeros(1, np.int64), np.zeros(1, np.uint64)
+        excluded = (np.zeros(1, np.int64), row_filter(np, empty))
         for p, part in self.parts.items():
-            kinds = [(False, None)]
-            if part.weighted:
-                kinds.append((True, None))
-            if part.times is not None:
-                kinds.append((False, part.times[:0]))
-            for weighted, times in kinds:
-                payload = {"replace": False, "weighted": weighted, "last": False}
-                options = self._options(part, payload, times, None)
-                for counts in (np.zeros(0, np.uint8), np.zeros(0, np.uint16), empty):
-                    draw_owned_rows(part.graph, options, options, part.book, p, wire, empty, ks, states, counts)
+            payload = {"replace": False, "weighted": part.weighted, "last": False}
+            times = None if part.times is None else np.zeros(0, part.times.dtype)  # as _writable gives them
+            plain = self._options(part, payload, times, None)
+            for options in (plain, self._options(part, payload, times, excluded)):
+                for counts in (np.zeros(0, np.uint8), empty):
+                    draw_owned_rows(part.graph, options, plain, part.book, p, wire, empty, ks, states, counts)
+            match_positions(part.graph, empty, empty, True)
             owned_edges(part.graph, empty, empty)
             break  # every partition of a folder has the same array types: one compiles for all
