@@ -74,6 +74,7 @@ _LAZY_MODULES = (
     "multigpu",
     "protocols",
     "sampling",
+    "service",
     "testing",
     "validation",
 )

@@ -34,6 +34,7 @@ COMMANDS = {
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
     "attention-pooling": "softmax / sparsemax / gfusedmax pooling of graph batches: ms per iteration vs attpool2",
     "temporal": "temporal sampling: edges/s beside plain sampling (sorted and unsorted rows) and pyg-lib's",
+    "service": "partition servers on Ray: batches/s vs the local sampler, bytes per batch, failure timings",
 }
 
 
