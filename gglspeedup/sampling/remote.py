@@ -215,7 +215,7 @@ class OwnedRows:
         # Counts go out as uint8 when the fanouts bound them there (the kernel writes them so);
         # otherwise the kernel writes int64 and they are narrowed after the draw, to the largest
         # one drawn. Two count types: each is a kernel compiled (and warmed) per request kind.
-        small = 0 <= int(ks.min()) and int(ks.max()) <= np.iinfo(np.uint8).max
+        small = 0 <= int(ks.min()) and int(ks.max()) <= 255
         counts = np.empty(ids.shape[0], np.uint8 if small else np.int64)
         answers, start = [], 0
         for p, batch, per_relation, size in zip(parts, batch_of, rel_counts, sizes):

@@ -49,8 +49,12 @@ class PartServer:
     verify : bool
         Check every array's checksum once, here (a copied folder); ``False`` maps in O(1).
     warm : bool
-        Compile (or load from Numba's cache) the sampling kernels now, so a first request does not
-        pay for it against its deadline.
+        Compile (or load from Numba's cache) the sampling kernels now, every kind of draw this
+        server can be asked for, so no request pays for it against its deadline (from an empty
+        cache this takes a minute or more on a busy 2-core machine; from the cache, a second).
+
+    A server pickles as its folder and partitions and maps them again where it is unpickled
+    (unverified, unwarmed), in O(1).
 
     Examples
     --------
