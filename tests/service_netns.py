@@ -120,6 +120,30 @@ def shared_memory_entries() -> set:
     return set(os.listdir("/dev/shm"))
 
 
+def channel_entries() -> set:
+    """What the service's channels hold now: their listening sockets in this network namespace
+    (abstract Unix names, ``/proc/net/unix``) and this process's shared-memory files and
+    mappings of channel connections (``memfd``: nothing in ``/dev/shm``)."""
+    import gc
+
+    gc.collect()  # connections dropped in reference cycles let go of their mappings now
+    found = set()
+    with open("/proc/self/net/unix") as table:
+        for line in table.read().splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 7 and fields[7].startswith("@gglspeedup-"):
+                found.add(fields[7])
+    with open("/proc/self/maps") as maps:
+        found.update(f"map {line.split()[0]}" for line in maps if "gglspeedup-channel" in line)
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if "gglspeedup-channel" in os.readlink(f"/proc/self/fd/{fd}"):
+                found.add(f"fd {fd}")
+        except OSError:
+            continue
+    return found
+
+
 def session() -> RaySession:
     if not _SESSION or _SESSION[0].stopped:
         _SESSION[:] = [RaySession()]

@@ -14,7 +14,15 @@ import time
 
 import numpy as np
 import pytest
-from service_netns import kill, partitioned, process_alive, ray_session, shared_memory_entries, wait_gone  # noqa: F401
+from service_netns import (  # noqa: F401
+    channel_entries,
+    kill,
+    partitioned,
+    process_alive,
+    ray_session,
+    shared_memory_entries,
+    wait_gone,
+)
 
 import gglspeedup as gg
 from gglspeedup.service import ServerUnavailable, serve
@@ -84,7 +92,7 @@ def test_service_ray_replicas_answer_through_a_kill_and_a_stop_and_close_leaves_
     tmp_path_factory,
 ):
     folder, graph, x, y = partitioned(tmp_path_factory, "range")
-    before = shared_memory_entries()
+    before, channels = shared_memory_entries(), channel_entries()
     cluster = serve(folder, 2, replicas=2, max_restarts=1, deadline="1s")
     servers = cluster.servers
     assert [s.parts for s in servers] == [(0, 1), (2,)] and all(s.alive and s.node == "127.0.0.1" for s in servers)
@@ -102,6 +110,7 @@ def test_service_ray_replicas_answer_through_a_kill_and_a_stop_and_close_leaves_
     cluster.close()  # idempotent
     assert not wait_gone(pids, 5.0)  # the killed, the restarted and the stopped processes are all gone
     assert shared_memory_entries() <= before
+    assert channel_entries() <= channels  # no channel socket, shared-memory file or mapping left
     with pytest.raises(RuntimeError, match="closed"):
         cluster.sampler(FANOUTS)
 

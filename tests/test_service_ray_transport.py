@@ -160,3 +160,55 @@ def test_service_ray_dropped_connection_is_retried_on_the_same_process(transport
     error, seconds = timed_failure(transport, key=7)
     assert (error.server, error.key) == (1, 7) and error.reason in ("connection", "deadline")
     assert seconds <= 3.0 + 1.0
+
+
+def test_service_ray_channel_listens_only_on_rays_address_and_answers_only_the_cluster_secret(transports):
+    import hashlib
+    import hmac
+    import os
+    import socket
+
+    import psutil
+    import ray
+
+    from gglspeedup.service._channel import Connection, new_secret
+    from gglspeedup.service._wire import encode
+
+    transport = start()
+    transports.append(transport)
+    for replica in transport.all_replicas():
+        info, channel = replica.info, replica.info["channel"]
+        assert channel["host"] == info["node"] == "127.0.0.1"  # the address Ray registered for the node
+        listening = [
+            c.laddr.ip
+            for c in psutil.Process(info["pid"]).net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == channel["port"]
+        ]
+        assert listening == [info["node"]]
+    info = transport.replicas[1][0].info
+    channel, handle = info["channel"], transport.replicas[1][0].handle
+    over_tcp = Connection(channel, info["secret"], unix=False)  # a trainer on another node's way in
+    over_tcp.request("scale", {"values": VALUES})
+    frame = None
+    while frame is None:
+        frame = over_tcp.advance()
+    assert frame.message["values"].tolist() == EXPECTED[1]
+    over_tcp.close()
+    before = ray.get(handle.describe.remote())
+    with socket.create_connection((channel["host"], channel["port"]), timeout=5) as sock:
+        nonce = os.urandom(32)
+        sock.sendall(b"GGLH" + nonce)
+        challenge = sock.recv(64)
+        wrong = hmac.new(bytes.fromhex(new_secret()), b"c" + nonce + challenge[:32], hashlib.sha256).digest()
+        sock.sendall(wrong + b"".join(bytes(part) for part in encode({"values": VALUES}, method="scale")))
+        try:
+            assert sock.recv(1 << 16) == b""  # closed unanswered
+        except ConnectionResetError:  # closed with the request unread: reset
+            pass
+    for _ in range(50):
+        after = ray.get(handle.describe.remote())
+        if after["refused"] > before["refused"]:
+            break
+        time.sleep(0.05)
+    assert after["refused"] == before["refused"] + 1 and after["requests"] == before["requests"]
+    assert scale_all(transport) == EXPECTED

@@ -20,9 +20,11 @@ The rooms:
 - :mod:`.sampler`: :class:`RemoteSampler` and :class:`RemoteHeteroSampler`, the trainer's side.
 - :mod:`.cluster`: :func:`serve` and :class:`Cluster` (servers as Ray actors, :mod:`._actors`,
   :mod:`._ray`), over :class:`RayTransport` (:mod:`._ray_transport`: deadlines, retries, named
-  failures); :mod:`.features`: :class:`RemoteFeatureStore`, the remote feature tier, and
-  :mod:`.labels`: :class:`RemoteLabels` (both through :mod:`._rows`); :mod:`.netns`: a private
-  network namespace (Ray on loopback only, for tests); ``python -m gglspeedup.service serve PATH``
+  failures, :mod:`._replicas`; requests travel on the direct channel, :mod:`._channel` and
+  :mod:`._wire`: sockets carrying raw array frames, authenticated with the cluster's secret);
+  :mod:`.features`: :class:`RemoteFeatureStore`, the remote feature tier, and :mod:`.labels`:
+  :class:`RemoteLabels` (both through :mod:`._rows`); :mod:`.netns`: a private network namespace
+  (Ray on loopback only, for tests); ``python -m gglspeedup.service serve PATH``
   (:mod:`.__main__`).
 """
 

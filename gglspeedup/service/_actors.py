@@ -23,6 +23,7 @@ __all__ = [
     "attach_servers",
     "refresh_replicas",
     "server_name",
+    "server_threads",
 ]
 
 NAMESPACE = "gglspeedup"  # the Ray namespace of named servers
@@ -54,6 +55,20 @@ def connect(address: str | None):
     return ray, True
 
 
+def server_threads(processes: int):
+    """Numba threads for each of ``processes`` server processes when all of them run on this
+    machine (the Ray cluster is this one node): its cores shared among them, at least one each;
+    ``None`` (each process takes the node's cores, Numba's default) on a cluster of several
+    nodes, where the spread is Ray's to choose."""
+    import os
+
+    ray = import_ray()
+    nodes = [node for node in ray.nodes() if node.get("Alive")]
+    if len(nodes) != 1 or nodes[0]["NodeID"] != ray.get_runtime_context().get_node_id():
+        return None
+    return max(1, len(os.sched_getaffinity(0)) // max(processes, 1))
+
+
 def server_name(tag: str, group: int, replica: int) -> str:
     """The Ray name of a named server: ``gglspeedup.service/<tag>/<group>/<replica>``."""
     return f"gglspeedup.service/{tag}/{group}/{replica}"
@@ -75,18 +90,23 @@ def start_servers(
     deadline: float = 5.0,
     startup: float = 120.0,
     tag: str | None = None,
+    threads: int | None = None,
 ) -> RayTransport:
     """Start ``replicas`` actors per group (``group_options[g]``: the server's keyword arguments),
-    spread over the cluster's nodes, and return the transport over them once all answer.
+    spread over the cluster's nodes, and return the transport over them once all answer. Every
+    server's channel takes the same new secret (a restarted process gets it again from Ray).
 
-    Actors reserve no CPU (they answer requests; their kernels use the node's threads), so any
-    number fit on one machine. With ``tag`` they get names (:func:`server_name`) in the
-    :data:`NAMESPACE` namespace, for :func:`attach_servers`. A server that fails to start, or does
-    not answer within ``startup`` seconds, stops them all and raises ``RuntimeError`` with its
-    error.
+    Actors reserve no CPU (they answer requests; their kernels use ``threads`` Numba threads,
+    default the node's cores), so any number fit on one machine. With ``tag`` they get names
+    (:func:`server_name`) in the :data:`NAMESPACE` namespace, for :func:`attach_servers`. A
+    server that fails to start, or does not answer within ``startup`` seconds, stops them all and
+    raises ``RuntimeError`` with its error.
     """
+    from ._channel import new_secret
+
     ray = import_ray()
     host = _host_class(ray)
+    secret = new_secret()  # the cluster's: it reaches the servers and trainers only through Ray
     handles = []
     for group, options in enumerate(group_options):
         for replica in range(replicas):
@@ -98,7 +118,7 @@ def start_servers(
             }
             if tag is not None:
                 placement.update(name=server_name(tag, group, replica), namespace=NAMESPACE, get_if_exists=False)
-            actor = host.options(**placement).remote(factory, options, group, replica, max_restarts)
+            actor = host.options(**placement).remote(factory, options, group, replica, max_restarts, secret, threads)
             handles.append((group, replica, actor))
     try:
         infos = _describe_all([h for _, _, h in handles], startup)

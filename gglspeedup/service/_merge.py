@@ -1,14 +1,13 @@
 """Concurrent batches' hops share requests: one ``"draw"`` request per group for all that wait.
 
-A remote sampler asks every owning group once per hop. Through Ray each request costs both sides
-about a millisecond of CPU whatever its size (measured on the 2-core development machine: an
-empty call to two servers 1.1 ms in the trainer and 0.8 ms in each server; one with 80k draws
-each 2.6 and 1.5 ms, one with 640k draws 5.7 and 4.3 ms), more than drawing and relabelling a
-batch's hop. When several threads sample at once (a loader keeping batches in flight, a pool),
-:class:`MergedExchange` sends the hops that are waiting together, the way a database commits a
-group: a call that finds fewer than :data:`IN_FLIGHT` merged calls under way sends at once, alone
-if nothing waits (no delay is ever added); calls arriving meanwhile queue, and the next sender
-takes the whole queue. One thread sampling alone sends exactly what it would have sent.
+A remote sampler asks every owning group once per hop, and each request has a fixed cost on both
+sides (over the direct channel, :mod:`._channel`, tens of microseconds of CPU and a wake-up of
+each process; through Ray it was about a millisecond). When several threads sample at once (a
+loader keeping batches in flight, a pool), :class:`MergedExchange` sends the hops that are
+waiting together, the way a database commits a group: a call that finds fewer than
+:data:`IN_FLIGHT` merged calls under way sends at once, alone if nothing waits (no delay is ever
+added); calls arriving meanwhile queue, and the next sender takes the whole queue. One thread
+sampling alone sends exactly what it would have sent.
 
 A merged request is a ``"draw"`` request whose listed partitions repeat, one run per batch, with
 ``part_batch`` naming each listed partition's batch and ``ks`` / ``states`` one row per batch (see

@@ -2,18 +2,21 @@
 
 A :class:`ServerHost` is the body of every server actor: it builds its server from a factory
 named by a string (``"package.module:Class"``) and plain keyword arguments, so no user object is
-pickled into the actor, and answers ``handle(method, payload)`` with the server's plain answer.
-``describe()`` tells who answers (process id, node, an incarnation token that changes when Ray
-restarts the process) and ``inject(...)`` plants faults for the failure tests and the bench's
-failure timings: a delay, or a dropped connection (the server shuts its own TCP connections down
-while a request is in flight, so the client's connection really breaks), for the next requests.
+pickled into the actor, and answers requests with the server's plain answers over its channel
+(:mod:`._channel`: a Unix socket and TCP on the node's Ray address, every connection
+authenticated with the cluster's secret). ``describe()`` (through Ray) tells who answers (process
+id, node, an incarnation token that changes when Ray restarts the process, where the channel
+listens, the secret) and ``inject(...)`` plants faults for the failure tests and the bench's
+failure timings: a delay, or a dropped connection (the server breaks its channel connections
+while a request is in flight, so the trainer's connection really breaks), for the next requests.
+``handle(method, payload)`` also answers through Ray itself (the slower path, for comparisons).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import socket
+import threading
 import time
 import uuid
 
@@ -66,24 +69,56 @@ class ServerHost:
         Which server slot this process answers for, and which of its replicas it is.
     max_restarts : int
         The restarts Ray grants the actor (reported, for clients that attach to it).
+    secret : str, optional
+        The cluster's channel secret (hex; :func:`._channel.new_secret`); default a new one.
+    threads : int, optional
+        Numba threads a request's kernels may use (default: Numba's, the node's cores).
     """
 
-    def __init__(self, factory: str, options: dict, group: int, replica: int, max_restarts: int = 0):
+    def __init__(
+        self,
+        factory: str,
+        options: dict,
+        group: int,
+        replica: int,
+        max_restarts: int = 0,
+        secret: str | None = None,
+        threads: int | None = None,
+    ):
+        from ._channel import ChannelServer, new_secret
+
+        self.threads, self._set = threads, threading.local()
         self.server = build_server(factory, options)
         self.group, self.replica, self.max_restarts = int(group), int(replica), int(max_restarts)
         self.incarnation = uuid.uuid4().hex  # new in every process Ray (re)starts
         self.started = time.time()
         self._faults = []  # [kind, remaining count, seconds]
+        self.secret = secret or new_secret()
+        self.channel = ChannelServer(self._answer, self.secret, _node_address())
 
-    def handle(self, method: str, payload: dict) -> dict:
-        """The server's answer to ``(method, payload)``, after any planted fault has run."""
+    def _answer(self, method: str, payload: dict) -> dict:
+        """The server's answer to a channel request (its arrays arrive writable), after any
+        planted fault has run."""
         if self._faults:
             self._run_fault()
-        return self.server.handle(method, writeable(payload))
+        if self.threads and not getattr(self._set, "threads", False):  # Numba's count is per thread
+            import numba
+
+            numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+            self._set.threads = True
+        return self.server.handle(method, payload)
+
+    def handle(self, method: str, payload: dict) -> dict:
+        """The server's answer to ``(method, payload)`` asked through Ray (arrays Ray hands over
+        read-only are copied first), after any planted fault has run."""
+        return self._answer(method, writeable(payload))
 
     def describe(self) -> dict:
         """Who answers: ``pid``, ``node`` (IP address), ``node_id``, ``incarnation``, ``group``,
-        ``replica``, ``max_restarts`` and the server's own ``info`` answer when it has one."""
+        ``replica``, ``max_restarts``, ``channel`` (where it listens), ``secret`` (the cluster's,
+        for trainers that attach), ``requests`` / ``refused`` (channel requests answered,
+        connections refused for want of the secret) and the server's own ``info`` answer when it
+        has one."""
         import ray
 
         context = ray.get_runtime_context()
@@ -101,13 +136,18 @@ class ServerHost:
             "group": self.group,
             "replica": self.replica,
             "max_restarts": self.max_restarts,
+            "channel": self.channel.address,
+            "secret": self.secret,
+            "requests": self.channel.requests,
+            "refused": self.channel.refused,
             "info": info,
         }
 
     def inject(self, kind: str, count: int = 1, seconds: float = 0.0) -> int:
         """Plant a fault for the next ``count`` requests: ``"delay"`` sleeps ``seconds`` before
-        answering, ``"drop"`` breaks the process's TCP connections while the request is in flight
-        (the reply is lost). Returns the number of faults now planted."""
+        answering, ``"drop"`` breaks every channel connection of the process while the request is
+        in flight (the reply is lost; then sleeps ``seconds``). Returns the number of faults now
+        planted."""
         if kind not in INJECTIONS:
             raise ValueError(f"kind must be one of {INJECTIONS}, got {kind!r}")
         self._faults.append([kind, int(count), float(seconds)])
@@ -119,11 +159,16 @@ class ServerHost:
         fault[1] -= 1
         if fault[1] <= 0:
             self._faults.pop(0)
-        if kind == "delay":
-            time.sleep(seconds)
-        else:
-            drop_connections()
-            time.sleep(max(seconds, 0.2))  # the reply must not slip out before the break is seen
+        if kind == "drop":
+            self.channel.drop()
+        time.sleep(seconds)
+
+
+def _node_address() -> str:
+    """The address Ray registered for this process's node: the channel's TCP listens there only."""
+    import ray
+
+    return ray.util.get_node_ip_address()
 
 
 def writeable(payload: dict, *, floats: bool = True) -> dict:
@@ -140,26 +185,3 @@ def writeable(payload: dict, *, floats: bool = True) -> dict:
         else value
         for name, value in payload.items()
     }
-
-
-def drop_connections() -> int:
-    """Shut down every connected TCP socket of this process (both directions); returns how many.
-
-    The file descriptors stay open (their owners close them), so nothing else in the process is
-    disturbed; the peers see their connections reset, as when a link drops."""
-    dropped = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            sock = socket.socket(fileno=int(name))
-        except OSError:
-            continue  # not a socket
-        try:
-            if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
-                sock.getpeername()  # connected (a listening socket raises)
-                sock.shutdown(socket.SHUT_RDWR)
-                dropped += 1
-        except OSError:
-            pass
-        finally:
-            sock.detach()
-    return dropped

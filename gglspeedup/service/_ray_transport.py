@@ -1,76 +1,77 @@
 """The :class:`~._transport.Transport` over Ray actors: deadlines, failures named, retries.
 
-Each group (server slot) has one or more replica actors (:class:`~._ray.ServerHost`). A call sends
-every group's request at once, each to one replica, and waits for all answers with one
-``ray.wait``; an answer late past the deadline, a dead process or a broken connection is a failed
-attempt, and the group's request moves on:
+Each group (server slot) has one or more replica actors (:class:`~._ray.ServerHost`). Ray starts,
+places and restarts them and tells who they are (``describe()``: process, node, incarnation, where
+the process's channel listens, the cluster's secret); the requests themselves travel over the
+direct channel (:mod:`._channel`: a socket per connection to a server process, frames of raw array
+bytes, every connection authenticated with the secret), tens of microseconds a call where a Ray call
+costs a millisecond or two. A call sends every group's request at once, each to one replica over a
+connection kept from earlier calls (or a new one), and polls all of them under the deadline; an
+answer late past the deadline, a dead process or a broken connection is a failed attempt, and the
+group's request moves on:
 
 - to another replica of the group that is known to answer, with a fresh deadline;
-- to the same process after a broken connection (Ray reconnects), within the request's own
+- to the same process after a broken connection (a new connection), within the request's own
   deadline (a retried request returns the same answer: a draw depends only on its inputs);
-- to the process Ray restarted (``max_restarts``), once it answers a probe within ``startup``
-  seconds, with a fresh deadline. A process that missed its deadline (hung: stopped, deadlocked,
-  or too slow) is killed first when restarts remain, so that Ray restarts it;
+- to the process Ray restarted (``max_restarts``), once it answers a probe (through Ray) within
+  ``startup`` seconds, with a fresh deadline. A process that missed its deadline (hung: stopped,
+  deadlocked, or too slow) is killed first when restarts remain, so that Ray restarts it;
 - nowhere: :class:`~.errors.ServerUnavailable` naming the server, its parts and the batch key,
   at the latest when the attempt's deadline passes (plus the time to notice a death, well under
   a second) after the last process that could answer failed.
 
-A SIGKILLed process surfaces as Ray's ``ActorDiedError`` (no restart left: at once) or
-``ActorUnavailableError`` (being restarted: after about 1-2 s); a stopped one only through the
-deadline. Replica states: ``ok`` (answers), ``check`` (to be probed before use: restarted or
-reconnecting), ``suspect`` (missed a deadline and cannot be restarted: used only when nothing
-else can answer), ``dead``.
+A SIGKILLed process's connections are reset by the kernel at once: the transport sees the reset,
+and for a process on its node reads ``/proc`` to tell a death (reason ``"died"``) from a dropped
+connection; a process elsewhere is probed through Ray (dead, restarting, or alive and reconnected).
+A stopped one is caught only by the deadline. A server's refusal (bad input, a bug) comes back as
+the exception it raised (by type name), not as a failure. Replica states: ``ok`` (answers),
+``check`` (to be probed before use: restarted or reconnecting), ``suspect`` (missed a deadline and
+cannot be restarted: used only when nothing else can answer), ``dead``.
 """
 
 from __future__ import annotations
 
 import math
+import select
 import signal
 import threading
 import time
 from collections.abc import Mapping
 
-import numpy as np
-
-from ._ray import import_ray, ray_errors, writeable
+from ._ray import import_ray, ray_errors
+from ._replicas import Replica, alive, message_bytes, remote_error, wait_gone
 from ._transport import check_plain
 from .errors import ServerUnavailable
 
-__all__ = ["RayTransport", "Replica", "message_bytes"]
+__all__ = ["RayTransport", "Replica", "message_bytes", "remote_error"]
 
 _PROBE_PAUSE = 0.05  # seconds between probes of a process Ray is restarting
-# Seconds between looks at the processes on this node that owe an answer: Ray reports a killed
-# process only after 1-2 s, /proc at once (a SIGKILLed server is then named, or its request
-# moved, within this time).
-_LOCAL_POLL = 0.05
-
-
-def message_bytes(payload: dict) -> int:
-    """Bytes a plain message carries: its arrays' data plus 8 per scalar (names not counted)."""
-    return sum(value.nbytes if isinstance(value, np.ndarray) else 8 for value in payload.values())
-
-
-class Replica:
-    """One server process slot: a Ray actor handle and what is known about the process."""
-
-    def __init__(self, handle, group: int, index: int, info: dict, restarts: int):
-        self.handle, self.group, self.index = handle, group, index
-        self.info = info  # the last describe() answer: pid, node, node_id, incarnation
-        self.state = "ok"
-        self.generation = 0  # bumped at every failure handled, so two threads handle one once
-        self.restarts_left = math.inf if restarts < 0 else restarts  # Ray's -1: restarted forever
-        self.pids = [info["pid"]]  # every process seen in this slot (all must be gone at close)
-        self.lock = threading.Lock()
+# A killed process's sockets are closed a moment before /proc shows it gone: a reset connection
+# to a process on this node is looked at for this long before it counts as a dropped connection.
+_DYING = 0.05
 
 
 class _Attempt:
-    __slots__ = ("expires", "generation", "group", "method", "payload", "pid", "ref", "replica", "tries")
+    __slots__ = (
+        "conn",
+        "error",
+        "expires",
+        "generation",
+        "group",
+        "into",
+        "method",
+        "payload",
+        "pid",
+        "replica",
+        "tries",
+    )
 
-    def __init__(self, group, method, payload, replica, ref, expires, tries):
-        self.group, self.method, self.payload = group, method, payload
-        self.replica, self.generation, self.ref = replica, replica.generation, ref
+    def __init__(self, group, method, payload, replica, expires, tries, into):
+        self.group, self.method, self.payload, self.into = group, method, payload, into
+        self.replica, self.generation = replica, replica.generation
         self.pid = int(replica.info["pid"])
         self.expires, self.tries = expires, tries
+        self.conn = self.error = None
 
 
 class RayTransport:
@@ -88,8 +89,9 @@ class RayTransport:
         Seconds a restarted process may take to answer its first probe (it maps its parts and
         warms its kernels first).
     node_id : str or None
-        This process's Ray node: processes on it are killed directly (a stopped process does not
-        exit on Ray's polite request), others through Ray.
+        This process's Ray node: processes on it are reached through their Unix socket and
+        killed directly (a stopped process does not exit on Ray's polite request), others
+        through TCP and Ray.
     """
 
     def __init__(self, replicas, group_parts, *, deadline: float, startup: float, node_id=None):
@@ -104,61 +106,108 @@ class RayTransport:
         self._lock = threading.Lock()
         self._turn = [0] * len(self.replicas)
         self._stats = dict.fromkeys(
-            ("calls", "requests", "retries", "failures", "bytes_sent", "bytes_received", "restarts"), 0
+            (
+                "calls",
+                "requests",
+                "retries",
+                "failures",
+                "bytes_sent",
+                "bytes_received",
+                "header_bytes",
+                "restarts",
+                "connections",
+            ),
+            0,
         )
         self.owner = True  # False for servers another process started (close() leaves them running)
         self.closed = False
 
     # ------------------------------------------------------------------ the contract
-    def call(self, requests: Mapping[int, tuple[str, dict]], *, key: int | None = None) -> dict[int, dict]:
+    def call(
+        self, requests: Mapping[int, tuple[str, dict]], *, key: int | None = None, into: Mapping | None = None
+    ) -> dict[int, dict]:
         """Send every ``{group: (method, payload)}`` request at once; ``{group: answer}``, or
-        :class:`~.errors.ServerUnavailable` for the first group no process could answer."""
+        :class:`~.errors.ServerUnavailable` for the first group no process could answer (a
+        server's refusal of a request is raised as its own exception). ``into``: ``{group:
+        {name: buffer}}``, where an answer's array of that name, dtype and shape is received
+        (the answer then holds that buffer)."""
         if self.closed:
             raise RuntimeError("the transport is closed (cluster.close() was called)")
-        ray = import_ray()
-        died, unavailable, task_error, ray_error, _ = ray_errors()
         for group, (_method, payload) in requests.items():
             if not 0 <= group < len(self.replicas):
                 raise IndexError(f"group must lie in [0, {len(self.replicas)}), got {group}")
             check_plain(payload, f"the request to group {group}")
-        attempts = {g: self._submit(g, m, p, self._choose(g, key), tries=0) for g, (m, p) in requests.items()}
-        self._count(calls=1, requests=len(attempts), bytes_sent=sum(message_bytes(p) for _, p in requests.values()))
+        attempts: dict[int, _Attempt] = {}
+        into = into or {}
+        try:
+            for group, (method, payload) in requests.items():
+                chosen = self._choose(group, key)
+                attempts[group] = self._submit(group, method, payload, chosen, tries=0, into=into.get(group))
+            self._count(calls=1, requests=len(attempts), bytes_sent=sum(message_bytes(p) for _, p in requests.values()))
+            return self._wait(attempts, key)
+        finally:
+            for attempt in attempts.values():  # left unanswered (an error): their answers are not wanted
+                if attempt.conn is not None:
+                    attempt.conn.close()
+
+    def _wait(self, attempts: dict, key) -> dict:
+        """Poll every attempt's connection until each group answered or failed for good."""
         answers = {}
         while attempts:
-            pending = list(attempts.values())
-            wait = max(0.0, min(a.expires for a in pending) - time.monotonic())
-            if any(self._is_local(a.replica) for a in pending):
-                wait = min(wait, _LOCAL_POLL)  # a local process's death is seen here, before Ray reports it
-            ready, _ = ray.wait([a.ref for a in pending], num_returns=len(pending), timeout=wait)
-            ready = set(ready)
+            if all(a.error is None for a in attempts.values()):
+                poller, by_fd = select.poll(), {}
+                for group, attempt in attempts.items():
+                    poller.register(attempt.conn.sock, attempt.conn.events())
+                    by_fd[attempt.conn.sock.fileno()] = group
+                wait = min(a.expires for a in attempts.values()) - time.monotonic()
+                for fd, _ in poller.poll(max(0, math.ceil(wait * 1000))):
+                    attempt = attempts[by_fd[fd]]
+                    try:
+                        frame = attempt.conn.advance()
+                    except OSError as error:
+                        attempt.error = error
+                        continue
+                    if frame is not None:
+                        self._answered(attempt, frame)
+                        answers[attempt.group] = frame.message
+                        del attempts[attempt.group]
             now = time.monotonic()
             for group, attempt in list(attempts.items()):
-                reason = detail = None
-                if attempt.ref not in ready and self._is_local(attempt.replica) and not _alive(attempt.pid):
-                    reason, detail = "exited", f"process {attempt.pid} is gone"
-                elif attempt.ref in ready:
-                    try:
-                        answer = ray.get(attempt.ref, timeout=0)
-                    except died as error:
-                        reason, detail = "died", _first_line(error)
-                    except unavailable as error:
-                        reason, detail = "connection", _first_line(error)
-                    except task_error:
-                        raise  # the server refused the request (a bug or bad input): not a failure to answer
-                    except ray_error as error:
-                        reason, detail = "connection", _first_line(error)
-                    else:
-                        check_plain(answer, f"group {group}'s answer to {attempt.method!r}")
-                        answers[group] = writeable(answer, floats=False)  # ids as an in-process server's
-                        self._count(bytes_received=message_bytes(answer))
-                        del attempts[group]
-                        continue
+                if attempt.error is not None:
+                    reason, detail = self._broken(attempt)
                 elif now >= attempt.expires:
                     reason, detail = "deadline", f"no answer in {self.deadline:g} s"
                 else:
                     continue
+                attempt.conn, conn = None, attempt.conn
+                if conn is not None:
+                    conn.close()
                 attempts[group] = self._retry(attempt, reason, detail, key)
         return answers
+
+    def _answered(self, attempt: _Attempt, frame) -> None:
+        """Count an answer and keep its connection; raise the server's refusal if it was one."""
+        conn, attempt.conn = attempt.conn, None
+        attempt.replica.release(conn, keep=not self.closed)
+        self._count(header_bytes=frame.header_bytes)
+        if frame.error is not None:
+            raise remote_error(*frame.error, attempt.group, attempt.pid)
+        check_plain(frame.message, f"group {attempt.group}'s answer to {attempt.method!r}")
+        self._count(bytes_received=message_bytes(frame.message))
+
+    def _broken(self, attempt: _Attempt) -> tuple:
+        """``(reason, detail)`` of a connection that failed: ``"exited"`` when the process (on
+        this node) is gone, else ``"connection"``."""
+        if self._is_local(attempt.replica):
+            limit = time.monotonic() + _DYING
+            while True:
+                if not alive(attempt.pid):
+                    return "exited", f"process {attempt.pid} is gone"
+                if time.monotonic() >= limit:
+                    break
+                time.sleep(0.005)
+        error = attempt.error
+        return "connection", f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
     def close(self) -> None:
         """Kill every replica process (no restart) and wait until the local ones are gone; only
@@ -166,6 +215,8 @@ class RayTransport:
         if self.closed:
             return
         self.closed = True
+        for replica in self.all_replicas():
+            replica.close_connections()
         if not self.owner:
             return
         ray = import_ray()
@@ -180,7 +231,7 @@ class RayTransport:
         for replica in self.all_replicas():
             for pid in replica.pids:
                 if self._is_local(replica):
-                    _wait_gone(pid, limit)
+                    wait_gone(pid, limit)
 
     # ------------------------------------------------------------------ introspection
     def all_replicas(self) -> list:
@@ -189,7 +240,9 @@ class RayTransport:
     def stats(self) -> dict:
         """Counters since construction: ``calls``, ``requests`` (one per group per call),
         ``retries``, ``failures`` (attempts that failed), ``restarts`` (new processes seen),
-        ``bytes_sent`` / ``bytes_received`` (message data, :func:`message_bytes`)."""
+        ``bytes_sent`` / ``bytes_received`` (message data, :func:`message_bytes`),
+        ``header_bytes`` (the frames' headers, both ways) and ``connections`` (channel
+        connections opened)."""
         with self._lock:
             return dict(self._stats)
 
@@ -221,10 +274,17 @@ class RayTransport:
         last = exclude or replicas[0]
         raise ServerUnavailable(group, self.group_parts[group], key, "died", f"no process left (pids {last.pids})")
 
-    def _submit(self, group, method, payload, replica, *, tries, expires=None) -> _Attempt:
-        ref = replica.handle.handle.remote(method, payload)
+    def _submit(self, group, method, payload, replica, *, tries, expires=None, into=None) -> _Attempt:
+        """Start ``(method, payload)`` on ``replica`` (a connection failing at once is an attempt
+        with its error set, handled by the caller's loop)."""
         expires = time.monotonic() + self.deadline if expires is None else expires
-        return _Attempt(group, method, payload, replica, ref, expires, tries)
+        attempt = _Attempt(group, method, payload, replica, expires, tries, into)
+        try:
+            attempt.conn, new = replica.connection(unix=self._is_local(replica))
+            self._count(header_bytes=attempt.conn.request(method, payload, into), connections=int(new))
+        except OSError as error:
+            attempt.error = error
+        return attempt
 
     def _retry(self, attempt: _Attempt, reason: str, detail: str, key) -> _Attempt:
         """The next attempt of a failed one, or ServerUnavailable."""
@@ -239,6 +299,7 @@ class RayTransport:
         try:
             chosen = self._choose(group, key, exclude=replica)
         except ServerUnavailable:
+            reason = "died" if replica.state == "dead" else reason  # a probe through Ray found it dead
             raise ServerUnavailable(group, self.group_parts[group], key, reason, detail) from None
         expires = None
         if chosen is replica and replica.info["incarnation"] == incarnation:
@@ -247,7 +308,9 @@ class RayTransport:
                 raise ServerUnavailable(group, self.group_parts[group], key, reason, detail)
             expires = attempt.expires
         self._count(retries=1)
-        return self._submit(group, attempt.method, attempt.payload, chosen, tries=tries, expires=expires)
+        return self._submit(
+            group, attempt.method, attempt.payload, chosen, tries=tries, expires=expires, into=attempt.into
+        )
 
     def _handle_failure(self, replica: Replica, generation: int, reason: str) -> None:
         """Record a failed attempt on ``replica`` (once, however many threads saw it fail)."""
@@ -313,31 +376,3 @@ class RayTransport:
             except ProcessLookupError:
                 return
         import_ray().kill(replica.handle, no_restart=False)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def _wait_gone(pid: int, limit: float) -> None:
-    """Wait until process ``pid`` has exited (SIGKILL it once ``limit`` passes)."""
-    import os
-
-    while _alive(pid):
-        if time.monotonic() > limit:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                return
-            limit = float("inf")
-        time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False

@@ -27,7 +27,7 @@ import hashlib
 from typing import NamedTuple
 
 from ..validation import check_bool, check_int, check_seconds
-from ._actors import attach_servers, connect, start_servers
+from ._actors import attach_servers, connect, server_threads, start_servers
 from .book import PartitionBook
 
 __all__ = ["serve", "Cluster", "ServerInfo", "PART_SERVER", "group_partitions", "ray_connection"]
@@ -107,6 +107,7 @@ def serve(
     verify=True,
     startup="120s",
     named=False,
+    threads=None,
 ) -> Cluster:
     """Serve the partitioned folder ``path`` with ``num_servers`` Ray actors; a :class:`Cluster`.
 
@@ -135,6 +136,11 @@ def serve(
         Give the servers names on the Ray cluster, so that ``serve(path, ...)`` in other processes
         there uses them (what ``python -m gglspeedup.service serve`` does); they live as long as
         this process or until :meth:`Cluster.close`.
+    threads : int, optional
+        Numba threads each server process's kernels use. Default: on a Ray cluster that is this
+        machine alone, its cores shared among the server processes (at least one each, so that
+        servers sharing a machine do not oversubscribe its cores); on a larger cluster, Numba's
+        default (the node's cores).
 
     Returns
     -------
@@ -160,6 +166,8 @@ def serve(
     max_restarts = check_int("max_restarts", max_restarts, minimum=-1)
     deadline, startup = check_seconds("deadline", deadline), check_seconds("startup", startup)
     verify, named = check_bool("verify", verify), check_bool("named", named)
+    if threads is not None:
+        threads = check_int("threads", threads, minimum=1)
     if address is not None and not isinstance(address, str):
         raise TypeError(f"address must be None or a str ('auto', 'host:port', 'ray://host:port'), got {address!r}")
     groups = group_partitions(book.num_parts, num_servers)
@@ -170,6 +178,8 @@ def serve(
             transport = attach_servers(server_tag(book), deadline=deadline, startup=startup)
         if transport is None:
             options = [{"path": book.path, "parts": list(parts), "verify": verify} for parts in groups]
+            if threads is None:
+                threads = server_threads(num_servers * replicas)
             transport = start_servers(
                 PART_SERVER,
                 options,
@@ -179,6 +189,7 @@ def serve(
                 deadline=deadline,
                 startup=startup,
                 tag=server_tag(book) if named else None,
+                threads=threads,
             )
     except BaseException:
         if connected:

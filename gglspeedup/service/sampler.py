@@ -7,8 +7,8 @@ one ``transport.call``, with each group's distinct targets, and relabels here. A
 local sampler's over the unpartitioned graph with the same arguments, bit for bit, however the graph
 was cut and however many groups serve it (``n_id`` order, every ``Adj``, ``e_id``, ``batch``).
 Batches sampled at once from several threads share requests (:mod:`._merge`): a hop that finds
-others waiting goes out with them, one request per group, so a request's fixed cost (about a
-millisecond of CPU on each side through Ray) is paid once for all of them.
+others waiting goes out with them, one request per group, so a request's fixed cost is paid once
+for all of them.
 """
 
 from __future__ import annotations
