@@ -4,9 +4,15 @@ and the remote labels read through.
 Requests are ``("rows" | "labels", {"ids": int64 global ids owned by the group, "node_type": str or
 None})`` -> ``{"values": rows}`` (:mod:`.server`), every owning group at once, at most
 :data:`MESSAGE_BYTES` of rows each.
+
+The answers land in a staging buffer the fetcher keeps (each group's rows one run, received there
+directly by a transport that accepts ``into``: no fresh memory per fetch), from which one parallel
+row gather (the feature store's kernel) puts them in the caller's order.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -44,6 +50,9 @@ class RemoteRows:
         self.group_of_part = group_of_part
         self.offset = int(book.type_offsets[t])
         self.rows_fetched = 0
+        self._staging = np.empty((0, *self.shape[1:]), self.dtype)
+        self._lock = threading.Lock()  # one fetch at a time uses the staging buffer
+        self._into = _takes_into(transport)
 
     def fetch(self, ids: np.ndarray, out: np.ndarray, positions: np.ndarray | None = None) -> None:
         """``out[positions[i]] = table[ids[i]]`` (``positions`` default ``0 .. len(ids) - 1``) for
@@ -59,13 +68,46 @@ class RemoteRows:
         flat = ids + self.offset if self.offset else ids
         groups = self.group_of_part[np.asarray(self.book.part[flat])]
         order = np.argsort(groups, kind="stable")
-        bounds = np.searchsorted(groups[order], np.arange(len(self.transport.group_parts) + 1))
-        requests, positions = {}, {}
-        for group in range(len(bounds) - 1):
-            mine = order[bounds[group] : bounds[group + 1]]
-            if mine.shape[0]:
-                positions[group] = mine
-                requests[group] = (self.method, {"ids": ids[mine], "node_type": self.node_type})
-        answers = self.transport.call(requests)
-        for group, mine in positions.items():
-            out[where[mine]] = answers[group]["values"]
+        bounds = np.searchsorted(groups[order], np.arange(len(self.transport.group_parts) + 1)).tolist()
+        with self._lock:
+            if self._staging.shape[0] < ids.shape[0]:
+                self._staging = np.empty((ids.shape[0], *self.shape[1:]), self.dtype)
+            staging = self._staging[: ids.shape[0]]
+            requests, into = {}, {}
+            for group in range(len(bounds) - 1):
+                lo, hi = bounds[group], bounds[group + 1]
+                if hi > lo:
+                    requests[group] = (self.method, {"ids": ids[order[lo:hi]], "node_type": self.node_type})
+                    into[group] = {"values": staging[lo:hi]}
+            answers = self.transport.call(requests, into=into) if self._into else self.transport.call(requests)
+            for group, buffers in into.items():
+                values = answers[group]["values"]
+                if values is not buffers["values"]:
+                    buffers["values"][...] = values
+            _place(staging, order, out, where)
+
+
+def _takes_into(transport) -> bool:
+    """Whether ``transport.call`` takes ``into=`` (a transport written before it does not)."""
+    import inspect
+
+    try:
+        return "into" in inspect.signature(transport.call).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _place(staging: np.ndarray, order: np.ndarray, out: np.ndarray, where: np.ndarray) -> None:
+    """``out[where[order[k]]] = staging[k]``: one parallel row gather into ``out`` when ``where``
+    is a run of consecutive rows (a whole fetch, or one round of it), else a scatter."""
+    count = where.shape[0]
+    run = count and int(where[-1]) - int(where[0]) == count - 1 and np.array_equal(where, where[0] + np.arange(count))
+    if staging.ndim == 2 and run and out.flags.c_contiguous:
+        from ..feature import FeatureStore
+
+        source = np.empty_like(order)
+        source[order] = np.arange(count)  # the run's row j comes from staging row source[j]
+        lo = int(where[0])
+        FeatureStore(staging).gather(source, out=out[lo : lo + count], check=False)
+    else:
+        out[where[order]] = staging

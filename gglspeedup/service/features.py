@@ -191,16 +191,19 @@ class RemoteFeatureStore(FeatureStore):
         unique, inverse = np.unique(host_ids, return_inverse=True)
         slots = self._slot[unique]
         hit = slots >= 0
+        xp = self.device.xp
+        if xp is np and unique.shape[0] == count and not hit.any():
+            self._remote.fetch(host_ids, out)  # distinct rows, none cached (a batch's n_id): straight into out
+            return out
         missing = unique[~hit]
         rows = aligned_empty((unique.shape[0], self._shape[1]), self.dtype)
         if missing.shape[0]:
             self._remote.fetch(missing, rows, np.flatnonzero(~hit))
         self._hits += int(np.count_nonzero(hit[inverse]))
-        xp = self.device.xp
         if xp is np:
             if hit.any():
                 rows[hit] = self._cache[slots[hit]]
-            np.take(rows, inverse, axis=0, out=out)
+            FeatureStore(rows).gather(inverse, out=out, check=False)  # a parallel row gather (np.take: 2x slower)
             return out
         with self.device:  # rows fetched go up once; cached rows are read on the device
             device_rows = xp.asarray(rows)
