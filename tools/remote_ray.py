@@ -15,11 +15,12 @@ per distinct target id asked, 8 B per drawn edge: its int32 neighbour and edge i
 byte per target).
 
 Also printed per setting: the CPU time (``/proc``) of the trainer process and of each server
-process per remote batch. ``--calls`` only measures what a Ray call costs with answers of a hop's
-size (no partition; Ray alone).
+process per remote batch. ``--calls`` only measures what one call to two servers costs with
+answers of a hop's size (no partition, no sampling): the same two server actors asked through the
+service's channel (the transport) and through Ray itself, rounds alternating.
 
-Needs the Ray side of the service (``gglspeedup.service.serve``, branch svcr) and Ray itself; runs
-only inside a private network namespace (it refuses when it sees an interface other than ``lo``).
+Needs Ray; runs only inside a private network namespace (it refuses when it sees an interface
+other than ``lo``).
 """
 
 from __future__ import annotations
@@ -115,39 +116,46 @@ def _cpu_seconds(pids) -> np.ndarray:
 
 
 def _calls() -> None:
-    """What one call to two Ray actors costs with answers of a hop's size: an empty answer, and
+    """What one call to two servers costs with answers of a hop's size: an empty answer, and
     ``counts`` / ``nbrs`` / ``e_id`` of 80k and 640k draws (a batch's hop 2 on one of two servers,
-    and eight such merged), each actor answering from memory; wall time and CPU per call."""
+    and eight such merged), each server answering from memory (``EchoServer``'s ``"draws"``),
+    through the channel (``transport.call``) and through Ray (the actor's ``handle``); wall time
+    and CPU per call, the median of 5 alternating rounds."""
     import ray
 
-    ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    from gglspeedup.service._actors import connect, start_servers
+    from gglspeedup.testing.service import ECHO_SERVER
 
-    @ray.remote(num_cpus=0)
-    class Answers:
-        def answer(self, payload, draws):
-            return {
-                "counts": np.ones(draws // 10, np.uint8),
-                "nbrs": np.ones(draws, np.int32),
-                "e_id": np.ones(draws, np.int32),
-            }
+    connect(None)
+    options = [{"factor": 1, "parts": [0]}, {"factor": 1, "parts": [1]}]
+    transport = start_servers(ECHO_SERVER, options, [(0,), (1,)], deadline=60.0)
+    handles = [group[0].handle for group in transport.replicas]
+    pids = [os.getpid()] + [group[0].info["pid"] for group in transport.replicas]
 
-        def pid(self):
-            return os.getpid()
+    def channel(payload):
+        transport.call({0: ("draws", payload), 1: ("draws", payload)})
 
-    actors = [Answers.remote() for _ in range(2)]
-    pids = [os.getpid()] + ray.get([a.pid.remote() for a in actors])
-    for draws, reps in ((0, 200), (80_000, 100), (640_000, 30)):
-        payload = {"ids": np.zeros(draws // 10, np.int32)}
-        ray.get([a.answer.remote(payload, draws) for a in actors])
-        before, start = _cpu_seconds(pids), time.perf_counter()
-        for _ in range(reps):
-            ray.get([a.answer.remote(payload, draws) for a in actors])
-        wall = (time.perf_counter() - start) / reps * 1e3
-        cpu = (_cpu_seconds(pids) - before) / reps * 1e3
-        print(
-            f"{draws} draws from each of 2 actors: {wall:.2f} ms a call; CPU ms: caller {cpu[0]:.2f}, "
-            f"actors {cpu[1]:.2f}, {cpu[2]:.2f}"
-        )
+    def through_ray(payload):
+        ray.get([handle.handle.remote("draws", payload) for handle in handles])
+
+    for draws, reps in ((0, 300), (80_000, 100), (640_000, 30)):
+        payload = {"draws": draws}
+        results = {"channel": [], "ray": []}
+        for _ in range(5):
+            for name, call in (("channel", channel), ("ray", through_ray)):
+                call(payload)
+                before, start = _cpu_seconds(pids), time.perf_counter()
+                for _ in range(reps):
+                    call(payload)
+                wall = (time.perf_counter() - start) / reps * 1e3
+                results[name].append([wall, *((_cpu_seconds(pids) - before) / reps * 1e3)])
+        for name, rows in results.items():
+            wall, caller, first, second = np.median(np.array(rows), axis=0)
+            print(
+                f"{draws} draws from each of 2 servers, {name}: {wall:.3f} ms a call; CPU ms: caller {caller:.3f}, "
+                f"servers {first:.3f}, {second:.3f}"
+            )
+    transport.close()
     ray.shutdown()
 
 

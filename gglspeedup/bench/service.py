@@ -11,9 +11,12 @@ private network namespace this process makes (so Ray listens on that namespace's
 the local in-process ``NeighborSampler`` (same graph, fanouts, seed and batches, same machine and
 threads) are timed in alternating rounds; the first batches are compared bit for bit first (the
 self-check: a difference stops the bench). Reported per count: batches/s of both, the paired
-ratio (median over rounds), and the bytes the transport moved per batch against the minimum:
-each hop's distinct target ids sent once and its drawn edges (neighbour and edge id) received
-once, at the partition's id widths (plus each distinct row once with ``--dim``).
+ratio (median over rounds), the CPU time a batch took (median over rounds; the service's summed
+over the trainer and every server process on this machine, the local sampler's in this process:
+on a shared machine the steadier figure), and the bytes the transport moved per batch (the
+messages' arrays and the frames' headers, both ways) against the minimum: each hop's distinct
+target ids sent once and its drawn edges (neighbour and edge id) received once, at the
+partition's id widths (plus each distinct row once with ``--dim``).
 
 Failure timings (``--failures``, two servers, ``--deadline``): the time from a SIGKILL to the
 named error (no restarts), from a SIGSTOP to the named error, and the stall of the batch that
@@ -76,13 +79,30 @@ def _minimum(out, id_bytes: int, edge_id_bytes: int, row_bytes: int) -> int:
     return total + out.n_id.shape[0] * row_bytes
 
 
-def _pass(sampler, store, batches) -> float:
+def _pass(sampler, store, batches, pids=()) -> tuple:
+    """``(seconds, CPU seconds of pids)`` of one round."""
+    cpu = _cpu_seconds(pids)
     start = time.perf_counter()
     for key, seeds in enumerate(batches):
         n_id = sampler.sample(seeds, key=key).n_id
         if store is not None:
             store[n_id]
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu_seconds(pids) - cpu
+
+
+def _cpu_seconds(pids) -> float:
+    """User and system CPU seconds the processes ``pids`` (every thread) have used so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _local_pids(cluster) -> list:
+    """This process and every server process on this machine (all of them without ``--address``)."""
+    return [os.getpid()] + [s.pid for s in cluster.servers if os.path.exists(f"/proc/{s.pid}/stat")]
 
 
 def _self_check(remote, local, store, x, batches) -> None:
@@ -114,19 +134,24 @@ def _measure(cluster, local, x, batches, args) -> dict:
     warm, timed = batches[: args.warmup], batches[args.warmup :]
     _pass(remote, store, warm)
     _pass(local, local_store, warm)
-    seconds = {"service": [], "local": []}
+    seconds, cpu = {"service": [], "local": []}, {"service": [], "local": []}
+    pids = _local_pids(cluster) if args.address is None else [os.getpid()]
     for _ in range(args.repeats):
         cluster.transport.reset_stats()
-        seconds["service"].append(_pass(remote, store, timed))
+        wall, used = _pass(remote, store, timed, pids)
+        seconds["service"].append(wall)
+        cpu["service"].append(used)
         moved = cluster.stats()
-        seconds["local"].append(_pass(local, local_store, timed))
+        wall, used = _pass(local, local_store, timed, [os.getpid()])
+        seconds["local"].append(wall)
+        cpu["local"].append(used)
     book = cluster.book
     id_bytes = np.dtype(book.meta["index_dtype"]).itemsize
     edge_id_bytes = np.dtype(book.meta["edge_id_dtype"]).itemsize
     row_bytes = 0 if x is None else x.shape[1] * x.itemsize
     minimum = sum(_minimum(local.sample(s, key=k), id_bytes, edge_id_bytes, row_bytes) for k, s in enumerate(timed))
     service, local_s = np.array(seconds["service"]), np.array(seconds["local"])
-    moved_bytes = moved["bytes_sent"] + moved["bytes_received"]
+    moved_bytes = moved["bytes_sent"] + moved["bytes_received"] + moved.get("header_bytes", 0)
     return {
         "servers": cluster.num_servers,
         "service_batches_per_s": len(timed) / float(np.median(service)),
@@ -136,6 +161,9 @@ def _measure(cluster, local, x, batches, args) -> dict:
         "minimum_per_batch": minimum / len(timed),
         "bytes_vs_minimum": moved_bytes / max(minimum, 1),
         "calls_per_batch": moved["calls"] / len(timed),
+        "service_cpu_ms": 1e3 * float(np.median(cpu["service"])) / len(timed),
+        "local_cpu_ms": 1e3 * float(np.median(cpu["local"])) / len(timed),
+        "service_processes": len(pids),
     }
 
 
@@ -181,6 +209,8 @@ _COLUMNS = [
     ("service_batches_per_s", "service batches/s", ".1f"),
     ("local_batches_per_s", "local batches/s", ".1f"),
     ("ratio", "service / local", ".2f"),
+    ("service_cpu_ms", "service CPU ms", ".2f"),
+    ("local_cpu_ms", "local CPU ms", ".2f"),
     ("bytes_per_batch", "bytes/batch", ",.0f"),
     ("minimum_per_batch", "minimum", ",.0f"),
     ("bytes_vs_minimum", "x minimum", ".3f"),

@@ -18,8 +18,10 @@ ECHO_SERVER = "gglspeedup.testing.service:EchoServer"
 
 class EchoServer:
     """Answers ``"echo"`` (the payload back, plus ``"pid"``), ``"scale"`` (``values * factor``
-    with the server's ``factor``), ``"info"`` (``parts``, ``pid``) and refuses anything else with
-    ``ValueError``.
+    with the server's ``factor``), ``"draws"`` (an answer shaped as a hop's, ``{"draws": n}`` ->
+    ``counts`` uint8 (n // 10,), ``nbrs`` and ``e_id`` int32 (n,), made once per size: what a
+    call of that size costs, without the sampling), ``"info"`` (``parts``, ``pid``) and refuses
+    anything else with ``ValueError``.
 
     >>> EchoServer(factor=3, parts=(1,)).handle("scale", {"values": np.arange(3)})["values"].tolist()
     [0, 3, 6]
@@ -28,12 +30,19 @@ class EchoServer:
     def __init__(self, factor: int = 1, parts=()):
         self.factor = int(factor)
         self.parts = np.asarray(parts, dtype=np.int64)
+        self._draws = {}
 
     def handle(self, method: str, payload: dict) -> dict:
         if method == "echo":
             return {**payload, "pid": os.getpid()}
         if method == "scale":
             return {"values": payload["values"] * self.factor}
+        if method == "draws":
+            draws = int(payload["draws"])
+            if draws not in self._draws:
+                ones = np.ones(draws, np.int32)
+                self._draws[draws] = {"counts": np.ones(draws // 10, np.uint8), "nbrs": ones, "e_id": ones}
+            return self._draws[draws]
         if method == "info":
             return {"parts": self.parts, "pid": os.getpid()}
         raise ValueError(f"EchoServer has no method {method!r}")
