@@ -143,3 +143,25 @@ def test_modules_stay_small():
     # STYLE.md: keep modules under ~400 lines; split by role past that.
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
     assert long == {}
+
+
+# Numba's thread count is switched in one place (gglspeedup._parallel's regions, with the threshold
+# policy); the interrupt's helper thread copies its caller's count and a loader's producer thread
+# takes the user's cap, neither a policy of its own; the benchmarks set it as a user does (--threads).
+_THREAD_SWITCHERS = {"gglspeedup._parallel", "gglspeedup._interrupt", "gglspeedup.loader._prefetch"}
+_USERS = ("gglspeedup.bench", "gglspeedup.examples")
+
+
+def test_numba_threads_are_switched_only_by_the_parallel_module():
+    switching = sorted(
+        module
+        for module, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "set_num_threads"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "numba"
+        and module not in _THREAD_SWITCHERS
+        and not module.startswith(_USERS)
+    )
+    assert switching == []

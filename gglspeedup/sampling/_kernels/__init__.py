@@ -2,7 +2,8 @@
 
 - :mod:`.records`: the two records every kernel takes, :class:`GraphArrays` (the placed graph)
   and :class:`SampleOptions` (replace, weighted, has_edge_ids, ...).
-- :mod:`.rng`: the counter-based RNG (splitmix64 hash of seed, batch key, hop, node, draw).
+- :mod:`.rng`: a typed relation's RNG state; the counter-based draws themselves (splitmix64 hash
+  of seed, batch key, hop, node, draw) are :mod:`gglspeedup._rng`'s, shared with every kernel.
 - :mod:`.rows`: one body per row (count, fill, finish), compiled for both targets.
 - :mod:`.draws`: the draw primitives :mod:`.rows` and :mod:`.exclusion` share (bisection, the
   inverse-CDF search, Floyd's algorithm, the successive-sampling checks).

@@ -11,25 +11,23 @@ owns the graph's records and a pool of such maps (:class:`MapPool`), one per con
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
-import numba
 import numpy as np
 from numba import njit, prange
 
 from ..._hugepages import huge_empty
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
+from ..._parallel import kernel_threads
+from ..._rng import hop_state, row_state
 from ..._stop import stop_requested
-from ..._threading import prefer_tbb
 from ...validation import BYTES_PER_DRAW, available_memory, check_draws
 from .blocks import block_rows, draw_buffers, row_blocks
 from .disjoint import new_table, sample_tree_hop
 from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_inputs
 from .records import GraphArrays, SampleOptions, graph_arrays, with_markers, without_exclusions
-from .rng import hop_state, row_state
 from .rows import row_count, row_count_unexcluded, row_fill_split, row_finish, row_weight_table
 
 __all__ = [
@@ -38,21 +36,14 @@ __all__ = [
     "sample_hop",
     "weight_tables",
     "map_seeds",
-    "KERNEL_LOCK",
-    "PARALLEL_MIN_WORK",
     "LONG_WORK",
     "hop_work",
     "check_hop_output",
 ]
 
-prefer_tbb()  # before any parallel launch: see gglspeedup._threading
-
-# Numba's parallel regions are not meant to be entered from several Python threads at once;
-# kernels release the GIL (nogil) so a prefetching thread still overlaps with training.
-KERNEL_LOCK = threading.Lock()
-# A hop drawing fewer edges than this runs on one thread: entering a parallel region costs
-# microseconds on an idle machine but a scheduler time slice per barrier on a busy one.
-PARALLEL_MIN_WORK = 1 << 16
+# Kernels run in gglspeedup._parallel's regions: one lock for every kernel family, and a hop drawing
+# fewer edges than PARALLEL_MIN["draws"] on one thread. They release the GIL (nogil), so a
+# prefetching thread still overlaps with training.
 # Serial loops over random ids prefetch this many iterations ahead.
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 4  # rows ahead in the fill loop (measured best of 4 / 8 / none)
@@ -77,7 +68,8 @@ class CPUDriver:
         A temporal sampler's time per CSR position (rows sorted by it): ``SampleOptions.times``.
 
     The driver is thread-safe: each call takes a map from the pool (or makes one) and returns it
-    clean; compiled kernels run one at a time (:data:`KERNEL_LOCK`) and release the GIL.
+    clean; compiled kernels run one at a time (:data:`gglspeedup._parallel.KERNEL_LOCK`) and
+    release the GIL.
     """
 
     def __init__(self, graph, options: SampleOptions, seed: int, times=None):
@@ -110,30 +102,26 @@ class CPUDriver:
         # Local ids stay below len(seeds) + num_nodes: the seeds, then each node once.
         local_map, epoch = self.maps.acquire(len(seeds))
         hops = []
-        threads = numba.get_num_threads()
         # Ctrl-C is handled between hops, and inside a long hop's kernel (gglspeedup._interrupt);
         # leaving the block raises KeyboardInterrupt after this frame has dropped its arrays.
         with interruptible() as guard:
-            with KERNEL_LOCK:
-                try:
-                    n_id = map_seeds(seeds, local_map, epoch)
-                    first = 0  # the first target's position in n_id
-                    for hop, k in enumerate(fanouts):
-                        num_targets = len(n_id)
-                        work = hop_work(self.graph.indptr, n_id, first, k)
-                        check_hop_output(self.graph.indptr, n_id, first, k, hop, work, options.replace)
-                        numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
-                        state = hop_state(self.seed, key, hop)
-                        args = (self.graph, options, n_id, k, state, local_map, epoch, first, plain)
-                        result = guard.run(sample_hop, *args) if work >= LONG_WORK else sample_hop(*args)
-                        if guard.stopping():
-                            break
-                        n_id, edge_index, e_id = result
-                        hops.append((edge_index, e_id, (len(n_id), num_targets)))
-                        if expand == "new":
-                            first = num_targets
-                finally:
-                    numba.set_num_threads(threads)
+            with kernel_threads() as region:
+                n_id = map_seeds(seeds, local_map, epoch)
+                first = 0  # the first target's position in n_id
+                for hop, k in enumerate(fanouts):
+                    num_targets = len(n_id)
+                    work = hop_work(self.graph.indptr, n_id, first, k)
+                    check_hop_output(self.graph.indptr, n_id, first, k, hop, work, options.replace)
+                    region.fit(work)
+                    state = hop_state(self.seed, key, hop)
+                    args = (self.graph, options, n_id, k, state, local_map, epoch, first, plain)
+                    result = guard.run(sample_hop, *args) if work >= LONG_WORK else sample_hop(*args)
+                    if guard.stopping():
+                        break
+                    n_id, edge_index, e_id = result
+                    hops.append((edge_index, e_id, (len(n_id), num_targets)))
+                    if expand == "new":
+                        first = num_targets
                 if guard.stopping():  # the map may hold entries past n_id's: it is dropped, not pooled
                     n_id = hops = local_map = result = args = None
                     return None
@@ -145,24 +133,19 @@ class CPUDriver:
         is the virtual-id stride; ``seeds`` are already virtual (``tree * stride + seed``) and so
         is the returned ``n_id``; hops as :meth:`sample_all`'s."""
         hops = []
-        threads = numba.get_num_threads()
-        with KERNEL_LOCK:
-            try:
-                n_id = np.ascontiguousarray(seeds, dtype=np.int64)
-                keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
-                first = 0
-                for hop, k in enumerate(fanouts):
-                    num_targets = len(n_id)
-                    work = (num_targets - first) * (k if k > 0 else 16)
-                    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
-                    n_id, edge_index, e_id, keys, values = sample_tree_hop(
-                        self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
-                    )
-                    hops.append((edge_index, e_id, (len(n_id), num_targets)))
-                    if expand == "new":
-                        first = num_targets
-            finally:
-                numba.set_num_threads(threads)
+        with kernel_threads() as region:
+            n_id = np.ascontiguousarray(seeds, dtype=np.int64)
+            keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
+            first = 0
+            for hop, k in enumerate(fanouts):
+                num_targets = len(n_id)
+                region.fit((num_targets - first) * (k if k > 0 else 16))
+                n_id, edge_index, e_id, keys, values = sample_tree_hop(
+                    self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
+                )
+                hops.append((edge_index, e_id, (len(n_id), num_targets)))
+                if expand == "new":
+                    first = num_targets
         return n_id, hops
 
     def negatives(
@@ -176,7 +159,7 @@ class CPUDriver:
         out_src, out_dst = np.empty(count, np.int64), np.empty(count, np.int64)
         stayed = np.empty(count, np.int8)
         if count:
-            with KERNEL_LOCK, _threads_for(count * (4 if strict else 1)):
+            with kernel_threads(count * (4 if strict else 1)):
                 draw_negatives(
                     self.graph, state, space, sources, fixed, width, strict, eligible, out_src, out_dst, stayed
                 )
@@ -188,7 +171,7 @@ class CPUDriver:
             self._rows_ascending = rows_ascending(np, self.graph.indptr, self.graph.indices)
         # Each lookup is a binary search (or a scan) of a hub's row: a chain of cache misses worth
         # about 64 drawn edges, so a batch of 1024 pairs already runs on every thread.
-        with KERNEL_LOCK, _threads_for(len(sources) * 64):
+        with kernel_threads(len(sources) * 64):
             return match_positions(self.graph, sources, targets, self._rows_ascending)
 
 
@@ -254,17 +237,6 @@ def hop_work(indptr, n_id, first: int, k: int) -> int:
         return (len(n_id) - first) * k
     targets = n_id[first:]
     return int(np.sum(indptr[targets + 1] - indptr[targets]))
-
-
-@contextlib.contextmanager
-def _threads_for(work: int):
-    """Numba's threads for a parallel region of ``work`` units: one below PARALLEL_MIN_WORK."""
-    threads = numba.get_num_threads()
-    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(threads)
 
 
 def weight_tables(indptr, weights):

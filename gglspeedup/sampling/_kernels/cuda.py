@@ -27,9 +27,9 @@ import numpy as np
 from numba import cuda
 
 from ..._launch import device_view, launch_rows, to_host
+from ..._rng import hop_state, row_state
 from .records import GraphArrays, SampleOptions, graph_arrays, with_markers
 from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
-from .rng import hop_state, row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
 
 __all__ = ["CUDADriver"]

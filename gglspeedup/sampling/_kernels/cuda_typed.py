@@ -18,9 +18,9 @@ import numpy as np
 from numba import cuda
 
 from ..._launch import device_view, launch_rows, to_host
+from ..._rng import row_state
 from .cuda import CUDADriver
 from .reindex import EMPTY, NO_POSITION, flag_kernel, insert, table_capacity
-from .rng import row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
 from .typed import TypedHop, extend, frontier, hop_targets, plan_states, shift_targets
 

@@ -15,21 +15,22 @@ per-relation ``edge_index`` handed to the caller is a zero-copy view.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
+from ..._parallel import kernel_threads
+from ..._rng import hop_state, row_state
 from ..._stop import stop_requested
 from ...validation import check_draws
 from .blocks import block_rows, draw_buffers, row_blocks
-from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds
+from .cpu import LONG_WORK, CPUDriver, MapPool, map_seeds
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
 from .records import DEGREE_CAP, HopPlan, SampleOptions, degree_table, without_exclusions
-from .rng import hop_state, relation_states, row_state
+from .rng import relation_states
 from .rows import count_of, row_count, row_count_unexcluded, row_fill_split, row_finish
 
 __all__ = [
@@ -157,31 +158,26 @@ class TypedCPUDriver:
         local_map, epoch = self.maps.acquire(sum(len(ids) for ids in seeds))  # one epoch for every type
         n_id = list(seeds)
         hops = []
-        threads = numba.get_num_threads()
-        with interruptible() as guard, KERNEL_LOCK:  # Ctrl-C: see CPUDriver.sample_all
-            try:
-                for t, ids in enumerate(n_id):
-                    base = self.type_base[t]
-                    n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)], epoch)
-                starts = [0] * len(n_id)
-                for hop in range(plan.fanouts.shape[1]):
-                    targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
-                    work = typed_work(plan, segments, hop)
-                    if options.replace:  # rows draw exactly k: refuse an output that cannot fit
-                        check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
-                    hop_threads = threads if work >= PARALLEL_MIN_WORK else 1
-                    numba.set_num_threads(hop_threads)
-                    sizes = np.array([len(ids) for ids in n_id], np.int64)
-                    hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                    src_base = self.type_base[plan.src_type]
-                    args = (*hop_inputs, self._degrees, src_base, plan.edge_base, local_map, epoch, sizes, plain)
-                    args += (hop_threads,)
-                    result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
-                    if guard.stopping():
-                        break
-                    n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
-            finally:
-                numba.set_num_threads(threads)
+        with interruptible() as guard, kernel_threads() as region:  # Ctrl-C: see CPUDriver.sample_all
+            for t, ids in enumerate(n_id):
+                base = self.type_base[t]
+                n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)], epoch)
+            starts = [0] * len(n_id)
+            for hop in range(plan.fanouts.shape[1]):
+                targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
+                work = typed_work(plan, segments, hop)
+                if options.replace:  # rows draw exactly k: refuse an output that cannot fit
+                    check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
+                hop_threads = region.fit(work)
+                sizes = np.array([len(ids) for ids in n_id], np.int64)
+                hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
+                src_base = self.type_base[plan.src_type]
+                args = (*hop_inputs, self._degrees, src_base, plan.edge_base, local_map, epoch, sizes, plain)
+                args += (hop_threads,)
+                result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
+                if guard.stopping():
+                    break
+                n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
             if guard.stopping():  # the map is dropped, not pooled; leaving the block raises
                 n_id = hops = local_map = result = args = hop_inputs = targets = None
                 return None
@@ -194,24 +190,20 @@ class TypedCPUDriver:
         ``n_id``; ``span`` (trees times stride) separates the types in the relabel table."""
         n_id = [np.ascontiguousarray(ids, dtype=np.int64) for ids in seeds]
         hops = []
-        threads = numba.get_num_threads()
-        with KERNEL_LOCK:
-            try:
-                flat = np.concatenate(n_id)
-                type_of = np.repeat(np.arange(len(n_id), dtype=np.int64), [len(ids) for ids in n_id])
-                keys, values = new_table(flat, type_of * span, 4 * len(flat))
-                starts = [0] * len(n_id)
-                for hop in range(plan.fanouts.shape[1]):
-                    targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
-                    numba.set_num_threads(threads if typed_work(plan, segments, hop) >= PARALLEL_MIN_WORK else 1)
-                    sizes = np.array([len(ids) for ids in n_id], np.int64)
-                    hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                    *result, keys, values = sample_typed_tree_hop(
-                        *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span)
-                    )
-                    n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
-            finally:
-                numba.set_num_threads(threads)
+        with kernel_threads() as region:
+            flat = np.concatenate(n_id)
+            type_of = np.repeat(np.arange(len(n_id), dtype=np.int64), [len(ids) for ids in n_id])
+            keys, values = new_table(flat, type_of * span, 4 * len(flat))
+            starts = [0] * len(n_id)
+            for hop in range(plan.fanouts.shape[1]):
+                targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
+                region.fit(typed_work(plan, segments, hop))
+                sizes = np.array([len(ids) for ids in n_id], np.int64)
+                hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
+                *result, keys, values = sample_typed_tree_hop(
+                    *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span)
+                )
+                n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
         return n_id, hops
 
     def _hop_inputs(self, options, plan, targets, rel_of, segments, key: int, hop: int) -> tuple:
