@@ -27,7 +27,16 @@ from .blocks import block_rows, draw_buffers, row_blocks
 from .disjoint import new_table, sample_tree_hop
 from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_inputs
-from .records import GraphArrays, SampleOptions, graph_arrays, with_markers, without_exclusions
+from .records import (
+    Drawn,
+    GraphArrays,
+    SampleOptions,
+    from_virtual,
+    graph_arrays,
+    to_virtual,
+    with_markers,
+    without_exclusions,
+)
 from .rows import row_count, row_count_unexcluded, row_fill_split, row_finish, row_weight_table
 
 __all__ = [
@@ -86,18 +95,19 @@ class CPUDriver:
         """``(live, cum)`` of a weighted sampler (see :func:`weight_tables`), else ``None``."""
         return (self.graph.live, self.graph.cum) if self.options.weighted else None
 
-    def sample_all(
-        self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions | None = None, expand: str = "all"
-    ):
-        """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.
+    def sample(self, seeds: np.ndarray, fanouts, key: int, options: SampleOptions | None = None) -> Drawn:
+        """Sample every hop of a batch (:class:`gglspeedup.sampling.drivers.Driver`).
 
-        ``seeds`` is a checked int64 host array, ``fanouts`` checked ints, ``key`` the batch key;
-        ``options`` replaces the driver's record for this call (a link batch's exclusions).
-        ``expand``: ``"all"`` (hop ``h + 1``'s targets are every node in ``n_id``) or ``"new"``
-        (only the nodes first reached at hop ``h``: PyG's rule); target positions index ``n_id``
-        either way, so ``size`` is ``(len(n_id) after, len(n_id) before)``.
+        ``seeds`` is a checked int64 host array, ``fanouts`` checked ints (seed hop first),
+        ``key`` the batch key; ``options`` replaces the driver's record for this call (a link
+        batch's exclusions, the hop rule ``expand_new``, a disjoint call's ``stride`` and
+        ``seed_time``). Returns :class:`~.records.Drawn` ``(n_id, hops, batch)``, hops seed hop
+        first as ``(edge_index, e_id, (len(n_id) after, len(n_id) before))``: target positions
+        index ``n_id`` under either hop rule.
         """
         options = self.options if options is None else options
+        if options.stride:
+            return self._sample_trees(seeds, fanouts, key, options)
         plain = without_exclusions(options)
         # Local ids stay below len(seeds) + num_nodes: the seeds, then each node once.
         local_map, epoch = self.maps.acquire(len(seeds))
@@ -120,21 +130,21 @@ class CPUDriver:
                         break
                     n_id, edge_index, e_id = result
                     hops.append((edge_index, e_id, (len(n_id), num_targets)))
-                    if expand == "new":
+                    if options.expand_new:
                         first = num_targets
                 if guard.stopping():  # the map may hold entries past n_id's: it is dropped, not pooled
                     n_id = hops = local_map = result = args = None
                     return None
         self.maps.release(local_map, epoch + len(n_id))  # an exception above drops the map instead
-        return n_id, hops
+        return Drawn(n_id, hops)
 
-    def sample_trees(self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions, expand: str = "all"):
-        """Disjoint sampling (:mod:`.disjoint`): every seed its own tree. ``options.stride`` (> 0)
-        is the virtual-id stride; ``seeds`` are already virtual (``tree * stride + seed``) and so
-        is the returned ``n_id``; hops as :meth:`sample_all`'s."""
+    def _sample_trees(self, seeds: np.ndarray, fanouts, key: int, options: SampleOptions) -> Drawn:
+        """Disjoint sampling (:mod:`.disjoint`): every seed its own tree, numbered by virtual ids
+        (``options.stride``) inside this call only."""
+        stride = options.stride
         hops = []
         with kernel_threads() as region:
-            n_id = np.ascontiguousarray(seeds, dtype=np.int64)
+            n_id = np.ascontiguousarray(to_virtual(np, seeds, stride), dtype=np.int64)
             keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
             first = 0
             for hop, k in enumerate(fanouts):
@@ -144,9 +154,10 @@ class CPUDriver:
                     self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
                 )
                 hops.append((edge_index, e_id, (len(n_id), num_targets)))
-                if expand == "new":
+                if options.expand_new:
                     first = num_targets
-        return n_id, hops
+        n_id, batch = from_virtual(n_id, stride)
+        return Drawn(n_id, hops, batch)
 
     def negatives(
         self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None, eligible=None
