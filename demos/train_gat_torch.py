@@ -1,6 +1,5 @@
 """A graph-attention network (GAT) in PyTorch on gglspeedup's sampled blocks: attention over each
-target's sampled neighbours plus itself (PyG's GATConv when torch_geometric imports, a plain-torch
-layer otherwise).
+target's sampled neighbours plus itself (the built-in plain-torch GATConv; ``--pyg-layers``: PyG's).
 
     python demos/train_gat_torch.py --dataset cora --epochs 20 --heads 8
 """
@@ -20,14 +19,14 @@ def main(argv=None) -> dict:
         dropout=0.5,
     )
     parser.add_argument("--heads", type=int, default=8, help="attention heads in hidden layers (default: %(default)s)")
-    args = parser.parse_args(argv)
+    args = examples.add_layers_option(parser).parse_args(argv)
     import torch
 
     from gglspeedup.examples.torch_models import GAT, conv_classes, train_model
 
     torch.manual_seed(args.seed)
     setup = examples.setup_training(args, "torch")
-    _, conv, source = conv_classes()
+    _, conv, source = conv_classes(pyg=args.pyg_layers)
     print(f"GAT ({source}, {args.heads} heads) on {setup.info} with device {setup.device}, fanouts {args.fanouts}")
     model = GAT(
         setup.info["features"],

@@ -1,5 +1,5 @@
-"""GraphSAGE in PyTorch on gglspeedup batches (PyG's SAGEConv when torch_geometric imports, a
-plain-torch layer otherwise).
+"""GraphSAGE in PyTorch on gglspeedup batches (the built-in plain-torch SAGEConv; ``--pyg-layers``:
+PyG's).
 
     python demos/train_sage_torch.py --dataset cora --epochs 20
     python demos/train_sage_torch.py --dataset powerlaw:100000:15 --fanouts 15,10 --batch-size 1024
@@ -15,6 +15,7 @@ def main(argv=None) -> dict:
     parser = examples.build_parser(
         "GraphSAGE (PyTorch) trained on gglspeedup's sampler and loader.", epochs=20, batch_size=64
     )
+    examples.add_layers_option(parser)
     parser.add_argument(
         "--layerwise",
         action="store_true",
@@ -28,7 +29,7 @@ def main(argv=None) -> dict:
 
     torch.manual_seed(args.seed)
     setup = examples.setup_training(args, "torch")
-    conv, _, source = conv_classes()
+    conv, _, source = conv_classes(pyg=args.pyg_layers)
     print(f"GraphSAGE ({source}) on {setup.info} with device {setup.device}, fanouts {args.fanouts}")
     model = SAGE(setup.info["features"], args.hidden, setup.num_classes, len(args.fanouts), args.dropout, conv=conv)
     history, result = train_model(model, setup, args)

@@ -14,10 +14,17 @@ from __future__ import annotations
 
 import importlib
 
-from ._numpy_compat import restore_removed_aliases as _restore_removed_aliases
-from ._threading import prefer_tbb as _prefer_tbb
-from .device import Device, parse_size
-from .graph import CSRGraph
+try:
+    from ._numpy_compat import restore_removed_aliases as _restore_removed_aliases
+    from ._threading import prefer_tbb as _prefer_tbb
+    from .device import Device, parse_size
+    from .graph import CSRGraph
+except ModuleNotFoundError as _error:  # a Python without the project's environment: say which to use
+    from ._config import missing_core_message as _missing_core_message
+
+    if _missing_core_message(_error) is None:
+        raise
+    raise ModuleNotFoundError(_missing_core_message(_error), name=_error.name) from None
 
 # Numba picks its threading layer at its first parallel launch, which a user's
 # numba.set_num_threads() also triggers: make TBB loadable now (a shared library; Numba is not imported).
@@ -38,6 +45,7 @@ _LAZY_NAMES = {
     "HeteroLinkSampleOutput": "gglspeedup.sampling",
     "FeatureStore": "gglspeedup.feature",
     "HeteroFeatureStore": "gglspeedup.feature",
+    "FileChangedError": "gglspeedup.feature",
     "MultiDeviceSampler": "gglspeedup.multigpu",
     "MultiDeviceFeature": "gglspeedup.multigpu",
     "NodeLoader": "gglspeedup.loader",
@@ -66,6 +74,7 @@ _LAZY_MODULES = (
     "multigpu",
     "protocols",
     "sampling",
+    "service",
     "testing",
     "validation",
 )

@@ -1,10 +1,13 @@
 """``python -m gglspeedup <command>``: ``warmup`` (compile the CPU kernels ahead of training).
 
 The demo and the benchmarks have commands of their own: ``python -m gglspeedup.demo``,
-``python -m gglspeedup.bench``.
+``python -m gglspeedup.bench``. Run from a Python without the core dependencies (not the
+project's ``.venv``), a command prints which environment to use instead of a traceback.
 """
 
 import sys
+
+from ._config import run_command
 
 COMMANDS = {"warmup": "compile the CPU kernels once, so the first epoch does not (see gglspeedup.warmup)"}
 
@@ -15,9 +18,13 @@ def main(argv=None) -> int:
         listing = "\n".join(f"  {name:8s} {text}" for name, text in COMMANDS.items())
         print(f"usage: python -m gglspeedup <command> [options]\n\ncommands:\n{listing}", file=sys.stderr)
         return 2
+    return run_command(f"python -m gglspeedup {argv[0]}", _warmup, argv[1:])
+
+
+def _warmup(argv) -> int:
     from . import warmup
 
-    return warmup.main(argv[1:])
+    return warmup.main(argv)
 
 
 if __name__ == "__main__":

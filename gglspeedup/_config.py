@@ -13,6 +13,10 @@ HAS_NUMBA_CUDA : numba-cuda sees a real GPU (never true under the simulator).
 HAS_CUDA : GPU kernels can run, really or simulated (``HAS_NUMBA_CUDA or CUDA_SIM``).
 HAS_TORCH, HAS_TENSORFLOW, HAS_PADDLE, HAS_JAX, HAS_TLX : the framework is installed (found by
     ``importlib.util.find_spec``, not imported).
+
+:func:`missing_core_message` turns the ``ModuleNotFoundError`` of a missing core dependency (a
+Python without the project's environment) into a message that says which environment to use;
+the ``python -m gglspeedup ...`` entry points print it instead of a traceback.
 """
 
 from __future__ import annotations
@@ -21,7 +25,51 @@ import functools
 import importlib.util
 import os
 
-__all__ = ["probe", "cuda_sim_enabled"]
+__all__ = ["probe", "cuda_sim_enabled", "CORE_DEPENDENCIES", "missing_core_message", "run_command"]
+
+# Import name -> pip name of every install_requires entry (setup.cfg).
+CORE_DEPENDENCIES = {
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "numba": "numba",
+    "tqdm": "tqdm",
+    "xxhash": "xxhash",
+}
+
+
+def missing_core_message(error: BaseException) -> str | None:
+    """What to tell a user whose Python lacks a core dependency: ``error`` is the
+    ``ModuleNotFoundError`` of one of :data:`CORE_DEPENDENCIES`; ``None`` for anything else (an
+    optional framework, a bug), which the caller re-raises."""
+    import sys
+
+    name = (getattr(error, "name", None) or "").partition(".")[0]
+    if not isinstance(error, ModuleNotFoundError) or name not in CORE_DEPENDENCIES:
+        return None
+    return (
+        f"gglspeedup needs {CORE_DEPENDENCIES[name]} (a core dependency), which this Python "
+        f"({sys.executable}) cannot import: it is not the project's environment. Use the environment "
+        "scripts/demo.sh and scripts/test.sh create: `source .venv/bin/activate` (then `python -m gglspeedup ...`), "
+        "or run `.venv/bin/python -m gglspeedup ...`; or install gglspeedup into this Python: "
+        "`pip install -c constraints.txt -e .` (add `.[torch,demo]` for the demos)"
+    )
+
+
+def run_command(command: str, function, *args) -> int:
+    """``function(*args)`` for a command-line entry point (``command`` is how it was called, e.g.
+    ``"python -m gglspeedup warmup"``): a missing core dependency prints
+    :func:`missing_core_message` to stderr and returns exit status 1 instead of a traceback."""
+    import sys
+
+    try:
+        return function(*args)
+    except ModuleNotFoundError as error:
+        message = missing_core_message(error)
+        if message is None:
+            raise
+        print(f"{command}: {message}", file=sys.stderr)
+        return 1
+
 
 _FRAMEWORK_MODULES = {
     "HAS_TORCH": "torch",

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SharedArray", "FileArray", "share", "is_shared"]
+__all__ = ["SharedArray", "FileArray", "share", "is_shared", "file_backed"]
 
 _PAGE = mmap.PAGESIZE
 _lock = threading.Lock()
@@ -208,8 +208,9 @@ class FileArray:
         return f"FileArray(path={self.name!r}, offset={self.offset}, shape={self.shape}, dtype={self.dtype})"
 
 
-def _file_backed(array: np.ndarray) -> FileArray | None:
-    """A :class:`FileArray` for a C-contiguous view into a ``numpy.memmap`` of a file, else ``None``."""
+def file_backed(array: np.ndarray) -> FileArray | None:
+    """A :class:`FileArray` for a C-contiguous view into a ``numpy.memmap`` of a file, else ``None``
+    (what objects holding memory-mapped arrays pickle instead of the arrays' bytes)."""
     # The root memmap (the one over the mmap object): slices of a memmap are memmaps too, but
     # their ``offset`` still names the root's start.
     base, node = None, array
@@ -234,7 +235,7 @@ def share(array: Any):
     if isinstance(array, (SharedArray, FileArray)):
         return array
     if isinstance(array, np.ndarray):
-        mapped = _file_backed(array)
+        mapped = file_backed(array)
         if mapped is not None:
             return mapped
     return SharedArray.create(array)

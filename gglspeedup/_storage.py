@@ -16,8 +16,10 @@ Writes never touch a graph in place: :class:`FolderWriter` builds the folder und
 name beside ``path`` and renames it into place only when every array and the header are written
 and synced, so ``load(p).save(p)`` works while ``p``'s arrays are memory-mapped (the old files
 stay alive, unlinked, for as long as the maps hold them) and a failed or interrupted write leaves
-nothing at ``path`` that loads. :func:`read_folder` checks the header, the dtypes, shapes and
-file sizes in O(1); ``verify=True`` also recomputes every digest.
+nothing at ``path`` that loads. Only a graph this library wrote (or nothing, or an empty folder)
+is ever replaced: anything else at ``path`` raises ``FileExistsError`` (:mod:`gglspeedup._replace`).
+:func:`read_folder` checks the header, the dtypes, shapes and file sizes in O(1); ``verify=True``
+also recomputes every digest. Older ``.npz`` saved graphs are read by :mod:`gglspeedup._npz`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ import uuid
 from typing import Any
 
 import numpy as np
+
+from ._integrity import check_indptr
+from ._npz import read_npz
+from ._replace import ABSENT, check_replaceable, remove_replaced
+from .validation import check_bool
 
 __all__ = [
     "FolderWriter",
@@ -126,18 +133,25 @@ class FolderWriter:
     (42, [0, 1, 2])
 
     Arrays go into a temporary folder beside ``path`` (whole, with :meth:`add`, or piece by piece
-    through :meth:`open`); on a clean exit the header is written, everything is synced, whatever
-    stood at ``path`` (a folder, or an old ``.npz`` file) is renamed aside, the new folder renamed
-    into place and the old one removed. On an exception (a bad chunk, a full disk, Ctrl-C) the
-    temporary folder is removed and ``path`` is left as it was.
+    through :meth:`open`); on a clean exit the header is written, everything is synced, the graph
+    that stood at ``path`` (a folder, or an old ``.npz`` file) is renamed aside, the new folder
+    renamed into place and the old one removed. On an exception (a bad chunk, a full disk, Ctrl-C)
+    the temporary folder is removed and ``path`` is left as it was.
+
+    What stands at ``path`` is checked at construction (before any work) and again just before
+    the swap (:func:`gglspeedup._replace.check_replaceable`): only nothing, an empty folder or,
+    with ``overwrite=True``, a graph this library wrote may be replaced; anything else raises
+    ``FileExistsError`` naming ``path`` (``given``: the path as the caller wrote it).
     """
 
-    def __init__(self, path, kind: str, meta: dict):
+    def __init__(self, path, kind: str, meta: dict, *, overwrite: bool = True, given=None):
         self.path = os.path.abspath(os.fspath(path))
         self.kind, self.meta = kind, meta
+        self.overwrite, self.given = overwrite, path if given is None else given
         parent, name = os.path.split(self.path)
         if not os.path.isdir(parent):
             raise FileNotFoundError(f"cannot save to {self.path!r}: folder {parent!r} does not exist")
+        check_replaceable(self.path, overwrite=overwrite, given=self.given)
         self.tmp = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
         self.entries: dict[str, dict] = {}
         self._open: dict[str, ArrayWriter] = {}
@@ -167,7 +181,7 @@ class FolderWriter:
         if kind is not None:
             for writer in self._open.values():
                 writer.abort()
-            shutil.rmtree(self.tmp, ignore_errors=True)
+            shutil.rmtree(self.tmp, ignore_errors=True)  # the temporary folder: ours alone
             return
         try:
             for name, writer in list(self._open.items()):
@@ -184,8 +198,10 @@ class FolderWriter:
             raise
 
     def _swap_into_place(self) -> None:
+        # Checked again: a long build may have given something else time to appear at path.
+        replacing = check_replaceable(self.path, overwrite=self.overwrite, given=self.given)
         old = None
-        if os.path.lexists(self.path):
+        if replacing != ABSENT:
             old = f"{self.tmp}.old"
             os.rename(self.path, old)
         try:
@@ -196,7 +212,7 @@ class FolderWriter:
             raise
         _sync_folder(os.path.dirname(self.path))
         if old is not None:
-            shutil.rmtree(old) if os.path.isdir(old) and not os.path.islink(old) else os.unlink(old)
+            remove_replaced(old, replacing)
 
 
 _HEADER_BYTES = 128  # every .npy header we write: fixed, so it can be rewritten once the length is known
@@ -330,13 +346,15 @@ def _verify(path: str, name: str, array: np.ndarray, entry: dict) -> None:
         )
 
 
-def save_graph_arrays(path, kind: str, meta: dict, graph) -> None:
+def save_graph_arrays(path, kind: str, meta: dict, graph, *, overwrite: bool = True) -> None:
     """Write ``graph``'s CSR arrays (``indptr``, ``indices`` and, where present, ``edge_ids`` and
     ``weights``), streamed to the host, to the folder ``path`` as a saved ``kind`` with header
-    ``meta`` (atomically: see :class:`FolderWriter`)."""
+    ``meta`` (atomically, replacing only a graph this library wrote: see :class:`FolderWriter`)."""
     from .device import to_numpy
 
-    with FolderWriter(path, kind, meta) as out:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike naming a folder, got {type(path).__name__}")
+    with FolderWriter(path, kind, meta, overwrite=check_bool("overwrite", overwrite)) as out:
         for name in ("indptr", "indices", "edge_ids", "weights"):
             if getattr(graph, name) is not None:
                 out.add(name, to_numpy(getattr(graph, name)))
@@ -347,8 +365,10 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
     ``path``: a graph folder, or an ``.npz`` file of older versions (its ``meta`` member decoded).
 
     ``trusted`` is true for a folder read without ``verify``: its contents were checked when it
-    was saved and its arrays are taken as they are (an O(1) load). An ``.npz`` file is never
-    trusted. Raises ``FileNotFoundError`` or ``ValueError`` naming ``path`` (see :func:`read_folder`).
+    was saved and its arrays are taken as they are, but for an O(num_nodes) check of ``indptr``
+    (:func:`gglspeedup._integrity.check_indptr`; the samplers bound the ids themselves). An
+    ``.npz`` file is never trusted. Raises ``FileNotFoundError`` or ``ValueError`` naming ``path``
+    (see :func:`read_folder`).
     """
     if not isinstance(path, (str, os.PathLike)):  # an int is a file descriptor to os.path.exists
         raise TypeError(f"path must be a str or os.PathLike naming a saved graph, got {type(path).__name__}")
@@ -379,66 +399,6 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
             f"{os.fspath(path)!r}: the header says {meta['num_edges']} edges, "
             f"the arrays hold {arrays['indices'].shape[0]}"
         )
+    if trusted:  # O(num_nodes): every row's positions inside the arrays, whatever the bytes
+        check_indptr(os.fspath(path), arrays["indptr"], arrays["indices"].shape[0])
     return arrays, meta, trusted
-
-
-def read_npz(path, mmap: bool, *, verify: bool = False, what: str = "graph") -> dict[str, np.ndarray]:
-    """Arrays of an uncompressed ``.npz`` (the format of gglspeedup before graph folders),
-    memory-mapped member by member when ``mmap``; ``verify`` checks every member's zip CRC.
-
-    Raises ``ValueError`` naming ``path`` when it is not a readable ``.npz`` (``what`` names what
-    it should hold), an array holds objects, or a member is truncated.
-    """
-    import zipfile
-
-    try:
-        if verify:
-            with zipfile.ZipFile(path) as archive:
-                broken = archive.testzip()
-            if broken is not None:
-                raise ValueError(f"member {broken!r} fails its CRC: the file is corrupt")
-        return _npz_arrays(path, mmap)
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
-        raise ValueError(
-            f"{os.fspath(path)!r} is not a readable {what} file (one written by {what}.save): {error}"
-        ) from None
-
-
-def _npz_arrays(path, mmap: bool) -> dict[str, np.ndarray]:
-    import zipfile
-
-    if not mmap:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    arrays = {}
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_STORED:
-                return _npz_arrays(path, mmap=False)
-            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            with archive.open(info) as member:
-                version = np.lib.format.read_magic(member)
-                read_header = (
-                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-                )
-                shape, fortran, dtype = read_header(member)
-                header_end = member.tell()
-            if dtype.hasobject:
-                raise ValueError(f"array {name!r} holds objects; refusing to unpickle")
-            claimed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            if claimed > info.file_size - header_end:
-                raise ValueError(
-                    f"array {name!r} claims shape {shape} ({claimed} bytes) but the file holds "
-                    f"{info.file_size - header_end} bytes of it: the file is truncated or corrupt"
-                )
-            # Local file header: 30 bytes + name + extra field, then the .npy payload.
-            with open(path, "rb") as raw:
-                raw.seek(info.header_offset + 26)
-                name_len, extra_len = np.frombuffer(raw.read(4), dtype="<u2")
-            offset = info.header_offset + 30 + int(name_len) + int(extra_len) + header_end
-            arrays[name] = np.memmap(
-                path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C"
-            )
-    return arrays

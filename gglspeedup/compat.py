@@ -164,7 +164,7 @@ class CGPUFeature(_FilledLater):
     def __init__(self, csr, device, cache_size="0.1G"):
         self.csr = csr
         self.device = as_compat_device(device)
-        parse_size(cache_size)  # a bad budget fails here, not at from_cpu_tensor
+        parse_size(cache_size, "cache_size")  # a bad budget fails here, not at from_cpu_tensor
         self.cache_size = cache_size
         self.store = None
 
@@ -263,7 +263,7 @@ class Multi_CGPUFeature(_FilledLater):
         self.device_list = [as_compat_device(device) for device in device_list]
         if not self.device_list:
             raise ValueError("device_list must name at least one device, got an empty list")
-        parse_size(cache_size)  # a bad budget fails here, not at from_cpu_tensor
+        parse_size(cache_size, "cache_size")  # a bad budget fails here, not at from_cpu_tensor
         self.cache_size = cache_size
         self.csr = csr
         self.feature = None

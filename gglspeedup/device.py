@@ -245,12 +245,13 @@ _SIZE_RE = re.compile(
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
 
 
-def parse_size(size: Any) -> int:
+def parse_size(size: Any, name: str = "size") -> int:
     """Bytes in a budget: ``"0.1G"``, ``"512M"``, ``"200MB"``, ``"1.5GiB"``, ``"64"``, or an int.
 
     The grammar: a number, then optionally K/M/G/T (powers of 1024, as torch-quiver and the
     original gglspeedup read them) followed by an optional ``B`` or ``iB``; a bare number may end
-    in ``B``. Either case. Fractions round down to whole bytes.
+    in ``B``. Either case. Fractions round down to whole bytes. ``name`` is the caller's
+    argument, named by the errors (``parse_size(cache_size, "cache_size")``).
 
     >>> parse_size("0.5K"), parse_size("200MB"), parse_size(4096)
     (512, 209715200, 4096)
@@ -263,12 +264,12 @@ def parse_size(size: Any) -> int:
         for negative, NaN or infinite sizes, unknown units and empty strings.
     """
     if isinstance(size, bool) or not isinstance(size, (str, int, float, np.integer, np.floating)):
-        raise TypeError(f"size must be a str like '512M' or a number of bytes, got {size!r}")
+        raise TypeError(f"{name} must be a str like '512M' or a number of bytes, got {size!r}")
     if isinstance(size, str):
         match = _SIZE_RE.match(size)
         if match is None:
             raise ValueError(
-                f"size must be a number with an optional K/M/G/T unit (e.g. '0.1G', '512M', "
+                f"{name} must be a number with an optional K/M/G/T unit (e.g. '0.1G', '512M', "
                 f"'200MB', '1.5GiB'), got {size!r}"
             )
         number = float(match.group("num"))
@@ -276,9 +277,9 @@ def parse_size(size: Any) -> int:
     else:
         number, multiplier = float(size), 1
     if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"size must be finite, got {size!r}")
+        raise ValueError(f"{name} must be finite, got {size!r}")
     if number < 0:
-        raise ValueError(f"size must be >= 0 bytes, got {size!r}")
+        raise ValueError(f"{name} must be >= 0 bytes, got {size!r}")
     if isinstance(size, (int, np.integer)):
         return int(size)
     return int(number * multiplier)

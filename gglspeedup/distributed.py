@@ -230,7 +230,7 @@ class DistFeature:
     def _build_cache(self, cache_size, cache_policy, graph) -> None:
         import torch
 
-        budget = parse_size(cache_size)
+        budget = parse_size(cache_size, "cache_size")
         if budget == 0:
             return
         if self.local_rows.requires_grad:
@@ -405,7 +405,7 @@ def _typed_dist_feature(cls, local_rows: dict, partition, group=None, *, cache_s
     dist.all_gather(everyone, names, group=group)  # every rank must build (and later ask) the same types
     if any(int(t) != int(names) for t in everyone):
         raise ValueError(f"ranks disagree on the node types with rows; this rank has {featured}")
-    plan, budget = {t: (None, 0) for t in featured}, parse_size(cache_size)
+    plan, budget = {t: (None, 0) for t in featured}, parse_size(cache_size, "cache_size")
     if budget:
         plan = _typed_cache(local_rows, partition, featured, dist.get_rank(group), budget, cache_policy, graph)
     sources = dict.fromkeys(local_rows)

@@ -320,7 +320,7 @@ class CSRGraph:
         return graph
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> None:
         """Write the graph to the folder ``path`` (raw ``.npy`` arrays and a JSON header with
         their checksums; see :mod:`gglspeedup._storage`).
 
@@ -328,11 +328,17 @@ class CSRGraph:
         saving over the graph this one was loaded from works, and a failed or interrupted save
         leaves ``path`` as it was. Arrays are streamed from where they live (host, pinned or GPU
         memory, or a memory map), 64 MiB at a time.
+
+        A save never deletes what this library did not write: ``path`` may be new, an empty
+        folder, or (with ``overwrite=True``, the default) a graph saved earlier, a folder holding
+        nothing but the files its header lists, or an old ``.npz`` graph; ``overwrite=False``
+        refuses those too. Anything else (a folder of the user's, a feature file, the working
+        directory ``"."``) raises ``FileExistsError`` naming ``path``, before anything is written.
         """
         from ._storage import save_graph_arrays
 
         meta = {"num_nodes": self.num_nodes, "num_src_nodes": self.num_src_nodes, "num_edges": self.num_edges}
-        save_graph_arrays(path, "CSRGraph", meta, self)
+        save_graph_arrays(path, "CSRGraph", meta, self, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> CSRGraph:

@@ -273,9 +273,11 @@ class HeteroGraph:
         return graph
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> None:
         """Write the graph to the folder ``path``, as :meth:`CSRGraph.save` does (the stacked
-        arrays, and the types and counts in the header), atomically."""
+        arrays, and the types and counts in the header), atomically; ``path`` is replaced only
+        when it holds a graph this library wrote (``overwrite=False``: not even then), else
+        ``FileExistsError`` names it."""
         from ._storage import save_graph_arrays
 
         meta = {
@@ -285,7 +287,7 @@ class HeteroGraph:
             "has_edge_ids": list(self._has_edge_ids),
             "edges_per_type": [self.num_edges[et] for et in self.edge_types],
         }
-        save_graph_arrays(path, "HeteroGraph", meta, self.stacked)
+        save_graph_arrays(path, "HeteroGraph", meta, self.stacked, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True, verify: bool = False) -> HeteroGraph:

@@ -11,6 +11,7 @@ See DESIGN.md, "Layer-wise inference". Importing this module imports neither a f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -43,11 +44,54 @@ def _check_layers(layers, activation):
     return layers
 
 
-def _empty_output(num_nodes: int, dim: int, dtype, out_dir, layer: int) -> np.ndarray:
+def _output_paths(out_dir, num_layers: int) -> list | None:
+    """``out_dir/layer{i}.npy`` for every layer, none of which may exist yet: an earlier call's
+    output (still mapped by the array it returned) or an input (``x`` mapped from one) would be
+    rewritten under its reader."""
     if out_dir is None:
+        return None
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise TypeError(f"out_dir must be a path (str or os.PathLike) or None, got {type(out_dir).__name__}")
+    if not os.path.isdir(os.fspath(out_dir)):
+        raise ValueError(f"out_dir must be an existing directory, got {os.fspath(out_dir)!r}")
+    paths = [os.path.join(os.fspath(out_dir), f"layer{i}.npy") for i in range(num_layers)]
+    for path in paths:
+        if os.path.lexists(path):
+            raise FileExistsError(
+                f"{path!r} already exists: layerwise writes its outputs to new files only (it would overwrite an "
+                "earlier call's output, or an input mapped from it); give a new out_dir or remove the file"
+            )
+    return paths
+
+
+def _empty_output(num_nodes: int, dim: int, dtype, paths, layer: int, created: list) -> np.ndarray:
+    if paths is None:
         return np.empty((num_nodes, dim), dtype=dtype)
-    path = os.path.join(os.fspath(out_dir), f"layer{layer}.npy")
-    return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(num_nodes, dim))
+    with open(paths[layer], "xb"):  # claims the name: a file that appeared since the check is not ours
+        pass
+    created.append(paths[layer])
+    return np.lib.format.open_memmap(paths[layer], mode="w+", dtype=dtype, shape=(num_nodes, dim))
+
+
+def _check_kind(result, what: str) -> None:
+    """``TypeError`` naming ``what`` (a layer, the activation) unless ``result`` may be a tensor."""
+    if isinstance(result, (list, tuple, dict, str, bytes, int, float, complex)) or result is None:
+        raise TypeError(
+            f"{what} must return an array or tensor of shape (T, F_out), one row per target, "
+            f"got {type(result).__name__}"
+        )
+
+
+def _host_rows(result, what: str) -> np.ndarray:
+    """A layer's (or the activation's) output as a host array, or ``TypeError`` naming ``what``."""
+    from . import backends
+    from .device import array_library
+
+    _check_kind(result, what)
+    rows = backends.from_(result)
+    if not (isinstance(rows, np.ndarray) or array_library(rows) == "cupy"):
+        _check_kind(None, what)
+    return _to_host(rows)
 
 
 def _to_host(array) -> np.ndarray:
@@ -112,7 +156,10 @@ def layerwise(
         in-degree... and out-degree nodes; see :mod:`gglspeedup.feature.policies`).
     out_dir : path, optional
         Keep every layer's output in ``out_dir/layer{i}.npy`` (memory-mapped) instead of RAM: for
-        graphs whose layer outputs do not fit. The files are left there.
+        graphs whose layer outputs do not fit. The files are new: if any of them exists already
+        (an earlier call's output, which the array it returned still maps, or an input ``x``
+        mapped from it) the call raises ``FileExistsError`` before any work. They are left there
+        (removed again when the call fails).
     progress : bool
         Report progress on stderr (a ``tqdm`` bar when tqdm is installed, else a line per layer).
 
@@ -120,17 +167,21 @@ def layerwise(
     -------
     np.ndarray, shape (num_nodes, F_out)
         The last layer's output for every node, in host memory (a ``np.memmap`` with
-        ``out_dir``). Memory: besides the graph and ``x``, at most two layer tables at once (the
+        ``out_dir``). A graph without nodes gives ``(0, F_out)``: every layer runs once on an
+        empty block. Memory: besides the graph and ``x``, at most two layer tables at once (the
         one read and the one written; each freed once the next layer is done) plus the cache
         budget and one batch's block.
 
     Raises
     ------
     TypeError
-        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int.
+        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, a layer
+        (or the activation) returning something other than an array or tensor (a list, a tuple).
     ValueError
         no layers, ``batch_size < 1``, ``x`` rows differing from the graph's nodes, a layer
         returning the wrong number of rows or not a 2-D array.
+    FileExistsError
+        ``out_dir/layer{i}.npy`` already exists for some layer ``i``.
 
     Examples
     --------
@@ -142,52 +193,67 @@ def layerwise(
     """
     from .feature import FeatureStore
     from .graph import as_csr_graph
-    from .sampling import NeighborSampler
 
     layers = _check_layers(layers, activation)
     batch_size = check_int("batch_size", batch_size, minimum=1)
     device = as_device(device)
-    cache_size = parse_size(cache_size)
+    cache_size = parse_size(cache_size, "cache_size")
     graph = as_csr_graph(graph)
     num_nodes = graph.num_nodes
-    if out_dir is not None and not os.path.isdir(os.fspath(out_dir)):
-        raise ValueError(f"out_dir must be an existing directory, got {os.fspath(out_dir)!r}")
+    paths = _output_paths(out_dir, len(layers))
     shape = getattr(x, "shape", None)
     rows = len(x) if shape is None else (int(shape[0]) if len(shape) else None)
     if rows != num_nodes:
         raise ValueError(f"x must have one row per graph node ({num_nodes}), got {rows} rows")
     store = x if isinstance(x, FeatureStore) else FeatureStore(x, device, cache_size, _policy(policy), graph)
-    from . import backends
+    created: list = []  # files this call made: removed again if it fails
+    try:
+        return _run_layers(layers, graph, store, batch_size, device, backend, activation, cache_size, policy, paths,
+                           created, _Progress(progress, num_nodes, len(layers)))  # fmt: skip
+    except BaseException:
+        for path in created:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
 
+
+def _run_layers(layers, graph, store, batch_size, device, backend, activation, cache_size, policy, paths, created, bar):
+    from . import backends
+    from .feature import FeatureStore
+    from .sampling import NeighborSampler
+
+    num_nodes = graph.num_nodes
     sampler = NeighborSampler(graph, [-1], device=device)
-    bar = _Progress(progress, num_nodes, len(layers))
     previous = None
+    # A graph without nodes still runs each layer once, on an empty block: the next layer then
+    # reads a (0, F) table, and the output has the last layer's width.
+    starts = range(0, num_nodes, batch_size) if num_nodes else [0]
     for index, layer in enumerate(layers):
         last = index == len(layers) - 1
         table = None
         started = time.perf_counter()
-        for start in range(0, num_nodes, batch_size):
+        for start in starts:
             seeds = np.arange(start, min(start + batch_size, num_nodes), dtype=np.int64)
             n_id, adjs = sampler.sample(seeds, key=0)
             h = backends.to(backend, store.gather(n_id, check=False))
             edge_index = backends.to(backend, adjs[0].edge_index)
             result = layer((h, h[: len(seeds)]), edge_index)
+            what = f"layers[{index}]"
             if not last and activation is not None:
-                result = activation(result)
-            rows = _to_host(backends.from_(result))
+                _check_kind(result, what)  # named before the activation fails on it
+                result, what = activation(result), "activation"
+            rows = _host_rows(result, what)
             if rows.ndim != 2 or rows.shape[0] != len(seeds):
                 raise ValueError(
                     f"layers[{index}] must return a 2-D output with one row per target ({len(seeds)}), "
                     f"got shape {tuple(rows.shape)}"
                 )
             if table is None:
-                table = _empty_output(num_nodes, rows.shape[1], rows.dtype, out_dir, index)
+                table = _empty_output(num_nodes, rows.shape[1], rows.dtype, paths, index, created)
             elif rows.shape[1] != table.shape[1]:
                 raise ValueError(f"layers[{index}] returned {rows.shape[1]} columns, earlier batches {table.shape[1]}")
             table[start : start + len(seeds)] = rows
             bar.update(index, len(seeds))
-        if table is None:  # a graph without nodes
-            table = np.empty((0, 0), dtype=np.float32)
         bar.layer_done(index, time.perf_counter() - started)
         del previous  # the table the store read; the store below replaces it
         previous = table

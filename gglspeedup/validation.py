@@ -26,6 +26,7 @@ import numpy as np
 __all__ = [
     "check_int",
     "check_bool",
+    "check_seconds",
     "check_fanouts",
     "parse_fanouts",
     "int_array",
@@ -94,6 +95,36 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
     return bool(value)
+
+
+_SECOND_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def check_seconds(name: str, value: Any) -> float:
+    """A duration as float seconds, ``> 0`` and finite: a number of seconds or a string with a
+    unit, ``"5s"``, ``"500ms"``, ``"2m"`` / ``"2min"``, ``"1h"`` (a bare number string is seconds).
+
+    >>> check_seconds("deadline", "500ms"), check_seconds("deadline", 2)
+    (0.5, 2.0)
+    """
+    if isinstance(value, str):
+        text = value.strip().lower()
+        number, unit = text, "s"
+        for suffix in sorted(_SECOND_UNITS, key=len, reverse=True):
+            if text.endswith(suffix):
+                number, unit = text[: -len(suffix)].strip(), suffix
+                break
+        try:
+            seconds = float(number) * _SECOND_UNITS[unit]
+        except ValueError:
+            raise ValueError(f"{name} must be seconds or a duration such as '5s' or '500ms', got {value!r}") from None
+    elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be seconds (a number) or a string such as '5s', got {type(value).__name__}")
+    else:
+        seconds = float(value)
+    if not np.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{name} must be a positive, finite duration, got {value!r}")
+    return seconds
 
 
 def check_fanouts(fanouts: Any, name: str = "fanouts") -> list[int]:

@@ -42,6 +42,22 @@ def test_subset_renumbers_graphs_nodes_and_edges():
     assert part.y.tolist() == [data.y[5], data.y[2]]
 
 
+def test_subset_refuses_ids_that_are_not_graphs_naming_the_range():
+    data = load_tu("enzymes")
+    for graphs, error, message in [
+        ([-1], IndexError, r"graphs\[0\] = -1 is out of range \[0, num_graphs = 600\)"),  # no wrap-around
+        ([3, 5000], IndexError, r"graphs\[1\] = 5000 is out of range \[0, num_graphs = 600\)"),
+        ([1.7], TypeError, r"graphs must hold integers"),  # never truncated to graph 1
+        ([[1, 2]], ValueError, r"graphs must be 1-D"),
+    ]:
+        with pytest.raises(error, match=message):
+            data.subset(graphs)
+    empty = data.subset([])
+    assert empty.ptr.tolist() == [0] and empty.x.shape == (0, 21) and empty.edge_index.shape == (2, 0)
+    last = data.subset(np.array([599], np.int32))
+    assert last.ptr[-1] == data.ptr[600] - data.ptr[599] == last.x.shape[0]
+
+
 def test_stratified_folds_partition_every_graph_and_spread_classes():
     pytest.importorskip("torch")
     from gglspeedup.examples.tu_pooling import stratified_folds

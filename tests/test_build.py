@@ -141,6 +141,52 @@ def test_bad_arguments(tmp_path):
         build_csr(tmp_path / "o", tmp_path / "g")
 
 
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        (
+            [np.array([[0, 1], [1, 2]]), [[0, 1, 2], [1]]],
+            r"source chunk 1 .*: its \(src, dst\) rows have unequal lengths 3 and 1 \(shapes \(3,\) and \(1,\)\)",
+        ),
+        ([(np.array([0, 1]), np.array([1]))], r"source chunk 0 .*: its \(src, dst\) rows have unequal lengths 2 and 1"),
+        ([[[0, 1], [1], [2, 2]]], r"source chunk 0 .*, got a ragged list of rows of lengths 2, 1, 2"),
+    ],
+    ids=["ragged list", "unequal tuple", "three ragged rows"],
+)
+def test_ragged_chunks_and_unequal_pairs_name_the_chunk(tmp_path, source, message):
+    with pytest.raises(ValueError, match=message):
+        build_csr(source, tmp_path / "g")
+    with pytest.raises(ValueError, match=r"weights chunk 0 must be a 1-D float array, got a ragged list"):
+        build_csr([np.array([[0, 1], [1, 2]])], tmp_path / "g", weights=[[[1.0], [2.0, 3.0]]])
+    assert os.listdir(tmp_path) == []
+
+
+def test_build_never_replaces_what_it_did_not_write(tmp_path, monkeypatch):
+    def untouched():  # a one-pass source: refused before the first pass reads it
+        raise AssertionError("the source was read")
+        yield
+
+    results = tmp_path / "results"
+    results.mkdir()
+    np.save(results / "x.npy", np.arange(4))
+    for target, message in [
+        (results, r"'.*results' is not a graph folder written by gglspeedup \(it holds x\.npy\)"),
+        (results / "x.npy", r"x\.npy' exists and is not a saved graph"),
+    ]:
+        with pytest.raises(FileExistsError, match=message):
+            build_csr(untouched(), target, num_nodes=3)
+    monkeypatch.chdir(results)
+    for target in ("", "."):
+        with pytest.raises(FileExistsError, match=r"is the working directory"):
+            build_csr([np.array([[0], [1]])], target)
+    assert os.listdir(tmp_path) == ["results"] and os.listdir(results) == ["x.npy"]
+    assert np.array_equal(np.load(results / "x.npy"), np.arange(4))
+    build_csr([np.array([[0], [1]])], tmp_path / "g", num_nodes=2)
+    with pytest.raises(FileExistsError, match=r"already holds a saved graph and overwrite=False"):
+        build_csr([np.array([[1], [0]])], tmp_path / "g", num_nodes=2, overwrite=False)
+    assert build_csr([np.array([[1], [0]])], tmp_path / "g", num_nodes=2).indices.tolist() == [1]  # ours: replaced
+
+
 @pytest.mark.parametrize("failure", ["disk full", "interrupt"])
 def test_a_failing_build_leaves_nothing_that_loads(tmp_path, monkeypatch, failure):
     def source():

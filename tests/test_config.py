@@ -63,6 +63,18 @@ def test_datasets_load_lazily_and_cora_needs_no_numba():
     assert report == {"before": False, "after_load": [], "n": 2708, "numba": True}
 
 
+def test_service_loads_lazily_and_imports_neither_ray_nor_numba():
+    report = run_python(
+        "import sys, json\n"
+        "import gglspeedup as gg\n"
+        "before = 'gglspeedup.service' in sys.modules\n"
+        "error = gg.service.ServerUnavailable\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('ray', 'numba', 'scipy', 'pymetis'))\n"
+        "print(json.dumps(dict(before=before, heavy=heavy, base=error.__mro__[1].__name__)))"
+    )
+    assert report == {"before": False, "heavy": [], "base": "RuntimeError"}
+
+
 def test_all_lists_distinct_identifiers():
     names = gglspeedup.__all__
     assert len(names) == len(set(names))

@@ -1,5 +1,6 @@
 """CSRGraph: constructors, content checks, round trips, permutation, placement and persistence."""
 
+import os
 import re
 
 import numpy as np
@@ -410,6 +411,27 @@ def test_save_from_device_graph(tmp_path, device):
     graph.save(tmp_path / "g.npz")
     loaded = CSRGraph.load(tmp_path / "g.npz")
     assert loaded.edge_ids.tolist() == [5, 6] and loaded.device.type == "cpu"
+
+
+def test_save_keeps_every_user_file_and_names_the_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.mkdir("results")
+    np.save("results/x.npy", np.arange(3))
+    np.save("features.npy", np.ones((2, 2)))
+    graph = CSRGraph([0, 1, 2], [1, 0])
+    for path, message in [
+        ("results", r"^'results' \(.*results\) is not a graph folder written by gglspeedup \(it holds x\.npy\)"),
+        (".", r"^'\.' \(.*\) is the working directory"),
+        ("", r"^'' \(.*\) is the working directory"),
+        ("features.npy", r"^'features\.npy' \(.*features\.npy\) exists and is not a saved graph"),
+    ]:
+        with pytest.raises(FileExistsError, match=message):
+            graph.save(path)
+    assert sorted(os.listdir()) == ["features.npy", "results"] and os.listdir("results") == ["x.npy"]
+    assert np.load("results/x.npy").tolist() == [0, 1, 2] and np.load("features.npy").shape == (2, 2)
+    graph.save("graph")
+    graph.save("graph")  # a graph this library wrote: replaced
+    assert CSRGraph.load("graph").indices.tolist() == [1, 0]
 
 
 def test_load_reads_compressed_files_and_checks_content(tmp_path):

@@ -315,9 +315,10 @@ def test_typed_gpu_relabel_equals_a_serial_relabel_and_synchronises_once(monkeyp
     n_id = [rng.choice(50, 7, replace=False), np.array([3], np.int64), np.zeros(0, np.int64)]
     typed = rng.integers(0, 200, 400)
     typed[:5] = [0 + n_id[0][2], 53, 53, 199, 60]  # known, repeated new, and each type's edges
-    src_local, grouped, type_offsets = relabel_typed(
+    src_local, grouped, type_offsets, corrupt = relabel_typed(
         device, [xp.asarray(ids) for ids in n_id], type_base, xp.asarray(typed)
     )
+    assert corrupt is False
     known = [{int(v): i for i, v in enumerate(ids)} for ids in n_id]
     new = [[] for _ in n_id]
     expected = []

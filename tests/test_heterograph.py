@@ -2,6 +2,8 @@
 degrees, to_homogeneous, save / memory-mapped load, PyG conversion, and errors naming the
 relation and the first bad position; CSRGraph's bipartite form underneath."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,20 @@ def test_load_a_graph_whose_source_type_outnumbers_every_row(tmp_path):
     graph.save(tmp_path / "wide.npz")
     loaded = gg.HeteroGraph.load(tmp_path / "wide.npz")
     assert loaded[WRITES].indices.tolist() == [0, 99] and loaded.num_nodes == {"author": 100, "paper": 2}
+
+
+def test_save_refuses_a_users_folder_and_keeps_its_files(tmp_path, graph):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    np.save(folder / "x.npy", np.arange(3))
+    with pytest.raises(FileExistsError, match=r"'.*results' is not a graph folder written by gglspeedup"):
+        graph.save(folder)
+    assert os.listdir(folder) == ["x.npy"] and np.load(folder / "x.npy").tolist() == [0, 1, 2]
+    graph.save(tmp_path / "typed")
+    with pytest.raises(FileExistsError, match=r"'.*typed' already holds a saved graph and overwrite=False"):
+        graph.save(tmp_path / "typed", overwrite=False)
+    graph.save(tmp_path / "typed")
+    assert gg.HeteroGraph.load(tmp_path / "typed", verify=True).num_edges == graph.num_edges
 
 
 def test_load_refuses_other_files(tmp_path, graph):

@@ -80,6 +80,65 @@ def test_batch_size_independent_and_out_dir(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "layer2.npy"), on_disk)
 
 
+def test_out_dir_never_rewrites_an_earlier_output_or_an_input(tmp_path):
+    graph = _random_graph(seed=8)
+    x = np.random.default_rng(9).standard_normal((graph.num_nodes, 4)).astype(np.float32)
+    model = _model("sage", 4, 2, num_layers=2)
+    with torch.no_grad():
+        first = gg.inference.layerwise(model.convs, graph, x, activation=torch.relu, out_dir=tmp_path)
+        kept = np.array(first)
+        with pytest.raises(FileExistsError, match=r"layer0\.npy' already exists: layerwise writes its outputs to new"):
+            gg.inference.layerwise(model.convs, graph, 2 * x, activation=torch.relu, out_dir=tmp_path)
+        np.testing.assert_array_equal(first, kept)  # the first call's (mapped) output is intact
+        mapped = tmp_path / "inputs"
+        mapped.mkdir()
+        np.save(mapped / "layer0.npy", x)
+        x_mapped = np.load(mapped / "layer0.npy", mmap_mode="r")
+        with pytest.raises(FileExistsError, match=r"inputs/layer0\.npy' already exists"):
+            gg.inference.layerwise(model.convs, graph, x_mapped, activation=torch.relu, out_dir=mapped)
+    np.testing.assert_array_equal(np.load(mapped / "layer0.npy"), x)  # the input was never written
+    assert sorted(p.name for p in mapped.iterdir()) == ["layer0.npy"]
+
+
+def test_a_failed_call_removes_only_the_files_it_made(tmp_path):
+    graph = _random_graph(seed=10)
+    x = np.ones((graph.num_nodes, 3), np.float32)
+    (tmp_path / "notes.txt").write_text("mine")
+
+    def layer0(block, edge_index):  # layer 1 fails after layer 0 wrote its file
+        return torch.ones((block[1].shape[0], 2))
+
+    with pytest.raises(ValueError, match=r"layers\[1\] must return a 2-D output"):
+        gg.inference.layerwise([layer0, lambda block, ei: block[1][:1]], graph, x, out_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("num_layers", [1, 2, 3])
+def test_a_graph_without_nodes_gives_every_layers_width(num_layers, tmp_path):
+    graph = gg.CSRGraph([0], [])
+    model = _model("sage", 4, 3, num_layers=num_layers)
+    with torch.no_grad():
+        out = gg.inference.layerwise(model.convs, graph, np.zeros((0, 4), np.float32), activation=torch.relu)
+        on_disk = gg.inference.layerwise(model.convs, graph, np.zeros((0, 4), np.float32), out_dir=tmp_path)
+    assert out.shape == (0, 3) and out.dtype == np.float32 and on_disk.shape == (0, 3)
+
+
+def test_a_layer_returning_a_list_is_a_type_error_naming_it():
+    graph = _random_graph(seed=11)
+    x = np.ones((graph.num_nodes, 3), np.float32)
+    conv = SAGEConv(3, 2)
+    with torch.no_grad():
+        for layers, activation, message in [
+            ([lambda block, ei: [1.0, 2.0]], None, r"layers\[0\] must return an array or tensor .* got list"),
+            ([conv, lambda block, ei: (block[1],)], None, r"layers\[1\] must return an array or tensor .* got tuple"),
+            ([lambda block, ei: [1.0], conv], torch.relu, r"layers\[0\] must return an array or tensor .* got list"),
+            ([conv, conv], lambda h: h.tolist(), r"activation must return an array or tensor .* got list"),
+            ([lambda block, ei: None], None, r"layers\[0\] must return an array or tensor .* got NoneType"),
+        ]:
+            with pytest.raises(TypeError, match=message):
+                gg.inference.layerwise(layers, graph, x, activation=activation)
+
+
 def test_scipy_graph_store_input_and_progress(capsys):
     graph = _random_graph(seed=4)
     x = np.random.default_rng(5).standard_normal((graph.num_nodes, 4)).astype(np.float32)

@@ -1,13 +1,14 @@
 """The scale tooling runs end to end at CI size: bench build, bench scale and the papers-like demo."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
 import gglspeedup as gg
 from gglspeedup.bench import main as bench_main
-from gglspeedup.datasets.papers_like import PAPERS_NODES, load_papers_like, papers_like_features
+from gglspeedup.datasets.papers_like import PAPERS_NODES, load_papers_like, papers_like_features, papers_like_labels
 
 
 def test_bench_build_checks_outputs_and_reports_the_speedup(tmp_path, capsys):
@@ -51,6 +52,24 @@ def test_papers_like_is_cached_and_its_features_match_their_labels(tmp_path):
     assert PAPERS_NODES == 111_059_956
     with pytest.raises(ValueError, match=r"--graph 'papers-like:1:2:3': expected"):
         gg.datasets.spec.parse_spec("papers-like:1:2:3", graph_only=True)
+
+
+def test_papers_like_caches_never_replace_a_users_files(tmp_path):
+    taken = tmp_path / "papers-like-300-0"  # where the cache would put the graph: a user's folder
+    taken.mkdir()
+    np.save(taken / "x.npy", np.arange(3))
+    with pytest.raises(FileExistsError, match=r"papers-like-300-0' is not a graph folder written by gglspeedup"):
+        load_papers_like(300, 0, folder=tmp_path, memory="1M")
+    assert os.listdir(taken) == ["x.npy"] and np.load(taken / "x.npy").tolist() == [0, 1, 2]
+    features = tmp_path / "x.npy"
+    np.save(features, np.ones(4))
+    with pytest.raises(FileExistsError, match=r"x\.npy' already exists: papers_like_features writes a new file"):
+        papers_like_features(features, 300, 4)
+    assert np.load(features).tolist() == [1.0] * 4
+    path, labels = papers_like_features(features, 300, 4, num_classes=5, seed=3, overwrite=True)
+    assert np.load(path).shape == (300, 4)
+    np.testing.assert_array_equal(labels, papers_like_labels(300, num_classes=5, seed=3))
+    assert sorted(os.listdir(tmp_path)) == ["papers-like-300-0", "x.npy"]  # no temporary file left
 
 
 def test_papers_like_demo_trains_and_reports_throughput_and_memory(tmp_path, capsys):

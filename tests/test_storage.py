@@ -5,6 +5,7 @@ import errno
 import json
 import mmap
 import os
+import re
 
 import numpy as np
 import pytest
@@ -89,7 +90,13 @@ def _flip(path, array_file, offset_from_end=3):
 def test_a_flipped_byte_fails_verify_naming_the_array(tmp_path, array):
     _graph().save(tmp_path / "g")
     _flip(tmp_path / "g", f"{array}.npy")
-    gg.CSRGraph.load(tmp_path / "g")  # verify=False: O(1), contents trusted
+    if array == "indptr":  # verify=False still checks indptr, O(num_nodes): the samplers rely on it
+        with pytest.raises(
+            ValueError, match=r"indptr\[-1\] = \d+, not len\(indices\) = 6; the graph folder is corrupt"
+        ):
+            gg.CSRGraph.load(tmp_path / "g")
+    else:
+        gg.CSRGraph.load(tmp_path / "g")  # verify=False: O(1), contents trusted
     with pytest.raises(ValueError, match=rf"array '{array}' fails its checksum"):
         gg.CSRGraph.load(tmp_path / "g", verify=True)
 
@@ -232,3 +239,105 @@ def test_a_failed_save_leaves_the_old_graph_and_no_temporary_files(tmp_path, mon
 def test_saving_into_a_missing_folder_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         _graph().save(tmp_path / "nowhere" / "g")
+
+
+# ---------------------------------------------------------------- writes never delete what they did not write
+def _user_folder(path):
+    path.mkdir()
+    np.save(path / "x.npy", np.arange(5))
+    (path / "notes.txt").write_text("mine")
+    return path
+
+
+def _same_user_files(path):
+    assert sorted(os.listdir(path)) == ["notes.txt", "x.npy"]
+    assert np.array_equal(np.load(path / "x.npy"), np.arange(5)) and (path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("make", [_graph, _typed], ids=["CSRGraph", "HeteroGraph"])
+def test_save_over_a_users_folder_or_file_refuses_naming_the_path_and_keeps_them(tmp_path, make):
+    results = _user_folder(tmp_path / "results")
+    with pytest.raises(FileExistsError, match=r"'.*results' is not a graph folder written by gglspeedup"):
+        make().save(results)
+    _same_user_files(results)
+    features = tmp_path / "features.npy"
+    np.save(features, np.ones((3, 2)))
+    with pytest.raises(FileExistsError, match=r"features\.npy' exists and is not a saved graph"):
+        make().save(features)
+    assert np.array_equal(np.load(features), np.ones((3, 2)))  # a file, not replaced by a folder
+    os.symlink(results, tmp_path / "link")
+    with pytest.raises(FileExistsError, match=r"link' is a symbolic link"):
+        make().save(tmp_path / "link")
+    _same_user_files(results)
+    assert sorted(os.listdir(tmp_path)) == ["features.npy", "link", "results"]  # no temporary folder left
+
+
+@pytest.mark.parametrize("make", [_graph, _typed], ids=["CSRGraph", "HeteroGraph"])
+@pytest.mark.parametrize("where", [".", ""])
+def test_save_to_the_working_directory_refuses_and_deletes_nothing(tmp_path, monkeypatch, make, where):
+    _user_folder(tmp_path / "cwd")
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(FileExistsError, match=rf"'{re.escape(where)}' \(.*cwd\) is the working directory"):
+        make().save(where)
+    _same_user_files(tmp_path / "cwd")
+    with pytest.raises(FileExistsError, match=r"working directory or one of its ancestors"):
+        make().save(tmp_path)  # an ancestor of the working directory
+    _same_user_files(tmp_path / "cwd")
+
+
+def test_a_user_file_inside_a_saved_graph_makes_it_not_ours(tmp_path):
+    path = tmp_path / "g"
+    _graph().save(path)
+    (path / "mine.txt").write_text("keep")
+    with pytest.raises(FileExistsError, match=r"also holds files its header does not list \(mine\.txt\)"):
+        _graph(np.int64).save(path)
+    assert (path / "mine.txt").read_text() == "keep"
+    assert gg.CSRGraph.load(path, verify=True).indices.dtype == np.int32  # the old graph, untouched
+    os.remove(path / "mine.txt")
+    os.remove(path / "weights.npy")
+    (path / "weights.npy").mkdir()  # a folder under a name the header lists
+    (path / "weights.npy" / "mine.txt").write_text("keep")
+    with pytest.raises(FileExistsError, match=r"weights\.npy is not a plain file"):
+        _graph().save(path)
+    assert (path / "weights.npy" / "mine.txt").read_text() == "keep"
+
+
+def test_overwrite_replaces_only_a_graph_this_library_wrote(tmp_path):
+    path = tmp_path / "g"
+    _graph().save(path)
+    with pytest.raises(FileExistsError, match=r"'.*g' already holds a saved graph and overwrite=False"):
+        _graph(np.int64).save(path, overwrite=False)
+    assert gg.CSRGraph.load(path).indices.dtype == np.int32
+    _graph(np.int64).save(path)  # the default: a graph saved earlier is replaced
+    assert gg.CSRGraph.load(path, verify=True).indices.dtype == np.int64
+    (tmp_path / "empty").mkdir()
+    _graph().save(tmp_path / "empty", overwrite=False)  # an empty folder loses nothing
+    assert gg.CSRGraph.load(tmp_path / "empty").num_edges == 6
+    old = tmp_path / "old.npz"
+    np.savez(old, indptr=_graph().indptr, indices=_graph().indices)
+    _typed().save(old)  # an older saved graph (.npz) is ours too
+    assert gg.HeteroGraph.load(old).num_edges == _typed().num_edges
+    not_a_graph = tmp_path / "arrays.npz"
+    np.savez(not_a_graph, x=np.arange(3))
+    with pytest.raises(FileExistsError, match=r"arrays\.npz' exists and is not a saved graph"):
+        _graph().save(not_a_graph)
+    assert sorted(os.listdir(tmp_path)) == ["arrays.npz", "empty", "g", "old.npz"]
+    with pytest.raises(TypeError, match="overwrite must be a bool"):
+        _graph().save(tmp_path / "h", overwrite="yes")
+
+
+def test_a_file_appearing_during_a_save_is_kept_and_the_save_refused(tmp_path, monkeypatch):
+    path = tmp_path / "g"
+    _graph().save(path)
+    original = _storage.ArrayWriter.close
+
+    def close_and_meddle(self):
+        (path / "late.txt").write_text("mine")  # while the new folder is being written
+        return original(self)
+
+    monkeypatch.setattr(_storage.ArrayWriter, "close", close_and_meddle)
+    with pytest.raises(FileExistsError, match=r"header does not list \(late\.txt\)"):
+        _graph(np.int64).save(path)
+    monkeypatch.undo()
+    assert (path / "late.txt").read_text() == "mine" and sorted(os.listdir(tmp_path)) == ["g"]
+    assert gg.CSRGraph.load(path, verify=True).indices.dtype == np.int32

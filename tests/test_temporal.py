@@ -374,6 +374,24 @@ def test_bad_temporal_inputs_are_named():
         gg.NeighborSampler(graph, [2], disjoint="yes")
 
 
+def test_uint64_times_past_int64_are_refused_by_name_not_wrapped():
+    graph = _graph()
+    sampler = gg.NeighborSampler(graph, [2], edge_time=np.arange(graph.num_edges))
+    too_late = np.array([3, 2**64 - 1], np.uint64)  # int64 would read it as -1: no edge eligible
+    with pytest.raises(ValueError, match=r"seed_time\[1\] = 18446744073709551615 does not fit in int64"):
+        sampler.sample([0, 1], seed_time=too_late)
+    with pytest.raises(ValueError, match=r"pair_time\[1\] = 18446744073709551615 does not fit in int64"):
+        sampler.sample_links([[0, 1], [2, 3]], pair_time=too_late)
+    with pytest.raises(ValueError, match=r"node_time\[1\] = 18446744073709551615 does not fit in int64"):
+        gg.NeighborSampler(graph, [2], node_time=np.r_[too_late, np.zeros(22, np.uint64)])
+    fits = np.array([2**63 - 1, 5], np.uint64)  # the largest int64 still counts as a time
+    expected = sampler.sample([0, 1], key=0, seed_time=np.array([2**63 - 1, 5]))
+    assert_same_sample(sampler.sample([0, 1], key=0, seed_time=fits), expected)
+    typed = gg.HeteroNeighborSampler(_typed(), [2], node_time={"paper": np.arange(20)})
+    with pytest.raises(ValueError, match=r"seed_time\['paper'\]\[0\] = 18446744073709551615 does not fit"):
+        typed.sample({"paper": [1]}, seed_time={"paper": np.array([2**64 - 1], np.uint64)})
+
+
 def test_bad_typed_temporal_inputs_are_named():
     graph = _typed()
     with pytest.raises(TypeError, match="node_time of a typed graph must be a dict"):

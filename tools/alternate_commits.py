@@ -1,12 +1,18 @@
 """Time two commits' CPU samplers in alternating processes: the A/B for changes of a few percent.
 
     python tools/alternate_commits.py BASE HEAD [--graph untyped|wordnet|igbh-like:N] [--fanouts 25,10] [--pairs 8]
+        [--clock wall|cpu] [--threads N]
 
 Each commit is checked out once into a worktree under ``--worktrees`` (default
 ``/tmp/gglspeedup-worktrees``); then ``--pairs`` pairs of processes run, one per commit, the order
 swapped every pair. A process loads the graph, warms the sampler on 5 batches and times 7 rounds of
 20 batches of 1024 seeds (typed graphs: of the labelled types); its figure is the median round.
 Printed: each commit's median, every pair's ratio BASE / HEAD (> 1: HEAD faster) and their median.
+
+``--clock cpu`` times each round by the process's CPU time (every thread's) instead of the wall
+clock, and ``--threads N`` sets ``NUMBA_NUM_THREADS`` in both commits' processes: with
+``--threads 1 --clock cpu`` a round costs its instructions and cache misses, not the scheduler's
+time slices, which is what a change of a few percent needs on a machine other work is loading.
 
 Why processes: the in-process A/B (``tools/compare_commits.py``) loads both packages side by side,
 and on identical code it reads 0.87-0.92 for whichever is "this checkout"; a two-package round-robin
@@ -72,8 +78,8 @@ def exclusion_cost(fanouts: list, rounds: int) -> float:
     return float(np.median(costs))
 
 
-def measure(graph_name: str, fanouts: list, rounds: int) -> float:
-    """Median ms per batch of this process's ``gglspeedup`` (the child's side); for
+def measure(graph_name: str, fanouts: list, rounds: int, clock=time.perf_counter) -> float:
+    """Median ms per batch of this process's ``gglspeedup`` (the child's side) by ``clock``; for
     ``links:cost`` the median exclusion cost in % (:func:`exclusion_cost`)."""
     import numpy as np
 
@@ -99,10 +105,10 @@ def measure(graph_name: str, fanouts: list, rounds: int) -> float:
         sample(seeds)
     times = []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = clock()
         for seeds in batches:
             sample(seeds)
-        times.append((time.perf_counter() - start) * 1e3 / len(batches))
+        times.append((clock() - start) * 1e3 / len(batches))
     return float(np.median(times))
 
 
@@ -131,11 +137,15 @@ def main():
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--worktrees", default="/tmp/gglspeedup-worktrees")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="round times: wall clock or CPU time")
+    parser.add_argument("--threads", type=int, default=None, help="NUMBA_NUM_THREADS of every process")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     fanouts = [int(k) for k in args.fanouts.split(",")]
     if args.child:
-        print(measure(args.graph, fanouts, args.rounds))
+        print(
+            measure(args.graph, fanouts, args.rounds, time.process_time if args.clock == "cpu" else time.perf_counter)
+        )
         return
     paths = {name: worktree(args.worktrees, revision) for name, revision in (("base", args.base), ("head", args.head))}
     figures = {"base": [], "head": []}
@@ -143,10 +153,16 @@ def main():
         for name in ("base", "head") if pair % 2 == 0 else ("head", "base"):
             command = [sys.executable, os.path.abspath(__file__), "--child", args.base, args.head]
             command += ["--graph", args.graph, "--fanouts", args.fanouts, "--rounds", str(args.rounds)]
+            command += ["--clock", args.clock]
             env = dict(os.environ, PYTHONPATH=paths[name])
+            if args.threads is not None:
+                env["NUMBA_NUM_THREADS"] = str(args.threads)
             output = subprocess.run(command, cwd=paths[name], env=env, check=True, capture_output=True, text=True)
             figures[name].append(float(output.stdout.split()[-1]))
-    print(f"{args.graph}, fanouts {fanouts}: {args.pairs} pairs of processes x {args.rounds} rounds of 20 batches")
+    how = f"{args.clock} clock" + ("" if args.threads is None else f", {args.threads} thread(s)")
+    print(
+        f"{args.graph}, fanouts {fanouts}: {args.pairs} pairs of processes x {args.rounds} rounds of 20 batches ({how})"
+    )
     if args.graph == "links:cost":
         for name, revision in (("base", args.base), ("head", args.head)):
             costs, median = " ".join(f"{c:.1f}" for c in figures[name]), statistics.median(figures[name])

@@ -92,12 +92,13 @@ def _kernels():
                 types.boolean,
                 *([i64] * 8),
                 types.int64,
+                i64,  # the corrupt-id flag
             )
             yield f"sampling fill + insert ({tag} weights{mode})", sampling_cuda._fill_insert_kernel, fill, True
             typed_count = (graph, options, *([i64] * 5))
             yield f"typed count ({tag} weights{mode})", cuda_typed._typed_count_kernel, typed_count, True
             u64 = types.Array(types.uint64, 1, "C")
-            typed_fill = (graph, options, *([i64] * 5), u64, *([i64] * 6))
+            typed_fill = (graph, options, *([i64] * 5), u64, *([i64] * 6), i64, i64)  # + source bounds, flag
             yield f"typed fill ({tag} weights{mode})", cuda_typed._typed_fill_kernel, typed_fill, True
         from gglspeedup.sampling._kernels.links import NegativeTimes
 

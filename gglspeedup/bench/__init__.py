@@ -13,6 +13,8 @@ import importlib
 import json
 import sys
 
+from .._config import run_command
+
 __all__ = ["main", "COMMANDS"]
 
 COMMANDS = {
@@ -32,6 +34,7 @@ COMMANDS = {
     "gpu": "the one-shot GPU check: GPU tests, CPU == GPU, stream races, staging, sampling and gather figures",
     "attention-pooling": "softmax / sparsemax / gfusedmax pooling of graph batches: ms per iteration vs attpool2",
     "temporal": "temporal sampling: edges/s beside plain sampling (sorted and unsorted rows) and pyg-lib's",
+    "service": "partition servers on Ray: batches/s vs the local sampler, bytes per batch, failure timings",
 }
 
 
@@ -45,6 +48,10 @@ def main(argv=None) -> int:
         command.set_defaults(_module=module)
         _add_command_arguments(command, module)
     args = parser.parse_args(argv)
+    return run_command(f"python -m gglspeedup.bench {args.command}", _run, args)
+
+
+def _run(args) -> int:
     results = importlib.import_module(args._module).run(args)
     if args.json:
         with open(args.json, "w") as handle:

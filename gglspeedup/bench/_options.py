@@ -13,11 +13,21 @@ options).
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..datasets.spec import GRAPH_SPEC_HELP
 
-__all__ = ["COMMON_OPTIONS", "SAMPLING", "add_common_arguments", "check_at_least_one", "check_timing_args"]
+__all__ = [
+    "COMMON_OPTIONS",
+    "SAMPLING",
+    "PeersOption",
+    "add_common_arguments",
+    "check_at_least_one",
+    "check_timing_args",
+    "check_peers",
+]
 
 # name: (type, default, help); a type None keeps the option's text as given (argparse's default),
 # and "{default}" in a help reads the command's default.
@@ -63,7 +73,49 @@ def add_common_arguments(parser, *names: str, **changes: Any) -> None:
         else:
             default, text = value, text.replace("{default}", str(value))
         typed = {} if kind is None else {"type": kind}
+        if name == "peers":
+            typed["action"] = PeersOption
+            parser.set_defaults(peers_given=False)
         parser.add_argument(f"--{name.replace('_', '-')}", default=default, help=text, **typed)
+
+
+class PeersOption(argparse.Action):
+    """``--peers``: stores the text and records that the user named peers (``args.peers_given``),
+    which :func:`check_peers` reads: named peers that are all missing stop the run at once."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.peers_given = True
+
+
+def check_peers(args, wanted: Sequence[str], why_unavailable: Callable[[str], str | None] | None = None) -> dict:
+    """Check the peers ``wanted`` before anything is built; ``{name: reason}`` of the missing ones.
+
+    Called by every command that takes ``--peers`` right after its option checks, before it
+    loads or generates a graph (which can take minutes and gigabytes). ``why_unavailable(name)``
+    returns the reason a peer cannot run, or ``None`` (default: :func:`.peers.why_unavailable`).
+    Missing peers are printed at once; the run then measures the others and lists these as
+    unavailable. When the user named peers (``--peers``) and none of them can run, there is
+    nothing to compare with: a ``ValueError`` naming ``--peers``, each reason and the way out
+    (``scripts/install_peers.sh``, or ``--peers ''`` for gglspeedup alone).
+    """
+    if why_unavailable is None:
+        from .peers import why_unavailable
+    missing = {}
+    for name in wanted:
+        reason = why_unavailable(name)
+        if reason is not None:
+            missing[name] = reason
+            print(f"peer {name}: unavailable ({reason}); checked before any graph is built", flush=True)
+    if missing and len(missing) == len(wanted) and getattr(args, "peers_given", False):
+        from .peers import PeersMissing
+
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in missing.items())
+        raise PeersMissing(
+            f"--peers {','.join(wanted)}: no named peer can run here ({reasons}). Install the peers with "
+            "`bash scripts/install_peers.sh`, or pass --peers '' to measure gglspeedup alone"
+        )
+    return missing
 
 
 def check_at_least_one(args, *options: str) -> None:

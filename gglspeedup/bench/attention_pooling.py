@@ -56,7 +56,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--lam", type=float, default=1.0, help="gfusedmax's lam (default 1.0, attpool2's)")
     parser.add_argument("--iters", type=int, default=5, help="timed iterations per round (default 5)")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds; the median is reported (default 5)")
-    parser.add_argument("--peers", default="attpool2", help="'attpool2' (when importable) or '' for none")
+    from ._options import PeersOption
+
+    parser.add_argument(
+        "--peers", default="attpool2", action=PeersOption, help="'attpool2' (when importable) or '' for none"
+    )
+    parser.set_defaults(peers_given=False)
     parser.add_argument("--attpool2-pool", choices=("shipped", "serial"), default="shipped", help="attpool2's pool")
     parser.add_argument("--no-demo", action="store_true", help="skip the demo-model training step")
     parser.add_argument("--torch-threads", type=int, default=1, help="torch threads (default 1, as attpool2 was run)")
@@ -206,7 +211,10 @@ def run(args) -> dict:
         raise ValueError(f"--heads must list ints >= 1, got {args.heads!r}")
     attpool2, absent = (None, "not requested")
     if "attpool2" in str(args.peers):
+        from ._options import check_peers
+
         attpool2, absent = _import_attpool2(args.attpool2_pool)  # before torch: attpool2 requires it
+        check_peers(args, ["attpool2"], lambda name: absent)  # before any batch is built
     import torch
 
     from ._common import format_table, machine_info, paired_ratio, time_contenders

@@ -219,12 +219,14 @@ def _prepare_dgl(graph, fanouts, seed):
 # ---------------------------------------------------------------------------------- command
 def _validate(args):
     from ._common import parse_fanouts, parse_names
-    from ._options import check_timing_args
+    from ._options import check_peers, check_timing_args
 
     fanouts = parse_fanouts(args.fanouts)
     wanted = parse_names(args.peers, PEERS) if args.peers else []
+    wanted = list(PEERS) if wanted is None else wanted
     check_timing_args(args)
-    return fanouts, list(PEERS) if wanted is None else wanted
+    check_peers(args, wanted)  # before the graph is built
+    return fanouts, wanted
 
 
 def run(args) -> dict:

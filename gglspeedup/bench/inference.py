@@ -166,8 +166,12 @@ def run(args) -> dict:
 
     from ..device import parse_size
     from ..examples.torch_models import SAGE, SAGEConv
-    from ._common import apply_threads, format_table, load_graph, machine_info
+    from ._common import apply_threads, format_table, load_graph, machine_info, parse_names
+    from ._options import check_peers
 
+    cache = parse_size(args.cache_size, "--cache-size")
+    wanted = (parse_names(args.peers, ("dgl",)) or ["dgl"]) if args.peers.strip() else []
+    missing = check_peers(args, wanted)  # before the graph is built
     apply_threads(args.threads)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -177,17 +181,9 @@ def run(args) -> dict:
     model = SAGE(args.dim, args.hidden, args.out, num_layers=args.layers, conv=SAGEConv).eval()
     widest = max([args.hidden] * (args.layers - 1) + [args.out])
     layer_bytes = graph.num_nodes * widest * 4
-    cache = parse_size(args.cache_size)
     contenders = {"gglspeedup": _ours}
-    if "dgl" in args.peers.split(","):
-        from .peers import PeerUnavailable, import_dgl
-
-        try:
-            import_dgl()
-        except PeerUnavailable as error:
-            print(f"dgl: skipped ({error})")
-        else:
-            contenders["dgl"] = _dgl
+    if "dgl" in wanted and "dgl" not in missing:
+        contenders["dgl"] = _dgl
     tiny = _tiny_graph(graph)
     rows, outputs = [], {}
     for name, function in contenders.items():
@@ -227,6 +223,8 @@ def run(args) -> dict:
     }
     if "dgl" in outputs:
         results["max_abs_difference_vs_dgl"] = difference
+        from .peers import import_dgl
+
         results["machine"]["dgl"] = import_dgl().__version__
     return results
 

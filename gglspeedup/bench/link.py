@@ -154,7 +154,7 @@ def run(args) -> dict:
     from .. import __version__
     from ..device import as_device
     from . import _common
-    from ._options import check_at_least_one
+    from ._options import check_at_least_one, check_peers
     from .peers import Contender
 
     fanouts = _common.parse_fanouts(args.fanouts)
@@ -164,6 +164,7 @@ def run(args) -> dict:
     wanted = list(PEERS) if wanted is None else wanted
     check_at_least_one(args, "batch", "batches", "repeats")
     device = as_device(args.device).check_available()
+    check_peers(args, wanted)  # before the graph is built
     graph, graph_info = _common.load_graph(args.graph)
     if graph.num_edges == 0:
         raise ValueError(f"--graph {args.graph} has no edges to predict")

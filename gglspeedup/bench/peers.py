@@ -31,13 +31,18 @@ import numpy as np
 from ..device import as_device
 from ..sampling.types import Adj, SampleOutput
 
-__all__ = ["PEERS", "PeerUnavailable", "Contender", "prepare", "numpy_sample"]
+__all__ = ["PEERS", "PeerUnavailable", "PeersMissing", "Contender", "prepare", "numpy_sample", "why_unavailable"]
 
 PEERS = ("numpy", "dgl", "pyg")
 
 
 class PeerUnavailable(RuntimeError):
     """A peer cannot run here (not installed, no native sampler, wrong device); the text says why."""
+
+
+class PeersMissing(PeerUnavailable, ValueError):
+    """Every peer the user named with ``--peers`` is missing, found before any graph was built: a
+    ``ValueError`` too, as the commands' other bad options (:func:`._options.check_peers`)."""
 
 
 @dataclass
@@ -292,7 +297,9 @@ def _prepare_dgl(graph, fanouts, seed, device) -> Contender:
 
 
 # ---------------------------------------------------------------------------------- PyG
-def _prepare_pyg(graph, fanouts, seed, device) -> Contender:
+def _import_pyg_sampler():
+    """``torch_geometric`` with a native neighbour sampler (pyg-lib or torch-sparse), or
+    :class:`PeerUnavailable` saying what is missing."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -302,6 +309,21 @@ def _prepare_pyg(graph, fanouts, seed, device) -> Contender:
         raise PeerUnavailable(f"torch_geometric does not import ({error})") from None
     if not (pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE):
         raise PeerUnavailable("needs pyg-lib or torch-sparse (PyG has no pure-Python neighbour sampler)")
+    return torch_geometric
+
+
+def why_unavailable(name: str) -> str | None:
+    """Why the peer ``name`` (one of :data:`PEERS`) cannot run here, or ``None`` when its library
+    imports: the check a bench command makes before it builds any graph (imports only)."""
+    try:
+        {"numpy": lambda: np, "dgl": import_dgl, "pyg": _import_pyg_sampler}[name]()
+    except PeerUnavailable as error:
+        return str(error)
+    return None
+
+
+def _prepare_pyg(graph, fanouts, seed, device) -> Contender:
+    torch_geometric = _import_pyg_sampler()
     if device.is_cuda:
         raise PeerUnavailable("PyG's NeighborSampler samples on the CPU only")
     import torch
@@ -317,7 +339,7 @@ def _prepare_pyg(graph, fanouts, seed, device) -> Contender:
         warnings.simplefilter("ignore")  # "without pyg-lib is deprecated"
         # is_sorted: edges are grouped by target already, so PyG builds its CSC without a sort.
         sampler = NeighborSampler(data, num_neighbors=list(fanouts), is_sorted=True)
-    backend = "pyg-lib" if pyg_typing.WITH_PYG_LIB else "torch-sparse"
+    backend = "pyg-lib" if torch_geometric.typing.WITH_PYG_LIB else "torch-sparse"
 
     def sample(seeds) -> int:
         out = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))

@@ -70,12 +70,14 @@ def _validate(args):
     from ..device import as_device
     from . import peers
     from ._common import parse_fanouts, parse_names
-    from ._options import check_timing_args
+    from ._options import check_peers, check_timing_args
 
     fanouts = parse_fanouts(args.fanouts)
-    wanted = parse_names(args.peers, peers.PEERS)
+    wanted = list(parse_names(args.peers, peers.PEERS) or peers.PEERS)
     check_timing_args(args)
-    return fanouts, list(wanted or peers.PEERS), as_device(args.device).check_available()
+    device = as_device(args.device).check_available()
+    check_peers(args, wanted)  # before the graph is built
+    return fanouts, wanted, device
 
 
 def run(args) -> dict:

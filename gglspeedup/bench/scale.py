@@ -310,7 +310,12 @@ def _features(args, folder, graph, fanouts) -> dict:
     start = time.perf_counter()
     if args.rebuild or not os.path.exists(path):
         papers_like_features(
-            path, graph.num_nodes, args.feature_dim, seed=args.seed, dtype=np.dtype(args.feature_dtype)
+            path,
+            graph.num_nodes,
+            args.feature_dim,
+            seed=args.seed,
+            dtype=np.dtype(args.feature_dtype),
+            overwrite=bool(args.rebuild),  # --rebuild: the bench's own cached file, asked for again
         )
         written_s = time.perf_counter() - start
     else:

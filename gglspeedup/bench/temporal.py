@@ -71,13 +71,25 @@ def make_times(graph, kind: str, seed: int) -> np.ndarray:
 
 def _validate(args):
     from ._common import parse_fanouts, parse_names
-    from ._options import check_timing_args
+    from ._options import check_peers, check_timing_args
 
     fanouts = parse_fanouts(args.fanouts)
     check_timing_args(args)
     strategies = parse_names(args.strategies, ("uniform", "last"), "--strategies") or ["uniform", "last"]
     wanted = [] if not args.peers.strip() else parse_names(args.peers, PEERS) or list(PEERS)
+    check_peers(args, wanted, _why_unavailable)  # before the graph is built
     return fanouts, strategies, wanted
+
+
+def _why_unavailable(name: str) -> str | None:
+    """This command's peers: pyg-lib's ``neighbor_sample`` (``pyg``), GraphBolt (``dgl``)."""
+    if name == "dgl":
+        return _dgl_reason()
+    try:
+        import pyg_lib  # noqa: F401
+    except ImportError as error:
+        return f"pyg-lib does not import ({error}); see scripts/peer_env_pyg.sh"
+    return None
 
 
 def _ours(sampler, seed_times):

@@ -18,6 +18,9 @@ Typed datasets (:func:`load_wordnet`, :func:`load_igbh_like`) return a
 >>> graph.num_nodes, graph.num_edges, x.shape, len(split["train"])
 (2708, 10556, (2708, 1433), 140)
 
+A bundled file that is damaged (truncated, flipped, a member missing) raises
+:class:`DatasetFileError` (a ``ValueError`` and an ``OSError``) naming it.
+
 Numba (used by the synthetic generators) loads on first use, not with this module.
 """
 
@@ -27,6 +30,7 @@ import importlib
 import os
 
 from . import planetoid
+from ._bundled import DatasetFileError
 from .links import EdgeSplit, split_edges
 from .readers import read_ogb_node, read_reddit
 from .spec import parse_dataset_spec
@@ -35,6 +39,7 @@ from .wordnet import HeteroEdgeSplit, load_wordnet, wordnet_link_split
 
 __all__ = [
     "load",
+    "DatasetFileError",
     "synthetic_powerlaw",
     "synthetic_features",
     "synthetic_labels",

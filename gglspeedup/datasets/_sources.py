@@ -61,10 +61,8 @@ class Source:
             start += length
 
     def _checked(self, index: int, piece) -> np.ndarray:
-        from ..device import to_numpy
-
-        piece = to_numpy(piece) if not isinstance(piece, np.ndarray) else piece
         where = f"{self.name} chunk {index}"
+        piece = _as_array(where, piece, self.kind)
         if self.kind == "edges":
             if piece.dtype.kind not in "iu" or piece.ndim != 2 or piece.shape[0] != 2:
                 raise ValueError(f"{where} must be a (2, k) integer array, got {piece.dtype} {piece.shape}")
@@ -84,6 +82,31 @@ class Source:
 
     def spill_to(self, folder: str, prefix: str = "e") -> Spill:
         return Spill(folder, prefix, self)
+
+
+def _as_array(where: str, piece, kind: str) -> np.ndarray:
+    """``piece`` as a NumPy array, or ``ValueError`` naming the chunk when it is ragged (NumPy
+    says only "inhomogeneous shape"): a ``(src, dst)`` pair of unequal lengths, or rows that differ."""
+    from ..device import to_numpy
+
+    if isinstance(piece, np.ndarray):
+        return piece
+    try:
+        return to_numpy(piece)
+    except ValueError:
+        if not isinstance(piece, (list, tuple)):
+            raise
+    lengths = [len(row) if hasattr(row, "__len__") else None for row in piece]
+    expected = "a (2, k) integer array ([sources; targets])" if kind == "edges" else "a 1-D float array"
+    if kind == "edges" and len(piece) == 2 and None not in lengths:
+        raise ValueError(
+            f"{where} must be {expected}: its (src, dst) rows have unequal lengths {lengths[0]} and {lengths[1]} "
+            f"(shapes ({lengths[0]},) and ({lengths[1]},))"
+        ) from None
+    shown = ", ".join("scalar" if n is None else str(n) for n in lengths[:6]) + (", ..." if len(lengths) > 6 else "")
+    raise ValueError(
+        f"{where} must be {expected}, got a ragged {type(piece).__name__} of rows of lengths {shown} (no array shape)"
+    ) from None
 
 
 class ArraysSource(Source):

@@ -26,6 +26,7 @@ from numba import njit
 from .._csr_build import blocks_for
 from .._csr_kernels import compact_rows, count_rows, sort_unique_rows
 from .._intrinsics import prefetch
+from .._replace import check_replaceable
 from .._storage import FolderWriter
 from ..device import parse_size
 from ..graph import CSRGraph
@@ -45,6 +46,7 @@ def build_csr(
     keep_edge_ids=False,
     weights=None,
     dtype=None,
+    overwrite=True,
     _unique_rows=False,
 ) -> CSRGraph:
     """Build a :class:`~gglspeedup.CSRGraph` at the folder ``path`` from edges in chunks, out of core.
@@ -57,7 +59,9 @@ def build_csr(
         never mapped whole), or an OGB raw folder (one holding ``edge.csv.gz`` or ``raw/edge.csv.gz``,
         ``src,dst`` per line).
     path : str or path
-        Where the graph folder goes (replaced atomically if it exists).
+        Where the graph folder goes, written under a temporary name and renamed into place. It
+        may be new, an empty folder or (``overwrite=True``) a graph this library saved, which is
+        replaced atomically; anything else raises ``FileExistsError`` before the first pass.
     num_nodes : int, optional
         Number of nodes; default: the largest id plus one.
     direction : {"in", "out"}
@@ -75,6 +79,8 @@ def build_csr(
         of ``.npy`` files), finite and ``>= 0``.
     dtype : np.int32, np.int64 or None
         Index width (default: int32 while ids fit).
+    overwrite : bool
+        Replace a graph saved at ``path`` earlier (default); ``False`` refuses it too.
 
     Returns
     -------
@@ -86,8 +92,12 @@ def build_csr(
     ------
     ValueError
         naming the chunk and position of the first bad edge (a negative id, an id
-        ``>= num_nodes``, a chunk that is not ``(2, k)`` integers, a weight that is not finite and
-        ``>= 0``, weights chunked differently from the edges); nothing is left at ``path``.
+        ``>= num_nodes``, a chunk that is not ``(2, k)`` integers, ragged or of unequal
+        ``(src, dst)``, a weight that is not finite and ``>= 0``, weights chunked differently
+        from the edges); nothing is left at ``path``.
+    FileExistsError
+        naming ``path`` when something stands there that this library did not write (a folder or
+        file of the user's, the working directory), or a saved graph with ``overwrite=False``.
     OSError
         when writing fails (a full disk), naming the array being written; nothing is left at
         ``path``.
@@ -95,7 +105,7 @@ def build_csr(
     if direction not in ("in", "out"):
         raise ValueError(f"direction must be 'in' or 'out', got {direction!r}")
     keep_edge_ids = check_bool("keep_edge_ids", keep_edge_ids)
-    budget = parse_size(memory)
+    budget = parse_size(memory, "memory")
     if budget < 1 << 20:
         raise ValueError(f"memory must be at least 1 MiB, got {memory!r}")
     if num_nodes is not None:
@@ -105,7 +115,11 @@ def build_csr(
         check_allocation("num_nodes", num_nodes, 8 * (1 + blocks_for(1 << 62)))
     if dtype is not None:
         index_dtype(0, dtype)  # the type check now; the width check once num_nodes is known
-    path = os.path.abspath(os.fspath(path))
+    overwrite = check_bool("overwrite", overwrite)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike naming a folder, got {type(path).__name__}")
+    given, path = path, os.path.abspath(os.fspath(path))
+    check_replaceable(path, overwrite=overwrite, given=given)  # before a pass over the source, not after
     scratch = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.scratch-{uuid.uuid4().hex[:12]}")
     edges = as_source("source", source)
     weight_source = None if weights is None else as_source("weights", weights, kind="weights")
@@ -122,7 +136,7 @@ def build_csr(
         _indptr_from_counts(counts, indptr)
         del counts
         meta = {"num_nodes": num_nodes, "num_src_nodes": num_nodes, "num_edges": num_edges}
-        with FolderWriter(path, "CSRGraph", meta) as out:
+        with FolderWriter(path, "CSRGraph", meta, overwrite=overwrite, given=given) as out:
             _write_rows(out, edges, weight_source, indptr, width, keep_edge_ids, budget, direction, _unique_rows)
         return CSRGraph.load(path, mmap=True)
     finally:

@@ -15,12 +15,20 @@ complete folder: builds appear only when finished) is memory-mapped instead of r
 from __future__ import annotations
 
 import os
+import uuid
 
 import numpy as np
 
-from ..validation import check_int
+from ..validation import check_bool, check_int
 
-__all__ = ["PAPERS_NODES", "PAPERS_DEGREE", "cache_folder", "load_papers_like", "papers_like_features"]
+__all__ = [
+    "PAPERS_NODES",
+    "PAPERS_DEGREE",
+    "cache_folder",
+    "load_papers_like",
+    "papers_like_features",
+    "papers_like_labels",
+]
 
 PAPERS_NODES = 111_059_956
 PAPERS_DEGREE = 14.6
@@ -53,23 +61,41 @@ def load_papers_like(num_nodes: int = PAPERS_NODES, seed: int = 0, *, folder=Non
     return synthetic_powerlaw(num_nodes, PAPERS_DEGREE, seed=seed, out=path, memory=memory), True
 
 
+def papers_like_labels(num_nodes: int, *, num_classes: int = 172, seed: int = 0) -> np.ndarray:
+    """The int64 ``(num_nodes,)`` labels :func:`papers_like_features` draws for the same arguments
+    (so a cached feature file's labels can be had again without rewriting the file)."""
+    return _labels(num_nodes, num_classes, seed)[0]
+
+
+def _labels(num_nodes, num_classes, seed) -> tuple:
+    """``(labels, rng)``: the labels and the generator that draws the features after them."""
+    num_nodes = check_int("num_nodes", num_nodes, minimum=1)
+    num_classes = check_int("num_classes", num_classes, minimum=1)
+    rng = np.random.default_rng([check_int("seed", seed, minimum=0), 4])
+    return rng.integers(0, num_classes, size=num_nodes, dtype=np.int64), rng
+
+
 def papers_like_features(
-    path, num_nodes: int, dim: int = 128, *, num_classes: int = 172, seed: int = 0, dtype=np.float16
+    path, num_nodes: int, dim: int = 128, *, num_classes: int = 172, seed: int = 0, dtype=np.float16, overwrite=False
 ):
     """Write a ``(num_nodes, dim)`` feature table to the ``.npy`` file ``path`` chunk by chunk and
     return ``(path, labels)``: noise plus a class centroid per row (as
     :func:`~gglspeedup.datasets.synthetic_features`), ``num_classes`` uniform labels (papers100M
-    has 172). Memory: one chunk of rows, whatever ``num_nodes`` is. The file is written under a
-    temporary name and renamed when complete."""
-    num_nodes = check_int("num_nodes", num_nodes, minimum=1)
+    has 172; :func:`papers_like_labels`). Memory: one chunk of rows, whatever ``num_nodes`` is. The
+    file is written under a temporary name and renamed when complete.
+
+    A file already at ``path`` raises ``FileExistsError`` naming it (a ``.npy`` of the user's
+    cannot be told from one written here), unless ``overwrite=True``."""
     dim = check_int("dim", dim, minimum=1)
-    rng = np.random.default_rng([check_int("seed", seed, minimum=0), 4])
-    labels = rng.integers(0, num_classes, size=num_nodes, dtype=np.int64)
+    labels, rng = _labels(num_nodes, num_classes, seed)
+    num_nodes = labels.shape[0]
     centroids = rng.standard_normal((num_classes, dim), dtype=np.float32)
     path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}.npy"
+    overwrite = check_bool("overwrite", overwrite)
+    _refuse_existing(path, overwrite)
+    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}.npy")
     try:
-        with open(tmp, "wb") as handle:  # plain writes: no mapping, so written rows never count as ours
+        with open(tmp, "xb") as handle:  # plain writes: no mapping, so written rows never count as ours
             header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False}
             np.lib.format.write_array_header_1_0(handle, {**header, "shape": (num_nodes, dim)})
             for start in range(0, num_nodes, _FEATURE_CHUNK):
@@ -77,9 +103,17 @@ def papers_like_features(
                 rows = rng.standard_normal((stop - start, dim), dtype=np.float32)
                 rows += centroids[labels[start:stop]]
                 handle.write(rows.astype(dtype).tobytes())
+        _refuse_existing(path, overwrite)  # again: the write may have taken minutes
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
     return path, labels
+
+
+def _refuse_existing(path: str, overwrite: bool) -> None:
+    if not overwrite and os.path.lexists(path):
+        raise FileExistsError(
+            f"{path!r} already exists: papers_like_features writes a new file (overwrite=True replaces it)"
+        )

@@ -12,11 +12,12 @@ import os
 import numpy as np
 
 from ..graph import CSRGraph
+from ._bundled import bundled_path, read_members, reading
 
 __all__ = ["load", "NAMES"]
 
 NAMES = ("cora", "citeseer")
-_DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+_CONVERTER = "tools/convert_planetoid.py"
 
 
 def load(name: str, root: str | os.PathLike | None = None, normalize: bool = False):
@@ -57,19 +58,17 @@ def load(name: str, root: str | os.PathLike | None = None, normalize: bool = Fal
     key = name.lower()
     if key not in NAMES:
         raise ValueError(f"name must be one of {NAMES}, got {name!r}")
-    path = os.path.join(_DATA_DIR if root is None else os.fspath(root), f"{key}.npz")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path!r} not found; write it with tools/convert_planetoid.py --out")
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {member: data[member] for member in data.files}
-    num_nodes = len(arrays["y"])
-    graph = CSRGraph.from_edge_index(arrays["edge_index"], num_nodes=num_nodes, direction="in")
-    x = _dense_binary(arrays["x_indptr"], arrays["x_indices"], tuple(arrays["x_shape"].tolist()))
+    path = bundled_path(f"{key}.npz", root, _CONVERTER)
+    with reading(path, _CONVERTER):  # a damaged file is named, whatever part of it is bad
+        arrays = read_members(path)
+        num_nodes = len(arrays["y"])
+        graph = CSRGraph.from_edge_index(arrays["edge_index"], num_nodes=num_nodes, direction="in")
+        x = _dense_binary(arrays["x_indptr"], arrays["x_indices"], tuple(arrays["x_shape"].tolist()))
+        y = arrays["y"].astype(np.int64)
+        split = {part: arrays[f"{part}_index"].astype(np.int64) for part in ("train", "val", "test")}
     if normalize:
         row_sums = x.sum(axis=1, keepdims=True)
         np.divide(x, row_sums, out=x, where=row_sums > 0)
-    y = arrays["y"].astype(np.int64)
-    split = {part: arrays[f"{part}_index"].astype(np.int64) for part in ("train", "val", "test")}
     return graph, x, y, split
 
 

@@ -63,7 +63,8 @@ def synthetic_powerlaw(
         Build the graph out of core into this folder instead of in memory: the pairs are drawn
         in chunks and streamed into :func:`~gglspeedup.datasets.build_csr` (rows sorted and
         deduplicated bucket by bucket), so the edge list is never held; the result is the same
-        graph, memory-mapped from ``out``.
+        graph, memory-mapped from ``out``. A graph saved at ``out`` earlier is replaced; anything
+        else there raises ``FileExistsError`` (as ``build_csr``).
     memory : int or str
         With ``out``: the build's buffer budget (see ``build_csr``).
 

@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["TemporalEvents", "load_uci_messages", "chronological_split"]
+from ._bundled import bundled_path, read_members, reading
 
-_DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+__all__ = ["TemporalEvents", "load_uci_messages", "chronological_split"]
 
 
 class TemporalEvents(NamedTuple):
@@ -83,13 +83,12 @@ def load_uci_messages(root: str | os.PathLike | None = None) -> TemporalEvents:
     >>> events.num_nodes, events.num_events, int(events.time[0]), bool((events.time[1:] >= events.time[:-1]).all())
     (1899, 59835, 1082008561, True)
     """
-    path = os.path.join(_DATA_DIR if root is None else os.fspath(root), "uci_messages.npz")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path!r} not found; write it with tools/convert_uci_messages.py --out")
-    with np.load(path, allow_pickle=False) as data:
+    path = bundled_path("uci_messages.npz", root, "tools/convert_uci_messages.py")
+    with reading(path, "tools/convert_uci_messages.py"):  # a damaged file is named, whatever part is bad
+        data = read_members(path)
         src, dst = data["src"].astype(np.int64), data["dst"].astype(np.int64)
         time, num_nodes = data["time"].astype(np.int64), int(data["num_nodes"])
-    return TemporalEvents(src, dst, time, num_nodes)
+        return TemporalEvents(src, dst, time, num_nodes)
 
 
 def chronological_split(num_events: int, val: float = 0.15, test: float = 0.15) -> dict:

@@ -14,9 +14,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._bundled import bundled_path, read_members, reading
+
 __all__ = ["load_tu", "TUDataset", "TU_NAMES"]
 
-_DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 TU_NAMES = ("enzymes", "proteins")
 
 
@@ -43,8 +44,15 @@ class TUDataset(NamedTuple):
         return int(self.ptr.shape[0] - 1)
 
     def subset(self, graphs) -> TUDataset:
-        """The graphs ``graphs`` (ids, in that order) as one batch, renumbered from 0."""
-        graphs = np.asarray(graphs, dtype=np.int64)
+        """The graphs ``graphs`` (ids, in that order) as one batch, renumbered from 0.
+
+        ``graphs`` is a 1-D array or list of integer ids in ``[0, num_graphs)``: a float raises
+        ``TypeError``, an id out of range (a negative one too: nothing wraps around)
+        ``IndexError`` naming it and the range.
+        """
+        from ..validation import check_ids_in_range, int_array
+
+        graphs = check_ids_in_range("graphs", int_array("graphs", graphs), self.num_graphs, what="num_graphs")
         sizes = np.diff(self.ptr)[graphs]
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         nodes = (
@@ -66,14 +74,15 @@ def load_tu(name: str, root: str | os.PathLike | None = None) -> TUDataset:
     key = str(name).lower()
     if key not in TU_NAMES:
         raise ValueError(f"name must be one of {', '.join(TU_NAMES)}, got {name!r}")
-    path = os.path.join(root or _DATA_DIR, f"tu_{key}.npz")
-    with np.load(path, allow_pickle=False) as data:
+    path = bundled_path(f"tu_{key}.npz", root, "tools/convert_tu.py")
+    with reading(path, "tools/convert_tu.py"):  # a damaged file is named, whatever part of it is bad
+        data = read_members(path)
         ptr = data["ptr"].astype(np.int64)
         edges = data["edges"].astype(np.int64)
         node_label = data["node_label"].astype(np.int64)
         y = data["graph_label"].astype(np.int64)
-        attributes = data["node_attr"] if "node_attr" in data.files else None
-    one_hot = np.eye(int(node_label.max()) + 1, dtype=np.float32)[node_label]
-    x = one_hot if attributes is None else np.concatenate([one_hot, attributes.astype(np.float32)], axis=1)
-    edge_index = np.concatenate([edges, edges[::-1]], axis=1)
-    return TUDataset(key, ptr, edge_index, x, y, node_label, int(y.max()) + 1)
+        attributes = data.get("node_attr")
+        one_hot = np.eye(int(node_label.max()) + 1, dtype=np.float32)[node_label]
+        x = one_hot if attributes is None else np.concatenate([one_hot, attributes.astype(np.float32)], axis=1)
+        edge_index = np.concatenate([edges, edges[::-1]], axis=1)
+        return TUDataset(key, ptr, edge_index, x, y, node_label, int(y.max()) + 1)

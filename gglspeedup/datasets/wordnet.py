@@ -19,6 +19,7 @@ import numpy as np
 from ..device import to_numpy
 from ..graph import CSRGraph
 from ..heterograph import HeteroGraph
+from ._bundled import bundled_path, read_members, reading
 from .links import check_split
 
 __all__ = [
@@ -33,7 +34,7 @@ __all__ = [
 
 NODE_TYPES = ("noun", "verb", "adjective", "adverb")
 NUM_CLASSES = 45  # lexicographer files (lexnames(5WN))
-_DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+_CONVERTER = "tools/convert_wordnet.py"
 
 # The 11 relations WN18RR keeps, as pointer names of the bundled graph (WN18RR's name after #):
 # each in the direction WN18RR states it, so inverse relations (hyponym, ...) stay out.
@@ -125,11 +126,13 @@ def load_wordnet(root: str | os.PathLike | None = None, normalize: bool = False)
     from ..validation import check_bool
 
     normalize = check_bool("normalize", normalize)
-    path = os.path.join(_DATA_DIR if root is None else os.fspath(root), "wordnet.npz")
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path!r} not found; write it with tools/convert_wordnet.py --out")
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {member: data[member] for member in data.files}
+    path = bundled_path("wordnet.npz", root, _CONVERTER)
+    with reading(path, _CONVERTER):  # a damaged file is named, whatever part of it is bad
+        return _decode(read_members(path), normalize)
+
+
+def _decode(arrays: dict, normalize: bool):
+    """``(graph, x, y, split)`` from the members of ``wordnet.npz``."""
     node_types = tuple(arrays["node_types"].tolist())
     counts = arrays["num_nodes"].astype(np.int64)
     num_nodes = dict(zip(node_types, counts.tolist()))

@@ -3,8 +3,8 @@
 Not part of the library's core (nothing in the core imports it); a public home so scripts can
 reuse it instead of copying it:
 
-- :mod:`.cli`: the demos' command line (:func:`build_parser`, :func:`parse_fanouts`,
-  :func:`best_device`, :func:`cpu_threads`).
+- :mod:`.cli`: the demos' command line (:func:`build_parser`, :func:`add_layers_option`,
+  :func:`parse_fanouts`, :func:`best_device`, :func:`cpu_threads`).
 - :mod:`.data`: dataset, feature store, samplers and loaders for a run (:func:`setup_training`).
 - :mod:`.loop`: the framework-neutral training loop (:func:`fit`), history, report and plot.
 - :mod:`.torch_models`: GraphSAGE / GAT on sampled blocks in PyTorch and the torch training
@@ -25,7 +25,7 @@ The scripts in the repository's ``demos/`` folder (TensorFlow, Paddle, GammaGL, 
 multi-machine) are built from these pieces.
 """
 
-from .cli import best_device, build_parser, cpu_threads, parse_fanouts
+from .cli import add_layers_option, best_device, build_parser, cpu_threads, parse_fanouts
 from .data import CACHE_EVAL_MAX_NODES, ReplayLoader, TrainSetup, setup_training
 from .loop import (
     INNER_BAR_MIN_BATCHES,
@@ -41,6 +41,7 @@ from .loop import (
 
 __all__ = [
     "build_parser",
+    "add_layers_option",
     "parse_fanouts",
     "best_device",
     "cpu_threads",

@@ -13,7 +13,23 @@ import os
 from ..device import gpu_available
 from ..validation import parse_fanouts as _check_fanout_text
 
-__all__ = ["build_parser", "add_task_option", "parse_fanouts", "best_device", "cpu_threads"]
+__all__ = [
+    "build_parser",
+    "add_task_option",
+    "add_layers_option",
+    "NO_TORCH",
+    "set_out_default",
+    "parse_fanouts",
+    "best_device",
+    "cpu_threads",
+]
+
+
+# What a torch demo says when torch does not import: the wrong Python, most often (README, Quick start).
+NO_TORCH = (
+    "the demo trains with PyTorch, which this Python cannot import: use the environment scripts/demo.sh "
+    "creates (source .venv/bin/activate, or .venv/bin/python), or pip install gglspeedup[torch,demo]"
+)
 
 
 def parse_fanouts(text: str) -> list[int]:
@@ -90,8 +106,34 @@ def build_parser(
         "loader's thread uses (default: %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and init seed (default: %(default)s)")
-    parser.add_argument("--out", default=None, help="folder for the loss/accuracy plot (default: no plot)")
+    parser.add_argument("--out", default=None, help=_out_help(None))
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
+    return parser
+
+
+def _out_help(folder) -> str:
+    where = "no plot" if folder is None else "the current folder" if folder == "." else folder
+    return f"folder for the loss/accuracy plot (default: {where})"
+
+
+def set_out_default(parser: argparse.ArgumentParser, folder) -> argparse.ArgumentParser:
+    """Make ``--out`` default to ``folder`` (``None``: no plot), its ``--help`` saying so."""
+    for action in parser._actions:
+        if action.dest == "out":
+            action.default, action.help = folder, _out_help(folder)
+    return parser
+
+
+def add_layers_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``--pyg-layers``: PyG's ``SAGEConv`` / ``GATConv`` instead of the demos' own plain-torch
+    layers. Off by default, so a run computes the same thing whether or not ``torch_geometric``
+    happens to be installed (the two differ in initialisation and arithmetic order)."""
+    parser.add_argument(
+        "--pyg-layers",
+        action="store_true",
+        help="use PyG's SAGEConv / GATConv (needs torch_geometric) instead of the built-in plain-torch "
+        "layers (default: the built-in ones, whatever is installed)",
+    )
     return parser
 
 

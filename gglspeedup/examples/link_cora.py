@@ -42,7 +42,7 @@ def build_parser():
         dropout=0.5,
         **LINK_DEFAULTS,
     )
-    cli.add_task_option(parser, "link")
+    cli.add_layers_option(cli.add_task_option(parser, "link"))
     parser.add_argument(
         "--input-dropout", type=float, default=0.5, help="dropout on the input features (default: %(default)s)"
     )
@@ -65,11 +65,12 @@ def build_parser():
 def add_link_options(parser):
     """The options every link demo has besides the common ones (``--embedding``, ``--num-negatives``,
     ``--runs`` for :func:`run_seeds`), and plots written to the current folder by default."""
+    from . import cli
+
     parser.add_argument("--embedding", type=int, default=64, help="output embedding width (default: %(default)s)")
     parser.add_argument("--num-negatives", type=int, default=1, help="negatives per pair (default: %(default)s)")
     parser.add_argument("--runs", type=int, default=1, help="repeat with consecutive seeds (default: %(default)s)")
-    parser.set_defaults(out=".")
-    return parser
+    return cli.set_out_default(parser, ".")
 
 
 def main(argv=None) -> int:
@@ -93,7 +94,9 @@ def run_seeds(args, setup_fn, *, what: str, **train_options) -> dict:
     try:
         import torch
     except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
+        from .cli import NO_TORCH
+
+        sys.exit(NO_TORCH)
     start = time.perf_counter()
     results = []
     for run_index in range(args.runs):
@@ -180,7 +183,7 @@ def sage_dot(setup: dict, args):
         args.embedding,
         len(args.fanouts),
         args.dropout,
-        conv=conv_classes()[0],
+        conv=conv_classes(pyg=getattr(args, "pyg_layers", False))[0],
         input_dropout=args.input_dropout,
     )
 

@@ -20,6 +20,7 @@ __all__ = [
     "EpochTimer",
     "progress",
     "plot_history",
+    "history_figure",
     "accuracy",
     "roc_auc",
     "batch_count",
@@ -72,24 +73,52 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
+def _kernel_counter():
+    """A Numba event listener counting how often the compiler was entered: a kernel variant
+    compiled, or loaded from Numba's disk cache (both happen on a variant's first call in a
+    process, on any thread), and nothing else."""
+    from numba.core import event
+
+    class KernelCounter(event.Listener):
+        count = 0
+
+        def on_start(self, event):
+            self.count += 1
+
+        def on_end(self, event):
+            pass
+
+    return KernelCounter()
+
+
 class EpochTimer:
     """Times one epoch and reads the loader's sample/gather counters for it.
 
     ``share`` is (sampling + gathering time on the loader's producer) / (epoch wall time): with
     prefetching that work overlaps the training step, so the caller-side wait (``wait_share``)
-    shows how much of it the step could not hide.
+    shows how much of it the step could not hide. ``kernels`` counts the Numba kernel variants
+    compiled or loaded from the cache during the epoch (by any thread): an epoch with any is not
+    a steady epoch, and :meth:`History.totals` leaves it out of the throughput.
     """
 
     def __init__(self, loader):
         self.loader = loader
+        self.kernels = 0
 
     def __enter__(self):
+        from numba.core import event
+
         self.loader.stats(reset=True)
+        self._counter = _kernel_counter()
+        self._listening = event.install_listener("numba:compiler_lock", self._counter)
+        self._listening.__enter__()
         self.start = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.start
+        self._listening.__exit__(None, None, None)
+        self.kernels = self._counter.count
         self.stats = self.loader.stats(reset=True)
         busy = self.stats["sample_s"] + self.stats["gather_s"]
         self.share = busy / self.seconds if self.seconds > 0 else 0.0
@@ -110,6 +139,7 @@ class EpochTimer:
         """The timed epoch's history fields: ``seconds``, ``sample_share``, ``wait_share``, then the
         loader's ``counters`` (e.g. ``"seeds", "edges"``) for the epoch."""
         timing = {"seconds": self.seconds, "sample_share": self.share, "wait_share": self.wait_share}
+        timing["kernels"] = self.kernels
         return {**timing, **{name: self.stats[name] for name in counters}}
 
 
@@ -143,10 +173,13 @@ class History:
         return max(self.rows, key=lambda row: (row["val_acc"], -row["epoch"]))
 
     def totals(self) -> dict:
-        """Throughput over the epochs after the first (``steady_epochs``): the first epoch also
-        compiles (or loads from Numba's cache) every kernel, seconds that are not sampling, so it
-        is reported apart as ``first_epoch_s``. With a single epoch that epoch is all there is."""
-        steady = self.rows[1:] or self.rows
+        """Throughput over the steady epochs (``steady_epochs``): every epoch but the first (which
+        also starts the loader's threads and the framework's first calls; its seconds are
+        ``first_epoch_s``) and but those that compiled or loaded Numba kernels (a row's
+        ``kernels``; ``warm_up_epochs`` lists every epoch left out). When no epoch is steady, the
+        epochs without kernel work, else every epoch, are all there is."""
+        quiet = [row for row in self.rows if not row.get("kernels", 0)]
+        steady = [row for row in self.rows[1:] if not row.get("kernels", 0)] or quiet or self.rows
         seconds = sum(row["seconds"] for row in steady)
         seeds = sum(row["seeds"] for row in steady)
         edges = sum(row["edges"] for row in steady)
@@ -154,6 +187,7 @@ class History:
         return {
             "first_epoch_s": self.rows[0]["seconds"] if self.rows else 0.0,
             "steady_epochs": [row["epoch"] for row in steady],
+            "warm_up_epochs": [row["epoch"] for row in self.rows if row not in steady],
             "seconds": seconds,
             "seeds": seeds,
             "edges": edges,
@@ -185,20 +219,42 @@ def plot_history(
         return None
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.abspath(os.path.join(out_dir, name))
+    fig = history_figure(history, title, curves=curves, metric=metric)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def history_figure(history: History, title: str = "", *, curves=(("train", "train_acc"),), metric="accuracy"):
+    """The matplotlib figure :func:`plot_history` saves: loss, and the ``curves`` against
+    ``metric``, per epoch. Every point has a marker, so a one-epoch run (a single point, which a
+    line alone does not draw) shows its values."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     epochs = [row["epoch"] for row in history.rows]
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.5))
-    ax_loss.plot(epochs, [row["loss"] for row in history.rows], color="tab:red")
+    ax_loss.plot(epochs, [row["loss"] for row in history.rows], color="tab:red", marker="o", markersize=3)
     ax_loss.set(xlabel="epoch", ylabel="training loss", title="loss")
     for label, key in curves:
-        ax_acc.plot(epochs, [row[key] for row in history.rows], label=label)
+        ax_acc.plot(epochs, [row[key] for row in history.rows], label=label, marker="o", markersize=3)
     ax_acc.set(xlabel="epoch", ylabel=metric, title=metric, ylim=(0, 1))
     ax_acc.legend(loc="lower right")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return fig
+
+
+def _epoch_list(epochs) -> str:
+    """``"epoch 3"``, ``"epochs 2-5"`` (consecutive) or ``"epochs 2, 4, 5"``."""
+    if len(epochs) == 1:
+        return f"epoch {epochs[0]}"
+    if list(epochs) == list(range(epochs[0], epochs[0] + len(epochs))):
+        return f"epochs {epochs[0]}-{epochs[-1]}"
+    return "epochs " + ", ".join(str(epoch) for epoch in epochs)
 
 
 def rate(per_s: float) -> str:
@@ -286,12 +342,20 @@ def report(result: dict, history: History, args, *, name: str, title: str) -> di
     print(f"best epoch {result['best_epoch']} (val acc {result['best_val_acc']:.4f})")
     print(f"test accuracy: {result['test_acc']:.4f}")
     epochs = result.get("steady_epochs") or []
-    if len(epochs) < len(history.rows):  # the first epoch left out of the throughput
+    left_out = [row for row in history.rows if row["epoch"] not in epochs]
+    if history.rows and history.rows[0] in left_out:
         print(
             f"first epoch {result['first_epoch_s']:.1f} s, kernel compilation (or loading from Numba's cache) "
             "included: not counted in the throughput below"
         )
-    over = f"epoch {epochs[0]}" if len(epochs) == 1 else f"epochs {epochs[0]}-{epochs[-1]}" if epochs else "no epoch"
+    later = [row for row in left_out if row is not history.rows[0]]
+    if later:  # epochs after the first that still compiled (or loaded) kernels
+        print(
+            f"not counted either: {_epoch_list([row['epoch'] for row in later])} "
+            f"({sum(row['seconds'] for row in later):.1f} s), which compiled (or loaded) Numba kernels too "
+            "(python -m gglspeedup warmup compiles them ahead)"
+        )
+    over = _epoch_list(epochs) if epochs else "no epoch"
     print(
         f"throughput over {over} ({result['seconds']:.2f} s): {result['seeds_per_s']:,.0f} training seeds/s, "
         f"{result['edges']:,} sampled edges ({rate(result['edges_per_s'])} edges/s); sampling + gathering busy "

@@ -168,7 +168,9 @@ def run(argv=None) -> dict:
     try:
         import torch
     except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
+        from .cli import NO_TORCH
+
+        sys.exit(NO_TORCH)
     from . import loop
     from .cli import cpu_threads
 

@@ -7,8 +7,10 @@ prefetching loader, feeding PyTorch zero-copy, then print test accuracy and thro
     python -m gglspeedup.demo --task link   # link prediction instead (gglspeedup.examples.link_cora)
 
 Runs on a real GPU when one is usable (CuPy + numba-cuda), else on the CPU. The model with the best
-validation accuracy (full-neighbourhood evaluation) is tested on the test split. A plot of loss and
-accuracy per epoch is written to ``--out/gglspeedup-demo.png`` (default: the current folder).
+validation accuracy (full-neighbourhood evaluation) is tested on the test split. The layers are the
+demos' own plain-torch ``SAGEConv`` whether or not ``torch_geometric`` is installed (the banner
+says which ran; ``--pyg-layers`` picks PyG's). A plot of loss and accuracy per epoch is written to
+``--out/gglspeedup-demo.png`` (default: the current folder).
 """
 
 from __future__ import annotations
@@ -44,13 +46,13 @@ def run(argv=None) -> dict:
         batch_size=64,
         hidden=256,
     )
-    parser.set_defaults(out=".")
+    cli.set_out_default(cli.add_layers_option(parser), ".")
     args = cli.add_task_option(parser, "node").parse_args(argv)
     start = time.perf_counter()
     try:
         import torch
     except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
+        sys.exit(cli.NO_TORCH)
     from .torch_models import SAGE, conv_classes, train_model
 
     torch.manual_seed(args.seed)
@@ -59,7 +61,10 @@ def run(argv=None) -> dict:
         setup = data.setup_training(args, "torch")
     except (RuntimeError, FileNotFoundError) as error:  # no usable GPU for --device cuda, a missing dataset path
         sys.exit(f"gglspeedup demo: {error}")
-    conv, _, conv_source = conv_classes()
+    try:
+        conv, _, conv_source = conv_classes(pyg=args.pyg_layers)
+    except ImportError as error:
+        sys.exit(f"gglspeedup demo: {error}")
     info = setup.info
     print(
         f"gglspeedup demo: GraphSAGE on {info['dataset']} ({info['nodes']} nodes, {info['edges']} edges, "
@@ -72,6 +77,7 @@ def run(argv=None) -> dict:
     result = loop.report(
         result, history, args, name="gglspeedup-demo.png", title=f"GraphSAGE on {info['dataset']} (gglspeedup)"
     )
+    result["layers"] = conv_source
     result["total_s"] = time.perf_counter() - start
     print(f"total time {result['total_s']:.1f} s (set-up {setup.setup_s:.1f} s)")
     return result

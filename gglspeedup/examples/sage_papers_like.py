@@ -48,17 +48,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _features(args, graph, folder):
-    from ..datasets.papers_like import papers_like_features
+    from ..datasets.papers_like import papers_like_features, papers_like_labels
 
     stem = os.path.join(folder, f"papers-like-{graph.num_nodes}-{args.seed}-x{args.feature_dim}-{args.feature_dtype}")
     path, label_path = f"{stem}.npy", f"{stem}-labels.npy"
-    if not (os.path.exists(path) and os.path.exists(label_path)):
+    if not os.path.exists(path):  # a file already there is reused, never rewritten
         start = time.perf_counter()
-        _, labels = papers_like_features(
+        papers_like_features(
             path, graph.num_nodes, args.feature_dim, seed=args.seed, dtype=np.dtype(args.feature_dtype)
         )
-        np.save(label_path, labels.astype(np.int16))
         print(f"wrote {os.path.getsize(path) / 1e9:.1f} GB of features in {time.perf_counter() - start:.0f} s: {path}")
+    if not os.path.exists(label_path):
+        labels = papers_like_labels(graph.num_nodes, seed=args.seed).astype(np.int16)
+        with open(label_path, "xb") as handle:  # a new file only: what appeared meanwhile is not ours
+            np.save(handle, labels)
     return path, np.load(label_path, mmap_mode="r")
 
 

@@ -47,6 +47,7 @@ import numpy as np
 __all__ = ["main", "run", "build_parser", "TemporalLinkTask"]
 
 MODES = ("respect", "ignore")
+_PAST = {"respect": "respected", "ignore": "ignored"}  # a mode as the plot title says it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -267,7 +268,7 @@ def train_mode(task: TemporalLinkTask, mode: str) -> dict:
             history,
             args.out,
             name=f"gglspeedup-temporal-links-{mode}.png",
-            title=f"UC Irvine messages, time {mode}d (gglspeedup)",
+            title=f"UC Irvine messages, time {_PAST[mode]} (gglspeedup)",
             curves=(("validation ROC-AUC", "val_auc"), ("validation MRR", "val_mrr")),
             metric="ROC-AUC / MRR",
         )
@@ -297,7 +298,9 @@ def run(argv=None) -> dict:
     try:
         import torch
     except ImportError:
-        sys.exit("the demo trains with PyTorch, which is not installed: pip install gglspeedup[torch,demo]")
+        from .cli import NO_TORCH
+
+        sys.exit(NO_TORCH)
     torch.set_num_threads(args.threads)
     task = TemporalLinkTask(args)
     sizes = "/".join(str(len(task.split[p])) for p in ("train", "val", "test"))

@@ -3,8 +3,9 @@
 Models read the loader's batches in PyG's layout: ``adjs`` outermost hop first, each
 ``Adj(edge_index, e_id, size)`` with ``edge_index[0]`` the source (a row of the current ``x``) and
 ``edge_index[1]`` the target (a row of ``x[:size[1]]``, since targets come first in ``n_id``).
-PyG's ``SAGEConv`` / ``GATConv`` are used when ``torch_geometric`` imports; the plain-torch
-layers below compute the same thing otherwise. Importing this module imports torch.
+The plain-torch layers below are the default; :func:`conv_classes` gives PyG's ``SAGEConv`` /
+``GATConv`` on request (``--pyg-layers``), never because ``torch_geometric`` happens to be
+installed: a run computes the same thing on every machine. Importing this module imports torch.
 """
 
 from __future__ import annotations
@@ -83,13 +84,19 @@ class GATConv(nn.Module):
         return out + self.bias
 
 
-def conv_classes():
-    """``(SAGEConv, GATConv, "torch_geometric")`` when PyG imports, else the plain-torch layers."""
+def conv_classes(pyg: bool = False):
+    """``(SAGEConv, GATConv, source)``: this module's plain-torch layers (``"plain torch"``), or
+    with ``pyg`` PyG's (``"torch_geometric"``; ``ImportError`` naming the extra when PyG does not
+    import). The default does not depend on what is installed."""
+    if not pyg:
+        return SAGEConv, GATConv, "plain torch"
     try:
         from torch_geometric.nn import GATConv as PyGGATConv
         from torch_geometric.nn import SAGEConv as PyGSAGEConv
-    except ImportError:
-        return SAGEConv, GATConv, "plain torch"
+    except ImportError as error:
+        raise ImportError(
+            f"--pyg-layers needs torch_geometric, which does not import ({error}): pip install gglspeedup[pyg]"
+        ) from None
     return PyGSAGEConv, PyGGATConv, "torch_geometric"
 
 

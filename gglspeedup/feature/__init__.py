@@ -7,9 +7,12 @@ store per node type, one cache budget shared by all); :mod:`gglspeedup.feature.p
 table between stores). :func:`copy_contiguous` (the CPU gather's loop without the indirection: the
 ceiling ``bench gather`` measures against), :func:`read_rows` (the same random rows read, nothing
 written: its random-row ceiling) and :func:`word_dtype` (the word a row is copied in) are the
-kernels' measuring tools. See DESIGN.md, "Features".
+kernels' measuring tools. :class:`FileChangedError` is what a gather raises when the ``.npy``
+file behind a memory-mapped table changed on disk after the store opened it. See DESIGN.md,
+"Features".
 """
 
+from .._backing import FileChangedError
 from ._inputs import as_table
 from ._kernels.gather import copy_contiguous, read_rows, word_dtype
 from .hetero import HeteroFeatureSource, HeteroFeatureStore
@@ -19,6 +22,7 @@ __all__ = [
     "FeatureStore",
     "HeteroFeatureStore",
     "HeteroFeatureSource",
+    "FileChangedError",
     "as_table",
     "copy_contiguous",
     "read_rows",

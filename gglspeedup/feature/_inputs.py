@@ -15,7 +15,7 @@ from .._launch import to_host
 from ..device import array_library, as_device_array, on_gpu, reject_meta, to_numpy
 from ._kernels.gather import first_out_of_range
 
-__all__ = ["as_table", "as_ids", "check_out"]
+__all__ = ["as_table", "as_ids", "check_out", "open_npy"]
 
 _REJECTED_KINDS = {"O": "object", "U": "str", "S": "bytes", "M": "datetime", "m": "timedelta"}
 
@@ -56,6 +56,47 @@ def as_table(x: Any) -> np.ndarray:
         raise ValueError(f"x must have at least one column, got shape {table.shape}")
     # Non-contiguous input (a column slice, a transposed view) is copied once, here.
     return np.ascontiguousarray(table)
+
+
+def open_npy(path: Any, name: str = "path") -> np.ndarray:
+    """The ``.npy`` file at ``path`` memory-mapped read-only and advised for random rows: the table
+    of ``from_npy``. ``name`` is the argument's name in the messages.
+
+    Raises
+    ------
+    FileNotFoundError
+        when there is no such file.
+    ValueError
+        naming ``name`` for a file that is not one ``.npy`` array: a ``.npz`` archive (with the
+        line that turns one member into a ``.npy``), pickled data, or bytes NumPy cannot read.
+    """
+    import os
+
+    from .._storage import advise_random
+
+    try:
+        text = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"{name} must be a path to a .npy file, got {type(path).__name__}") from None
+    try:
+        table = np.load(text, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise ValueError(f"{name} = {text!r} is not a readable .npy feature table: {error}") from None
+    if not isinstance(table, np.ndarray):  # np.load gives an NpzFile for a .npz archive
+        members = list(getattr(table, "files", []))
+        close = getattr(table, "close", None)
+        if close is not None:
+            close()
+        first = members[0] if members else "x"
+        raise ValueError(
+            f"{name} must be a .npy file (one array, as np.save writes it), got {text!r}, a .npz archive of "
+            f"{members}; a .npz cannot be memory-mapped: write the table once as a .npy, e.g. "
+            f"np.save('table.npy', np.load({text!r})[{first!r}]), and pass that path"
+        )
+    advise_random(table)  # a gather reads scattered rows: no read-ahead
+    return table
 
 
 def _device_ids(ids, device):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._backing import check_backing
+from .._backing import check_backing, check_unchanged
 from .._launch import device_view, launch, synchronize, to_host
 from .._pinned import pin, pinned_empty
 from ..device import aligned_empty
@@ -71,6 +71,10 @@ class HostTier:
     def __init__(self, table: np.ndarray, backing=None):
         self.table = table
         self.backing = backing  # the memory-mapped file behind the table, checked per gather
+        # A read-only mapping is a table as opened: a rewrite of its file is refused by name. A
+        # writable one (the caller's np.memmap "r+") is read as it is: writes through it show.
+        self._watch = check_backing if table.flags.writeable else _check_read_only
+        self._watch(backing)  # unchanged since it was opened (from_npy's stat)
         self.row_bytes = table.shape[1] * table.dtype.itemsize
         self.cached_ids = np.empty(0, dtype=np.int64)
         self._views: dict = {}
@@ -89,7 +93,7 @@ class HostTier:
 
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``; ids : int32/int64 host array, in range; out : C-contiguous."""
-        check_backing(self.backing)
+        self._watch(self.backing)
         if self._cold is not None:
             self._cold.advise(ids)
         word = word_dtype(self.row_bytes, self.table.ctypes.data, out.ctypes.data)
@@ -97,6 +101,13 @@ class HostTier:
         if view is None:
             view = self._views[word] = self.table.view(word)
         gather_host(view, ids, out.view(word))
+
+
+_READ_ONLY = "the store serves the table as it was opened; a gather now would read the new (or a half-written) file"
+
+
+def _check_read_only(backing) -> None:
+    check_unchanged(backing, _READ_ONLY)
 
 
 class ColdReads:
@@ -131,7 +142,9 @@ class HostCacheTier:
         num_rows = table.shape[0]
         advise_random(table)  # rows are read at random: no read-ahead past each row's page
         self.table = table
-        self.backing = backing  # the mapped file, checked per gather (a shrunk file would SIGBUS)
+        # The mapped file, checked where the cache is filled and per gather: a shrunk file would
+        # SIGBUS, one rewritten in place would give old cached rows beside new mapped ones.
+        self.backing = backing
         self.row_bytes = table.shape[1] * table.dtype.itemsize
         self.cached_ids = cached_ids
         self.word = word_dtype(self.row_bytes, table.ctypes.data)
@@ -139,6 +152,7 @@ class HostCacheTier:
         self._source = table.view(self.word)
         if len(cached_ids):
             gather_host(self._source, cached_ids, self.cache)
+        check_unchanged(backing)  # the cache holds the file as it was opened
         self.location = np.full(num_rows, -1, np.int32 if len(cached_ids) < 2**31 else np.int64)
         self.location[cached_ids] = np.arange(len(cached_ids), dtype=self.location.dtype)
         self.hits = 0
@@ -156,7 +170,7 @@ class HostCacheTier:
 
     def gather(self, ids, out) -> None:
         """``out[i] = table[ids[i]]``, from RAM where cached; ids in range, out C-contiguous."""
-        check_backing(self.backing)
+        check_unchanged(self.backing)
         self._cold.advise(ids)
         if out.ctypes.data % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
             staging = aligned_empty((len(ids), self.cache.shape[1]), self.word)
@@ -179,10 +193,20 @@ class CUDATiers:
     staging_bytes : int, optional
         Size of each of the two page-locked buffers the cache is uploaded through
         (default :data:`STAGING_BYTES`).
+    backing : Backing, optional
+        The memory-mapped file behind ``table``: checked unchanged once the tiers are filled, and
+        before every gather with ``pin="register"`` (the host rows are then read from it).
     """
 
     def __init__(
-        self, table: np.ndarray, cached_ids: np.ndarray, device, *, pin: str = "copy", staging_bytes: int | None = None
+        self,
+        table: np.ndarray,
+        cached_ids: np.ndarray,
+        device,
+        *,
+        pin: str = "copy",
+        staging_bytes: int | None = None,
+        backing=None,
     ):
         num_rows, dim = table.shape
         self.device = device
@@ -218,6 +242,8 @@ class CUDATiers:
             self._counters = device_view(self.counters)
         self.location_host = location
         self.cached_ids = cached_ids
+        check_unchanged(backing)  # the tiers hold the file as it was opened
+        self.backing = backing if pin == "register" else None  # a copy never reads the file again
         # Lanes per row: a warp for rows of 32 words or more. H200, 512-byte rows (64 words), a
         # 200k-row gather in two sweeps (tools/gpu_probe.py): 32 lanes 0.087 / 0.088 ms, 16 lanes
         # 0.079 / 0.097 (no difference), 8 lanes 0.103 / 0.130, 4 lanes 0.152 / 0.153.
@@ -308,6 +334,7 @@ class CUDATiers:
         """
         if len(ids) == 0:
             return
+        check_unchanged(self.backing)
         with self.device:  # this store's GPU, whichever the caller's thread has current
             if _address(out) % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
                 staging = self.device.xp.empty(len(ids) * self.words, dtype=self.word)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._backing import backing_file
 from ..device import as_device, parse_size
-from ._inputs import as_table
+from ._inputs import as_table, open_npy
 from .hetero_policies import resolve_hetero_policy, split_budget, typed_hit_rate
 from .store import FeatureStore
 
@@ -293,7 +293,7 @@ class HeteroFeatureStore(HeteroFeatureSource):
     ):
         self.device = as_device(device)
         tables = check_tables(x, graph)
-        self.cache_size = parse_size(cache_size)
+        self.cache_size = parse_size(cache_size, "cache_size")
         featured = {t: table for t, table in tables.items() if table is not None}
         self.row_bytes = {t: table.shape[1] * table.dtype.itemsize for t, table in featured.items()}
         num_rows = {t: table.shape[0] for t, table in featured.items()}
@@ -332,27 +332,9 @@ class HeteroFeatureStore(HeteroFeatureSource):
     def from_npy(cls, paths: dict, device="cpu", cache_size=0, policy=None, graph=None, **options):
         """A store over ``.npy`` files (dict node type -> path, or ``None`` for a type without
         features), each memory-mapped as :meth:`FeatureStore.from_npy` does; one cache budget."""
-        import os
-
-        from .._storage import advise_random
-
         if not isinstance(paths, dict):
             raise TypeError(f"paths must be a dict node type -> .npy path, got {type(paths).__name__}")
-        tables = {}
-        for node_type, path in paths.items():
-            try:
-                tables[node_type] = (
-                    None if path is None else np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
-                )
-            except (OSError, ValueError) as error:
-                if isinstance(error, FileNotFoundError):
-                    raise
-                raise ValueError(
-                    f"paths[{node_type!r}] = {os.fspath(path)!r} is not a readable .npy table: {error}"
-                ) from None
-        for table in tables.values():
-            if table is not None:
-                advise_random(table)  # gathers read scattered rows: no read-around per fault
+        tables = {t: None if path is None else open_npy(path, f"paths[{t!r}]") for t, path in paths.items()}
         return cls(tables, device, cache_size, policy, graph, **options)
 
     @staticmethod

@@ -13,7 +13,7 @@ import numpy as np
 from .._backing import backing_file
 from .._interrupt import interruptible
 from ..device import aligned_empty, array_library, as_device, parse_size
-from ._inputs import as_ids, as_table, check_out
+from ._inputs import as_ids, as_table, check_out, open_npy
 from ._tiers import PINS, CUDATiers, HostCacheTier, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
 
@@ -100,12 +100,12 @@ class FeatureStore:
         if pin not in PINS:
             raise ValueError(f"pin must be one of {PINS}, got {pin!r}")
         self._pin = pin
-        self._staging = parse_size(staging)
+        self._staging = parse_size(staging, "staging")
         if self._staging < 1:
             raise ValueError(f"staging must be at least 1 byte, got {staging!r}")
         table = as_table(x)
         backing = backing_file(table) or (backing_file(x) if isinstance(x, np.ndarray) else None)
-        self.cache_size = parse_size(cache_size)
+        self.cache_size = parse_size(cache_size, "cache_size")
         num_rows, dim = table.shape
         self.dtype = table.dtype
         self.row_bytes = dim * table.dtype.itemsize
@@ -115,7 +115,9 @@ class FeatureStore:
         if self.device.is_cuda:
             self.device.check_available()
             cached_ids = self._cached_ids(table, compute_order, check_memory=True)
-            self._tier = CUDATiers(table, cached_ids, self.device, pin=self._pin, staging_bytes=self._staging)
+            self._tier = CUDATiers(
+                table, cached_ids, self.device, pin=self._pin, staging_bytes=self._staging, backing=backing
+            )
         elif backing is not None and self.cache_size >= self.row_bytes and policy_name != "none":
             # a table on disk: a RAM cache of the policy's rows in front of the mapping
             self._tier = HostCacheTier(table, self._cached_ids(table, compute_order, check_memory=False), backing)
@@ -130,19 +132,25 @@ class FeatureStore:
         memory, or on the CPU into RAM; every other row is read from the mapping in place by the
         parallel gather (from the page cache, or from the disk when cold). Other arguments as for
         the constructor.
+
+        The store serves the file as it is now. If the file is modified in place later (rewritten
+        at the same size, ``np.save`` over it, truncated or grown: its size or modification time
+        moves), the next gather raises :class:`~gglspeedup.feature.FileChangedError` naming it,
+        never old cached rows beside new mapped ones; load the table again after rewriting it. A
+        file replaced by a rename (or deleted) is not a change: the mapping keeps reading the old
+        one. A GPU store with ``pin="copy"`` never reads the file after construction.
+
+        Raises
+        ------
+        FileNotFoundError
+            when ``path`` does not exist.
+        TypeError
+            when ``path`` is not a path.
+        ValueError
+            naming ``path`` when it is not one ``.npy`` array: a ``.npz`` archive (the message
+            gives the line that writes a member as a ``.npy``), pickled data, unreadable bytes.
         """
-        import os
-
-        from .._storage import advise_random
-
-        try:
-            table = np.load(os.fspath(path), mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as error:
-            if isinstance(error, FileNotFoundError):
-                raise
-            raise ValueError(f"{os.fspath(path)!r} is not a readable .npy feature table: {error}") from None
-        advise_random(table)  # a gather reads scattered rows: no read-ahead
-        return cls(table, device, cache_size, policy, graph, **options)
+        return cls(open_npy(path), device, cache_size, policy, graph, **options)
 
     # ------------------------------------------------------------------ construction
     def _cached_ids(self, table, compute_order, *, check_memory: bool) -> np.ndarray:

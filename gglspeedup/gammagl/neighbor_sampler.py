@@ -60,9 +60,12 @@ class NeighborSampler(BaseLoader):
 
     Parameters
     ----------
-    edge_index : tensor or array, shape (2, E)
+    edge_index : tensor or array, shape (2, E), or a gglspeedup NeighborSampler
         ``edge_index[0]`` sources, ``edge_index[1]`` targets (messages flow source -> target). A
-        ``gammagl.sparse.SparseGraph`` raises ``NotImplementedError``.
+        ``gammagl.sparse.SparseGraph`` raises ``NotImplementedError``. gglspeedup only: a ready
+        :class:`~gglspeedup.NeighborSampler` (e.g. a service cluster's ``cluster.sampler(...)``,
+        whose graph lives on its servers) samples instead, with ``sample_lists`` as its fanouts
+        (``with_fanouts``) and its own seed; ``num_nodes`` is then the sampler's.
     sample_lists : list of int
         Neighbours per hop, **seed hop first** (``[25, 10]``); ``-1`` takes every neighbour (GammaGL's
         ``inference`` loaders use ``[-1]``).
@@ -121,6 +124,7 @@ class NeighborSampler(BaseLoader):
         from ..feature import FeatureStore
         from ..sampling import NeighborSampler as Sampler
 
+        given = edge_index if isinstance(edge_index, Sampler) else None
         options = loader_options(type(self).__name__, kwargs)
         if type(edge_index).__name__ == "SparseGraph":
             raise NotImplementedError(
@@ -132,11 +136,17 @@ class NeighborSampler(BaseLoader):
             raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
         self.transform = transform
         self.edge_index, self.node_idx = edge_index, node_idx
-        edges = host_array(edge_index)
-        self.num_nodes = _infer_num_nodes(edges, node_idx, num_nodes)
+        if given is not None:
+            if num_nodes is not None and num_nodes != given.num_nodes:
+                raise ValueError(f"num_nodes is the sampler's ({given.num_nodes}) when one is given, got {num_nodes}")
+            self.num_nodes = int(given.num_nodes)
+            sampler = given.with_fanouts(self.sizes)
+        else:
+            edges = host_array(edge_index)
+            self.num_nodes = _infer_num_nodes(edges, node_idx, num_nodes)
+            graph = CSRGraph.from_edge_index(edges, num_nodes=self.num_nodes)
+            sampler = Sampler(graph, self.sizes, seed=seed, device=gammagl_device(device))
         self._seeds = node_ids("node_idx", node_idx, self.num_nodes)
-        graph = CSRGraph.from_edge_index(edges, num_nodes=self.num_nodes)
-        sampler = Sampler(graph, self.sizes, seed=seed, device=gammagl_device(device))
         features = None
         if x is not None:
             features = x if isinstance(x, FeatureSource) else FeatureStore(host_array(x), device=sampler.device)

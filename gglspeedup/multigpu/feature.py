@@ -168,12 +168,12 @@ class MultiDeviceFeature(_PerProcessState):
                 mode = "replicate"
         self.mode = mode
         if self.typed:  # one HeteroFeatureStore per rank, over shared tables
-            self.cache_size = parse_size(cache_size)
+            self.cache_size = parse_size(cache_size, "cache_size")
             self._table, self._order = _typed_tables(x, self.devices, self.cache_size, policy, graph)
             self._local_state()
             return
         table = as_table(x)  # FeatureStore's own checks and conversion (a view when possible)
-        self.cache_size = parse_size(cache_size)
+        self.cache_size = parse_size(cache_size, "cache_size")
         _name, compute_order = resolve_policy(policy, graph, table.shape[0], None)
         order = np.empty(0, dtype=np.int64)
         row_bytes = max(1, table.shape[1] * table.dtype.itemsize)

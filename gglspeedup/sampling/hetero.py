@@ -127,13 +127,14 @@ class HeteroNeighborSampler(SamplerBase):
         options = SampleOptions(self.replace, self.weighted, self.graph.stacked.edge_ids is not None, last=last)
         counts = [self.graph.num_nodes[t] for t in self.graph.node_types]
         times = None if self.timeline is None else self.timeline.times
+        names = (self.graph.edge_types, self.graph.node_types)  # for the errors of a corrupt graph
         if not self.device.is_cuda:
             from ._kernels.typed import TypedCPUDriver
 
-            return TypedCPUDriver(self.graph.stacked, options, self.seed, counts, times=times)
+            return TypedCPUDriver(self.graph.stacked, options, self.seed, counts, times=times, names=names)
         from ._kernels.cuda_typed import TypedCUDADriver
 
-        return TypedCUDADriver(self.graph.stacked, options, self.seed, counts, self.device, times=times)
+        return TypedCUDADriver(self.graph.stacked, options, self.seed, counts, self.device, times=times, names=names)
 
     def __repr__(self) -> str:
         return (

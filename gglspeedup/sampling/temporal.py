@@ -99,6 +99,18 @@ def _edge_times(name: str, edge_time: np.ndarray, edge_ids, num_edges: int) -> n
     return edge_time[ids]
 
 
+def _neighbour_times(node_time: np.ndarray, indices: np.ndarray, span: tuple) -> np.ndarray:
+    """``node_time[indices[first:stop]]`` for ``span = (first, stop, ...)``; an id outside the
+    node times (a corrupt graph loaded unverified) raises the sampler's named error."""
+    first, stop = span[:2]
+    try:
+        return node_time[indices[first:stop]]
+    except IndexError:
+        from .._integrity import corrupt_indices_error
+
+        raise corrupt_indices_error(indices, [span]) from None
+
+
 def position_times(graph: CSRGraph, node_time, edge_time) -> tuple:
     """``(times, node_time)``: one time per CSR position of ``graph`` (host) from exactly one of
     ``node_time`` ((num_nodes,): the neighbour's time) or ``edge_time`` (one per edge id, indexed
@@ -107,7 +119,8 @@ def position_times(graph: CSRGraph, node_time, edge_time) -> tuple:
         raise ValueError("give node_time or edge_time, not both (a sampler filters by one kind of time)")
     if node_time is not None:
         node_time = time_array("node_time", node_time, graph.num_nodes, "node")
-        return node_time[to_numpy(graph.indices)], node_time
+        span = (0, graph.num_edges, graph.num_nodes, "")
+        return _neighbour_times(node_time, to_numpy(graph.indices), span), node_time
     edge_time = time_array("edge_time", edge_time)
     return _edge_times("edge_time", edge_time, graph.edge_ids, graph.num_edges), None
 
@@ -142,7 +155,9 @@ def typed_position_times(graph, node_time, edge_time) -> tuple:
     for r, edge_type in enumerate(graph.edge_types):
         first, stop = int(graph.edge_base[r]), int(graph.edge_base[r + 1])
         if node_time is not None and edge_type[0] in checked:
-            times[first:stop] = checked[edge_type[0]][indices[first:stop]]
+            source = f"relation {edge_type}: its source ids are bound by num_nodes[{edge_type[0]!r}]"
+            span = (first, stop, graph.num_nodes[edge_type[0]], source)
+            times[first:stop] = _neighbour_times(checked[edge_type[0]], indices, span)
         elif edge_time is not None and edge_type in checked:
             relation_ids = ids[first:stop] if ids is not None and graph.has_edge_ids(edge_type) else None
             times[first:stop] = _edge_times(f"edge_time[{edge_type!r}]", checked[edge_type], relation_ids, stop - first)
@@ -195,7 +210,8 @@ def sort_typed_by_time(graph, times: np.ndarray) -> tuple:
 
 def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time"):
     """``seed_time`` as ``count`` times of ``dtype`` (host, or ``device``'s for GPU input). Float
-    times for integer edge or node times are floored (``time <= 3.5`` is ``time <= 3``); NaN raises."""
+    times for integer edge or node times are floored (``time <= 3.5`` is ``time <= 3``); NaN raises,
+    and so does a uint64 time past int64's range (as ``node_time`` does: it would wrap to negative)."""
     if seed_time is None:
         raise TypeError(f"{name} must be an array of times, got None")
     reject_meta(name, seed_time)
@@ -217,6 +233,11 @@ def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time
         bad = xp.isnan(array)
         if bool(bad.any()):  # sync (GPU times): one flag per batch
             raise ValueError(f"{name} must not hold NaN: {name}[{int(bad.argmax())}] is NaN")
+    if array.dtype == np.uint64 and count and np.dtype(dtype).kind != "f":
+        too_big = array > np.uint64(np.iinfo(np.int64).max)  # would wrap to negative times in int64
+        if bool(too_big.any()):  # sync (GPU times): one flag per batch, uint64 times only
+            position = int(too_big.argmax())
+            raise ValueError(f"{name}[{position}] = {int(array[position])} does not fit in int64 (the times' dtype)")
     if np.dtype(dtype).kind == "f" or kind != "f":
         return xp.ascontiguousarray(array, dtype=dtype)
     floored = xp.floor(array.astype(np.float64))

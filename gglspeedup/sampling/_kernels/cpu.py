@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..._hugepages import huge_empty
+from ..._integrity import corrupt_indices_error
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
 from ..._parallel import kernel_threads
@@ -86,7 +87,7 @@ class CPUDriver:
         self.graph: GraphArrays = graph_arrays(graph, tables, lambda dtype: np.zeros(1, dtype))
         self.options = with_markers(options, times)
         self.seed = int(seed)
-        self.num_nodes = graph.num_nodes
+        self.num_nodes, self.num_edges = graph.num_nodes, graph.num_edges
         self.maps = MapPool(graph.num_nodes)
         self._rows_ascending = None  # computed on the first link batch
 
@@ -94,6 +95,10 @@ class CPUDriver:
     def weight_tables(self):
         """``(live, cum)`` of a weighted sampler (see :func:`weight_tables`), else ``None``."""
         return (self.graph.live, self.graph.cum) if self.options.weighted else None
+
+    def corrupt_error(self) -> ValueError:
+        """The error for a kernel that met a neighbour id outside the graph (a corrupt folder)."""
+        return corrupt_indices_error(self.graph.indices, [(0, self.num_edges, self.num_nodes, "")])
 
     def sample(self, seeds: np.ndarray, fanouts, key: int, options: SampleOptions | None = None) -> Drawn:
         """Sample every hop of a batch (:class:`gglspeedup.sampling.drivers.Driver`).
@@ -128,7 +133,9 @@ class CPUDriver:
                     result = guard.run(sample_hop, *args) if work >= LONG_WORK else sample_hop(*args)
                     if guard.stopping():
                         break
-                    n_id, edge_index, e_id = result
+                    n_id, edge_index, e_id, corrupt = result
+                    if corrupt:  # the map holds entries past n_id's: dropped below, not pooled
+                        raise self.corrupt_error()
                     hops.append((edge_index, e_id, (len(n_id), num_targets)))
                     if options.expand_new:
                         first = num_targets
@@ -150,9 +157,11 @@ class CPUDriver:
             for hop, k in enumerate(fanouts):
                 num_targets = len(n_id)
                 region.fit((num_targets - first) * (k if k > 0 else 16))
-                n_id, edge_index, e_id, keys, values = sample_tree_hop(
+                n_id, edge_index, e_id, keys, values, corrupt = sample_tree_hop(
                     self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
                 )
+                if corrupt:
+                    raise self.corrupt_error()
                 hops.append((edge_index, e_id, (len(n_id), num_targets)))
                 if options.expand_new:
                     first = num_targets
@@ -284,9 +293,12 @@ def map_seeds(seeds, local_map, epoch):
 def sample_hop(graph, options, n_id, k, hop_state_, local_map, epoch, first, plain, stop_flag=None):
     """Sample one hop for the targets ``n_id[first:]`` and extend ``n_id`` with the new nodes.
 
-    Returns ``(n_id_next, edge_index, e_id)``: ``n_id_next`` (int64, ``n_id`` then new nodes in
-    order of first appearance), ``edge_index`` (int64, shape (2, E): local source, local
-    target, both positions in ``n_id_next``), ``e_id`` (int64, shape (E,)). ``local_map`` must
+    Returns ``(n_id_next, edge_index, e_id, corrupt)``: ``n_id_next`` (int64, ``n_id`` then new
+    nodes in order of first appearance), ``edge_index`` (int64, shape (2, E): local source, local
+    target, both positions in ``n_id_next``), ``e_id`` (int64, shape (E,)); ``corrupt`` is true
+    when a neighbour id read from ``graph.indices`` lay outside ``[0, num_nodes)`` (a corrupt
+    graph: the relabel stopped there, the output is partial; see :mod:`gglspeedup._integrity`).
+    ``local_map`` must
     already map every node of ``n_id`` to ``epoch +`` its first position (an entry below ``epoch``
     is unseen) and is updated with the new nodes.
     ``first = 0`` expands every node; the position where the last hop's new nodes start expands
@@ -331,12 +343,17 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, epoch, first, pla
     n_id_next = np.empty(num_known + num_edges, np.int64)
     n_id_next[:num_known] = n_id
     size = num_known
+    num_nodes = np.uint64(indptr.shape[0] - 1)
+    corrupt = False
     for q in range(num_edges):
         if stop_requested(stop_flag):
             break
         if q + _PREFETCH_DISTANCE < num_edges:  # the map reads are the serial loop's misses
             prefetch(local_map, col[q + _PREFETCH_DISTANCE])
         g = col[q]
+        if np.uint64(g) >= num_nodes:  # a corrupt graph (loaded unverified): never an index
+            corrupt = True
+            break
         v = local_map[g] - epoch
         if v < 0:
             v = size
@@ -344,4 +361,4 @@ def sample_hop(graph, options, n_id, k, hop_state_, local_map, epoch, first, pla
             n_id_next[size] = g
             size += 1
         edge_index[0, q] = v
-    return n_id_next[:size], edge_index, e_id
+    return n_id_next[:size], edge_index, e_id, corrupt

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ..._integrity import corrupt_indices_error
 from ..._launch import device_view, launch_rows, to_host
 from ..._rng import hop_state, row_state
 from .records import Drawn, GraphArrays, SampleOptions, from_virtual, graph_arrays, to_virtual, with_markers
@@ -46,14 +47,16 @@ def _count_kernel(graph, options, n_id, k, counts):
 
 @cuda.jit(cache=True)
 def _fill_insert_kernel(
-    graph, options, n_id, lo, k, hop_state_, padded, offsets, counts, pos, col, dst, keys, first, slot_of, mask
+    graph, options, n_id, lo, k, hop_state_, padded, offsets, counts, pos, col, dst, keys, first, slot_of, mask, corrupt
 ):
     """Node ``i`` of ``n_id`` enters the table; a target (``i >= lo``, row ``j = i - lo``) also
     draws into its slots (padded: ``j*k ..``, packed: ``offsets[j] ..``), finishes them
     (neighbours in ``col``, edge ids in ``pos``) and enters its neighbours. ``lo = 0`` expands
     every node; the start of the last hop's new nodes expands those only (PyG's rule). In
     disjoint sampling (``options.stride > 0``) ids are virtual (``tree * stride + node``): a row
-    draws for its node in its tree's window, and its neighbours enter as ids of its tree."""
+    draws for its node in its tree's window, and its neighbours enter as ids of its tree. A
+    neighbour id outside ``[0, num_nodes)`` (a corrupt graph) sets ``corrupt[0]``, which the host
+    reads with the hop's sizes before any kernel uses the ids as indices."""
     i = cuda.grid(1)
     num_known = n_id.shape[0]
     if i < num_known:
@@ -74,7 +77,10 @@ def _fill_insert_kernel(
             window_fill(graph, options, node, window_start, window_end, k, state, count, pos, start)
             row_finish(graph, options, pos, col, start, start + count)
             base = tree * options.stride
+            num_nodes = graph.indptr.shape[0] - 1
             for q in range(start, start + count):
+                if col[q] < 0 or col[q] >= num_nodes:  # entered in the table (harmless), flagged
+                    corrupt[0] = 1
                 col[q] += base
                 slot_of[num_known + q] = insert(keys, first, col[q], num_known + q, mask)
                 if not padded:
@@ -167,6 +173,7 @@ class CUDADriver:
         with self.device:
             options = self._record(options)
             n_id = xp.ascontiguousarray(xp.asarray(seeds), dtype=np.int64)
+            corrupt = xp.zeros(1, dtype=np.int64)  # set by a kernel meeting an id outside the graph
             stride = options.stride
             if stride:
                 n_id = to_virtual(xp, n_id, stride)
@@ -174,7 +181,7 @@ class CUDADriver:
             lo = 0
             for hop, k in enumerate(fanouts):
                 num_known = int(n_id.shape[0])
-                n_id, edge_index, e_id = self._hop(n_id, lo, k, hop_state(self.seed, key, hop), options)
+                n_id, edge_index, e_id = self._hop(n_id, lo, k, hop_state(self.seed, key, hop), options, corrupt)
                 hops.append((edge_index, e_id, (int(n_id.shape[0]), num_known)))
                 if options.expand_new:
                     lo = num_known
@@ -193,7 +200,19 @@ class CUDADriver:
             options = options._replace(seed_time=self.device.xp.asarray(seed_time))
         return device_view(options)
 
-    def _hop(self, n_id, lo: int, k: int, state, options):
+    @property
+    def num_edges(self) -> int:
+        return int(self._csr[1].shape[0])
+
+    def corrupt_error(self, spans=None) -> ValueError:
+        """The error for a kernel that met a neighbour id outside the graph (a corrupt folder):
+        :func:`gglspeedup._integrity.corrupt_indices_error` over ``spans`` (default: every
+        position bound by the node count)."""
+        if spans is None:
+            spans = [(0, self.num_edges, self.graph.indptr.shape[0] - 1, "")]
+        return corrupt_indices_error(self._csr[1], spans)
+
+    def _hop(self, n_id, lo: int, k: int, state, options, corrupt):
         device, graph, xp = self.device, self.graph, self.device.xp
         num_known = int(n_id.shape[0])
         num_targets = num_known - lo
@@ -235,17 +254,24 @@ class CUDADriver:
             first,
             slot_of,
             capacity - 1,
+            corrupt,
         )
         flags = xp.empty(slots, dtype=np.int64)
         launch_rows(flag_kernel, device, slots, slot_of, first, num_known, flags)
         ranks = xp.cumsum(flags)
+        # The hop's sizes come back with the corrupt-id flag in the same read: no sync of its own.
         if padded:
             offsets = xp.cumsum(counts)
-            num_edges, num_new = (int(v) for v in to_host(xp.stack((offsets[-1], ranks[-1]))))  # sync
+            sizes = to_host(xp.stack((offsets[-1], ranks[-1], corrupt[0])))  # sync: edges, new nodes
+            num_edges, num_new, bad = (int(v) for v in sizes)
+            if bad:
+                raise self.corrupt_error()
             edge_index = xp.empty((2, num_edges), dtype=np.int64)
             e_id = xp.empty(num_edges, dtype=np.int64)
         else:
-            num_new = int(to_host(ranks[-1:])[0])  # sync: the size of the next n_id
+            num_new, bad = (int(v) for v in to_host(xp.stack((ranks[-1], corrupt[0]))))  # sync: next n_id's size
+            if bad:
+                raise self.corrupt_error()
             e_id = pos
         n_id_next = xp.empty(num_known + num_new, dtype=np.int64)
         n_id_next[:num_known] = n_id

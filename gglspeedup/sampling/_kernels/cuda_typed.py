@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ..._integrity import relation_spans
 from ..._launch import launch_rows, to_host
 from ..._rng import row_state
 from .cuda import CUDADriver
@@ -40,12 +41,28 @@ def _typed_count_kernel(graph, options, targets, rel_of, row_base, ks, counts):
 
 @cuda.jit(cache=True)
 def _typed_fill_kernel(
-    graph, options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, offsets, pos, col, dst
+    graph,
+    options,
+    targets,
+    rel_of,
+    segments,
+    row_base,
+    ks,
+    states,
+    src_base,
+    edge_base,
+    offsets,
+    pos,
+    col,
+    dst,
+    src_count,
+    corrupt,
 ):
     """Target ``i``: draw into ``pos[offsets[i]:offsets[i + 1]]``, finish (``col``: local source
     ids, then their typed ids; ``pos``: relation-local edge ids) and write its position ``dst``.
     Disjoint (``options.stride > 0``): targets are virtual local ids and the sources' typed ids
-    carry the target's tree (``src_base[r] + tree * stride + id``)."""
+    carry the target's tree (``src_base[r] + tree * stride + id``). A source id outside
+    ``[0, src_count[r])`` (a corrupt graph) sets ``corrupt[0]``, read with the relabel's sizes."""
     i = cuda.grid(1)
     if i < targets.shape[0]:
         r = rel_of[i]
@@ -58,7 +75,10 @@ def _typed_fill_kernel(
         window_fill(graph, options, row, window_start, window_end, ks[r], state, count, pos, start)
         row_finish(graph, options, pos, col, start, start + count)
         base = src_base[r] + tree * options.stride
+        bound = src_count[r]
         for q in range(start, start + count):
+            if col[q] < 0 or col[q] >= bound:
+                corrupt[0] = 1
             col[q] += base
             dst[q] = i - segments[r]
             if not options.has_edge_ids:
@@ -76,11 +96,13 @@ def _typed_insert_kernel(known, typed_src, keys, first, slot_of, mask):
         slot_of[i] = insert(keys, first, node, i, mask)
 
 
-def relabel_typed(device, n_id: list, type_base, typed_src):
-    """``(src_local, new_nodes, type_offsets)`` for a hop's edges whose sources have typed ids
-    ``typed_src``: each source's position in its type's ``n_id`` (extended by the hop's new nodes,
-    in order of first appearance, as the CPU's serial relabel does), and the new nodes grouped by
-    type as :func:`.typed.sample_typed_hop` groups them (``type_offsets`` on the host).
+def relabel_typed(device, n_id: list, type_base, typed_src, corrupt=None):
+    """``(src_local, new_nodes, type_offsets, corrupt)`` for a hop's edges whose sources have typed
+    ids ``typed_src``: each source's position in its type's ``n_id`` (extended by the hop's new
+    nodes, in order of first appearance, as the CPU's serial relabel does), and the new nodes
+    grouped by type as :func:`.typed.sample_typed_hop` groups them (``type_offsets`` on the host).
+    ``corrupt`` (optional): a device flag read back in the same synchronisation; the returned
+    ``corrupt`` is its value (the rest is then meaningless), ``False`` without one.
 
     The untyped hop's relabel (:mod:`.reindex`) over typed ids (``type_base[t] + id``): the stream
     is every type's ``n_id`` in type order, then the hop's sources; new nodes are the sources at
@@ -92,7 +114,7 @@ def relabel_typed(device, n_id: list, type_base, typed_src):
     lengths = np.array([int(ids.shape[0]) for ids in n_id], np.int64)
     num_known, num_edges = int(lengths.sum()), int(typed_src.shape[0])
     if num_edges == 0:
-        return typed_src, xp.empty(0, dtype=np.int64), np.zeros(num_types + 1, np.int64)
+        return typed_src, xp.empty(0, dtype=np.int64), np.zeros(num_types + 1, np.int64), False
     known = xp.concatenate([xp.asarray(ids) + int(type_base[t]) for t, ids in enumerate(n_id)])
     stream = num_known + num_edges
     capacity = table_capacity(stream)
@@ -111,7 +133,13 @@ def relabel_typed(device, n_id: list, type_base, typed_src):
         running = xp.cumsum(mine)
         rank += mine * (running - 1)
         totals.append(running[-1])
+    if corrupt is not None:
+        totals.append(corrupt[0])
     counts = to_host(xp.stack(totals))  # sync: new nodes per type (the next n_id's shapes)
+    if corrupt is not None:
+        counts, flagged = counts[:-1], bool(counts[-1])
+        if flagged:
+            return typed_src, xp.empty(0, dtype=np.int64), np.zeros(num_types + 1, np.int64), True
     type_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     position = first[slot_of[num_known:]]  # each source's first stream position
     is_known = position < num_known
@@ -124,7 +152,7 @@ def relabel_typed(device, n_id: list, type_base, typed_src):
     grouped = xp.empty(num_new + 1, dtype=np.int64)  # the last slot takes every non-first write
     target = xp.where(flags == 1, xp.asarray(type_offsets[:-1])[edge_type] + rank, num_new)
     grouped[target] = typed_src - bases[edge_type]
-    return src_local, grouped[:num_new], type_offsets
+    return src_local, grouped[:num_new], type_offsets, False
 
 
 class TypedCUDADriver:
@@ -132,9 +160,10 @@ class TypedCUDADriver:
     :class:`.typed.TypedCPUDriver`. The untyped :class:`.cuda.CUDADriver` over the same stacked
     graph (:attr:`flat`) holds the records and draws link negatives and exclusions."""
 
-    def __init__(self, stacked, options, seed: int, type_counts, device, times=None):
+    def __init__(self, stacked, options, seed: int, type_counts, device, times=None, names=None):
         from .cpu import weight_tables
 
+        self.names = names  # (edge types, node types), for error messages
         self.flat = CUDADriver(stacked, options, seed, device, weight_tables=weight_tables, times=times)
         self.device, self.seed = device, int(seed)
         self.graph, self.options = self.flat.graph, self.flat.options
@@ -147,7 +176,10 @@ class TypedCUDADriver:
         uploaded_for, arrays = self._uploaded  # one tuple: threads read a plan with its own arrays
         if uploaded_for is not plan:
             xp = self.device.xp
-            arrays = tuple(xp.asarray(a) for a in (plan.row_base, self.type_base[plan.src_type], plan.edge_base))
+            src_count = np.diff(self.type_base)[plan.src_type]  # the bound of each relation's source ids
+            arrays = tuple(
+                xp.asarray(a) for a in (plan.row_base, self.type_base[plan.src_type], plan.edge_base, src_count)
+            )
             self._uploaded = (plan, arrays)
         return arrays
 
@@ -158,7 +190,8 @@ class TypedCUDADriver:
         plan, xp = fanouts, self.device.xp
         with self.device:
             options = self.flat._record(options)
-            row_base, src_base, edge_base = self._device_plan(plan)
+            row_base, src_base, edge_base, src_count = self._device_plan(plan)
+            corrupt = xp.zeros(1, dtype=np.int64)  # set by a fill meeting a source id outside its type
             type_base = self.type_base
             if options.stride:
                 seeds, span = virtual_seeds(xp, seeds, options.stride)
@@ -172,8 +205,9 @@ class TypedCUDADriver:
                 ks = xp.asarray(plan.fanouts[:, hop].copy())
                 states = xp.asarray(plan_states(plan, self.seed, key, hop))
                 hop_out = self._hop(
-                    options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id, type_base
-                )
+                    options, targets, rel_of, segments, (row_base, ks, states, src_base, edge_base, src_count),
+                    n_id, type_base, corrupt, plan,
+                )  # fmt: skip
                 if options.expand_new:
                     shift_targets(plan, hop_out[0], hop_out[2], starts)
                     starts = [len(ids) for ids in n_id]
@@ -183,8 +217,9 @@ class TypedCUDADriver:
                 return split_types(n_id, hops, options.stride)
         return Drawn(n_id, hops)
 
-    def _hop(self, options, targets, rel_of, segments, row_base, ks, states, src_base, edge_base, n_id, type_base):
+    def _hop(self, options, targets, rel_of, segments, per_relation, n_id, type_base, corrupt, plan):
         device, graph, xp = self.device, self.graph, self.device.xp
+        row_base, ks, states, src_base, edge_base, src_count = per_relation
         num_targets = int(targets.shape[0])
         counts = xp.zeros(num_targets + 1, dtype=np.int64)
         launch_rows(_typed_count_kernel, device, num_targets, graph, options, targets, rel_of, row_base, ks, counts)
@@ -213,8 +248,15 @@ class TypedCUDADriver:
                 pos,
                 col,
                 dst,
+                src_count,
+                corrupt,
             )
-        src_local, new_nodes, type_offsets = relabel_typed(device, n_id, type_base, col)
+        src_local, new_nodes, type_offsets, flagged = relabel_typed(device, n_id, type_base, col, corrupt)
+        if flagged:
+            counts = np.diff(self.type_base)
+            raise self.flat.corrupt_error(
+                relation_spans(plan.edge_base, plan.src_type, counts, self.flat.num_edges, self.names)
+            )
         # Relation r's (2, E_r) block starts at 2 * edge_offsets[r]: edge q of it goes to
         # edge_offsets[r] + q (its source) and edge_offsets[r + 1] + q (its target).
         edge = xp.arange(num_edges, dtype=np.int64)

@@ -112,12 +112,15 @@ def _overload_prefetch_window(graph, options, node):
 def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
     """One disjoint hop for the targets ``n_id[first:]`` (virtual ids, ``options.stride > 0``).
 
-    Returns ``(n_id_next, edge_index, e_id, keys, values)`` as :func:`.cpu.sample_hop` (positions
-    in ``n_id_next``), plus the relabel table (``keys`` / ``values``, grown when needed), which
-    must map every id of ``n_id`` to its position on entry.
+    Returns ``(n_id_next, edge_index, e_id, keys, values, corrupt)`` as :func:`.cpu.sample_hop`
+    (positions in ``n_id_next``), plus the relabel table (``keys`` / ``values``, grown when
+    needed), which must map every id of ``n_id`` to its position on entry; ``corrupt``: a
+    neighbour id outside ``[0, num_nodes)`` was met (the output is then meaningless).
     """
     stride = options.stride
     indptr = graph.indptr
+    num_nodes = np.uint64(indptr.shape[0] - 1)
+    corrupt = np.zeros(1, np.uint8)
     num_known = n_id.shape[0]
     num_targets = num_known - first
     offsets = np.empty(num_targets + 1, np.int64)
@@ -158,6 +161,8 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
         for i in range(lo, hi):  # neighbours as virtual ids of their target's tree: the table keys
             base = trees[i] * stride
             for q in range(offsets[i], offsets[i + 1]):
+                if np.uint64(col[q]) >= num_nodes:  # a corrupt graph: the id would name no row
+                    corrupt[0] = 1
                 col[q] += base
 
     keys, values = _grow(keys, values, num_known + num_edges)
@@ -178,20 +183,36 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
             n_id_next[size] = key
             size += 1
         edge_index[0, q] = values[slot]
-    return n_id_next[:size], edge_index, e_id, keys, values
+    return n_id_next[:size], edge_index, e_id, keys, values, corrupt[0] != 0  # the table is safe with any id
 
 
 @njit(parallel=True, cache=True, nogil=True)
 def sample_typed_tree_hop(
-    graph, options, targets, rel_of, segments, row_base, ks, states, src_type, edge_base, keys, values, sizes, span
+    graph,
+    options,
+    targets,
+    rel_of,
+    segments,
+    row_base,
+    ks,
+    states,
+    src_type,
+    edge_base,
+    keys,
+    values,
+    sizes,
+    span,
+    src_count,
 ):
     """One disjoint typed hop (the layout of :func:`.typed.sample_typed_hop`): target ``i`` is the
     virtual local id ``targets[i]`` (``tree * stride + node``) of relation ``rel_of[i]``.
 
     The relabel table maps ``type * span + virtual local id`` to the position in that type's
     ``n_id`` (``span``: trees times stride); ``sizes`` (per-type ``n_id`` lengths) is updated.
-    Returns ``(edges, e_id, offsets, (grouped, type_offsets), keys, values)``: as the typed hop,
-    the new nodes (virtual local ids) grouped by type, then the (maybe grown) table.
+    ``src_count[r]`` bounds relation ``r``'s source ids. Returns ``(edges, e_id, offsets,
+    (grouped, type_offsets), keys, values, corrupt)``: as the typed hop, the new nodes (virtual
+    local ids) grouped by type, then the (maybe grown) table, and whether a source id read from
+    ``graph.indices`` lay outside its type (a corrupt graph: the output is then meaningless).
     """
     stride = options.stride
     num_targets = targets.shape[0]
@@ -231,10 +252,14 @@ def sample_typed_tree_hop(
     found = np.empty(num_edges, np.int64)
     found_type = np.empty(num_edges, np.int64)
     m = 0
+    corrupt = False
     for r in range(num_relations):  # relations in order, then targets, then draws (first appearance)
         first, stop = offsets[segments[r]], offsets[segments[r + 1]]
         t = src_type[r]
         for q in range(first, stop):
+            if np.uint64(col[q]) >= np.uint64(src_count[r]):  # a corrupt graph: the id names no node of t
+                corrupt = True
+                break
             target = targets[segments[r] + edges[2 * first + (stop - first) + q - first]]
             vlocal = (target // stride) * stride + col[q]  # the target's tree, the neighbour
             key = t * span + vlocal
@@ -260,4 +285,4 @@ def sample_typed_tree_hop(
     for j in range(m):  # stable: each type's new nodes keep their order of first appearance
         grouped[fill[found_type[j]]] = found[j]
         fill[found_type[j]] += 1
-    return edges, e_id, offsets, (grouped, type_offsets), keys, values
+    return edges, e_id, offsets, (grouped, type_offsets), keys, values, corrupt

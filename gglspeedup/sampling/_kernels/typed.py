@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from ..._integrity import corrupt_indices_error, relation_spans
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
 from ..._parallel import kernel_threads
@@ -56,7 +57,8 @@ class TypedCPUDriver:
     finds excluded positions for link batches; its records (weighted tables included) are shared.
     """
 
-    def __init__(self, stacked, options: SampleOptions, seed: int, type_counts, times=None):
+    def __init__(self, stacked, options: SampleOptions, seed: int, type_counts, times=None, names=None):
+        self.names = names  # (edge types, node types), for error messages
         self.flat = CPUDriver(stacked, options, seed, times=times)
         self.graph, self.options, self.seed = self.flat.graph, self.flat.options, int(seed)
         counts = np.asarray(type_counts, np.int64)
@@ -104,10 +106,13 @@ class TypedCPUDriver:
                 hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
                 src_base = self.type_base[plan.src_type]
                 args = (*hop_inputs, self._degrees, src_base, plan.edge_base, local_map, epoch, sizes, plain)
-                args += (hop_threads,)
+                args += (self._src_count(plan), hop_threads)
                 result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
                 if guard.stopping():
                     break
+                *result, corrupt = result
+                if corrupt:  # the map is dropped below, not pooled
+                    raise self.corrupt_error(plan)
                 n_id, starts = record_hop(plan, n_id, hops, starts, options.expand_new, segments, *result)
             if guard.stopping():  # the map is dropped, not pooled; leaving the block raises
                 n_id = hops = local_map = result = args = hop_inputs = targets = None
@@ -131,9 +136,11 @@ class TypedCPUDriver:
                 region.fit(typed_work(plan, segments, hop))
                 sizes = np.array([len(ids) for ids in n_id], np.int64)
                 hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                *result, keys, values = sample_typed_tree_hop(
-                    *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span)
+                *result, keys, values, corrupt = sample_typed_tree_hop(
+                    *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span), self._src_count(plan)
                 )
+                if corrupt:
+                    raise self.corrupt_error(plan)
                 n_id, starts = record_hop(plan, n_id, hops, starts, options.expand_new, segments, *result)
         return split_types(n_id, hops, options.stride)
 
@@ -145,6 +152,15 @@ class TypedCPUDriver:
 
     def _count(self, t: int) -> int:
         return int(self.type_base[t + 1] - self.type_base[t])
+
+    def _src_count(self, plan) -> np.ndarray:
+        """int64 (R,): nodes of each relation's source type, the bound of its ids in ``indices``."""
+        return np.diff(self.type_base)[plan.src_type]
+
+    def corrupt_error(self, plan) -> ValueError:
+        """The error for a kernel that met a source id outside its type (a corrupt folder)."""
+        spans = relation_spans(plan.edge_base, plan.src_type, np.diff(self.type_base), self.flat.num_edges, self.names)
+        return corrupt_indices_error(self.graph.indices, spans)
 
     def negatives(self, *args, **kwargs):
         return self.flat.negatives(*args, **kwargs)
@@ -171,6 +187,7 @@ def sample_typed_hop(
     epoch,
     sizes,
     plain,
+    src_count,
     threads,
     stop_flag=None,
 ):
@@ -179,14 +196,15 @@ def sample_typed_hop(
     ``states[r]`` from stacked row ``row_base[r] + targets[i]``. ``degrees`` is the graph's
     :class:`.records.DegreeTable`, which the count reads instead of ``indptr``.
 
-    Returns ``(edges, e_id, offsets, (grouped, type_offsets))``: ``offsets`` (T + 1,) per target, so
+    Returns ``(edges, e_id, offsets, (grouped, type_offsets), corrupt)``: ``offsets`` (T + 1,) per target, so
     relation ``r``'s edges are ``offsets[segments[r]] ..``; ``edges`` the flat buffer of the
     per-relation (2, E_r) blocks (row 0 the source's position in its type's ``n_id``, row 1 the
     target's position ``i - segments[r]``); ``e_id`` relation-local edge ids; the new nodes
     grouped by type (type order, each type's in order of first appearance), bounded by
     ``type_offsets``. ``local_map`` (a node at position ``j`` of its type's ``n_id`` stored as
     ``epoch + j``, an entry below ``epoch`` unseen) and ``sizes`` (per-type ``n_id`` lengths) are
-    updated.
+    updated; ``corrupt`` is true when a source id read from ``graph.indices`` lay outside
+    ``[0, src_count[r])`` (a corrupt graph: that type's relabel stopped, the output is partial).
     ``plain``: ``options`` without its exclusions, for the count and the rows that hold no
     excluded edge (see :func:`.cpu.sample_hop`). ``threads``: the Numba threads the call runs on
     (the relabel's types are shared out among them; passed in, as ``numba.get_num_threads()`` in
@@ -263,6 +281,7 @@ def sample_typed_hop(
     # thread: one type usually holds most sources (a prange over the types measured 4% slower).
     num_bins = max(min(threads, num_types), 1)
     bin_of = _balance(type_base, num_bins)
+    corrupt = np.zeros(1, np.uint8)
     for b in prange(num_bins):
         for t in range(num_types):
             if bin_of[t] != b:
@@ -274,12 +293,16 @@ def sample_typed_hop(
                 first = offsets[segments[r]]
                 stop = offsets[segments[r + 1]]
                 base = src_base[r]
+                bound = np.uint64(src_count[r])
                 for q in range(first, stop):
                     if stop_requested(stop_flag):
                         break
                     if q + _PREFETCH_DISTANCE < stop:  # the map reads are the pass's misses
                         prefetch(local_map, base + col[q + _PREFETCH_DISTANCE])
                     u = col[q]
+                    if np.uint64(u) >= bound:  # a corrupt graph (loaded unverified): never an index
+                        corrupt[0] = 1
+                        break
                     v = local_map[base + u] - epoch
                     if v < 0:
                         v = sizes[t]
@@ -297,7 +320,7 @@ def sample_typed_hop(
     grouped = np.empty(type_offsets[num_types], np.int64)
     for t in range(num_types):
         grouped[type_offsets[t] : type_offsets[t + 1]] = found[type_base[t] : type_base[t] + new_count[t]]
-    return edges, e_id, offsets, (grouped, type_offsets)
+    return edges, e_id, offsets, (grouped, type_offsets), corrupt[0] != 0
 
 
 @register_jitable

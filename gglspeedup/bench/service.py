@@ -1,0 +1,258 @@
+"""``python -m gglspeedup.bench service``: batches through partition servers on Ray vs the local sampler.
+
+Example::
+
+    python -m gglspeedup.bench service --graph powerlaw:2000000:32 --servers 1,2,4
+
+The graph is partitioned once (``--method``, into as many parts as the largest server count;
+fewer servers serve several parts each) and served by Ray actors on this machine, started in a
+private network namespace this process makes (so Ray listens on that namespace's loopback only;
+``--address`` joins an existing cluster instead). For each server count, the service's sampler and
+the local in-process ``NeighborSampler`` (same graph, fanouts, seed and batches, same machine and
+threads) are timed in alternating rounds; the first batches are compared bit for bit first (the
+self-check: a difference stops the bench). Reported per count: batches/s of both, the paired
+ratio (median over rounds), and the bytes the transport moved per batch against the minimum:
+each hop's distinct target ids sent once and its drawn edges (neighbour and edge id) received
+once, at the partition's id widths (plus each distinct row once with ``--dim``).
+
+Failure timings (``--failures``, two servers, ``--deadline``): the time from a SIGKILL to the
+named error (no restarts), from a SIGSTOP to the named error, and the stall of the batch that
+meets a killed server with ``max_restarts=1`` (detection, restart, map, warm-up, retry), whose
+batch is checked against the local one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import tempfile
+import time
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser) -> None:
+    """Add this command's options to an ``argparse`` parser."""
+    from ._options import SAMPLING, add_common_arguments
+
+    add_common_arguments(parser, *SAMPLING, batches=(20, "timed batches per round (default 20)"))
+    parser.add_argument("--servers", default="1,2,4", help="server counts, comma-separated (default 1,2,4)")
+    parser.add_argument("--method", default="range", help="partitioning: range or metis (default range)")
+    parser.add_argument("--dim", type=int, default=0, help="float32 feature width gathered per batch (default 0: none)")
+    parser.add_argument("--deadline", default="2s", help="the servers' deadline (default 2s)")
+    parser.add_argument("--failures", type=int, default=1, help="measure the failure timings (1) or not (0)")
+    parser.add_argument("--address", default=None, help="an existing Ray cluster to use (default: a local one)")
+    add_common_arguments(parser, "seed", "threads")
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--servers must list server counts, e.g. 1,2,4, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise ValueError(f"--servers must list server counts >= 1, got {text!r}")
+    return sorted(set(counts))
+
+
+@contextlib.contextmanager
+def ray_here(address):
+    """Ray for the bench: this process's connection, ``address``'s cluster, or a local instance in a
+    private network namespace (stopped, and the namespace left, on exit)."""
+    from ..service.cluster import ray_connection
+
+    try:
+        with ray_connection(address, private_network=True):
+            yield
+    except PermissionError as error:
+        raise RuntimeError(f"bench service starts Ray in a private network namespace: {error}") from None
+
+
+def _minimum(out, id_bytes: int, edge_id_bytes: int, row_bytes: int) -> int:
+    """The bytes a batch must move: each hop's targets once (ids out), its edges once (neighbour and
+    edge id back), each distinct row once."""
+    total = sum(adj.size[1] * id_bytes + adj.e_id.shape[0] * (id_bytes + edge_id_bytes) for adj in out.adjs)
+    return total + out.n_id.shape[0] * row_bytes
+
+
+def _pass(sampler, store, batches) -> float:
+    start = time.perf_counter()
+    for key, seeds in enumerate(batches):
+        n_id = sampler.sample(seeds, key=key).n_id
+        if store is not None:
+            store[n_id]
+    return time.perf_counter() - start
+
+
+def _self_check(remote, local, store, x, batches) -> None:
+    import numpy as np
+
+    from ..testing import assert_same_sample
+
+    for key, seeds in enumerate(batches[:2]):
+        out = remote.sample(seeds, key=key)
+        try:
+            assert_same_sample(out, local.sample(seeds, key=key))
+        except AssertionError as error:
+            raise RuntimeError(
+                f"self-check: batch {key} through the servers differs from the local one: {error}"
+            ) from None
+        if store is not None and not np.array_equal(store[out.n_id], x[out.n_id]):
+            raise RuntimeError(f"self-check: batch {key}'s feature rows differ from x[n_id]")
+
+
+def _measure(cluster, local, x, batches, args) -> dict:
+    import numpy as np
+
+    from ..feature import FeatureStore
+
+    remote = cluster.sampler(local.fanouts, seed=args.seed)
+    store = cluster.features() if x is not None else None
+    local_store = None if x is None else FeatureStore(x)
+    _self_check(remote, local, store, x, batches)
+    warm, timed = batches[: args.warmup], batches[args.warmup :]
+    _pass(remote, store, warm)
+    _pass(local, local_store, warm)
+    seconds = {"service": [], "local": []}
+    for _ in range(args.repeats):
+        cluster.transport.reset_stats()
+        seconds["service"].append(_pass(remote, store, timed))
+        moved = cluster.stats()
+        seconds["local"].append(_pass(local, local_store, timed))
+    book = cluster.book
+    id_bytes = np.dtype(book.meta["index_dtype"]).itemsize
+    edge_id_bytes = np.dtype(book.meta["edge_id_dtype"]).itemsize
+    row_bytes = 0 if x is None else x.shape[1] * x.itemsize
+    minimum = sum(_minimum(local.sample(s, key=k), id_bytes, edge_id_bytes, row_bytes) for k, s in enumerate(timed))
+    service, local_s = np.array(seconds["service"]), np.array(seconds["local"])
+    moved_bytes = moved["bytes_sent"] + moved["bytes_received"]
+    return {
+        "servers": cluster.num_servers,
+        "service_batches_per_s": len(timed) / float(np.median(service)),
+        "local_batches_per_s": len(timed) / float(np.median(local_s)),
+        "ratio": float(np.median(local_s / service)),
+        "bytes_per_batch": moved_bytes / len(timed),
+        "minimum_per_batch": minimum / len(timed),
+        "bytes_vs_minimum": moved_bytes / max(minimum, 1),
+        "calls_per_batch": moved["calls"] / len(timed),
+    }
+
+
+def _failures(folder, local, batches, args) -> dict:
+    """Seconds from a kill / a stop to the named error, and the stall of a restarted server."""
+    from ..service import ServerUnavailable, serve
+    from ..testing import assert_same_sample
+
+    def timed_error(sig) -> float:
+        with serve(folder, 2, max_restarts=0, deadline=args.deadline) as cluster:
+            sampler = cluster.sampler(local.fanouts, seed=args.seed)
+            sampler.sample(batches[0], key=0)
+            pid = cluster.servers[1].pid
+            os.kill(pid, sig)
+            start = time.perf_counter()
+            try:
+                sampler.sample(batches[1], key=1)
+            except ServerUnavailable:
+                return time.perf_counter() - start
+            finally:
+                if sig == signal.SIGSTOP:
+                    os.kill(pid, signal.SIGCONT)
+            raise RuntimeError("a stopped or killed server was not named")
+
+    results = {"kill_named_s": timed_error(signal.SIGKILL), "stop_named_s": timed_error(signal.SIGSTOP)}
+    with serve(folder, 2, max_restarts=1, deadline=args.deadline) as cluster:
+        sampler = cluster.sampler(local.fanouts, seed=args.seed)
+        start = time.perf_counter()
+        for key in range(3):
+            sampler.sample(batches[key], key=key)
+        normal = (time.perf_counter() - start) / 3
+        os.kill(cluster.servers[1].pid, signal.SIGKILL)
+        start = time.perf_counter()
+        out = sampler.sample(batches[3], key=3)
+        results["restart_stall_s"] = time.perf_counter() - start - normal
+        assert_same_sample(out, local.sample(batches[3], key=3))
+    results["deadline_s"] = cluster.deadline
+    return results
+
+
+_COLUMNS = [
+    ("servers", "servers", "d"),
+    ("service_batches_per_s", "service batches/s", ".1f"),
+    ("local_batches_per_s", "local batches/s", ".1f"),
+    ("ratio", "service / local", ".2f"),
+    ("bytes_per_batch", "bytes/batch", ",.0f"),
+    ("minimum_per_batch", "minimum", ",.0f"),
+    ("bytes_vs_minimum", "x minimum", ".3f"),
+]
+
+
+def run(args) -> dict:
+    import numpy as np
+
+    from .. import __version__
+    from ..sampling import NeighborSampler
+    from ..service import partition, serve
+    from ..validation import parse_fanouts
+    from ._common import format_table, load_graph, machine_info, seed_batches, set_threads
+    from ._options import check_timing_args
+
+    check_timing_args(args)
+    counts = _counts(args.servers)
+    if args.method not in ("range", "metis"):
+        raise ValueError(f"--method must be range or metis, got {args.method!r}")
+    if args.dim < 0:
+        raise ValueError(f"--dim must be >= 0, got {args.dim}")
+    fanouts = parse_fanouts(args.fanouts)
+    set_threads(args.threads)
+    graph, description = load_graph(args.graph)
+    if max(counts) > graph.num_nodes:
+        raise ValueError(f"--servers asks for {max(counts)} servers of a {graph.num_nodes}-node graph")
+    x = None
+    if args.dim:
+        x = np.random.default_rng(args.seed).random((graph.num_nodes, args.dim), dtype=np.float32)
+    batches = seed_batches(graph.num_nodes, args.batch, args.warmup + args.batches, args.seed)
+    local = NeighborSampler(graph, fanouts, seed=args.seed)
+    rows, failures = [], None
+    with tempfile.TemporaryDirectory(prefix="gglspeedup-bench-service-") as tmp:
+        folder = os.path.join(tmp, "parts")
+        start = time.perf_counter()
+        partition(graph, folder, max(counts), features=x, method=args.method, memory="1G")
+        partition_s = time.perf_counter() - start
+        with ray_here(args.address):
+            for count in counts:
+                start = time.perf_counter()
+                with serve(folder, count, deadline=args.deadline) as cluster:
+                    row = {"start_s": time.perf_counter() - start}
+                    row.update(_measure(cluster, local, x, batches, args))
+                rows.append(row)
+            if args.failures and max(counts) >= 2 and args.address is None:
+                failures = _failures(folder, local, batches, args)
+    results = {
+        "command": "service",
+        "graph": description,
+        "fanouts": fanouts,
+        "batch": args.batch,
+        "batches": args.batches,
+        "warmup": args.warmup,
+        "repeats": args.repeats,
+        "method": args.method,
+        "dim": args.dim,
+        "partition_s": partition_s,
+        "version": __version__,
+        "machine": machine_info(),
+        "rows": rows,
+        "failures": failures,
+    }
+    print(
+        f"service vs local sampler, {description['num_nodes']:,} nodes / {description['num_edges']:,} edges, "
+        f"{args.method} parts ({partition_s:.1f} s), fanouts {fanouts}, batch {args.batch}, "
+        f"{args.batches} batches x {args.repeats} rounds, features {args.dim or 'none'}; self-check passed"
+    )
+    print(format_table(rows, _COLUMNS))
+    if failures:
+        print(
+            f"failures (deadline {failures['deadline_s']:g} s): kill named in {failures['kill_named_s']:.2f} s, "
+            f"stop named in {failures['stop_named_s']:.2f} s, restart stall {failures['restart_stall_s']:.2f} s"
+        )
+    return results

@@ -1,0 +1,39 @@
+"""``python -m gglspeedup.bench service`` on tiny settings: its self-check (batches through the
+servers equal the local sampler's), the bytes it counts against the minimum, its failure timings.
+
+Ray is the session's, in its private network namespace (``service_netns``); without one the bench
+makes its own namespace (``bench.service.ray_here``).
+"""
+
+import json
+
+import pytest
+from service_netns import ray_session  # noqa: F401
+
+from gglspeedup.bench import main
+
+
+def test_service_ray_bench_self_checks_counts_bytes_and_times_failures(ray_session, tmp_path, capsys):  # noqa: F811
+    out_path = tmp_path / "service.json"
+    argv = ["service", "--graph", "powerlaw:3000:8", "--servers", "2", "--fanouts", "4,3", "--batch", "64"]
+    argv += ["--batches", "3", "--warmup", "1", "--repeats", "2", "--dim", "8", "--deadline", "500ms"]
+    assert main([*argv, "--json", str(out_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "self-check passed" in printed and "kill named in" in printed
+    results = json.loads(out_path.read_text())
+    (row,) = results["rows"]
+    assert row["servers"] == 2 and row["calls_per_batch"] == 3  # two hops and one gather
+    assert row["service_batches_per_s"] > 0 and row["local_batches_per_s"] > 0
+    assert 1.0 <= row["bytes_vs_minimum"] <= 1.5  # ids out once, edges and rows back once, plus headers
+    failures = results["failures"]
+    assert failures["deadline_s"] == 0.5 and failures["kill_named_s"] <= 2.0
+    assert 0.5 <= failures["stop_named_s"] <= 1.5 and failures["restart_stall_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--servers", "0"], "--servers"), (["--servers", "a"], "--servers"), (["--method", "hash"], "--method")],
+)
+def test_service_ray_bench_refuses_bad_options_before_starting_anything(extra, message):
+    with pytest.raises(ValueError, match=message):
+        main(["service", "--graph", "powerlaw:300:4", *extra])

@@ -1,0 +1,119 @@
+"""``python -m gglspeedup.service serve PATH --address auto`` and serve()'s embedded default.
+
+The command runs in a child process that joins the session's Ray (in its private network
+namespace, ``service_netns``) through ``--address auto`` and ``RAY_ADDRESS``; a trainer's serve()
+then uses its servers instead of starting its own, and closing the trainer's cluster leaves them
+to the command, which stops them on SIGTERM. The embedded default (no address, no Ray yet) runs in
+a child process with a namespace of its own: serve() starts a local Ray there and close() leaves
+none of its processes behind.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from service_netns import partitioned, process_alive, ray_session, wait_gone  # noqa: F401
+
+import gglspeedup as gg
+from gglspeedup.service import serve
+from gglspeedup.testing import assert_same_sample
+
+
+def _read_until(process, marker: str, seconds: float) -> list[str]:
+    lines, limit = [], time.monotonic() + seconds
+    while time.monotonic() < limit:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line.strip())
+        if line.startswith(marker):
+            return lines
+    raise AssertionError(f"no {marker!r} line from the command: {lines}")
+
+
+def test_service_ray_command_serves_until_stopped_and_trainers_use_its_servers(ray_session, tmp_path_factory):  # noqa: F811
+    folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
+    env = {**os.environ, "RAY_ADDRESS": ray_session.address}
+    command = [sys.executable, "-m", "gglspeedup.service", "serve", folder, "--servers", "2", "--address", "auto"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        lines = _read_until(process, "ready", 120.0)
+        servers = [line for line in lines if line.startswith("server ")]
+        assert [line.split(" pids ")[0] for line in servers] == [
+            "server 0 parts [0, 1] node 127.0.0.1",
+            "server 1 parts [2] node 127.0.0.1",
+        ]
+        pids = [int(line.rsplit(" ", 1)[1]) for line in servers]
+        with serve(folder) as cluster:  # finds the command's servers: starts none
+            assert [server.pid for server in cluster.servers] == pids and not cluster.transport.owner
+            seeds = np.arange(0, graph.num_nodes, 11)
+            expected = gg.NeighborSampler(graph, [4, 3], seed=1).sample(seeds, key=3)
+            assert_same_sample(cluster.sampler([4, 3], seed=1).sample(seeds, key=3), expected)
+        assert all(process_alive(pid) for pid in pids)  # the trainer's close() leaves them running
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        assert process.stdout.read().strip().endswith("stopped")
+        assert not wait_gone(pids, 10.0)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+EMBEDDED = textwrap.dedent(
+    """
+    import json, os, sys
+    import numpy as np
+    import psutil
+    import gglspeedup as gg
+    from gglspeedup.service import serve
+    from gglspeedup.service.netns import private_network
+
+    folder, num_nodes = sys.argv[1], int(sys.argv[2])
+    shm_before = set(os.listdir("/dev/shm"))
+    try:
+        network = private_network()
+    except PermissionError as error:
+        print(json.dumps({"skip": str(error)}))
+        sys.exit(0)
+    with network:
+        import ray
+        cluster = serve(folder, 2, deadline="10s")
+        started = ray.is_initialized()
+        children = [p.pid for p in psutil.Process().children(recursive=True)]
+        servers = [s.pid for s in cluster.servers]
+        n_id = cluster.sampler([4, 3], seed=1).sample(np.arange(0, num_nodes, 11), key=3).n_id
+        cluster.close()
+        alive = [pid for pid in children + servers if psutil.pid_exists(pid)
+                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    print(json.dumps({"started": started, "connected": ray.is_initialized(), "alive": alive,
+                      "servers": len(servers), "children": len(children), "n_id": n_id.tolist(),
+                      "new_shm": sorted(set(os.listdir("/dev/shm")) - shm_before)}))
+    """
+)
+
+
+def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_path_factory):
+    folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
+    result = subprocess.run(
+        [sys.executable, "-c", EMBEDDED, folder, str(graph.num_nodes)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if "skip" in report:
+        pytest.skip(f"no private network namespace for Ray: {report['skip']}")
+    expected = gg.NeighborSampler(graph, [4, 3], seed=1).sample(np.arange(0, graph.num_nodes, 11), key=3).n_id
+    assert report["started"] and not report["connected"] and report["servers"] == 2
+    assert report["children"] >= 3  # Ray's own processes and the servers, all started by serve()
+    assert report["alive"] == [] and report["new_shm"] == []
+    assert report["n_id"] == expected.tolist()

@@ -1,0 +1,117 @@
+"""The remote feature tier and remote labels over in-process servers (no Ray): rows exactly
+``x[ids]``, each distinct row asked for once per gather, the cache policies, ``out=`` and the
+errors a FeatureStore raises. The same classes run over Ray in ``test_service_ray_cluster.py``;
+here they run on every device the suite has (the CUDA case on numba's simulator)."""
+
+import numpy as np
+import pytest
+from service_netns import small_graph
+
+import gglspeedup as gg
+from gglspeedup.service import LocalTransport, PartServer, RemoteFeatureStore, RemoteLabels, partition
+
+
+class CountingTransport(LocalTransport):
+    """LocalTransport that records every request (group, method, ids)."""
+
+    def __init__(self, servers, group_parts):
+        super().__init__(servers, group_parts)
+        self.asked = []
+
+    def call(self, requests, *, key=None):
+        for group, (method, payload) in requests.items():
+            self.asked.append((group, method, np.asarray(payload["ids"]).copy()))
+        return super().call(requests, key=key)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    graph, x, y = small_graph(num_nodes=200, num_edges=1500, seed=3)
+    folder = str(tmp_path_factory.mktemp("remote") / "p")
+    partition(graph, folder, 3, features=x, labels=y, method="range")
+    servers = [PartServer(folder, [0, 1], warm=False), PartServer(folder, [2], warm=False)]
+    return folder, graph, x, y, servers
+
+
+def _transport(served):
+    return CountingTransport(served[4], [(0, 1), (2,)])
+
+
+def test_service_remote_rows_equal_x_and_each_distinct_row_is_asked_once(served, device):
+    folder, _graph, x, _, _ = served
+    transport = _transport(served)
+    store = RemoteFeatureStore(transport, folder, device=device, policy="none")
+    ids = np.array([5, 199, 5, 0, 120, 120, 7, 199])
+    rows = gg.backends.from_(store[ids])
+    np.testing.assert_array_equal(np.asarray(rows.get() if hasattr(rows, "get") else rows), x[ids])
+    asked = np.concatenate([a for _, _, a in transport.asked])
+    assert sorted(asked.tolist()) == sorted(set(ids.tolist()))  # once each, repeats served here
+    assert {method for _, method, _ in transport.asked} == {"rows"} and len(transport.asked) == 2
+    assert store.stats()["rows_remote"] == len(set(ids.tolist()))
+
+
+def test_service_remote_cache_serves_its_rows_without_asking(served):
+    folder, _graph, x, _, _ = served
+    transport = _transport(served)
+    order = np.arange(200)[::-1].copy()
+    store = RemoteFeatureStore(transport, folder, cache_size=50 * 16 * 4, policy=order)
+    assert store.num_cached == 50 and store.cached_ids.tolist() == order[:50].tolist()
+    transport.asked.clear()
+    assert np.array_equal(store[order[:50]], x[order[:50]]) and transport.asked == []
+    assert store.stats()["hits"] == 50 and store.stats()["hit_rate"] == 1.0
+    assert (store.cache_map[order[:50]] == np.arange(50)).all() and (store.cache_map[order[50:]] == -1).all()
+
+
+def test_service_remote_degree_policy_reads_the_in_degrees_from_the_folder(served):
+    folder, graph, _x, _, _ = served
+    store = RemoteFeatureStore(_transport(served), folder, cache_size=30 * 16 * 4)
+    assert store.policy_info["policy"] == "degree"
+    assert store.cached_ids.tolist() == np.argsort(-graph.degree(), kind="stable")[:30].tolist()
+
+
+def test_service_remote_gather_writes_out_and_refuses_what_feature_store_refuses(served):
+    folder, _, x, _, _ = served
+    store = RemoteFeatureStore(_transport(served), folder)
+    out = np.empty((3, 16), np.float32)
+    assert store.gather(slice(10, 13), out=out) is out and np.array_equal(out, x[10:13])
+    with pytest.raises(IndexError):
+        store[[200]]
+    with pytest.raises(IndexError):
+        store[[-1]]
+    with pytest.raises(TypeError):
+        store[np.array([1.0])]
+    with pytest.raises(ValueError, match="shape"):
+        store.gather([1, 2], out=np.empty((3, 16), np.float32))
+    with pytest.raises(TypeError, match="dtype"):
+        store.gather([1, 2], out=np.empty((2, 16), np.float64))
+    with pytest.raises(ValueError, match="policy must be one of"):
+        RemoteFeatureStore(_transport(served), folder, policy="hottest")
+    with pytest.raises(ValueError, match="must not repeat"):
+        RemoteFeatureStore(_transport(served), folder, cache_size=1024, policy=[1, 1])
+    with pytest.raises(ValueError, match="needs a sampler"):
+        RemoteFeatureStore(_transport(served), folder, cache_size=1024, policy="presample")
+
+
+def test_service_remote_labels_by_id_slice_tensor_and_whole(served):
+    torch = pytest.importorskip("torch")
+    folder, _, _, y, _ = served
+    transport = _transport(served)
+    labels = RemoteLabels(transport, gg.service.PartitionBook.load(folder))
+    assert labels.shape == y.shape and labels.dtype == y.dtype and labels.ndim == 1 and len(labels) == 200
+    assert np.array_equal(labels[[3, 3, 150]], y[[3, 3, 150]])
+    assert np.array_equal(labels[5:9], y[5:9]) and np.array_equal(labels[torch.tensor([7, 1])], y[[7, 1]])
+    out = np.empty(2, y.dtype)
+    assert labels.gather([0, 199], out=out) is out and np.array_equal(out, y[[0, 199]])
+    assert np.array_equal(np.asarray(labels), y) and labels.stats()["lookups"] == 11
+    with pytest.raises(IndexError):
+        labels[[200]]
+
+
+def test_service_remote_stores_refuse_a_folder_without_features(tmp_path, served):
+    graph = served[1]
+    partition(graph, tmp_path / "bare", 2, method="range")
+    bare = LocalTransport([PartServer(tmp_path / "bare", [0, 1], warm=False)], [(0, 1)])
+    with pytest.raises(ValueError, match="holds no features"):
+        RemoteFeatureStore(bare, str(tmp_path / "bare"))
+    with pytest.raises(ValueError, match="holds no labels"):
+        RemoteLabels(bare, gg.service.PartitionBook.load(tmp_path / "bare"))
