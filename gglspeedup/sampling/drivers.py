@@ -3,9 +3,10 @@
 A sampler checks its arguments, then hands every batch to the one driver it built at construction
 for its device (DESIGN.md, "one driver per device"). Two families, one signature:
 
-- :class:`Driver` (untyped): :class:`~._kernels.cpu.CPUDriver`, :class:`~._kernels.cuda.CUDADriver`;
+- :class:`Driver` (untyped): :class:`~._kernels.cpu.CPUDriver`, :class:`~._kernels.cuda.CUDADriver`,
+  and the service's :class:`~._kernels.remote.RemoteDriver` (rows drawn by partition servers);
 - :class:`TypedDriver` (typed): :class:`~._kernels.typed.TypedCPUDriver`,
-  :class:`~._kernels.cuda_typed.TypedCUDADriver`.
+  :class:`~._kernels.cuda_typed.TypedCUDADriver`, :class:`~._kernels.remote.TypedRemoteDriver`.
 
 ``driver.sample(seeds, fanouts, key, options=None) -> Drawn(n_id, hops, batch)``. Everything a call
 switches on is a field of the one options record (:class:`SampleOptions`), never an argument:
@@ -24,6 +25,18 @@ A new sampling option is a record field and the row bodies that read it; the dri
 record through, so no signature here changes (CONTRIBUTING.md, "How to add a sampling option").
 Drivers are thread-safe, and shared by a sampler's ``with_fanouts`` clones (which is why the
 fanouts are an argument).
+
+A hop is two halves, which the local drivers fuse into one kernel and the service splits across
+processes: *draw* the target rows (each row's draws depend only on ``(seed, key, hop, node)``, the
+row and the record: the row bodies of :mod:`._kernels.rows`), then *relabel* the drawn neighbours
+into ``n_id`` in order of first appearance. Both halves fit the CPU family as methods with this
+contract's arguments, for a server that holds rows and a trainer that holds ``n_id``:
+``draw(targets, fanouts, key, hop, options) -> (counts, nbrs, e_id)`` (each target's draws in
+row order, no relabel; ``options.seed_time`` and the exclusions per call, as here) and
+``relabel(n_id, first, counts, nbrs, e_id) -> hop`` (this contract's hop record). The service's
+partition servers draw that way (``OwnedRows.draw``: :mod:`._kernels.remote_rows`) and its
+remote drivers relabel that way (:mod:`._kernels.remote_relabel`), each half the local kernels'
+own loop, so its batches are the local drivers' bit for bit.
 
 >>> import numpy as np, gglspeedup as gg
 >>> from gglspeedup.sampling._kernels.cpu import CPUDriver
