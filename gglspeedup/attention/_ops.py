@@ -20,7 +20,6 @@ __all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP", "MO
 MODE_SOFTMAX = 0  # the edge softmax over each query's keys
 MODE_EXP = 1  # exp(k . q), 0 when masked (and the backward of an exp of the scores)
 MODE_SCORE = 2  # k . q, -inf when masked
-_PARALLEL_MIN_WORK = 1 << 20  # edge x head x dim products below which a kernel runs on one thread
 
 
 class Dropout(NamedTuple):
@@ -75,16 +74,10 @@ class GraphOps:
         if self.gpu:
             function(self.device, *args)
             return
-        import numba
+        from .._parallel import kernel_threads
 
-        threads = numba.get_num_threads()
-        # A parallel region costs a scheduler time slice per barrier on a busy machine: small
-        # calls run on one thread (as the samplers' PARALLEL_MIN_WORK rule).
-        numba.set_num_threads(threads if self.work >= _PARALLEL_MIN_WORK else 1)
-        try:
+        with kernel_threads(self.work, "products"):  # small calls run on one thread
             function(*args)
-        finally:
-            numba.set_num_threads(threads)
 
     def _scalar(self, value, like):
         return np.dtype(str(like.dtype).replace("torch.", "")).type(value)

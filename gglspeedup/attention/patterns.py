@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._splitmix import GAMMA, MASK, splitmix64
+from .._splitmix import MASK
 from ..device import as_device
 from ..validation import available_memory, check_int, int_array
 from .pattern_graph import AttentionGraph
@@ -53,14 +53,11 @@ class _Arrays(NamedTuple):
 
 def _sequence_states(seed: int, key: int, count: int, same: bool) -> np.ndarray:
     """uint64 state of each sequence: the samplers' ``hop_state(seed, key, s)`` (s = 0 for all when
-    ``same``), vectorised over sequences."""
-    gamma = int(GAMMA)
-    base = splitmix64((splitmix64(int(seed) + gamma) ^ (int(key) & MASK)) + gamma)
-    sequences = np.zeros(count, np.uint64) if same else np.arange(count, dtype=np.uint64)
-    from .._splitmix import mix64
+    ``same``)."""
+    from .._rng import hop_states  # (imports Numba: not at this module's import)
 
-    with np.errstate(over="ignore"):
-        return mix64((np.uint64(base) ^ sequences) + GAMMA)
+    sequences = np.zeros(count, np.uint64) if same else np.arange(count, dtype=np.uint64)
+    return hop_states(seed, key, sequences)
 
 
 class SequencePattern:

@@ -16,9 +16,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._parallel import lock_for, pays
 from ._kernels import pooling_layer as kernels
-from ._kernels.cpu_lock import KERNEL_LOCK
-from ._kernels.pooling_cpu import PARALLEL_MIN_FUSED, PARALLEL_MIN_MAPS
 from ._kernels.pooling_driver import fused_work
 from .pooling_numpy import GAMMA_MIN, CertificateError, check_finite, per_head
 
@@ -79,10 +78,10 @@ class _PoolLayer(torch.autograd.Function):
             work, fused = _NO_WORK, _NO_FUSED
         dtype = scores.dtype if proj is None else proj.dtype
         out = torch.empty((graphs, bounds[-1]), dtype=dtype)
-        threshold = PARALLEL_MIN_FUSED if kind == kernels.GFUSEDMAX else PARALLEL_MIN_MAPS
-        with KERNEL_LOCK:
+        parallel = pays(z.size, "fused" if kind == kernels.GFUSEDMAX else "pooling")
+        with lock_for(parallel):
             kernels.forward_flat(
-                z.size >= threshold, kind, norm, *graph, *work, s, 0, p, p0, bounds, lam_h, gamma_h, z, *fused,
+                parallel, kind, norm, *graph, *work, s, 0, p, p0, bounds, lam_h, gamma_h, z, *fused,
                 weights, spread, out.numpy(), status, residual,
             )  # fmt: skip
         if status.any():
@@ -111,10 +110,10 @@ class _PoolLayer(torch.autograd.Function):
         grad_gamma = np.empty((heads, graphs))
         work = fused_work(np, heads, nodes, 0) if kind == kernels.GFUSEDMAX else _NO_WORK
         gw, gf = np.empty((heads, nodes)), np.empty((heads, nodes))
-        threshold = PARALLEL_MIN_FUSED if kind == kernels.GFUSEDMAX else PARALLEL_MIN_MAPS
-        with KERNEL_LOCK:
+        parallel = pays(nodes * heads, "fused" if kind == kernels.GFUSEDMAX else "pooling")
+        with lock_for(parallel):
             kernels.backward_flat(
-                nodes * heads >= threshold, kind, norm, ptr, *work, p, p0, bounds, gamma_h, _numpy(grad_out), *state,
+                parallel, kind, norm, ptr, *work, p, p0, bounds, gamma_h, _numpy(grad_out), *state,
                 grad_scores.numpy(), 0, grad_proj.numpy(), gw, gf, grad_lam, grad_gamma,
             )  # fmt: skip
         needs = ctx.needs_input_grad

@@ -5,8 +5,8 @@ Pooling (one problem = one graph of a batch and one head): ``fused_lasso`` (the 
 lasso: decomposition by maximum flows, closed-form group values, certificate, group-average
 backward), ``sparsemax`` (softmax and sparsemax forward and backward), ``pooling_steps`` (one
 (head, graph) problem's step, run by both devices), ``pooling_cpu`` / ``pooling_cuda`` (their
-drivers, on the shared allocations of ``pooling_driver``; ``cpu_lock`` guards the CPU's parallel
-regions) and ``pooling_structure`` (a batch's undirected edge lists and connected components,
+drivers, on the shared allocations of ``pooling_driver``; the CPU's parallel regions run under
+:mod:`gglspeedup._parallel`'s lock) and ``pooling_structure`` (a batch's undirected edge lists and connected components,
 built once per batch structure).
 
 Sequence attention (one body per query row): ``pattern_rows`` (sequence attention patterns: count

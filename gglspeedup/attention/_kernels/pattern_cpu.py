@@ -9,14 +9,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..._parallel import kernel_threads
 from ..._rng import draw, row_state, uniform_below
 from ..._search import bisect_left
-from ..._threading import prefer_tbb
 from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, count_arguments, fill_arguments, row_count, row_fill
 
 __all__ = ["count_rows", "fill_rows", "draw_globals", "build", "transpose"]
-
-prefer_tbb()
 
 _GLOBAL_ROW = np.int64(-1)  # row id of the global-token draws (never a query token)
 
@@ -34,7 +32,7 @@ def count_rows(shape, num_rows, indptr):
 
 
 _ROWS_PER_BLOCK = 64
-_PARALLEL_MIN_WORK = 1 << 16  # keys (about 64 a row) below which a build runs on one thread
+_KEYS_PER_ROW = 64  # about: what a build's work (gglspeedup._parallel's "draws") is counted in
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -105,14 +103,8 @@ def transpose(indptr, indices):
 def build(arrays, indptr_dtype, index_dtype):
     """``(indptr, indices)`` of a pattern on the CPU. ``arrays`` is the record
     :func:`gglspeedup.attention.patterns` prepares (lengths, global tokens, states, table)."""
-    import numba
-
-    threads = numba.get_num_threads()
-    numba.set_num_threads(threads if arrays.num_rows * 64 >= _PARALLEL_MIN_WORK else 1)
-    try:
+    with kernel_threads(arrays.num_rows * _KEYS_PER_ROW, "draws"):  # small builds: one thread
         return _build(arrays, indptr_dtype, index_dtype)
-    finally:
-        numba.set_num_threads(threads)
 
 
 def _build(arrays, indptr_dtype, index_dtype):

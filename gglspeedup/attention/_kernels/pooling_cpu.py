@@ -17,8 +17,8 @@ import types
 
 from numba import njit, prange
 
+from ..._parallel import lock_for, pays
 from . import pooling_steps as steps
-from .cpu_lock import KERNEL_LOCK
 from .pooling_driver import PoolingDriver
 
 __all__ = [
@@ -90,10 +90,6 @@ fused_forward, fused_forward_serial = _parallel_and_serial(fused_forward)
 fused_backward, fused_backward_serial = _parallel_and_serial(fused_backward)
 
 
-# node x head counts from which a parallel region pays for itself (on a busy 2-core machine)
-PARALLEL_MIN_FUSED = 2048
-PARALLEL_MIN_MAPS = 1 << 15
-
 # name -> (parallel kernel, serial kernel)
 _KERNELS = {
     "softmax": (softmax_forward, softmax_forward_serial),
@@ -110,9 +106,9 @@ class CPUPoolingDriver(PoolingDriver):
     Same interface as :class:`~.pooling_cuda.CUDAPoolingDriver`."""
 
     def _run(self, name, problems, size, *args):
-        parallel, serial = _KERNELS[name]
-        # The parallel kernel when the batch has the threshold's work or more (read at each call;
-        # the fused lasso's forward has its own, lower one).
-        threshold = PARALLEL_MIN_FUSED if name == "fused" else PARALLEL_MIN_MAPS
-        with KERNEL_LOCK:
-            (parallel if size >= threshold else serial)(*args)
+        kernel, serial = _KERNELS[name]
+        # The parallel kernel from the policy's node x head count (gglspeedup._parallel; the fused
+        # lasso's forward has its own, lower one), under the kernel lock.
+        parallel = pays(size, "fused" if name == "fused" else "pooling")
+        with lock_for(parallel):
+            (kernel if parallel else serial)(*args)
