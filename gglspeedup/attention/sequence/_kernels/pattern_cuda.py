@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..._launch import launch_rows, to_host
+from ...._launch import launch_rows, to_host
 from .pattern_rows import _DEBRUIJN_INDEX, count_arguments, fill_arguments, row_count, row_fill
 
 __all__ = ["build"]

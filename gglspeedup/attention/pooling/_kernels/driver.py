@@ -1,7 +1,7 @@
 """What the two pooling drivers share: each map's outputs and scratch, allocated with the driver's
 array module (``xp``: NumPy on the CPU, CuPy or the simulator's NumPy on a GPU), then one kernel
-launch over the (head, graph) problems. :class:`~.pooling_cpu.CPUPoolingDriver` and
-:class:`~.pooling_cuda.CUDAPoolingDriver` supply :meth:`PoolingDriver._run`.
+launch over the (head, graph) problems. :class:`~.cpu.CPUPoolingDriver` and
+:class:`~.cuda.CUDAPoolingDriver` supply :meth:`PoolingDriver._run`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._splitmix import dropout_key
+from ..._splitmix import dropout_key
 
 __all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP", "MODE_SCORE"]
 
@@ -74,7 +74,7 @@ class GraphOps:
         if self.gpu:
             function(self.device, *args)
             return
-        from .._parallel import kernel_threads
+        from ..._parallel import kernel_threads
 
         with kernel_threads(self.work, "products"):  # small calls run on one thread
             function(*args)
@@ -219,7 +219,7 @@ class GraphOps:
 
         cached = getattr(self, "_sources", None)
         if cached is None:
-            from ..device import to_numpy
+            from ...device import to_numpy
 
             indices = torch.from_numpy(to_numpy(self.graph.indices).astype(np.int64))
             offsets = torch.arange(self.repeats, dtype=torch.int64)[:, None] * self.n

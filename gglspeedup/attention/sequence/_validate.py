@@ -11,10 +11,10 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
     """``(B, L, H, D, pad, ops)`` for ``q, k, v`` on ``graph``, or raise naming the argument."""
     import torch
 
-    from ..device import reject_meta
-    from ..validation import check_int
+    from ...device import reject_meta
+    from ...validation import check_int
     from ._ops import GraphOps
-    from .pattern_graph import AttentionGraph
+    from .graph import AttentionGraph
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
