@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ._ops import MODE_SOFTMAX
+from ._ops import MODE_SOFTMAX, graph_ops
 from ._validate import check_inputs
 
 __all__ = ["diffusion_attention"]
@@ -142,7 +142,8 @@ def diffusion_attention(q, k, v, graph, hops: int = 5, alpha: float = 0.1, key_p
     -------
     torch.Tensor (B, L, H, D)
     """
-    batch, length, heads, depth, pad, ops = check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout)
+    batch, length, heads, depth, pad, repeats = check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout)
+    ops = graph_ops(graph, repeats, heads, depth)
     flat = [t.reshape(batch * length, heads, depth).contiguous() for t in (q, k, v)]
     seed = int(torch.randint(0, 2**62, (1,))) if dropout > 0.0 else 0  # torch's CPU generator: no sync
     out = DiffusionAttention.apply(*flat, ops, pad, hops, float(alpha), float(dropout), seed)

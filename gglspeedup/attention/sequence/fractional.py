@@ -40,7 +40,7 @@ import math
 
 import torch
 
-from ._ops import MODE_EXP, MODE_SCORE
+from ._ops import MODE_EXP, MODE_SCORE, graph_ops
 from ._validate import check_inputs
 from .diffusion import EdgeScores
 
@@ -178,7 +178,8 @@ def fractional_attention(
 
     terms = check_int("terms", terms, minimum=1)
     steps = check_int("steps", steps, minimum=1)
-    batch, length, heads, depth, pad, ops = check_inputs(q, k, v, graph, key_padding_mask, 0, 0.0, dropout)
+    batch, length, heads, depth, pad, repeats = check_inputs(q, k, v, graph, key_padding_mask, 0, 0.0, dropout)
+    ops = graph_ops(graph, repeats, heads, depth)
     flat = [t.reshape(batch * length, heads, depth).contiguous() for t in (q, k, v)]
     edges_per_sequence = _edges_per_sequence(graph, batch).to(q.device)
     # weights exp(score - shift): the largest of each sequence and head is 1 (see the module docstring)

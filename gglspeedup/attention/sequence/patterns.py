@@ -16,6 +16,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, NamedTuple
 
@@ -49,6 +50,19 @@ class _Arrays(NamedTuple):
     cdf: Any  # float64 (max length,) power-law distance table (one zero otherwise)
     states: Any  # uint64 (S,) per-sequence RNG states
     num_rows: int
+
+
+@functools.cache
+def pattern_driver(device):
+    """The pattern driver of a :class:`~gglspeedup.device.Device` (one per device, made once;
+    the contract: :class:`gglspeedup.attention._drivers.PatternDriver`)."""
+    if device.is_cuda:
+        from ._kernels.pattern_cuda import CUDAPatternDriver
+
+        return CUDAPatternDriver(device)
+    from ._kernels.pattern_cpu import CPUPatternDriver
+
+    return CPUPatternDriver()
 
 
 def _sequence_states(seed: int, key: int, count: int, same: bool) -> np.ndarray:
@@ -292,14 +306,7 @@ class SequencePattern:
             xp.asarray(states),
             rows,
         )._replace(seq_len=seq_len)
-        if self.device.is_cuda:
-            from ._kernels.pattern_cuda import build
-
-            indptr, indices = build(arrays, indptr_dtype, index_dtype, self.device)
-        else:
-            from ._kernels.pattern_cpu import build
-
-            indptr, indices = build(arrays, indptr_dtype, index_dtype)
+        indptr, indices = pattern_driver(self.device).build(arrays, indptr_dtype, index_dtype)
         return AttentionGraph(
             indptr, indices, seq_len, batch, shared, lengths if count == batch else None, gptr, gids, self.device,
             _check=False,  # correct by construction: no O(E) scan (and no GPU sync) per step

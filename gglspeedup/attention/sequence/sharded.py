@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ...device import to_numpy
-from ._ops import MODE_SOFTMAX, GraphOps
+from ._ops import MODE_SOFTMAX, graph_ops
 from .diffusion import EdgeScores
 from .graph import AttentionGraph
 
@@ -125,7 +125,7 @@ def sharded_diffusion_attention(
     local = plan.hi - plan.lo
     if q.shape[0] != local or k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"q, k and v must hold this rank's {local} rows with one shape, got {tuple(q.shape)}")
-    ops = GraphOps(plan.graph, 1).bind_width(q.shape[1], q.shape[2])
+    ops = graph_ops(plan.graph, 1, q.shape[1], q.shape[2])
     pad = None
     if key_padding_mask is not None:
         pad = plan.fetch(key_padding_mask.to(torch.float32)[:, None], group)[:, 0].to(torch.uint8).contiguous()

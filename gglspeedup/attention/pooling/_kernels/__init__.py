@@ -7,7 +7,7 @@ imports; only this room imports them (``tests/test_layout.py``).
 - ``sparsemax``: softmax and sparsemax forward and backward;
 - ``steps``: one (head, graph) problem's step, run by both devices;
 - ``driver`` / ``cpu`` / ``cuda``: the drivers (the shared allocations of ``driver``'s
-  :class:`~.driver.PoolingDriver`; the CPU one's parallel regions run under
+  :class:`~.driver.PoolingDriverBase`; the CPU one's parallel regions run under
   :mod:`gglspeedup._parallel`'s lock), the CPU driver also running the layer's one-kernel path
   (``layer``: standardise, map and pool per problem);
 - ``structure``: a batch's undirected edge lists and connected components, built once per batch

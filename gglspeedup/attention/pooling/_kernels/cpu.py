@@ -24,7 +24,7 @@ from numba import njit, prange
 
 from ...._parallel import lock_for, pays
 from . import layer, steps
-from .driver import PoolingDriver, fused_work
+from .driver import PoolingDriverBase, fused_work
 
 __all__ = [
     "CPUPoolingDriver",
@@ -126,7 +126,7 @@ class LayerState(NamedTuple):
     spread: np.ndarray
 
 
-class CPUPoolingDriver(PoolingDriver):
+class CPUPoolingDriver(PoolingDriverBase):
     """The pooling maps on the CPU; arrays are NumPy, head-major float64 ``[heads, num_nodes]``.
     Same interface as :class:`~.cuda.CUDAPoolingDriver`, plus the layer's one-kernel path."""
 

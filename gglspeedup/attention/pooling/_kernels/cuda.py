@@ -27,7 +27,7 @@ from numba import cuda
 
 from ...._launch import launch_rows
 from . import steps
-from .driver import PoolingDriver
+from .driver import PoolingDriverBase
 
 __all__ = ["CUDAPoolingDriver"]
 
@@ -90,7 +90,7 @@ _KERNELS = {
 }
 
 
-class CUDAPoolingDriver(PoolingDriver):
+class CUDAPoolingDriver(PoolingDriverBase):
     """The pooling maps on one CUDA device (real or simulated); arrays are ``device.xp`` arrays
     (CuPy, or NumPy under the simulator), head-major float64 ``[heads, num_nodes]``."""
 

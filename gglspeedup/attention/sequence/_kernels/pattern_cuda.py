@@ -1,4 +1,5 @@
-"""GPU driver of the pattern sampler: ``@cuda.jit`` count and fill kernels over the same row bodies.
+"""GPU driver of the pattern sampler (:class:`CUDAPatternDriver`): ``@cuda.jit`` count and fill kernels
+over the same row bodies.
 
 One thread per query row; two launches, a device ``cumsum`` and one sync (the edge count, to size
 the indices). Arrays are CuPy on a real GPU and NumPy under the simulator.
@@ -10,9 +11,10 @@ import numpy as np
 from numba import cuda
 
 from ...._launch import launch_rows, to_host
+from .pattern_driver import PatternDriverBase
 from .pattern_rows import _DEBRUIJN_INDEX, count_arguments, fill_arguments, row_count, row_fill
 
-__all__ = ["build"]
+__all__ = ["CUDAPatternDriver"]
 
 
 @cuda.jit(cache=True)
@@ -47,16 +49,23 @@ def _fill_kernel(
         )
 
 
-def build(arrays, indptr_dtype, index_dtype, device):
-    """``(indptr, indices)`` of a pattern on ``device`` (arrays of ``device.xp``)."""
-    xp = device.xp
-    num_rows = arrays.num_rows
-    counts = xp.zeros(num_rows + 1, xp.int64)
-    launch_rows(_count_kernel, device, num_rows, *count_arguments(arrays), num_rows, counts)
-    indptr = xp.cumsum(counts).astype(indptr_dtype, copy=False)
-    total = int(to_host(indptr[-1:])[0])  # sync: the edge count sizes the indices
-    indices = xp.empty(total, index_dtype)
-    nobitmap = xp.zeros(0, np.uint64)  # no bitmap: a thread keeps its drawn keys sorted by insertion
-    table = xp.asarray(_DEBRUIJN_INDEX)
-    launch_rows(_fill_kernel, device, num_rows, *fill_arguments(arrays), indptr, indices, nobitmap, table)
-    return indptr, indices
+class CUDAPatternDriver(PatternDriverBase):
+    """Patterns built on one CUDA device (real or simulated): arrays of ``device.xp``."""
+
+    def __init__(self, device):
+        self.device = device
+        self.xp = device.xp
+
+    def _scan(self, arrays, indptr_dtype):
+        counts = self.xp.zeros(arrays.num_rows + 1, self.xp.int64)
+        launch_rows(_count_kernel, self.device, arrays.num_rows, *count_arguments(arrays), arrays.num_rows, counts)
+        return self.xp.cumsum(counts).astype(indptr_dtype, copy=False)
+
+    def _edges(self, indptr) -> int:
+        return int(to_host(indptr[-1:])[0])  # sync: the edge count sizes the indices
+
+    def _fill(self, arrays, indptr, indices) -> None:
+        nobitmap = self.xp.zeros(0, np.uint64)  # no bitmap: a thread keeps its drawn keys sorted by insertion
+        table = self.xp.asarray(_DEBRUIJN_INDEX)
+        arguments = (*fill_arguments(arrays), indptr, indices, nobitmap, table)
+        launch_rows(_fill_kernel, self.device, arrays.num_rows, *arguments)
