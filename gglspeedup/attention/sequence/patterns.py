@@ -100,7 +100,7 @@ class SequencePattern:
     compat : None or "diffuser"
         ``"diffuser"`` reproduces Diffuser's own pattern bit for bit (its NumPy ``RandomState``
         draws over a ``max_len`` matrix and the prefix rule for shorter sequences; see
-        :mod:`gglspeedup.attention._diffuser_compat`). Layout "diffuser", uniform, fixed (``step=None``).
+        :mod:`gglspeedup.attention.sequence._diffuser_compat`). Layout "diffuser", uniform, fixed (``step=None``).
     max_len : int
         The longest ``window``; with ``compat="diffuser"``, Diffuser's fixed matrix size (4096) and
         the longest sequence (its ``max_len x max_len`` cells are shuffled once: 4 bytes a cell,
