@@ -209,3 +209,17 @@ def test_link_hooks_read_no_private_attribute_of_another_object():
         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
     ]
     assert reads == []
+
+
+def test_each_attention_room_keeps_its_kernels():
+    # attention/pooling/ and attention/sequence/ each own a _kernels/ that only their own modules import
+    rooms = ("gglspeedup.attention.pooling", "gglspeedup.attention.sequence")
+    reaches = [
+        f"{module} imports {target}"
+        for module in MODULES
+        for target, _ in _imports(module)
+        for room in rooms
+        if target.startswith(f"{room}._kernels") and not module.startswith(f"{room}.")
+    ]
+    assert reaches == []
+    assert not any(module.startswith("gglspeedup.attention._kernels") for module in MODULES)  # no third room

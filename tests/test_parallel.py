@@ -78,7 +78,7 @@ def _gather(monkeypatch, calls):
 
 def _pooling(monkeypatch, calls):
     from gglspeedup.attention import softmax_numpy
-    from gglspeedup.attention._kernels import pooling_cpu
+    from gglspeedup.attention.pooling._kernels import cpu as pooling_cpu
 
     monkeypatch.setitem(PARALLEL_MIN, "pooling", 0)
     kernel, serial = pooling_cpu._KERNELS["softmax"]
@@ -94,7 +94,7 @@ def _pooling(monkeypatch, calls):
 def _pooling_layer(monkeypatch, calls):
     torch = pytest.importorskip("torch")
     from gglspeedup.attention import AttentionPooling
-    from gglspeedup.attention._kernels import pooling_layer
+    from gglspeedup.attention.pooling._kernels import layer as pooling_layer
 
     monkeypatch.setitem(PARALLEL_MIN, "pooling", 0)
     _record(monkeypatch, pooling_layer, "forward_flat", calls)
@@ -103,7 +103,7 @@ def _pooling_layer(monkeypatch, calls):
 
 def _pattern(monkeypatch, calls):
     from gglspeedup.attention import SequencePattern
-    from gglspeedup.attention._kernels import pattern_cpu
+    from gglspeedup.attention.sequence._kernels import pattern_cpu
 
     _record(monkeypatch, pattern_cpu, "fill_rows", calls)
     SequencePattern(window=2, num_random=1, num_global=1).csc(8, step=0)
@@ -112,7 +112,7 @@ def _pattern(monkeypatch, calls):
 def _diffusion(monkeypatch, calls):
     torch = pytest.importorskip("torch")
     from gglspeedup.attention import SequencePattern, diffusion_attention
-    from gglspeedup.attention._kernels import diffusion_cpu
+    from gglspeedup.attention.sequence._kernels import diffusion_cpu
 
     _record(monkeypatch, diffusion_cpu, "scores", calls)
     q = torch.ones(1, 8, 1, 2, dtype=torch.float64)

@@ -1,7 +1,7 @@
 """The CPU pooling kernels: ``@njit(parallel=True)`` loops over (head, graph) problems.
 
-Each kernel runs one problem per ``prange`` iteration through the steps of :mod:`.pooling_steps`
-(the CUDA kernels in :mod:`.pooling_cuda` run the same steps, one thread per problem). Problems
+Each kernel runs one problem per ``prange`` iteration through the steps of :mod:`.steps` (the
+CUDA kernels in :mod:`.cuda` run the same steps, one thread per problem). Problems
 touch disjoint slices of every array, so they need no synchronisation; Numba's threads release the
 GIL, so no process pool is needed. Per-problem results (status, residual, ``dL/dlam`` and
 ``dL/dgamma`` shares) land in ``[heads, graphs]`` arrays that the host sums.
@@ -9,20 +9,26 @@ GIL, so no process pool is needed. Per-problem results (status, residual, ``dL/d
 The problem bodies live in :mod:`.sparsemax` and :mod:`.fused_lasso`; Numba's on-disk cache checks
 only this file, so a change there comes with a line here (last: sparsemax shifted by its largest
 score, so its support never empties).
+
+:class:`CPUPoolingDriver` also runs the attention-pooling layer's CPU path (:meth:`~CPUPoolingDriver.layer_forward`,
+:meth:`~CPUPoolingDriver.layer_backward`: the kernels of :mod:`.layer`, one call per direction).
 """
 
 from __future__ import annotations
 
 import types
+from typing import NamedTuple
 
+import numpy as np
 from numba import njit, prange
 
-from ..._parallel import lock_for, pays
-from . import pooling_steps as steps
-from .pooling_driver import PoolingDriver
+from ...._parallel import lock_for, pays
+from . import layer, steps
+from .driver import PoolingDriverBase, fused_work
 
 __all__ = [
     "CPUPoolingDriver",
+    "LayerState",
     "softmax_forward",
     "softmax_backward",
     "sparsemax_forward",
@@ -101,9 +107,28 @@ _KERNELS = {
 }
 
 
-class CPUPoolingDriver(PoolingDriver):
+# the layer kernel's map, by the map's name
+_LAYER_KINDS = {"softmax": layer.SOFTMAX, "sparsemax": layer.SPARSEMAX, "gfusedmax": layer.GFUSEDMAX}
+_NO_FUSED = (np.zeros((0, 0)), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
+_NO_WORK = tuple(fused_work(np, 0, 0, 0))  # softmax and sparsemax never touch it
+
+
+class LayerState(NamedTuple):
+    """What the layer's backward reads of its forward: float64 ``[heads, N]`` standardised scores
+    ``z``, the fused values, int64 group labels and boundary counts (``(0, 0)`` arrays unless
+    gfusedmax), the weights, and float64 ``[heads, B]`` per-graph ``std`` (``spread``)."""
+
+    z: np.ndarray
+    fused: np.ndarray
+    label: np.ndarray
+    bnd: np.ndarray
+    weights: np.ndarray
+    spread: np.ndarray
+
+
+class CPUPoolingDriver(PoolingDriverBase):
     """The pooling maps on the CPU; arrays are NumPy, head-major float64 ``[heads, num_nodes]``.
-    Same interface as :class:`~.pooling_cuda.CUDAPoolingDriver`."""
+    Same interface as :class:`~.cuda.CUDAPoolingDriver`, plus the layer's one-kernel path."""
 
     def _run(self, name, problems, size, *args):
         kernel, serial = _KERNELS[name]
@@ -112,3 +137,53 @@ class CPUPoolingDriver(PoolingDriver):
         parallel = pays(size, "fused" if name == "fused" else "pooling")
         with lock_for(parallel):
             (kernel if parallel else serial)(*args)
+
+    def layer_forward(self, mapping, norm, graph, scores, proj, p0, bounds, lam, gamma, out):
+        """The layer's forward, every (head, graph) problem in one kernel call: standardise (when
+        ``norm``), map (``mapping``: ``"softmax"``, ``"sparsemax"`` or ``"gfusedmax"``) and pool.
+
+        ``graph``: the batch's :class:`~.structure.BatchArrays`; ``scores`` ``[N, >= heads]`` (any
+        float dtype, row major: the first ``heads`` columns are the scores); ``proj`` ``[N, ...]``
+        whose columns ``p0 + bounds[h] .. p0 + bounds[h + 1]`` head ``h`` pools (it may be
+        ``scores`` itself); ``lam`` / ``gamma`` float64 ``(heads,)`` (read where the map has
+        them); ``out`` ``(B, C)``, written. Returns ``(state, status, residual)``: the
+        :class:`LayerState` the backward needs and the fused lasso's int64 / float64 ``[heads, B]``
+        certificate status (0: certified) and residual.
+        """
+        heads, graphs = bounds.shape[0] - 1, graph.ptr.shape[0] - 1
+        nodes = scores.shape[0]
+        fused_map = mapping == "gfusedmax"
+        z, weights, spread = np.empty((heads, nodes)), np.empty((heads, nodes)), np.empty((heads, graphs))
+        status, residual = np.zeros((heads, graphs), np.int64), np.empty((heads, graphs))
+        if fused_map:
+            work = fused_work(np, heads, nodes, graph.edge_u.shape[0])
+            fused = (np.empty((heads, nodes)), np.empty((heads, nodes), np.int64), np.empty((heads, nodes), np.int64))
+        else:
+            work, fused = _NO_WORK, _NO_FUSED
+        parallel = pays(z.size, "fused" if fused_map else "pooling")
+        with lock_for(parallel):
+            layer.forward_flat(
+                parallel, _LAYER_KINDS[mapping], norm, *graph, *work, scores, 0, proj, p0, bounds, lam, gamma, z,
+                *fused, weights, spread, out, status, residual,
+            )  # fmt: skip
+        return LayerState(z, *fused, weights, spread), status, residual
+
+    def layer_backward(self, mapping, norm, ptr, proj, p0, bounds, gamma, grad_out, state, grad_scores, grad_proj):
+        """The layer's backward from ``dL/dout`` ``(B, C)``, in one kernel call: writes
+        ``grad_scores`` (its first ``heads`` columns) and ``grad_proj`` (the pooled columns, from
+        ``p0``; they may be one array) and returns float64 ``[heads, B]`` ``(dL/dlam, dL/dgamma)``
+        per problem. ``proj``, ``p0``, ``bounds`` and ``gamma`` as the forward had them; ``state``
+        its :class:`LayerState`."""
+        heads, nodes = state.z.shape
+        graphs = ptr.shape[0] - 1
+        fused_map = mapping == "gfusedmax"
+        grad_lam, grad_gamma = np.empty((heads, graphs)), np.empty((heads, graphs))
+        work = fused_work(np, heads, nodes, 0) if fused_map else _NO_WORK
+        gw, gf = np.empty((heads, nodes)), np.empty((heads, nodes))
+        parallel = pays(nodes * heads, "fused" if fused_map else "pooling")
+        with lock_for(parallel):
+            layer.backward_flat(
+                parallel, _LAYER_KINDS[mapping], norm, ptr, *work, proj, p0, bounds, gamma, grad_out, *state,
+                grad_scores, 0, grad_proj, gw, gf, grad_lam, grad_gamma,
+            )  # fmt: skip
+        return grad_lam, grad_gamma
