@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["edge_index_arrays", "counting_sort", "permuted_rows", "blocks_for"]
+__all__ = ["edge_index_arrays", "counting_sort", "permuted_rows", "blocks_for", "transpose_csr"]
 
 _SMALL_EDGES = 1 << 16  # below this many edges NumPy sorts: no Numba import, no parallel launch
 PART_EDGES = 1 << 21  # edges per call of a pass (0.05-0.4 s on two busy cores): Ctrl-C between calls
@@ -127,6 +127,20 @@ def _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights
     np.cumsum(np.bincount(rows, minlength=num_rows), out=indptr[1:])
     edge_ids = order.astype(_id_dtype(rows.shape[0])) if keep_edge_ids else None
     return indptr, cols[order].astype(index_dtype), edge_ids, None if weights is None else weights[order], -1
+
+
+def transpose_csr(indptr, indices, num_cols: int):
+    """``(out_indptr, rows, positions)``: the transposed CSR of the host arrays ``(indptr, indices)``
+    over ``num_cols`` columns (:func:`~gglspeedup._csr_kernels.transpose_rows`): ``out_indptr`` in
+    ``indptr``'s dtype, ``rows`` in ``indices``' (ascending within a column), ``positions`` (each
+    entry's position in ``indices``) in ``indptr``'s. Ids are not checked (the caller's are)."""
+    from ._csr_kernels import transpose_rows
+
+    out_indptr = np.empty(num_cols + 1, indptr.dtype)
+    rows = np.empty_like(indices)
+    positions = np.empty(indices.shape[0], indptr.dtype)
+    transpose_rows(indptr, indices, out_indptr, rows, positions)
+    return out_indptr, rows, positions
 
 
 def permuted_rows(host, order):

@@ -1,7 +1,9 @@
-"""The CSR builders' Numba kernels: per-block row counts (with id checks), cursors, stable scatter.
+"""The CSR builders' Numba kernels: per-block row counts (with id checks), cursors, stable scatter,
+and the transpose of a CSR.
 
 See :mod:`gglspeedup._csr_build` for the algorithm; :func:`gglspeedup.datasets.build_csr` uses
-:func:`count_rows` for its counting pass too.
+:func:`count_rows` for its counting pass too. :func:`transpose_rows` is the counting sort of a CSR
+by column (an attention graph's out-CSR: :meth:`gglspeedup.attention.AttentionGraph.transpose`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from ._threading import prefer_tbb
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
-__all__ = ["count_rows", "block_part", "cursors_from_counts", "scatter_rows", "sort_unique_rows", "compact_rows"]
+__all__ = [
+    "count_rows",
+    "block_part",
+    "cursors_from_counts",
+    "scatter_rows",
+    "transpose_rows",
+    "sort_unique_rows",
+    "compact_rows",
+]
 
 _PREFETCH_DISTANCE = 16  # scatter: edges ahead whose cursor is fetched early (random reads)
 
@@ -101,6 +111,29 @@ def scatter_rows(
                 edge_ids[p] = id_base + e
             if weighted:
                 weights_out[p] = weights_in[e]
+
+
+@njit(cache=True, nogil=True)
+def transpose_rows(indptr, indices, out_indptr, rows, positions):
+    """The transposed CSR of ``(indptr, indices)``, by one serial counting sort (``O(E + N)``):
+    column ``x`` lists the rows that hold it, ascending, in ``rows[out_indptr[x]:out_indptr[x + 1]]``
+    and their positions in ``indices`` in ``positions`` (the same arrays as a stable argsort of
+    ``indices``). ``out_indptr`` has one entry per column plus one; ``rows`` and ``positions`` one
+    per edge. (Serial on purpose: the edge-list sort above, whose rows would have to be
+    materialised first, measured 1.3-2.5x slower here.)"""
+    out_indptr[:] = 0
+    for e in range(indices.shape[0]):
+        out_indptr[indices[e] + 1] += 1
+    for x in range(out_indptr.shape[0] - 1):
+        out_indptr[x + 1] += out_indptr[x]
+    cursor = out_indptr[:-1].copy()
+    for y in range(indptr.shape[0] - 1):
+        for e in range(indptr[y], indptr[y + 1]):
+            x = indices[e]
+            position = cursor[x]
+            cursor[x] = position + 1
+            rows[position] = y
+            positions[position] = e
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -1,7 +1,7 @@
 """Binary search over a sorted range, compiled by Numba for the CPU and CUDA: shared by every kernel.
 
 The samplers (:mod:`gglspeedup.sampling._kernels.draws`: weighted draws, exclusion lookups) and the
-attention patterns (:mod:`gglspeedup.attention._kernels.pattern_rows`: global-token and window
+attention patterns (:mod:`gglspeedup.attention.sequence._kernels.pattern_rows`: global-token and window
 bounds) search with these same two functions.
 """
 

@@ -1,8 +1,8 @@
 """splitmix64: the one 64-bit mixing function of the package (Steele, Lea and Flood, 2014).
 
 Every hash in gglspeedup is built from :func:`mix64` and the golden-ratio step :data:`GAMMA`:
-the samplers' counter-based RNG (:mod:`gglspeedup.sampling._kernels.rng`, which registers
-:func:`mix64` with Numba so the same body runs compiled on the CPU and on CUDA), per-rank sampler
+the kernels' counter-based RNG (:mod:`gglspeedup._rng`, which registers :func:`mix64` with
+Numba so the same body runs compiled on the CPU and on CUDA), per-rank sampler
 seeds (:func:`gglspeedup.multigpu.rank_seed`) and hash partitions
 (:func:`gglspeedup.distributed.hash_partition`).
 

@@ -306,7 +306,7 @@ def test_meta_tensors_are_refused_by_name():
 
 
 def test_layer_id_past_attention_window_names_both():
-    from gglspeedup.attention.diffuser_modules import LayerIndexError
+    from gglspeedup.attention.sequence.layers import LayerIndexError
 
     for layer in (DiffuserSelfAttention, DiffuserFracSelfAttention):
         with pytest.raises(IndexError, match=r"^layer_id = 2 is past config\.attention_window, which lists 2"):

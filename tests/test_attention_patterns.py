@@ -211,7 +211,7 @@ def test_counts_from_2_to_the_61_are_refused_by_name(name):
 
 
 def test_builds_past_the_memory_available_are_refused_naming_the_argument(monkeypatch):
-    from gglspeedup.attention import patterns
+    from gglspeedup.attention.sequence import patterns
 
     monkeypatch.setattr(patterns, "available_memory", lambda: 64 * 2**30)
     compat = SequencePattern(window=4, num_random=1, num_global=1, compat="diffuser", max_len=2**17)
@@ -271,7 +271,7 @@ def test_a_hand_built_attention_graph_is_checked_at_construction():
 
 
 def test_pattern_builds_skip_the_check_and_still_pass_it():
-    from gglspeedup.attention.pattern_graph import _check_graph
+    from gglspeedup.attention.sequence.graph import _check_graph
 
     for kwargs in ({}, {"lengths": [9, 12]}, {"shared": True}):
         graph = SequencePattern(window=4, num_random=2, num_global=1, seed=2).csc(12, batch=2, step=1, **kwargs)

@@ -205,7 +205,7 @@ def test_float32_scores_are_computed_in_float64():
 
 
 def test_parallel_and_serial_cpu_kernels_agree_bit_for_bit(monkeypatch):
-    from gglspeedup.attention._kernels import pooling_cpu
+    from gglspeedup import _parallel
 
     rng = np.random.default_rng(8)
     sizes, edges, _ = random_batch(rng, num_graphs=9, max_nodes=20)
@@ -221,8 +221,8 @@ def test_parallel_and_serial_cpu_kernels_agree_bit_for_bit(monkeypatch):
         return [(r.output, r.fused, r.groups, *r.vjp(grad)) for r in results]
 
     serial = everything()
-    monkeypatch.setattr(pooling_cpu, "PARALLEL_MIN_FUSED", 0)
-    monkeypatch.setattr(pooling_cpu, "PARALLEL_MIN_MAPS", 0)
+    monkeypatch.setitem(_parallel.PARALLEL_MIN, "fused", 0)
+    monkeypatch.setitem(_parallel.PARALLEL_MIN, "pooling", 0)
     for mine, theirs in zip(everything(), serial):
         for a, b in zip(mine, theirs):
             assert (a is None and b is None) or np.array_equal(a, b)

@@ -64,8 +64,8 @@ def test_fused_lasso_softmax_and_sparsemax_are_bit_identical_across_devices(devi
 @pytest.mark.cuda
 def test_simulated_kernels_run_the_cuda_driver():
     from gglspeedup import _config
-    from gglspeedup.attention._kernels.pooling_cuda import CUDAPoolingDriver
-    from gglspeedup.attention.pooling_numpy import driver_for
+    from gglspeedup.attention.pooling._kernels.cuda import CUDAPoolingDriver
+    from gglspeedup.attention.pooling.numpy_maps import driver_for
     from gglspeedup.device import as_device
 
     if not _config.HAS_CUDA:

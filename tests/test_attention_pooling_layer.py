@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gglspeedup.attention import AttentionPooling, graph_batch  # noqa: E402
-from gglspeedup.attention.pooling_layer import pool_layer  # noqa: E402
+from gglspeedup.attention.pooling._layer import pool_layer  # noqa: E402
 
 # a one-node graph, an edgeless graph, a graph whose nodes share their features (equal scores:
 # std 0), then random graphs with edges

@@ -120,15 +120,6 @@ def test_attpool2s_other_mappings_run(max_type):
         FastFlexAddAttention(5, 3, "bogus")
 
 
-def test_the_modules_module_re_exports_every_layer_of_both_families():
-    from gglspeedup import attention
-    from gglspeedup.attention import diffuser_modules, modules, pooling_modules
-
-    assert modules.__all__ == [*pooling_modules.__all__, *diffuser_modules.__all__]
-    for name in modules.__all__:
-        assert getattr(modules, name) is getattr(attention, name)
-
-
 def test_x_of_the_wrong_shape_kind_or_dtype_is_named():
     layer = AttentionPooling(4, 6)
     for x in (torch.randn(5), torch.randn(5, 4, 1), torch.randn(5, 3)):

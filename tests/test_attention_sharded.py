@@ -10,7 +10,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from gglspeedup.attention import SequencePattern, diffusion_attention  # noqa: E402
-from gglspeedup.attention.sharded import ShardPlan, row_bounds, sharded_diffusion_attention  # noqa: E402
+from gglspeedup.attention.sequence.sharded import ShardPlan, row_bounds, sharded_diffusion_attention  # noqa: E402
 
 from conftest import free_port  # noqa: E402
 

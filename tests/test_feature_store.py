@@ -159,8 +159,9 @@ def test_bad_out_buffers_are_rejected(device):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8])
 def test_large_cpu_batches_take_the_parallel_driver_and_stay_exact(dtype):
-    from gglspeedup.feature._kernels.gather import SERIAL_BYTES
+    from gglspeedup._parallel import PARALLEL_MIN
 
+    SERIAL_BYTES = PARALLEL_MIN["bytes"]  # below it the serial driver runs
     x = _table(5000, 257, dtype)  # odd row width: 1028-byte / 257-byte rows (uint32 / uint8 words)
     ids = np.random.default_rng(4).integers(0, 5000, 2 * SERIAL_BYTES // x[0].nbytes + 7)
     store = FeatureStore(x)

@@ -333,7 +333,7 @@ def test_pin_and_staging_options_are_checked_on_every_device():
         gg.FeatureStore(x, pin="lock")
     with pytest.raises(ValueError, match="staging must be at least 1 byte"):
         gg.FeatureStore(x, staging=0)
-    with pytest.raises(ValueError, match="size must be a number"):
+    with pytest.raises(ValueError, match="staging must be a number"):
         gg.FeatureStore(x, staging="lots")
     assert gg.FeatureStore(x, pin="register", staging="1M")[[1]].shape == (1, 2)
 

@@ -143,3 +143,83 @@ def test_modules_stay_small():
     # STYLE.md: keep modules under ~400 lines; split by role past that.
     long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
     assert long == {}
+
+
+# Numba's thread count is switched in one place (gglspeedup._parallel's regions, with the threshold
+# policy); the interrupt's helper thread copies its caller's count and a loader's producer thread
+# takes the user's cap, neither a policy of its own; the benchmarks set it as a user does (--threads).
+_THREAD_SWITCHERS = {"gglspeedup._parallel", "gglspeedup._interrupt", "gglspeedup.loader._prefetch"}
+_USERS = ("gglspeedup.bench", "gglspeedup.examples")
+
+
+def test_numba_threads_are_switched_only_by_the_parallel_module():
+    switching = sorted(
+        module
+        for module, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "set_num_threads"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "numba"
+        and module not in _THREAD_SWITCHERS
+        and not module.startswith(_USERS)
+    )
+    assert switching == []
+
+
+# The sampling drivers speak one written contract (gglspeedup/sampling/drivers.py): every class
+# named *Driver under gglspeedup/sampling has sample(seeds, fanouts, key, options=None), the
+# switches of a call (hop rule, disjoint stride, tree times) being fields of its options record,
+# and no second entry point with arguments of its own (sample_all / sample_trees with plan, span,
+# type_base as they once were).
+_DRIVER_SAMPLE = ["self", "seeds", "fanouts", "key", "options"]
+
+
+def _driver_classes():
+    for module, path in MODULES.items():
+        if module.startswith("gglspeedup.sampling"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and node.name.endswith("Driver"):
+                    yield module, node
+
+
+def test_every_sampling_driver_has_the_contract_signature():
+    found, wrong = [], []
+    for module, cls in _driver_classes():
+        methods = {node.name: node for node in cls.body if isinstance(node, ast.FunctionDef)}
+        found.append(cls.name)
+        sample = methods.get("sample")
+        arguments = None if sample is None else [a.arg for a in sample.args.args + sample.args.kwonlyargs]
+        if arguments != _DRIVER_SAMPLE or {"sample_all", "sample_trees"} & set(methods):
+            wrong.append(f"{module}.{cls.name}: sample{arguments}, methods {sorted(methods)}")
+    assert {"CPUDriver", "CUDADriver", "TypedCPUDriver", "TypedCUDADriver"} <= set(found)
+    assert wrong == []
+
+
+def test_link_hooks_read_no_private_attribute_of_another_object():
+    # The link steps take a sampler's public pieces (driver, fanouts, options, timeline, ...), not
+    # its private methods (once _sample_trees, _tree_times, _driver, _run).
+    reads = [
+        f"{module}:{node.lineno} .{node.attr}"
+        for module in ("gglspeedup.sampling.links", "gglspeedup.sampling.hetero_links")
+        for node in ast.walk(ast.parse(MODULES[module].read_text()))
+        if isinstance(node, ast.Attribute)
+        and _is_private(node.attr)
+        and node.attr not in ("_replace", "_fields", "_asdict", "_make")  # named tuples' public methods
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+    ]
+    assert reads == []
+
+
+def test_each_attention_room_keeps_its_kernels():
+    # attention/pooling/ and attention/sequence/ each own a _kernels/ that only their own modules import
+    rooms = ("gglspeedup.attention.pooling", "gglspeedup.attention.sequence")
+    reaches = [
+        f"{module} imports {target}"
+        for module in MODULES
+        for target, _ in _imports(module)
+        for room in rooms
+        if target.startswith(f"{room}._kernels") and not module.startswith(f"{room}.")
+    ]
+    assert reaches == []
+    assert not any(module.startswith("gglspeedup.attention._kernels") for module in MODULES)  # no third room

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import gglspeedup as gg
-from gglspeedup.sampling._kernels import rng as krng
+from gglspeedup import _rng as krng
 from gglspeedup.testing import (
     assert_same_sample,
     check_sample,
@@ -39,6 +39,15 @@ def test_rng_matches_reference_bits():
         state = krng.row_state(krng.hop_state(seed, key, hop), np.int64(12345))
         for index in (0, 1, 99):
             assert int(krng.draw(state, np.int64(index))) == reference_draw(seed, key, hop, 12345, index)
+
+
+def test_hop_states_are_hop_state_over_an_array():
+    # the attention patterns' per-sequence states (hop = sequence index) are the samplers' hop states
+    hops = np.array([0, 1, 7, 2**64 - 1], np.uint64)
+    for seed, key in [(0, 0), (3, 2**64 - 1), (2**64 - 1, 12)]:
+        states = krng.hop_states(seed, key, hops)
+        assert states.dtype == np.uint64
+        assert [int(s) for s in states] == [reference_hop_state(seed, key, int(h)) for h in hops]
 
 
 def test_uniform_below_stays_in_range():

@@ -8,9 +8,11 @@ import pytest
 import gglspeedup as gg
 from gglspeedup.sampling._kernels import GraphArrays, SampleOptions
 from gglspeedup.sampling._kernels.cpu import CPUDriver, MapPool
+from gglspeedup.sampling.drivers import Driver, TypedDriver
+from gglspeedup.sampling.types import hop_adjs
 from gglspeedup.testing import assert_same_sample, check_sample, reference_sample
 
-from conftest import run_in_threads
+from conftest import run_in_threads, to_host
 
 
 def _graph(weighted=False, edge_ids=False, seed=4):
@@ -40,7 +42,8 @@ def test_the_driver_owns_records_built_once(device, replace, weighted, edge_ids)
     assert driver.options.excluded.dtype == np.int8 and np.ndim(driver.options.excluded) == 0  # the marker
     assert (driver.weight_tables is not None) == weighted
     seeds = np.array([0, 5, 5, 11], np.int64)
-    n_id, hops = driver.sample_all(seeds, sampler.fanouts, 7)
+    n_id, hops, batch = driver.sample(seeds, sampler.fanouts, 7)
+    assert batch is None  # shared sampling: no trees
     assert len(hops) == 2 and all(len(hop) == 3 for hop in hops)  # seed hop first
     out = sampler.sample(seeds, key=7)
     assert _driver_of(sampler) is driver  # built at construction, never per call
@@ -78,7 +81,7 @@ def test_one_driver_serves_concurrent_calls():
 def test_placeholders_stand_in_for_absent_arrays():
     driver = _driver_of(gg.NeighborSampler(gg.CSRGraph([0, 0, 0], []), [2]))
     assert all(array.shape == (1,) for array in driver.graph[1:])  # indices empty; no ids, weights, tables
-    n_id, hops = driver.sample_all(np.array([1, 0], np.int64), [2], 0)
+    n_id, hops, _ = driver.sample(np.array([1, 0], np.int64), [2], 0)
     assert n_id.tolist() == [1, 0] and hops[0][0].shape == (2, 0)
 
 
@@ -113,3 +116,39 @@ def test_a_map_refuses_a_batch_whose_ids_cannot_fit_its_dtype():
     with pytest.raises(ValueError, match=r"seeds must hold at most 1610612735 ids per batch here, got 1610612736"):
         pool.acquire(2**31 - 1 - 2**29 + 1)
     assert pool.free == []
+
+
+def _host_ids(ids):
+    return [to_host(a).tolist() for a in ids] if isinstance(ids, list) else to_host(ids).tolist()
+
+
+def test_drivers_keep_virtual_ids_inside_a_disjoint_call(device):
+    # One signature for every driver: the call's stride (and hop rule) is a field of its options;
+    # seeds go in and n_id come out as real ids, with each row's tree in batch.
+    graph = _graph(seed=8)
+    sampler = gg.NeighborSampler(graph, [3, 2], disjoint=True, expand="new", seed=2, device=device)
+    driver = _driver_of(sampler)
+    assert isinstance(driver, Driver)
+    seeds = np.array([0, 5, 5, 11], np.int64)
+    options = driver.options._replace(stride=graph.num_nodes, expand_new=True)
+    n_id, hops, batch = driver.sample(seeds, [3, 2], 9, options)
+    out = sampler.sample(seeds, key=9)
+    assert_same_sample(gg.SampleOutput(n_id, hop_adjs(hops)), out)
+    assert _host_ids(batch) == _host_ids(out.batch) and _host_ids(n_id)[:4] == [0, 5, 5, 11]
+    assert max(_host_ids(n_id)) < graph.num_nodes and _host_ids(batch)[:4] == [0, 1, 2, 3]
+
+
+def test_typed_drivers_keep_virtual_ids_inside_a_disjoint_call(device):
+    rng = np.random.default_rng(3)
+    relations = {("a", "to", "b"): rng.integers(0, 5, (2, 20)), ("b", "to", "a"): rng.integers(0, 5, (2, 20))}
+    graph = gg.HeteroGraph(relations, {"a": 5, "b": 5})
+    sampler = gg.HeteroNeighborSampler(graph, [2, 2], disjoint=True, seed=1, device=device)
+    driver = _driver_of(sampler)
+    assert isinstance(driver, TypedDriver)
+    seeds = [np.array([1, 1], np.int64), np.array([4], np.int64)]
+    n_id, hops, batch = driver.sample(seeds, sampler._plan, 3, driver.options._replace(stride=5))
+    out = sampler.sample({"a": [1, 1], "b": [4]}, key=3)
+    assert _host_ids(n_id) == [_host_ids(out.n_id[t]) for t in ("a", "b")]
+    assert _host_ids(batch) == [_host_ids(out.batch[t]) for t in ("a", "b")]
+    assert _host_ids(batch)[0][:2] == [0, 1] and _host_ids(batch)[1][0] == 2  # trees over the types in order
+    assert len(hops) == 2

@@ -146,7 +146,7 @@ def _attention_kernels():
     last bits; the simulator matches bit for bit)."""
     from numba import types
 
-    from gglspeedup.attention._kernels import diffusion_cuda, pattern_cuda
+    from gglspeedup.attention.sequence._kernels import diffusion_cuda, pattern_cuda
 
     i64 = types.Array(types.int64, 1, "C")
     u64 = types.Array(types.uint64, 1, "C")
@@ -191,9 +191,9 @@ def _pooling_kernels():
     import numpy as np
     from numba import typeof, types
 
-    from gglspeedup.attention._kernels import pooling_cuda
-    from gglspeedup.attention._kernels.fused_lasso import FUSED_WORK_INT_FIELDS, FusedWork
-    from gglspeedup.attention._kernels.pooling_structure import BatchArrays
+    from gglspeedup.attention.pooling._kernels import cuda as pooling_cuda
+    from gglspeedup.attention.pooling._kernels.fused_lasso import FUSED_WORK_INT_FIELDS, FusedWork
+    from gglspeedup.attention.pooling._kernels.structure import BatchArrays
 
     i64 = types.Array(types.int64, 1, "C")
     f64 = types.Array(types.float64, 1, "C")

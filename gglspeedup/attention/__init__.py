@@ -1,85 +1,33 @@
-"""The attention models' data side: attention graphs over sequences and attention pooling over graph batches.
+"""The attention models' data side, in two rooms: attention pooling over graph batches, and attention
+graphs over long sequences.
 
-Two families of models run attention on a sampled or structured graph:
+- :mod:`.pooling`: attention maps over a batch of graphs (softmax, sparsemax, gfusedmax: the
+  attpool2 family), their NumPy entry points, the batch structure, the layers under attpool2's
+  names and the multi-device helpers.
+- :mod:`.sequence`: long-sequence transformers whose attention runs on a sparse pattern over tokens
+  (Diffuser and fractional attention): the pattern sampler, the attention graph, the fused
+  attention functions, Diffuser's layers and the row-sharded form.
 
-- pooling a batch of graphs with attention (softmax, sparsemax, gfusedmax: the attpool2 family),
-  in :mod:`.pooling` with its layers in :mod:`.modules`;
-- long-sequence transformers whose attention runs on a sparse pattern over tokens (Diffuser and
-  fractional attention), with the pattern sampler in :mod:`.patterns` and the fused kernels in
-  :mod:`.diffusion`.
-
-Kernels live in ``_kernels/`` (one body compiled for the CPU with ``numba.njit`` and for the GPU
-with ``numba.cuda.jit``, as in :mod:`gglspeedup.sampling`). Names load on first access, so
-``import gglspeedup.attention`` imports neither torch nor Numba.
+Each room keeps its kernels in its own ``_kernels/`` (one body compiled for the CPU with
+``numba.njit`` and for the GPU with ``numba.cuda.jit``, behind one driver per device, as in
+:mod:`gglspeedup.sampling`). Every public name of both rooms is also a name of this package; names
+load on first access (each room lists its modules' own ``__all__``), so ``import
+gglspeedup.attention`` imports neither torch nor Numba.
 """
 
 from __future__ import annotations
 
 import importlib
 
-# public name -> submodule that defines it (imported on first access)
-_POOLING_NAMES: dict[str, str] = {
-    **dict.fromkeys(("softmax", "sparsemax", "gfusedmax", "fused_lasso"), "pooling"),
-    **dict.fromkeys(
-        (
-            "softmax_numpy",
-            "sparsemax_numpy",
-            "gfusedmax_numpy",
-            "fused_lasso_numpy",
-            "PoolingResult",
-            "CertificateError",
-        ),
-        "pooling_numpy",
-    ),
-    **dict.fromkeys(("GraphBatch", "graph_batch"), "pooling_batch"),
-    **dict.fromkeys(
-        (
-            "AttentionPooling",
-            "standardize_scores",
-            "FastFlexAddAttention",
-            "MultipleAttention",
-            "Softmax",
-            "Sparsemax",
-            "Gfusedmax",
-            "SoftmaxN",
-            "SparsemaxN",
-            "GfusedmaxN",
-            "Sigmoid",
-            "Tanh",
-            "Sum",
-            "Mean",
-            "Max",
-            "TopK",
-            "TopKN",
-        ),
-        "pooling_modules",
-    ),
-    **dict.fromkeys(
-        ("partition_graphs", "split_batch", "LocalBatch", "sum_gradients", "pool_across_devices"), "pooling_distributed"
-    ),
+from ._face import Face
+
+_ROOMS = ("pooling", "sequence")
+# public name -> the room that loads it (each room's __all__: its modules' names)
+_NAMES = {
+    name: f"{__name__}.{room}" for room in _ROOMS for name in importlib.import_module(f".{room}", __name__).__all__
 }
-_SEQUENCE_NAMES: dict[str, str] = {
-    "SequencePattern": "patterns",
-    "AttentionGraph": "pattern_graph",
-    "diffusion_attention": "diffusion",
-    "fractional_attention": "fractional",
-    "DiffuserSelfAttention": "diffuser_modules",
-    "DiffuserFracSelfAttention": "diffuser_modules",
-    "ShardPlan": "sharded",
-    "sharded_diffusion_attention": "sharded",
-}
-_LAZY_NAMES = {**_POOLING_NAMES, **_SEQUENCE_NAMES}
 
-__all__ = [*_LAZY_NAMES]
+__all__ = list(_NAMES)
 
-
-def __getattr__(name: str):
-    if name not in _LAZY_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_LAZY_NAMES[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+_lazy = Face(__name__, globals(), _NAMES)
+__getattr__, __dir__ = _lazy.getattr, _lazy.dir

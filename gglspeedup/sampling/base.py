@@ -92,7 +92,12 @@ class SamplerBase(BatchKeys):
         """Derive from :attr:`fanouts` what the driver calls need (after a change of fanouts too)."""
 
     def _make_driver(self):
-        """The CPU or CUDA driver of this sampler: the placed graph's records, built once."""
+        """The CPU or CUDA driver of this sampler (:mod:`.drivers`): the placed graph's records,
+        built once."""
+        raise NotImplementedError
+
+    def _tree_stride(self) -> int:
+        """The stride of a disjoint call's virtual ids: the node count (typed: the largest type's)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared
@@ -123,10 +128,22 @@ class SamplerBase(BatchKeys):
         self._continue_keys(clone)
         return clone
 
+    def _call_options(self, tree_time=None):
+        """This call's :class:`~._kernels.records.SampleOptions`: the driver's record with the
+        sampler's hop rule (:attr:`expand`), a disjoint sampler's stride and the trees' times
+        ``tree_time`` (read per call: ``expand`` and ``disjoint`` may be set between calls)."""
+        options = self._driver.options
+        expand_new = self.expand == "new"
+        if not (expand_new or self.disjoint):
+            return options  # the driver's own record: nothing to replace, nothing to view again
+        stride = self._tree_stride() if self.disjoint else 0
+        seed_time = options.seed_time if tree_time is None or not stride else tree_time
+        return options._replace(expand_new=expand_new, stride=stride, seed_time=seed_time)
+
     def _link_batch(self, call, pairs, labels, options: tuple, pair_time, check: bool):
         """``sample_links``' run: ``call`` the sampler's hooks (``links.UntypedLinks``,
-        ``hetero_links.TypedLinks``), ``options`` ``(negatives, num_negatives, strict_negatives,
-        exclude, key)``."""
+        ``hetero_links.TypedLinks``, built from its public pieces), ``options`` ``(negatives,
+        num_negatives, strict_negatives, exclude, key)``."""
         from .links import link_batch
 
-        return link_batch(call, self.device, self._driver, self._next_key, pairs, labels, *options, pair_time, check)
+        return link_batch(call, self._driver, self._next_key, pairs, labels, *options, pair_time, check)

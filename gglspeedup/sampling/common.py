@@ -8,6 +8,7 @@ import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..validation import check_bool, check_draws, check_int
+from ._kernels.records import check_tree_count
 
 __all__ = [
     "check_flags",
@@ -61,15 +62,6 @@ def check_not_bipartite(graph):
 def check_last(strategy: str, weighted: bool) -> None:
     if strategy == "last" and weighted:
         raise ValueError("temporal_strategy='last' takes the latest edges and does not draw by weight (weighted=True)")
-
-
-def check_tree_count(trees: int, stride: int) -> None:
-    """Refuse a disjoint batch whose virtual ids (``tree * stride + node``) would not fit in int64."""
-    if trees * stride >= 2**62:
-        raise ValueError(
-            f"a disjoint batch of {trees} seeds over {stride} nodes exceeds the 2**62 virtual ids the "
-            "drivers number trees' nodes with; sample fewer seeds per batch"
-        )
 
 
 def place_like(graph, array):

@@ -7,10 +7,10 @@ import numpy as np
 from ..heterograph import HeteroGraph, check_edge_type
 from ..validation import check_fanouts
 from .base import SamplerBase
-from .common import check_replace_fanouts, check_seeds, check_tree_count
-from .plan import HopPlan, hop_plan
-from .temporal import check_seed_time
-from .types import Adj, HeteroLinkSampleOutput, HeteroSampleOutput
+from .common import check_replace_fanouts, check_seeds
+from .plan import HopPlan, hop_plan, typed_output
+from .temporal import typed_tree_times
+from .types import HeteroLinkSampleOutput, HeteroSampleOutput
 
 __all__ = ["HeteroNeighborSampler", "HopPlan"]
 
@@ -117,6 +117,9 @@ class HeteroNeighborSampler(SamplerBase):
     def num_hops(self) -> int:
         return int(self._plan.fanouts.shape[1])
 
+    def _tree_stride(self) -> int:
+        return max(max(self.num_nodes.values(), default=1), 1)
+
     def _make_driver(self):
         from ._kernels import SampleOptions
 
@@ -176,43 +179,10 @@ class HeteroNeighborSampler(SamplerBase):
             an id outside ``[0, num_nodes[type])``.
         """
         seeds = self._check_seed_dict(seeds)
-        tree_time = self._tree_times(seeds, seed_time)
+        tree_time = typed_tree_times(self.timeline, self.graph.node_types, seeds, seed_time, self.device)
         key = self._next_key(key)
-        n_id, adjs, counts_n, counts_e, batch = self._run(seeds, key, None, tree_time)
-        return HeteroSampleOutput(n_id, adjs, counts_n, counts_e, batch)
-
-    def _tree_times(self, seeds: list, seed_time, name: str = "seed_time"):
-        """The time of every tree (``seeds``: one checked array per type, trees numbered in that
-        order), or ``None`` without times; ``seed_time`` a dict node type -> times."""
-        timeline = self.timeline
-        if timeline is None:
-            if seed_time is not None:
-                raise ValueError(
-                    f"{name} needs a temporal sampler: HeteroNeighborSampler(..., node_time=... or edge_time=...)"
-                )
-            return None
-        if seed_time is not None and not isinstance(seed_time, dict):
-            raise TypeError(f"{name} must be a dict node type -> times, got {type(seed_time).__name__}")
-        seed_time = seed_time or {}
-        for node_type in seed_time:
-            if node_type not in self.num_nodes:
-                raise ValueError(f"{name} names node type {node_type!r}, which the graph does not have")
-        parts = []
-        for t, ids in zip(self.graph.node_types, seeds):
-            if t in seed_time:
-                parts.append(check_seed_time(seed_time[t], len(ids), timeline.dtype, self.device, f"{name}[{t!r}]"))
-            elif len(ids) == 0:
-                parts.append(np.empty(0, timeline.dtype))
-            elif timeline.node_times(t) is not None:
-                times = timeline.node_times(t)
-                parts.append(times[ids] if isinstance(ids, np.ndarray) else self.device.xp.asarray(times)[ids])
-            else:
-                raise ValueError(
-                    f"{name}[{t!r}] is required: the seeds of node type {t!r} have no node time to default to"
-                )
-        xp = self.device.xp if self.device.is_cuda else np
-        with self.device:
-            return xp.concatenate([xp.asarray(p) for p in parts])
+        drawn = self._driver.sample(seeds, self._plan, key, self._call_options(tree_time))
+        return HeteroSampleOutput(*typed_output(self.graph, self._plan, seeds, drawn))
 
     def sample_links(
         self,
@@ -250,68 +220,11 @@ class HeteroNeighborSampler(SamplerBase):
         from .hetero_links import TypedLinks
 
         options = (negatives, num_negatives, strict_negatives, exclude, key)
-        return self._link_batch(
-            TypedLinks(self, edge_type, reverse_edge_type), pairs, labels, options, pair_time, check
-        )
+        pieces = (self.graph, self.device, self.timeline, self.disjoint, self._plan, self._call_options())
+        call = TypedLinks(*pieces, edge_type, reverse_edge_type)
+        return self._link_batch(call, pairs, labels, options, pair_time, check)
 
     # ------------------------------------------------------------------ internals
-    def _run(self, seeds: list, key: int, options, tree_time=None):
-        """Drive the hops; returns the output dicts and ``batch`` (``seeds``: one checked array per
-        type; ``tree_time``: the trees' times of a temporal call)."""
-        graph, plan = self.graph, self._plan
-        seed_counts = [len(s) for s in seeds]
-        batch = None
-        with self.device:
-            if self.disjoint:
-                n_id, hops, batch = self._run_trees(seeds, key, options, tree_time)
-            else:
-                n_id, hops = self._driver.sample_all(seeds, plan, key, options=options, expand=self.expand)
-        types, edge_types = graph.node_types, graph.edge_types
-        counts_n = {t: [seed_counts[i]] for i, t in enumerate(types)}
-        counts_e = {et: [] for et in edge_types}
-        sizes = list(seed_counts)
-        adjs = []
-        relation_types = list(zip(edge_types, plan.src_type.tolist(), plan.dst_type.tolist()))  # Python ints
-        for edges, e_id, offsets, _new_nodes, type_offsets in hops:
-            before = list(sizes)
-            for i, count in enumerate(np.diff(type_offsets).tolist()):
-                counts_n[types[i]].append(count)
-                sizes[i] += count
-            layer = {}
-            bounds = offsets.tolist()
-            for r, (et, src, dst) in enumerate(relation_types):
-                first, stop = bounds[r], bounds[r + 1]
-                edge_index = edges[2 * first : 2 * stop].reshape(2, stop - first)
-                layer[et] = Adj(edge_index, e_id[first:stop], (sizes[src], before[dst]))
-                counts_e[et].append(stop - first)
-            adjs.append(layer)
-        n_id_dict = dict(zip(types, n_id))
-        batch = None if batch is None else dict(zip(types, batch))
-        return n_id_dict, adjs[::-1], counts_n, counts_e, batch
-
-    def _run_trees(self, seeds: list, key: int, options, tree_time):
-        """``(n_id, hops, batch)`` lists per type of a disjoint call: virtual local ids (``tree *
-        stride + id``, trees numbered over the types in order) inside the driver, split here."""
-        from ._kernels.records import no_exclusions
-
-        stride = max(max(self.num_nodes.values(), default=1), 1)
-        trees = sum(len(ids) for ids in seeds)
-        check_tree_count(trees * len(seeds), stride)
-        xp = self.device.xp if self.device.is_cuda else np
-        options = self._driver.options if options is None else options
-        if tree_time is not None:
-            tree_time = xp.asarray(tree_time)
-        options = options._replace(stride=stride, seed_time=no_exclusions() if tree_time is None else tree_time)
-        virtual, first = [], 0
-        for ids in seeds:
-            virtual.append((xp.arange(len(ids), dtype=np.int64) + first) * stride + xp.asarray(ids))
-            first += len(ids)
-        n_id, hops = self._driver.sample_trees(
-            virtual, self._plan, key, options=options, expand=self.expand, span=max(trees, 1) * stride
-        )
-        batch = [ids // stride for ids in n_id]
-        return [ids - b * stride for ids, b in zip(n_id, batch)], hops, batch
-
     def _check_seed_dict(self, seeds) -> list:
         if isinstance(seeds, tuple) and len(seeds) == 2 and isinstance(seeds[0], str):
             seeds = {seeds[0]: seeds[1]}

@@ -14,7 +14,8 @@ import numpy as np
 
 from ..heterograph import check_edge_type
 from .links import first_or_all
-from .temporal import check_seed_time
+from .plan import typed_output
+from .temporal import check_seed_time, typed_tree_times
 from .types import HeteroLinkSampleOutput
 
 __all__ = ["TypedLinks", "check_reverse_rule"]
@@ -49,13 +50,14 @@ def _check_reverse(graph, edge_type, reverse_edge_type, exclude):
 
 class TypedLinks:
     """:func:`~.links.link_batch`'s hooks for :meth:`HeteroNeighborSampler.sample_links` on
-    ``edge_type`` (``reverse_edge_type`` as given; both checked here)."""
+    ``edge_type`` (``reverse_edge_type`` as given; both checked here), built from the sampler's
+    public pieces: its ``graph``, ``device``, ``timeline``, ``disjoint``, hop ``plan`` (the
+    driver's ``fanouts``) and the call's ``options`` record."""
 
-    def __init__(self, sampler, edge_type, reverse_edge_type):
-        graph = sampler.graph
-        self.sampler, self.graph, self.disjoint = sampler, graph, sampler.disjoint
-        self.timeline = sampler.timeline
-        self.temporal = sampler.temporal
+    def __init__(self, graph, device, timeline, disjoint: bool, plan, options, edge_type, reverse_edge_type):
+        self.graph, self.device, self.timeline, self.disjoint = graph, device, timeline, disjoint
+        self.fanouts, self.options = plan, options
+        self.temporal = timeline is not None
         self.edge_type = check_edge_type(edge_type, graph.edge_types)
         self.reverse_edge_type = reverse_edge_type
         src_type, _, dst_type = self.edge_type
@@ -74,8 +76,8 @@ class TypedLinks:
                 raise ValueError(
                     "pair_time needs a temporal sampler: HeteroNeighborSampler(..., node_time=... or edge_time=...)"
                 )
-            count, device = int(pairs.shape[1]), self.sampler.device
-            return check_seed_time(pair_time, count, self.timeline.dtype, device, "pair_time")
+            count = int(pairs.shape[1])
+            return check_seed_time(pair_time, count, self.timeline.dtype, self.device, "pair_time")
         if self.timeline is not None and self.timeline.edge_level:
             raise ValueError("pair_time is required: an edge-time sampler filters each tree by its pair's time")
         return None
@@ -109,17 +111,14 @@ class TypedLinks:
     def tree_time(self, xp, seeds, times, source_pairs, target_pairs):
         """Each tree the time of its pair, trees in the graph's node-type order."""
         if times is None:
-            return self.sampler._tree_times(seeds, None, "pair_time")
+            return typed_tree_times(self.timeline, self.graph.node_types, seeds, None, self.device, "pair_time")
         of_type = {self.s_index: source_pairs, self.d_index: target_pairs}
         if self.s_index == self.d_index:
             of_type = {self.s_index: xp.concatenate((source_pairs, target_pairs))}
         return times[xp.concatenate([of_type[t] for t in sorted(of_type)])]
 
-    def run(self, seeds, key, options, tree_time):
-        return self.sampler._run(seeds, key, options, tree_time)
-
-    def output(self, ran, pair_index, labels, negative_targets, false_negatives) -> HeteroLinkSampleOutput:
-        n_id, adjs, counts_n, counts_e, batch = ran
+    def output(self, seeds, drawn, pair_index, labels, negative_targets, false_negatives) -> HeteroLinkSampleOutput:
+        n_id, adjs, counts_n, counts_e, batch = typed_output(self.graph, self.fanouts, seeds, drawn)
         return HeteroLinkSampleOutput(
             n_id, adjs, counts_n, counts_e, self.edge_type, pair_index, labels, negative_targets, false_negatives, batch
         )

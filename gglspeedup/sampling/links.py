@@ -24,7 +24,8 @@ import numpy as np
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..validation import available_memory, check_bool, check_int
 from ._kernels.exclusion import row_filter
-from .types import Adj, LinkSampleOutput
+from .temporal import tree_times
+from .types import LinkSampleOutput, hop_adjs
 
 __all__ = [
     "NEGATIVES",
@@ -160,7 +161,6 @@ def first_appearance(xp, sequence):
 
 def link_batch(
     call,
-    device,
     driver,
     next_key,
     pairs,
@@ -175,10 +175,13 @@ def link_batch(
 ):
     """The steps every link call takes (module notes), in order, with ``call`` supplying what
     differs between the untyped and the typed sampler (:class:`UntypedLinks`,
-    :class:`~.hetero_links.TypedLinks`): the pairs' bounds, the pair times' checks, the seeds
-    per node type, the excluded rows, the run and the output record. ``driver`` is the sampler's
-    driver; ``next_key(key)`` checks ``key`` (or draws the sampler's next one) once the
-    arguments are checked, so a refused call leaves the sampler's key counter alone."""
+    :class:`~.hetero_links.TypedLinks`): the sampler's public pieces (device, fanouts, the call's
+    options record), the pairs' bounds, the pair times' checks, the seeds per node type, the
+    excluded rows and the output record. ``driver`` is the sampler's driver
+    (:class:`~.drivers.Driver` or :class:`~.drivers.TypedDriver`); ``next_key(key)`` checks
+    ``key`` (or draws the sampler's next one) once the arguments are checked, so a refused call
+    leaves the sampler's key counter alone."""
+    device = call.device
     pairs, labels, negatives, num_negatives, strict, exclude = check_link_call(
         device, pairs, call.bounds, call.names, labels, negatives, num_negatives, strict_negatives, exclude, check
     )
@@ -202,18 +205,17 @@ def link_batch(
         negative_targets = link_negative_targets(
             None if extra is None else local_dst[num_pairs:], count, num_negatives, disjoint
         )
-        options = None
+        options = call.options
         if exclude is not None and count:
-            options = exclusion_options(driver, xp, *call.excluded(xp, pairs, exclude == "reverse"))
-        tree_time = None
+            options = exclusion_options(driver, xp, options, *call.excluded(xp, pairs, exclude == "reverse"))
         if disjoint and call.temporal:  # (times only come with a timeline: check_times refuses others)
             # every tree the time of its pair: sources, then targets and triplet negatives
             returned = pair_of[:num_pairs]
             target_pairs = returned if extra is None else xp.concatenate((returned, pair_of[num_pairs:]))
-            tree_time = call.tree_time(xp, seeds, times, returned, target_pairs)
-        ran = call.run(seeds, key, options, tree_time)
+            options = options._replace(seed_time=call.tree_time(xp, seeds, times, returned, target_pairs))
+        drawn = driver.sample(seeds, call.fanouts, key, options)
         out_labels, false_negatives = finish_links(xp, labels, count, num_pairs, extra, strict, stayed)
-    return call.output(ran, pair_index, out_labels, negative_targets, false_negatives)
+    return call.output(seeds, drawn, pair_index, out_labels, negative_targets, false_negatives)
 
 
 def first_or_all(xp, sequence, disjoint: bool):
@@ -226,27 +228,31 @@ def first_or_all(xp, sequence, disjoint: bool):
 
 
 class UntypedLinks:
-    """:func:`link_batch`'s hooks for :meth:`NeighborSampler.sample_links`."""
+    """:func:`link_batch`'s hooks for :meth:`NeighborSampler.sample_links`, built from the
+    sampler's public pieces: its ``device``, ``num_nodes``, ``timeline`` (``None`` without
+    times), ``disjoint``, ``fanouts`` and the call's ``options`` record (its hop rule and disjoint
+    stride; the link batch adds its exclusions and trees' times)."""
 
     space = None
 
-    def __init__(self, sampler):
-        self.sampler, self.disjoint = sampler, sampler.disjoint
-        self.temporal = sampler.temporal
-        self.bounds, self.names = (sampler.num_nodes, sampler.num_nodes), ("num_nodes", "num_nodes")
+    def __init__(self, device, num_nodes: int, timeline, disjoint: bool, fanouts, options):
+        self.device, self.timeline, self.disjoint = device, timeline, disjoint
+        self.fanouts, self.options = fanouts, options
+        self.temporal = timeline is not None
+        self.bounds, self.names = (num_nodes, num_nodes), ("num_nodes", "num_nodes")
 
     def check_times(self, pairs, pair_time, exclude):
         """The pairs' times, checked (None without ``pair_time``): node-time trees take their own
         seed's time, as PyG; edge times need them."""
-        sampler = self.sampler
-        times = sampler._tree_times(pairs[0], pair_time, "pair_time") if pair_time is not None else None
-        # (without a timeline, _tree_times has refused pair_time already)
-        if pair_time is None and sampler.timeline is not None and sampler.timeline.edge_level:
+        timeline = self.timeline
+        times = tree_times(timeline, pairs[0], pair_time, self.device, "pair_time") if pair_time is not None else None
+        # (without a timeline, tree_times has refused pair_time already)
+        if pair_time is None and timeline is not None and timeline.edge_level:
             raise ValueError("pair_time is required: an edge-time sampler filters each tree by its pair's time")
         return times
 
     def negative_times(self, xp, pair_times):
-        return self.sampler.timeline.negative_times(xp, pair_times, self.bounds)
+        return self.timeline.negative_times(xp, pair_times, self.bounds)
 
     def seeds(self, xp, src, targets):
         seeds, local = first_or_all(xp, xp.concatenate((src, targets)), self.disjoint)
@@ -260,20 +266,12 @@ class UntypedLinks:
 
     def tree_time(self, xp, seeds, times, source_pairs, target_pairs):
         if times is None:
-            return self.sampler._tree_times(seeds, None)
+            return tree_times(self.timeline, seeds, None, self.device)
         return times[xp.concatenate((source_pairs, target_pairs))]
 
-    def run(self, seeds, key, options, tree_time):
-        sampler = self.sampler
-        if self.disjoint:
-            return sampler._sample_trees(seeds, key, tree_time, options)
-        n_id, hops = sampler._driver.sample_all(seeds, sampler.fanouts, key, options=options, expand=sampler.expand)
-        return n_id, hops, None
-
-    def output(self, ran, pair_index, labels, negative_targets, false_negatives) -> LinkSampleOutput:
-        n_id, hops, batch = ran
-        adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
-        return LinkSampleOutput(n_id, adjs, pair_index, labels, negative_targets, false_negatives, batch)
+    def output(self, seeds, drawn, pair_index, labels, negative_targets, false_negatives) -> LinkSampleOutput:
+        n_id, hops, batch = drawn
+        return LinkSampleOutput(n_id, hop_adjs(hops), pair_index, labels, negative_targets, false_negatives, batch)
 
 
 # ---------------------------------------------------------------------------- the shared steps
@@ -353,14 +351,14 @@ def link_negative_targets(local, count: int, num_negatives: int, disjoint: bool)
     return targets
 
 
-def exclusion_options(driver, xp, sources, rows):
-    """The driver's options for one call with every edge ``sources[i] -> rows[i]`` (all parallel
-    copies) excluded, or ``None`` when the graph holds none; the rows holding them are flagged so
-    the others skip the search."""
+def exclusion_options(driver, xp, options, sources, rows):
+    """``options`` (the call's record) with every edge ``sources[i] -> rows[i]`` (all parallel
+    copies) excluded, or ``options`` itself when the graph holds none; the rows holding them are
+    flagged so the others skip the search."""
     positions = driver.excluded_positions(sources, rows)
     if not positions.shape[0]:
-        return None
-    return driver.options._replace(excluded=positions, excluded_rows=row_filter(xp, rows))
+        return options
+    return options._replace(excluded=positions, excluded_rows=row_filter(xp, rows))
 
 
 def finish_links(xp, labels, count: int, num_pairs: int, extra, strict: bool, stayed):

@@ -15,10 +15,10 @@ Two sides of one hop, each built on the local sampler's own pieces:
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from ._kernels.cpu import KERNEL_LOCK, PARALLEL_MIN_WORK, weight_tables
+from .._parallel import KERNEL_LOCK, kernel_threads
+from ._kernels.cpu import weight_tables
 from ._kernels.exclusion import row_filter, rows_ascending
 from ._kernels.links import match_positions
 from ._kernels.records import GraphArrays, SampleOptions, no_exclusions, without_exclusions
@@ -48,25 +48,11 @@ def wire_dtype(book) -> np.dtype:
     return np.dtype(np.int32 if np.dtype(book.meta["index_dtype"]) == np.int32 else np.int64)
 
 
-class threads_for:
-    """Numba's threads for a kernel drawing about ``work`` edges (a context): one below
-    :data:`~._kernels.cpu.PARALLEL_MIN_WORK`, the local drivers' rule (on a busy machine each
-    parallel barrier costs a scheduler time slice); a no-op above it (setting the count costs
-    microseconds, a request's overhead)."""
-
-    __slots__ = ("threads",)
-
-    def __init__(self, work: int):
-        self.threads = 0 if work >= PARALLEL_MIN_WORK else numba.get_num_threads()
-
-    def __enter__(self):
-        if self.threads > 1:
-            numba.set_num_threads(1)
-        return self
-
-    def __exit__(self, *exc):
-        if self.threads > 1:
-            numba.set_num_threads(self.threads)
+def threads_for(work: int) -> kernel_threads:
+    """The parallel region of a kernel drawing about ``work`` edges: the one runtime's
+    :class:`gglspeedup._parallel.kernel_threads` (its lock, and one thread below the local
+    drivers' threshold: on a busy machine each parallel barrier costs a scheduler time slice)."""
+    return kernel_threads(work)
 
 
 def _writable(array, dtype=None) -> np.ndarray:
@@ -227,7 +213,7 @@ class OwnedRows:
             options = self._options(part, payload, window, self._exclusions(p, part, payload))
             plain = without_exclusions(options)
             mine, fanouts, drawn = ids[start:stop], ks[batch], counts[start:stop]
-            with KERNEL_LOCK, threads_for(size * max(int(fanouts.max()), 16)):
+            with threads_for(size * max(int(fanouts.max()), 16)):
                 nbrs, e_id, bad = draw_owned_rows(
                     part.graph, options, plain, part.book, p, mine, per_relation, fanouts, states[batch], drawn
                 )

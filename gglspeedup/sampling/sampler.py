@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..graph import as_csr_graph
 from ..validation import check_fanouts
 from .base import SamplerBase
@@ -18,8 +16,8 @@ from .common import (
     place_like,
     resolve_placement,
 )
-from .temporal import check_seed_time
-from .types import Adj, LinkSampleOutput, SampleOutput
+from .temporal import tree_times
+from .types import LinkSampleOutput, SampleOutput, hop_adjs
 
 __all__ = [
     "NeighborSampler",
@@ -103,8 +101,10 @@ class NeighborSampler(SamplerBase):
     O(k log(deg)).
 
     Each sampler builds one driver at construction (:class:`~gglspeedup.sampling._kernels.cpu.CPUDriver`
-    or ``cuda.CUDADriver``) that owns the placed graph's arrays as the kernels read them;
-    :meth:`sample` checks its arguments and hands them to ``driver.sample_all(seeds, fanouts, key)``.
+    or ``cuda.CUDADriver``, both :class:`gglspeedup.sampling.drivers.Driver`) that owns the placed
+    graph's arrays as the kernels read them; :meth:`sample` checks its arguments and hands them to
+    ``driver.sample(seeds, fanouts, key, options)``, ``options`` the one record of the call's
+    switches (hop rule, disjoint stride, trees' times).
 
     Batch keys: each :meth:`sample` call without ``key`` uses an internal counter (0, 1, 2, ...)
     and advances it, so epochs differ; ``sample(seeds, key=k)`` replays batch ``k`` and leaves the
@@ -137,6 +137,9 @@ class NeighborSampler(SamplerBase):
     def _check_weights(graph) -> None:
         if graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
+
+    def _tree_stride(self) -> int:
+        return max(self.num_nodes, 1)
 
     def _make_driver(self):
         """The CPU or CUDA driver of this sampler: the placed graph's records, built once."""
@@ -210,54 +213,10 @@ class NeighborSampler(SamplerBase):
             a seed outside ``[0, num_nodes)``.
         """
         seeds = self._check_seeds(seeds)
-        tree_time = self._tree_times(seeds, seed_time)
+        tree_time = tree_times(self.timeline, seeds, seed_time, self.device)
         key = self._next_key(key)
-        if self.disjoint:
-            n_id, hops, batch = self._sample_trees(seeds, key, tree_time)
-        else:
-            (n_id, hops), batch = self._driver.sample_all(seeds, self.fanouts, key, expand=self.expand), None
-        adjs = [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
-        return SampleOutput(n_id, adjs, batch)
-
-    def _tree_times(self, seeds, seed_time, name: str = "seed_time"):
-        """The time of each tree (checked ``seed_time``; the seeds' node times by default), or
-        ``None`` for a sampler without times."""
-        timeline = self.timeline
-        if timeline is None:
-            if seed_time is not None:
-                raise ValueError(
-                    f"{name} needs a temporal sampler: NeighborSampler(..., node_time=...) or edge_time=..."
-                )
-            return None
-        if seed_time is not None:
-            return check_seed_time(seed_time, len(seeds), timeline.dtype, self.device, name)
-        if timeline.edge_level:
-            raise ValueError(f"{name} is required: an edge-time sampler filters each tree by its seed's time")
-        node_time = timeline.node_times()
-        if isinstance(seeds, np.ndarray):
-            return node_time[seeds]
-        return self.device.xp.asarray(node_time)[seeds]
-
-    def _sample_trees(self, seeds, key: int, tree_time, options=None):
-        """``(n_id, hops, batch)`` of a disjoint call: one tree per seed (virtual ids inside the
-        drivers, split here); ``tree_time`` the trees' times or ``None``."""
-        from ._kernels.records import no_exclusions
-
-        stride = max(self.num_nodes, 1)
-        check_tree_count(len(seeds), stride)
-        options = self._driver.options if options is None else options
-        xp = np if isinstance(seeds, np.ndarray) else self.device.xp
-        with self.device:
-            if self.device.is_cuda:
-                xp = self.device.xp
-                seeds = xp.asarray(seeds)
-                tree_time = None if tree_time is None else xp.asarray(tree_time)
-            options = options._replace(stride=stride, seed_time=no_exclusions() if tree_time is None else tree_time)
-            virtual = xp.arange(len(seeds), dtype=np.int64) * stride + seeds
-            n_id, hops = self._driver.sample_trees(virtual, self.fanouts, key, options=options, expand=self.expand)
-            batch = n_id // stride
-            n_id = n_id - batch * stride
-        return n_id, hops, batch
+        n_id, hops, batch = self._driver.sample(seeds, self.fanouts, key, self._call_options(tree_time))
+        return SampleOutput(n_id, hop_adjs(hops), batch)
 
     def sample_links(
         self,
@@ -345,7 +304,9 @@ class NeighborSampler(SamplerBase):
         from .links import UntypedLinks
 
         options = (negatives, num_negatives, strict_negatives, exclude, key)
-        return self._link_batch(UntypedLinks(self), pairs, labels, options, pair_time, check)
+        pieces = (self.device, self.num_nodes, self.timeline, self.disjoint, self.fanouts, self._call_options())
+        call = UntypedLinks(*pieces)
+        return self._link_batch(call, pairs, labels, options, pair_time, check)
 
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):

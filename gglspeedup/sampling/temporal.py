@@ -31,6 +31,8 @@ __all__ = [
     "sort_by_time",
     "sort_typed_by_time",
     "check_seed_time",
+    "tree_times",
+    "typed_tree_times",
     "earliest",
     "temporal_setup",
 ]
@@ -242,6 +244,56 @@ def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time
     # float64 holds int64's range only up to 2**63 - 1024: clip, and saturate above (inf included)
     result = xp.clip(floored, -(2.0**63), 2.0**63 - 1024).astype(np.int64)
     return xp.ascontiguousarray(xp.where(floored >= 2.0**63, np.iinfo(np.int64).max, result))
+
+
+def tree_times(timeline, seeds, seed_time, device, name: str = "seed_time"):
+    """The time of each tree of an untyped call (``seeds``, checked; one tree each): ``seed_time``
+    checked, by default the seeds' node times; ``None`` for a sampler without times
+    (``timeline`` ``None``), which refuses ``seed_time``. ``name`` names the argument in errors."""
+    if timeline is None:
+        if seed_time is not None:
+            raise ValueError(f"{name} needs a temporal sampler: NeighborSampler(..., node_time=...) or edge_time=...")
+        return None
+    if seed_time is not None:
+        return check_seed_time(seed_time, len(seeds), timeline.dtype, device, name)
+    if timeline.edge_level:
+        raise ValueError(f"{name} is required: an edge-time sampler filters each tree by its seed's time")
+    node_time = timeline.node_times()
+    if isinstance(seeds, np.ndarray):
+        return node_time[seeds]
+    return device.xp.asarray(node_time)[seeds]
+
+
+def typed_tree_times(timeline, node_types, seeds: list, seed_time, device, name: str = "seed_time"):
+    """The time of every tree of a typed call (``seeds``: one checked array per node type of
+    ``node_types``, trees numbered in that order), as :func:`tree_times`; ``seed_time`` a dict node
+    type -> times, each type's seeds defaulting to their node times where the type has them."""
+    if timeline is None:
+        if seed_time is not None:
+            raise ValueError(
+                f"{name} needs a temporal sampler: HeteroNeighborSampler(..., node_time=... or edge_time=...)"
+            )
+        return None
+    if seed_time is not None and not isinstance(seed_time, dict):
+        raise TypeError(f"{name} must be a dict node type -> times, got {type(seed_time).__name__}")
+    seed_time = seed_time or {}
+    for node_type in seed_time:
+        if node_type not in node_types:
+            raise ValueError(f"{name} names node type {node_type!r}, which the graph does not have")
+    parts = []
+    for t, ids in zip(node_types, seeds):
+        if t in seed_time:
+            parts.append(check_seed_time(seed_time[t], len(ids), timeline.dtype, device, f"{name}[{t!r}]"))
+        elif len(ids) == 0:
+            parts.append(np.empty(0, timeline.dtype))
+        elif timeline.node_times(t) is not None:
+            times = timeline.node_times(t)
+            parts.append(times[ids] if isinstance(ids, np.ndarray) else device.xp.asarray(times)[ids])
+        else:
+            raise ValueError(f"{name}[{t!r}] is required: the seeds of node type {t!r} have no node time to default to")
+    xp = device.xp if device.is_cuda else np
+    with device:
+        return xp.concatenate([xp.asarray(p) for p in parts])
 
 
 class Timeline:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import namedtuple
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["Adj", "SampleOutput", "LinkSampleOutput", "HeteroSampleOutput", "HeteroLinkSampleOutput"]
+__all__ = ["Adj", "SampleOutput", "LinkSampleOutput", "HeteroSampleOutput", "HeteroLinkSampleOutput", "hop_adjs"]
 
 
 class Adj(NamedTuple):
@@ -78,6 +78,12 @@ def _link_fields(name: str, neighbourhood: tuple) -> type:
     last three default to ``None``)."""
     fields = (*neighbourhood, "pair_index", "labels", "negative_targets", "num_false_negatives", "batch")
     return namedtuple(name, fields, defaults=(None, None, None))
+
+
+def hop_adjs(hops) -> list:
+    """``adjs`` (outermost hop first) of an untyped driver's ``hops`` (seed hop first, each
+    ``(edge_index, e_id, size)``: :class:`gglspeedup.sampling.drivers.Driver`)."""
+    return [Adj(edge_index, e_id, size) for edge_index, e_id, size in reversed(hops)]
 
 
 class _SampleFields(NamedTuple):

@@ -30,9 +30,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..._intrinsics import prefetch, prefetch_row, store_fence, stream_line
-from ..._threading import prefer_tbb
-
-prefer_tbb()  # before any parallel launch: see gglspeedup._threading
+from ..._parallel import lock_for, pays
 
 __all__ = [
     "copy_row",
@@ -41,7 +39,6 @@ __all__ = [
     "gather_serial",
     "first_out_of_range",
     "word_dtype",
-    "SERIAL_BYTES",
     "STREAM_BYTES",
     "PREFETCH_BYTES",
     "copy_contiguous",
@@ -49,10 +46,10 @@ __all__ = [
     "gather_cached",
 ]
 
-# Below this many output bytes the serial driver runs (~0.1 ms per MiB): a parallel launch saves
-# at most that on an idle machine, but on an oversubscribed one GNU OpenMP's default waiting made
-# each launch cost ~20 ms (5000 rows: 16 ms parallel against 0.06 ms serial at load average 6).
-SERIAL_BYTES = 1 << 20
+# Below gglspeedup._parallel's PARALLEL_MIN["bytes"] of output the serial driver runs (~0.1 ms per
+# MiB): a parallel launch saves at most that on an idle machine, but on an oversubscribed one GNU
+# OpenMP's default waiting made each launch cost ~20 ms (5000 rows: 16 ms parallel against 0.06 ms
+# serial at load average 6). Parallel drivers run under the kernel lock, as every family's.
 
 # From this many output bytes on, rows are written with streamed (non-temporal) stores. An output
 # this large would not stay in the caches for the model to read anyway; a smaller one is written
@@ -155,8 +152,9 @@ def gather_host(table, ids, out) -> None:
 
     ``table`` and ``out`` are word views as the kernels take them; ``ids`` are in range.
     """
-    driver = gather_serial if out.nbytes < SERIAL_BYTES else gather_cpu
-    driver(table, ids, out, out.nbytes >= STREAM_BYTES)
+    parallel = pays(out.nbytes, "bytes")
+    with lock_for(parallel):
+        (gather_cpu if parallel else gather_serial)(table, ids, out, out.nbytes >= STREAM_BYTES)
 
 
 @register_jitable(inline="always")
@@ -211,8 +209,10 @@ def gather_cached(cache, table, location, ids, out) -> int:
     and from ``table[id]`` elsewhere: the CPU's two-tier gather (a RAM cache in front of a
     memory-mapped table). Returns how many rows came from the cache. ``cache``, ``table`` and
     ``out`` are word views of one word type; ``ids`` are in range."""
-    driver = _gather_cached_serial if out.nbytes < SERIAL_BYTES else _gather_cached_parallel
-    return int(driver(cache, table, location, ids, out, out.nbytes >= STREAM_BYTES))
+    parallel = pays(out.nbytes, "bytes")
+    with lock_for(parallel):
+        driver = _gather_cached_parallel if parallel else _gather_cached_serial
+        return int(driver(cache, table, location, ids, out, out.nbytes >= STREAM_BYTES))
 
 
 @njit(cache=True, nogil=True)

@@ -11,10 +11,8 @@ owns the graph's records and a pool of such maps (:class:`MapPool`), one per con
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
-import numba
 import numpy as np
 from numba import njit, prange
 
@@ -22,15 +20,24 @@ from ..._hugepages import huge_empty
 from ..._integrity import corrupt_indices_error
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
+from ..._parallel import kernel_threads
+from ..._rng import hop_state, row_state
 from ..._stop import stop_requested
-from ..._threading import prefer_tbb
 from ...validation import BYTES_PER_DRAW, available_memory, check_draws
 from .blocks import block_rows, draw_buffers, row_blocks
 from .disjoint import new_table, sample_tree_hop
 from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_inputs
-from .records import GraphArrays, SampleOptions, graph_arrays, with_markers, without_exclusions
-from .rng import hop_state, row_state
+from .records import (
+    Drawn,
+    GraphArrays,
+    SampleOptions,
+    from_virtual,
+    graph_arrays,
+    to_virtual,
+    with_markers,
+    without_exclusions,
+)
 from .rows import row_count, row_count_unexcluded, row_fill_split, row_finish, row_weight_table
 
 __all__ = [
@@ -39,21 +46,14 @@ __all__ = [
     "sample_hop",
     "weight_tables",
     "map_seeds",
-    "KERNEL_LOCK",
-    "PARALLEL_MIN_WORK",
     "LONG_WORK",
     "hop_work",
     "check_hop_output",
 ]
 
-prefer_tbb()  # before any parallel launch: see gglspeedup._threading
-
-# Numba's parallel regions are not meant to be entered from several Python threads at once;
-# kernels release the GIL (nogil) so a prefetching thread still overlaps with training.
-KERNEL_LOCK = threading.Lock()
-# A hop drawing fewer edges than this runs on one thread: entering a parallel region costs
-# microseconds on an idle machine but a scheduler time slice per barrier on a busy one.
-PARALLEL_MIN_WORK = 1 << 16
+# Kernels run in gglspeedup._parallel's regions: one lock for every kernel family, and a hop drawing
+# fewer edges than PARALLEL_MIN["draws"] on one thread. They release the GIL (nogil), so a
+# prefetching thread still overlaps with training.
 # Serial loops over random ids prefetch this many iterations ahead.
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 4  # rows ahead in the fill loop (measured best of 4 / 8 / none)
@@ -78,7 +78,8 @@ class CPUDriver:
         A temporal sampler's time per CSR position (rows sorted by it): ``SampleOptions.times``.
 
     The driver is thread-safe: each call takes a map from the pool (or makes one) and returns it
-    clean; compiled kernels run one at a time (:data:`KERNEL_LOCK`) and release the GIL.
+    clean; compiled kernels run one at a time (:data:`gglspeedup._parallel.KERNEL_LOCK`) and
+    release the GIL.
     """
 
     def __init__(self, graph, options: SampleOptions, seed: int, times=None):
@@ -99,80 +100,73 @@ class CPUDriver:
         """The error for a kernel that met a neighbour id outside the graph (a corrupt folder)."""
         return corrupt_indices_error(self.graph.indices, [(0, self.num_edges, self.num_nodes, "")])
 
-    def sample_all(
-        self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions | None = None, expand: str = "all"
-    ):
-        """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.
+    def sample(self, seeds: np.ndarray, fanouts, key: int, options: SampleOptions | None = None) -> Drawn:
+        """Sample every hop of a batch (:class:`gglspeedup.sampling.drivers.Driver`).
 
-        ``seeds`` is a checked int64 host array, ``fanouts`` checked ints, ``key`` the batch key;
-        ``options`` replaces the driver's record for this call (a link batch's exclusions).
-        ``expand``: ``"all"`` (hop ``h + 1``'s targets are every node in ``n_id``) or ``"new"``
-        (only the nodes first reached at hop ``h``: PyG's rule); target positions index ``n_id``
-        either way, so ``size`` is ``(len(n_id) after, len(n_id) before)``.
+        ``seeds`` is a checked int64 host array, ``fanouts`` checked ints (seed hop first),
+        ``key`` the batch key; ``options`` replaces the driver's record for this call (a link
+        batch's exclusions, the hop rule ``expand_new``, a disjoint call's ``stride`` and
+        ``seed_time``). Returns :class:`~.records.Drawn` ``(n_id, hops, batch)``, hops seed hop
+        first as ``(edge_index, e_id, (len(n_id) after, len(n_id) before))``: target positions
+        index ``n_id`` under either hop rule.
         """
         options = self.options if options is None else options
+        if options.stride:
+            return self._sample_trees(seeds, fanouts, key, options)
         plain = without_exclusions(options)
         # Local ids stay below len(seeds) + num_nodes: the seeds, then each node once.
         local_map, epoch = self.maps.acquire(len(seeds))
         hops = []
-        threads = numba.get_num_threads()
         # Ctrl-C is handled between hops, and inside a long hop's kernel (gglspeedup._interrupt);
         # leaving the block raises KeyboardInterrupt after this frame has dropped its arrays.
         with interruptible() as guard:
-            with KERNEL_LOCK:
-                try:
-                    n_id = map_seeds(seeds, local_map, epoch)
-                    first = 0  # the first target's position in n_id
-                    for hop, k in enumerate(fanouts):
-                        num_targets = len(n_id)
-                        work = hop_work(self.graph.indptr, n_id, first, k)
-                        check_hop_output(self.graph.indptr, n_id, first, k, hop, work, options.replace)
-                        numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
-                        state = hop_state(self.seed, key, hop)
-                        args = (self.graph, options, n_id, k, state, local_map, epoch, first, plain)
-                        result = guard.run(sample_hop, *args) if work >= LONG_WORK else sample_hop(*args)
-                        if guard.stopping():
-                            break
-                        n_id, edge_index, e_id, corrupt = result
-                        if corrupt:  # the map holds entries past n_id's: dropped below, not pooled
-                            raise self.corrupt_error()
-                        hops.append((edge_index, e_id, (len(n_id), num_targets)))
-                        if expand == "new":
-                            first = num_targets
-                finally:
-                    numba.set_num_threads(threads)
+            with kernel_threads() as region:
+                n_id = map_seeds(seeds, local_map, epoch)
+                first = 0  # the first target's position in n_id
+                for hop, k in enumerate(fanouts):
+                    num_targets = len(n_id)
+                    work = hop_work(self.graph.indptr, n_id, first, k)
+                    check_hop_output(self.graph.indptr, n_id, first, k, hop, work, options.replace)
+                    region.fit(work)
+                    state = hop_state(self.seed, key, hop)
+                    args = (self.graph, options, n_id, k, state, local_map, epoch, first, plain)
+                    result = guard.run(sample_hop, *args) if work >= LONG_WORK else sample_hop(*args)
+                    if guard.stopping():
+                        break
+                    n_id, edge_index, e_id, corrupt = result
+                    if corrupt:  # the map holds entries past n_id's: dropped below, not pooled
+                        raise self.corrupt_error()
+                    hops.append((edge_index, e_id, (len(n_id), num_targets)))
+                    if options.expand_new:
+                        first = num_targets
                 if guard.stopping():  # the map may hold entries past n_id's: it is dropped, not pooled
                     n_id = hops = local_map = result = args = None
                     return None
         self.maps.release(local_map, epoch + len(n_id))  # an exception above drops the map instead
-        return n_id, hops
+        return Drawn(n_id, hops)
 
-    def sample_trees(self, seeds: np.ndarray, fanouts, key: int, *, options: SampleOptions, expand: str = "all"):
-        """Disjoint sampling (:mod:`.disjoint`): every seed its own tree. ``options.stride`` (> 0)
-        is the virtual-id stride; ``seeds`` are already virtual (``tree * stride + seed``) and so
-        is the returned ``n_id``; hops as :meth:`sample_all`'s."""
+    def _sample_trees(self, seeds: np.ndarray, fanouts, key: int, options: SampleOptions) -> Drawn:
+        """Disjoint sampling (:mod:`.disjoint`): every seed its own tree, numbered by virtual ids
+        (``options.stride``) inside this call only."""
+        stride = options.stride
         hops = []
-        threads = numba.get_num_threads()
-        with KERNEL_LOCK:
-            try:
-                n_id = np.ascontiguousarray(seeds, dtype=np.int64)
-                keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
-                first = 0
-                for hop, k in enumerate(fanouts):
-                    num_targets = len(n_id)
-                    work = (num_targets - first) * (k if k > 0 else 16)
-                    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
-                    n_id, edge_index, e_id, keys, values, corrupt = sample_tree_hop(
-                        self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
-                    )
-                    if corrupt:
-                        raise self.corrupt_error()
-                    hops.append((edge_index, e_id, (len(n_id), num_targets)))
-                    if expand == "new":
-                        first = num_targets
-            finally:
-                numba.set_num_threads(threads)
-        return n_id, hops
+        with kernel_threads() as region:
+            n_id = np.ascontiguousarray(to_virtual(np, seeds, stride), dtype=np.int64)
+            keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
+            first = 0
+            for hop, k in enumerate(fanouts):
+                num_targets = len(n_id)
+                region.fit((num_targets - first) * (k if k > 0 else 16))
+                n_id, edge_index, e_id, keys, values, corrupt = sample_tree_hop(
+                    self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
+                )
+                if corrupt:
+                    raise self.corrupt_error()
+                hops.append((edge_index, e_id, (len(n_id), num_targets)))
+                if options.expand_new:
+                    first = num_targets
+        n_id, batch = from_virtual(n_id, stride)
+        return Drawn(n_id, hops, batch)
 
     def negatives(
         self, sources, count: int, *, fixed: bool, width: int, strict: bool, key: int, space=None, eligible=None
@@ -185,7 +179,7 @@ class CPUDriver:
         out_src, out_dst = np.empty(count, np.int64), np.empty(count, np.int64)
         stayed = np.empty(count, np.int8)
         if count:
-            with KERNEL_LOCK, _threads_for(count * (4 if strict else 1)):
+            with kernel_threads(count * (4 if strict else 1)):
                 draw_negatives(
                     self.graph, state, space, sources, fixed, width, strict, eligible, out_src, out_dst, stayed
                 )
@@ -197,7 +191,7 @@ class CPUDriver:
             self._rows_ascending = rows_ascending(np, self.graph.indptr, self.graph.indices)
         # Each lookup is a binary search (or a scan) of a hub's row: a chain of cache misses worth
         # about 64 drawn edges, so a batch of 1024 pairs already runs on every thread.
-        with KERNEL_LOCK, _threads_for(len(sources) * 64):
+        with kernel_threads(len(sources) * 64):
             return match_positions(self.graph, sources, targets, self._rows_ascending)
 
 
@@ -263,17 +257,6 @@ def hop_work(indptr, n_id, first: int, k: int) -> int:
         return (len(n_id) - first) * k
     targets = n_id[first:]
     return int(np.sum(indptr[targets + 1] - indptr[targets]))
-
-
-@contextlib.contextmanager
-def _threads_for(work: int):
-    """Numba's threads for a parallel region of ``work`` units: one below PARALLEL_MIN_WORK."""
-    threads = numba.get_num_threads()
-    numba.set_num_threads(threads if work >= PARALLEL_MIN_WORK else 1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(threads)
 
 
 def weight_tables(indptr, weights):

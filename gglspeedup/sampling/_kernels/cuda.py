@@ -28,9 +28,9 @@ from numba import cuda
 
 from ..._integrity import corrupt_indices_error
 from ..._launch import device_view, launch_rows, to_host
-from .records import GraphArrays, SampleOptions, graph_arrays, with_markers
+from ..._rng import hop_state, row_state
+from .records import Drawn, GraphArrays, SampleOptions, from_virtual, graph_arrays, to_virtual, with_markers
 from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
-from .rng import hop_state, row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
 
 __all__ = ["CUDADriver"]
@@ -106,8 +106,8 @@ class CUDADriver:
     times : array, optional
         A temporal sampler's time per CSR position, where the graph is (``SampleOptions.times``).
 
-    Disjoint sampling runs through :meth:`sample_all` too: the kernels split virtual ids
-    (``options.stride``), so the caller passes virtual seeds and gets virtual ``n_id`` back.
+    Disjoint sampling (``options.stride > 0``) runs the same kernels over virtual ids, which they
+    split (:func:`.rows.split`); the caller passes and gets back real ids.
     """
 
     def __init__(self, graph, options: SampleOptions, seed: int, device, weight_tables=None, times=None):
@@ -165,31 +165,40 @@ class CUDADriver:
                 self._rows_ascending = rows_ascending(array_module(indices), indptr, indices)
             return match_positions(self.device, self.graph, sources, targets, self._rows_ascending)
 
-    def sample_all(self, seeds, fanouts, key: int, *, options: SampleOptions | None = None, expand: str = "all"):
-        """Sample every hop; returns ``(n_id, [(edge_index, e_id, size), ...])``, seed hop first.
-
-        ``seeds`` is a checked int64 host or device array; outputs are arrays of ``device.xp``.
-        ``options`` replaces the driver's record for this call (a link batch's exclusions);
-        ``expand`` as in :meth:`.cpu.CPUDriver.sample_all`.
-        """
-        options = self.options if options is None else device_view(options)
+    def sample(self, seeds, fanouts, key: int, options: SampleOptions | None = None) -> Drawn:
+        """As :meth:`.cpu.CPUDriver.sample`: ``seeds`` a checked int64 host or device array,
+        outputs arrays of ``device.xp``. Disjoint calls (``options.stride > 0``) run the same
+        kernels over virtual ids, which they split."""
         xp = self.device.xp
         with self.device:
+            options = self._record(options)
             n_id = xp.ascontiguousarray(xp.asarray(seeds), dtype=np.int64)
             corrupt = xp.zeros(1, dtype=np.int64)  # set by a kernel meeting an id outside the graph
+            stride = options.stride
+            if stride:
+                n_id = to_virtual(xp, n_id, stride)
             hops = []
             lo = 0
             for hop, k in enumerate(fanouts):
                 num_known = int(n_id.shape[0])
                 n_id, edge_index, e_id = self._hop(n_id, lo, k, hop_state(self.seed, key, hop), options, corrupt)
                 hops.append((edge_index, e_id, (int(n_id.shape[0]), num_known)))
-                if expand == "new":
+                if options.expand_new:
                     lo = num_known
-        return n_id, hops
+            batch = None
+            if stride:
+                n_id, batch = from_virtual(n_id, stride)
+        return Drawn(n_id, hops, batch)
 
-    def sample_trees(self, seeds, fanouts, key: int, *, options: SampleOptions, expand: str = "all"):
-        """Disjoint sampling: :meth:`sample_all` over virtual seeds (``options.stride > 0``)."""
-        return self.sample_all(seeds, fanouts, key, options=options, expand=expand)
+    def _record(self, options):
+        """The call's record as the kernels take it: the driver's own (its numba views made once),
+        or ``options`` with a disjoint call's tree times uploaded and every array viewed."""
+        if options is None or options is self.options:
+            return self.options
+        seed_time = options.seed_time
+        if not isinstance(seed_time, np.generic) and not hasattr(seed_time, "__cuda_array_interface__"):
+            options = options._replace(seed_time=self.device.xp.asarray(seed_time))
+        return device_view(options)
 
     @property
     def num_edges(self) -> int:

@@ -18,12 +18,13 @@ import numpy as np
 from numba import cuda
 
 from ..._integrity import relation_spans
-from ..._launch import device_view, launch_rows, to_host
+from ..._launch import launch_rows, to_host
+from ..._rng import row_state
 from .cuda import CUDADriver
+from .records import Drawn
 from .reindex import EMPTY, NO_POSITION, flag_kernel, insert, table_capacity
-from .rng import row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
-from .typed import TypedHop, extend, frontier, hop_targets, plan_states, shift_targets
+from .typed_hops import TypedHop, extend, frontier, hop_targets, plan_states, shift_targets, split_types, virtual_seeds
 
 __all__ = ["TypedCUDADriver", "relabel_typed"]
 
@@ -182,23 +183,19 @@ class TypedCUDADriver:
             self._uploaded = (plan, arrays)
         return arrays
 
-    def sample_trees(self, seeds: list, plan, key: int, *, options, expand: str = "all", span: int):
-        """Disjoint typed sampling: ``seeds`` per type are virtual local ids (``tree * stride +
-        id``, ``options.stride > 0``), as is the returned ``n_id``; ``span`` (trees times stride)
-        separates the node types' virtual id spaces in the relabel."""
-        type_base = np.arange(len(self.type_base), dtype=np.int64) * span
-        return self.sample_all(seeds, plan, key, options=options, expand=expand, type_base=type_base)
-
-    def sample_all(self, seeds: list, plan, key: int, *, options=None, expand: str = "all", type_base=None):
-        """As :meth:`.typed.TypedCPUDriver.sample_all`, with arrays of ``device.xp``."""
-        options = self.options if options is None else device_view(options)
-        xp = self.device.xp
+    def sample(self, seeds: list, fanouts, key: int, options=None) -> Drawn:
+        """As :meth:`.typed.TypedCPUDriver.sample`, with arrays of ``device.xp``. A disjoint call
+        (``options.stride > 0``) runs the same kernels over virtual local ids, its types' ids kept
+        apart in the relabel by a typed base of ``type * span`` (:func:`.typed.virtual_seeds`)."""
+        plan, xp = fanouts, self.device.xp
         with self.device:
+            options = self.flat._record(options)
             row_base, src_base, edge_base, src_count = self._device_plan(plan)
             corrupt = xp.zeros(1, dtype=np.int64)  # set by a fill meeting a source id outside its type
-            if type_base is None:
-                type_base = self.type_base
-            else:
+            type_base = self.type_base
+            if options.stride:
+                seeds, span = virtual_seeds(xp, seeds, options.stride)
+                type_base = np.arange(len(self.type_base), dtype=np.int64) * span
                 src_base = xp.asarray(np.asarray(type_base)[plan.src_type])
             n_id = [xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in seeds]
             hops = []
@@ -211,12 +208,14 @@ class TypedCUDADriver:
                     options, targets, rel_of, segments, (row_base, ks, states, src_base, edge_base, src_count),
                     n_id, type_base, corrupt, plan,
                 )  # fmt: skip
-                if expand == "new":
+                if options.expand_new:
                     shift_targets(plan, hop_out[0], hop_out[2], starts)
                     starts = [len(ids) for ids in n_id]
                 n_id = extend(n_id, hop_out[3], hop_out[4], xp)
                 hops.append(hop_out)
-        return n_id, hops
+            if options.stride:
+                return split_types(n_id, hops, options.stride)
+        return Drawn(n_id, hops)
 
     def _hop(self, options, targets, rel_of, segments, per_relation, n_id, type_base, corrupt, plan):
         device, graph, xp = self.device, self.graph, self.device.xp

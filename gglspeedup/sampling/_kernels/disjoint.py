@@ -18,8 +18,8 @@ from numba import njit, prange, types
 from numba.extending import overload, register_jitable
 
 from ..._intrinsics import prefetch
+from ..._rng import mix64, row_state
 from .blocks import block_rows, draw_buffers, prefix_sum, row_blocks
-from .rng import mix64, row_state
 from .rows import row_finish, row_window, split, window_count, window_fill
 
 __all__ = ["new_table", "sample_tree_hop", "sample_typed_tree_hop"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
+from ..._rng import draw, uniform_below
 from ..._search import bisect_left, bisect_right
-from .rng import draw, uniform_below
 
 __all__ = ["bisect_left", "bisect_right", "search", "floyd", "is_free", "chosen_mass"]
 

@@ -29,8 +29,8 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
+from ..._rng import draw, uniform_01, uniform_below
 from .draws import bisect_left, chosen_mass, floyd, is_free, search
-from .rng import draw, uniform_01, uniform_below
 
 __all__ = [
     "ROW_FILTER_BITS",

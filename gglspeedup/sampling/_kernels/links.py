@@ -26,9 +26,9 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload, register_jitable
 
+from ..._rng import draw, hop_state, row_state, uniform_below
 from .exclusion import count_matches, fill_matches, match_start
 from .records import no_exclusions
-from .rng import draw, hop_state, row_state, uniform_below
 
 __all__ = [
     "NegativeTimes",

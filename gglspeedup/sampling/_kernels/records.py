@@ -18,6 +18,7 @@ import numpy as np
 __all__ = [
     "GraphArrays",
     "SampleOptions",
+    "Drawn",
     "HopPlan",
     "DegreeTable",
     "DEGREE_CAP",
@@ -26,6 +27,9 @@ __all__ = [
     "no_exclusions",
     "with_markers",
     "without_exclusions",
+    "check_tree_count",
+    "to_virtual",
+    "from_virtual",
 ]
 
 
@@ -53,7 +57,7 @@ class HopPlan(NamedTuple):
     """What a typed driver runs the hops with, per relation (the graph's edge-type order): its
     source and target type indices, row and edge bases in the stacked CSR, fanouts (R, hops) and
     RNG keys (:func:`.rng.edge_type_key`). Host arrays, built once per fanout setting
-    (:func:`gglspeedup.sampling.plan.hop_plan`); the per-hop helpers are in :mod:`.typed`."""
+    (:func:`gglspeedup.sampling.plan.hop_plan`); the per-hop helpers are in :mod:`.typed_hops`."""
 
     src_type: np.ndarray  # int64 (R,)
     dst_type: np.ndarray  # int64 (R,)
@@ -64,7 +68,8 @@ class HopPlan(NamedTuple):
 
 
 class SampleOptions(NamedTuple):
-    """What every row of every hop is drawn with.
+    """What every row of every hop is drawn with, and how a call walks the hops: the one options
+    record of a sampler and its driver (DESIGN.md, "one driver per device").
 
     replace : draw with replacement (exactly ``k`` draws for a row with an edge)
     weighted : draw proportionally to ``GraphArrays.weights`` (``live`` / ``cum`` are real)
@@ -79,16 +84,22 @@ class SampleOptions(NamedTuple):
 
     times : int64 or float64 array of one time per CSR position (a temporal sampler's rows are
         sorted by it, ascending), or the :func:`no_exclusions` marker for a sampler without times
-        (the window bodies of :mod:`.windows` then compile to the whole row)
+        (the window bodies of :mod:`.rows` then compile to the whole row)
     seed_time : a temporal call's time per tree (the dtype of ``times``), or the marker
     last : temporal strategy ``"last"``: a row takes its ``k`` latest eligible edges
-    stride : int: 0 for shared sampling; in disjoint sampling the ids in ``n_id`` are *virtual*,
-        ``tree * stride + node`` (``stride`` the node count: every tree its own copy of the
-        graph), which the GPU kernels split (:func:`.windows.split`)
+    stride : int: 0 for shared sampling; > 0 for disjoint sampling, every seed its own tree. The
+        drivers then number a tree's nodes with *virtual* ids, ``tree * stride + node``
+        (``stride`` the node count, or a typed graph's largest node-type count: every tree its own
+        copy of the graph), which the kernels split (:func:`.rows.split`); callers pass and get
+        back real ids (:func:`to_virtual`, :func:`from_virtual`).
+    expand_new : the hop rule: ``False`` for ``expand="all"`` (hop ``h + 1`` draws for every node
+        in ``n_id``), ``True`` for ``expand="new"`` (only for the nodes first reached at hop
+        ``h``: PyG's rule). Read by the drivers' hop loops, never by a row body.
 
     ``replace``, ``weighted``, ``has_edge_ids``, ``times``, ``last`` are fixed for a sampler's
-    lifetime; a call swaps in its own ``excluded`` / ``excluded_rows`` (a link batch),
-    ``seed_time`` and ``stride`` (``options._replace``).
+    lifetime (the driver's :attr:`options`); a call swaps in its own ``excluded`` /
+    ``excluded_rows`` (a link batch), ``seed_time``, ``stride`` and ``expand_new``
+    (``options._replace``), as the sampler's ``expand`` and ``disjoint`` may change between calls.
     """
 
     replace: bool
@@ -100,6 +111,23 @@ class SampleOptions(NamedTuple):
     seed_time: Any = None
     last: bool = False
     stride: int = 0
+    expand_new: bool = False
+
+
+class Drawn(NamedTuple):
+    """What a driver's ``sample`` returns (DESIGN.md; :mod:`gglspeedup.sampling.drivers`).
+
+    n_id : the sampled nodes, seeds first, then new nodes in order of first appearance: an int64
+        array (untyped), or one per node type in the graph's order (typed); real ids, never virtual
+    hops : one record per hop, seed hop first: ``(edge_index, e_id, (num_sources, num_targets))``
+        (untyped) or a :class:`.typed_hops.TypedHop` (typed)
+    batch : disjoint calls: each row's tree (the position of its seed, over the types in order
+        for a typed call), shaped as ``n_id``; ``None`` for shared sampling
+    """
+
+    n_id: Any
+    hops: list
+    batch: Any = None
 
 
 # A degree at or above this is not stored in a DegreeTable: the count reads it from indptr.
@@ -158,7 +186,12 @@ def with_markers(options: SampleOptions, times=None) -> SampleOptions:
     ``None``): the record plain ``sample()`` calls run with."""
     marker = no_exclusions()
     return options._replace(
-        excluded=marker, excluded_rows=marker, seed_time=marker, times=marker if times is None else times, stride=0
+        excluded=marker,
+        excluded_rows=marker,
+        seed_time=marker,
+        times=marker if times is None else times,
+        stride=0,
+        expand_new=False,
     )
 
 
@@ -192,3 +225,29 @@ def graph_arrays(graph, tables, placeholder) -> GraphArrays:
         live=present(live, np.int64),
         cum=present(cum, np.float64),
     )
+
+
+def check_tree_count(trees: int, stride: int) -> None:
+    """Refuse a disjoint batch whose virtual ids (``tree * stride + node``) would not fit in int64."""
+    if trees * stride >= 2**62:
+        raise ValueError(
+            f"a disjoint batch of {trees} seeds over {stride} nodes exceeds the 2**62 virtual ids the "
+            "drivers number trees' nodes with; sample fewer seeds per batch"
+        )
+
+
+def to_virtual(xp, seeds, stride: int, first: int = 0):
+    """The virtual ids of ``seeds`` (one tree each, numbered from ``first``): int64 ``(first + i) *
+    stride + seeds[i]`` of the seeds' array module ``xp``; refused (:func:`check_tree_count`)
+    where they would not fit."""
+    check_tree_count(first + len(seeds), stride)
+    trees = xp.arange(len(seeds), dtype=np.int64)
+    if first:
+        trees += first
+    return trees * stride + seeds
+
+
+def from_virtual(n_id, stride: int) -> tuple:
+    """``(node ids, trees)`` of virtual ids ``n_id`` (:func:`to_virtual`)."""
+    batch = n_id // stride
+    return n_id - batch * stride, batch

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .rng import mix64
+from ..._rng import mix64
 
 __all__ = ["EMPTY", "NO_POSITION", "table_capacity", "insert", "flag_kernel", "compact_kernel"]
 

@@ -1,13 +1,14 @@
 """Remote drivers: the local drivers' contract, with each hop's rows drawn by their owners.
 
-:class:`RemoteDriver` and :class:`TypedRemoteDriver` answer what :class:`.cpu.CPUDriver` and
-:class:`.typed.TypedCPUDriver` answer (``sample_all``, ``sample_trees``, ``negatives``,
-``excluded_positions``, ``options``), so the samplers' own host code (seed checks, keys, trees,
-link batches, outputs) runs on them unchanged. Per hop they send every owning group one ``"draw"``
-request (the distinct targets it owns, :mod:`.remote_relabel`'s route) through ``exchange(requests,
-key) -> answers`` (a transport's ``call``), then relabel on this side. A draw depends only on
-``(seed, key, hop, node)`` and the node's row, and the owners draw rows with the local bodies, so
-the batches are the local drivers' bit for bit.
+:class:`RemoteDriver` and :class:`TypedRemoteDriver` speak the drivers' written contract
+(:mod:`gglspeedup.sampling.drivers`: ``sample``, ``negatives``, ``excluded_positions``,
+``options``) as :class:`.cpu.CPUDriver` and :class:`.typed.TypedCPUDriver` do, so the samplers' own
+host code (seed checks, keys, trees, link batches, outputs) runs on them unchanged. Per hop they
+send every owning group one ``"draw"`` request (the distinct targets it owns,
+:mod:`.remote_relabel`'s route) through ``exchange(requests, key) -> answers`` (a transport's
+``call``), then relabel on this side. A draw depends only on ``(seed, key, hop, node)`` and the
+node's row, and the owners draw rows with the local bodies, so the batches are the local drivers'
+bit for bit.
 
 The message of a ``"draw"`` request (a dict of arrays and scalars; :mod:`gglspeedup.sampling.remote`
 answers it): ``parts`` (the group's partitions holding targets, in its order), ``rel_counts``
@@ -34,10 +35,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._rng import hop_state
 from .cpu import MapPool, map_seeds
 from .disjoint import new_table
 from .links import MAX_NEGATIVE_REDRAWS, draw_negatives, negative_inputs
-from .records import GraphArrays, with_markers
+from .records import Drawn, GraphArrays, from_virtual, to_virtual, with_markers
 from .remote_relabel import (
     dedup_chained,
     dedup_mapped,
@@ -50,8 +52,7 @@ from .remote_relabel import (
     route,
     target_offsets,
 )
-from .rng import hop_state
-from .typed import _record_hop, frontier, hop_targets, plan_states
+from .typed_hops import frontier, hop_targets, plan_states, record_hop, split_types, virtual_seeds
 
 __all__ = ["Routes", "RemoteDriver", "TypedRemoteDriver", "gather"]
 
@@ -175,7 +176,7 @@ class _Remote:
 
     def excluded_positions(self, sources, rows):
         """Not positions here: the pairs themselves (``[sources, rows]`` flattened), which
-        ``sample_all`` hands to the rows' owners; they find the positions in their partitions."""
+        ``sample`` hands to the rows' owners; they find the positions in their partitions."""
         return np.concatenate((np.asarray(sources, np.int64), np.asarray(rows, np.int64)))
 
     def negatives(
@@ -242,9 +243,11 @@ class RemoteDriver(_Remote):
         self.num_nodes = int(num_nodes)
         self.maps = MapPool(self.num_nodes)
 
-    def sample_all(self, seeds, fanouts, key: int, *, options=None, expand: str = "all"):
-        """As :meth:`.cpu.CPUDriver.sample_all`."""
+    def sample(self, seeds, fanouts, key: int, options=None) -> Drawn:
+        """As :meth:`.cpu.CPUDriver.sample`."""
         options = self.options if options is None else options
+        if options.stride:
+            return self._sample_trees(seeds, fanouts, key, options)
         pairs = self._pairs(options)
         local_map, epoch = self.maps.acquire(len(seeds))
         hops = []
@@ -261,16 +264,16 @@ class RemoteDriver(_Remote):
             _, e_id, edge_index = gather(slot, answers, first)
             n_id = relabel_shared(n_id, local_map, epoch, edge_index)
             hops.append((edge_index, e_id, (len(n_id), num_targets)))
-            if expand == "new":
+            if options.expand_new:
                 first = num_targets
         self.maps.release(local_map, epoch + len(n_id))
-        return n_id, hops
+        return Drawn(n_id, hops)
 
-    def sample_trees(self, seeds, fanouts, key: int, *, options, expand: str = "all"):
-        """As :meth:`.cpu.CPUDriver.sample_trees` (``seeds`` virtual ids, ``options.stride > 0``)."""
+    def _sample_trees(self, seeds, fanouts, key: int, options) -> Drawn:
+        """A disjoint call (``options.stride > 0``): virtual ids inside, as the CPU driver's."""
         stride = options.stride
         pairs = self._pairs(options)
-        n_id = np.ascontiguousarray(seeds, dtype=np.int64)
+        n_id = np.ascontiguousarray(to_virtual(np, seeds, stride), dtype=np.int64)
         keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
         hops, first = [], 0
         for hop, k in enumerate(fanouts):
@@ -286,9 +289,10 @@ class RemoteDriver(_Remote):
             offsets, col, e_id = gather(*self._hop(nodes, dup, rel, nodes, ks, states, times, pairs, key))
             n_id, edge_index, keys, values = relabel_trees(n_id, first, offsets, col, stride, keys, values)
             hops.append((edge_index, e_id, (len(n_id), num_targets)))
-            if expand == "new":
+            if options.expand_new:
                 first = num_targets
-        return n_id, hops
+        n_id, batch = from_virtual(n_id, stride)
+        return Drawn(n_id, hops, batch)
 
 
 class TypedRemoteDriver(_Remote):
@@ -330,9 +334,12 @@ class TypedRemoteDriver(_Remote):
         offsets, col, e_id = gather(*self._hop(flat, dup, rel_of, flat_nodes, ks, states, times, pairs, key))
         return targets, rel_of, segments, offsets, col, e_id
 
-    def sample_all(self, seeds: list, plan, key: int, *, options=None, expand: str = "all"):
-        """As :meth:`.typed.TypedCPUDriver.sample_all`."""
+    def sample(self, seeds: list, fanouts, key: int, options=None) -> Drawn:
+        """As :meth:`.typed.TypedCPUDriver.sample` (``fanouts`` the sampler's hop plan)."""
+        plan = fanouts
         options = self.options if options is None else options
+        if options.stride:
+            return self._sample_trees(seeds, plan, key, options)
         pairs = self._pairs(options)
         local_map, epoch = self.maps.acquire(sum(len(ids) for ids in seeds))
         n_id = [map_seeds(ids, local_map[base:], epoch) for ids, base in zip(seeds, self.type_offsets[:-1])]
@@ -346,14 +353,17 @@ class TypedRemoteDriver(_Remote):
             edges, grouped = relabel_typed(
                 rel_of, segments, offsets, col, plan.src_type, src_base, local_map, epoch, sizes
             )
-            n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, edges, e_id, offsets, grouped)
+            n_id, starts = record_hop(
+                plan, n_id, hops, starts, options.expand_new, segments, edges, e_id, offsets, grouped
+            )
         self.maps.release(local_map, epoch + max(map(len, n_id), default=0))
-        return n_id, hops
+        return Drawn(n_id, hops)
 
-    def sample_trees(self, seeds: list, plan, key: int, *, options, expand: str = "all", span: int):
-        """As :meth:`.typed.TypedCPUDriver.sample_trees`."""
+    def _sample_trees(self, seeds: list, plan, key: int, options) -> Drawn:
+        """A disjoint typed call: virtual local ids inside, as the typed CPU driver's."""
         pairs = self._pairs(options)
-        n_id = [np.ascontiguousarray(ids, dtype=np.int64) for ids in seeds]
+        virtual, span = virtual_seeds(np, seeds, options.stride)
+        n_id = [np.ascontiguousarray(ids, dtype=np.int64) for ids in virtual]
         flat = np.concatenate(n_id)
         type_of = np.repeat(np.arange(len(n_id), dtype=np.int64), [len(ids) for ids in n_id])
         keys, values = new_table(flat, type_of * span, 4 * len(flat))
@@ -366,5 +376,7 @@ class TypedRemoteDriver(_Remote):
             edges, grouped, keys, values = relabel_typed_trees(
                 targets, rel_of, segments, offsets, col, plan.src_type, options.stride, keys, values, sizes, span
             )
-            n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, edges, e_id, offsets, grouped)
-        return n_id, hops
+            n_id, starts = record_hop(
+                plan, n_id, hops, starts, options.expand_new, segments, edges, e_id, offsets, grouped
+            )
+        return split_types(n_id, hops, options.stride)

@@ -22,9 +22,9 @@ import numpy as np
 from numba import njit, prange
 
 from ..._intrinsics import prefetch
+from ..._rng import draw, row_state
 from .disjoint import _find, _grow
 from .links import pick
-from .rng import draw, row_state
 
 __all__ = [
     "dedup_mapped",

@@ -19,10 +19,10 @@ import numpy as np
 from numba import njit, prange
 
 from ..._intrinsics import prefetch
+from ..._rng import row_state
 from .blocks import block_rows, row_blocks
 from .exclusion import row_flagged
 from .links import is_edge
-from .rng import row_state
 from .rows import row_window, window_count, window_fill
 
 __all__ = ["draw_owned_rows", "owned_edges"]

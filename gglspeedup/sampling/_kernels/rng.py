@@ -1,14 +1,8 @@
-"""Counter-based, stateless random numbers shared by every sampling kernel.
+"""A typed graph's relations in the counter-based draws: typed draws depend on ``(seed, key, hop,
+edge type, node)``.
 
-A draw is a pure function of ``(seed, batch key, hop, node, draw index)``: the host folds
-``(seed, key, hop)`` into one 64-bit *hop state* (:func:`hop_state`), every row folds its node id
-in (:func:`row_state`), and draw ``i`` of a row is ``mix64(row_state + (i + 1) * GAMMA)``
-(splitmix64). No state lives between calls, so the output cannot depend on thread count, launch
-shape or the order in which rows are processed.
-
-Every constant and mixed operand is a ``np.uint64``: compiled code (Numba's typing rules) and the
-CUDA simulator (NumPy's promotion rules) then compute the same bits. Under the simulator the
-multiplications raise NumPy's harmless "overflow encountered in scalar multiply" warning.
+The draws themselves (:func:`~gglspeedup._rng.hop_state`, ``row_state``, ``draw``, ...) are the
+package's, in :mod:`gglspeedup._rng`; this module folds an edge type's key into a hop state.
 """
 
 from __future__ import annotations
@@ -17,35 +11,11 @@ import hashlib
 
 import numpy as np
 
-from ..._rng import GAMMA, draw, mix64, row_state, uniform_01, uniform_below
+from ..._rng import GAMMA
 from ..._splitmix import MASK, splitmix64
 from ..._splitmix import mix64 as _mix64
 
-__all__ = [
-    "GAMMA",
-    "mix64",
-    "hop_state",
-    "edge_type_key",
-    "relation_state",
-    "relation_states",
-    "row_state",
-    "draw",
-    "uniform_below",
-    "uniform_01",
-]
-
-
-def hop_state(seed: int, key: int, hop: int) -> np.uint64:
-    """The 64-bit state shared by all rows of one hop of one batch (computed on the host).
-
-    Python integers (mod 2**64) keep this free of NumPy overflow warnings; kernels receive the
-    result as a ``np.uint64`` scalar.
-    """
-    gamma = int(GAMMA)
-    state = splitmix64(int(seed) + gamma)
-    state = splitmix64((state ^ (int(key) & MASK)) + gamma)
-    state = splitmix64((state ^ (int(hop) & MASK)) + gamma)
-    return np.uint64(state)
+__all__ = ["edge_type_key", "relation_state", "relation_states"]
 
 
 def edge_type_key(edge_type) -> int:
@@ -58,7 +28,7 @@ def edge_type_key(edge_type) -> int:
 
 
 def relation_state(hop_state_, edge_key: int) -> np.uint64:
-    """The state of one relation's rows within a hop: :func:`hop_state` folded with the edge
+    """The state of one relation's rows within a hop: :func:`~gglspeedup._rng.hop_state` folded with the edge
     type's key (:func:`edge_type_key`), so typed draws depend on ``(seed, key, hop, edge type,
     node)``."""
     gamma = int(GAMMA)

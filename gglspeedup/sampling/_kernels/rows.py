@@ -36,9 +36,9 @@ import numpy as np
 from numba import types
 from numba.extending import overload, register_jitable
 
+from ..._rng import draw, uniform_01, uniform_below
 from .draws import bisect_right, chosen_mass, floyd, is_free, search
 from .exclusion import count_excluded, excluded_slice, fill_excluding, fill_last, row_flagged
-from .rng import draw, uniform_01, uniform_below
 
 __all__ = [
     "row_weight_table",
@@ -115,7 +115,7 @@ def row_count_unexcluded(graph, options, node, k):
 def row_fill(graph, options, node, k, state, count, pos, out):
     """Write ``count`` sampled CSR positions of row ``node`` into ``pos[out:out + count]``.
 
-    ``state`` is the row's RNG state (:func:`.rng.row_state`); ``count`` is :func:`row_count`'s.
+    ``state`` is the row's RNG state (:func:`gglspeedup._rng.row_state`); ``count`` is :func:`row_count`'s.
     """
     window_fill(graph, options, node, graph.indptr[node], graph.indptr[node + 1], k, state, count, pos, out)
 

@@ -10,12 +10,12 @@ type (type ``t``'s node ``i`` at ``type_base[t] + i``), so new nodes enter their
 order of first appearance (relations in order, then targets, then draws).
 
 Each relation's edges are written as one contiguous (2, E_r) block of a flat buffer, so the
-per-relation ``edge_index`` handed to the caller is a zero-copy view.
+per-relation ``edge_index`` handed to the caller is a zero-copy view. The host side of a hop both
+typed drivers share (the plan's per-hop helpers, the hop record) is :mod:`.typed_hops`.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
@@ -23,93 +23,22 @@ from numba.extending import register_jitable
 from ..._integrity import corrupt_indices_error, relation_spans
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
+from ..._parallel import kernel_threads
+from ..._rng import row_state
 from ..._stop import stop_requested
 from ...validation import check_draws
 from .blocks import block_rows, draw_buffers, row_blocks
-from .cpu import KERNEL_LOCK, LONG_WORK, PARALLEL_MIN_WORK, CPUDriver, MapPool, map_seeds
+from .cpu import LONG_WORK, CPUDriver, MapPool, map_seeds
 from .disjoint import new_table, sample_typed_tree_hop
 from .exclusion import row_flagged
-from .records import DEGREE_CAP, HopPlan, SampleOptions, degree_table, without_exclusions
-from .rng import hop_state, relation_states, row_state
+from .records import DEGREE_CAP, Drawn, HopPlan, SampleOptions, degree_table, without_exclusions
 from .rows import count_of, row_count, row_count_unexcluded, row_fill_split, row_finish
+from .typed_hops import frontier, hop_targets, plan_states, record_hop, split_types, typed_work, virtual_seeds
 
-__all__ = [
-    "TypedCPUDriver",
-    "sample_typed_hop",
-    "TypedHop",
-    "extend",
-    "frontier",
-    "hop_targets",
-    "plan_states",
-    "shift_targets",
-    "typed_work",
-]
+__all__ = ["TypedCPUDriver", "sample_typed_hop"]
 
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 4
-
-
-class TypedHop(tuple):
-    """One typed hop as the drivers return it: ``(edges, e_id, edge_offsets, new_nodes, type_offsets)``.
-
-    edges : int64 flat buffer; relation ``r``'s (2, E_r) block starts at ``2 * edge_offsets[r]``
-    e_id : int64 (E,), relation-major; edge_offsets : int64 (R + 1,) (host)
-    new_nodes : int64 (M,): the hop's new nodes (local ids) grouped by type, each type's in order
-        of first appearance; type_offsets : int64 (num_types + 1,) (host) bounds the groups
-    """
-
-    __slots__ = ()
-
-
-# -- the per-hop helpers of a HopPlan (host code, shared by the CPU and CUDA typed drivers) ------
-def plan_states(plan: HopPlan, seed: int, key: int, hop: int) -> np.ndarray:
-    """uint64 (R,): every relation's RNG state at ``hop`` of batch ``key``
-    (:func:`.rng.relation_state` of each relation, in one array operation)."""
-    return relation_states(hop_state(seed, key, hop), plan.keys)
-
-
-def hop_targets(plan: HopPlan, n_id: list, hop: int, xp=np):
-    """``(targets, rel_of, segments)``: relation ``r``'s targets are ``n_id`` of its target type
-    (none when its fanout at ``hop`` is 0), relation by relation; ``segments`` (host) bounds them."""
-    dst_type = plan.dst_type.tolist()  # Python ints: a loop over 61 relations (WordNet) is per batch
-    lengths = [0 if k == 0 else len(n_id[d]) for d, k in zip(dst_type, plan.fanouts[:, hop].tolist())]
-    segments = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(lengths, out=segments[1:])
-    parts = [n_id[d] for d, length in zip(dst_type, lengths) if length]
-    targets = xp.concatenate(parts) if parts else xp.empty(0, np.int64)
-    rel_of = xp.asarray(np.repeat(np.arange(len(lengths), dtype=np.int64), lengths))
-    return targets, rel_of, segments
-
-
-def frontier(n_id: list, starts) -> list:
-    """Every type's nodes from ``starts[t]`` on (the last hop's new nodes, under PyG's rule)."""
-    return [ids[start:] if start else ids for ids, start in zip(n_id, starts)]
-
-
-def shift_targets(plan: HopPlan, edges, edge_offsets, starts) -> None:
-    """Add ``starts[target type]`` to row 1 of each relation's (2, E_r) block of ``edges``
-    (target positions within a frontier become positions in the whole ``n_id``)."""
-    for r, t in enumerate(plan.dst_type):
-        first, stop = int(edge_offsets[r]), int(edge_offsets[r + 1])
-        if starts[t] and stop > first:
-            edges[2 * first + (stop - first) : 2 * stop] += starts[t]
-
-
-def typed_work(plan: HopPlan, segments: np.ndarray, hop: int) -> int:
-    """Draws a hop makes, about (``-1`` counted as 16 per row), to pick the CPU thread count."""
-    ks = plan.fanouts[:, hop]
-    return int((np.diff(segments) * np.where(ks > 0, ks, 16)).sum())
-
-
-def extend(n_id: list, new_nodes, type_offsets, xp=np) -> list:
-    """Every type's ``n_id`` with its new nodes (``new_nodes`` grouped by type, bounded by the
-    host array ``type_offsets``) appended."""
-    return [
-        xp.concatenate((ids, new_nodes[type_offsets[t] : type_offsets[t + 1]]))
-        if type_offsets[t + 1] > type_offsets[t]
-        else ids
-        for t, ids in enumerate(n_id)
-    ]
 
 
 class TypedCPUDriver:
@@ -138,17 +67,20 @@ class TypedCPUDriver:
         self.maps = MapPool(self.total_nodes)
         self._degrees = None  # the DegreeTable, built on the first batch (it needs a plan's types)
 
-    def sample_all(self, seeds: list, plan, key: int, *, options: SampleOptions | None = None, expand: str = "all"):
-        """Sample every hop of a typed batch.
+    def sample(self, seeds: list, fanouts: HopPlan, key: int, options: SampleOptions | None = None) -> Drawn:
+        """Sample every hop of a typed batch (:class:`gglspeedup.sampling.drivers.TypedDriver`).
 
         ``seeds``: one checked int64 host array per node type (empty for types without seeds).
-        ``plan``: a :class:`~.records.HopPlan` (per relation: source type,
-        target type, row base, edge base, fanouts, keys). Returns ``(n_id, hops)``: ``n_id`` one
-        array per type, ``hops`` one :class:`TypedHop` per hop, seed hop first. ``expand="new"``
-        draws at hop ``h + 1`` only for the nodes first reached at hop ``h`` (PyG's rule); target
-        positions index each type's whole ``n_id`` either way.
+        ``fanouts``: the sampler's :class:`~.records.HopPlan` (per relation: source type, target
+        type, row base, edge base, fanouts, keys). ``options`` as in :meth:`.cpu.CPUDriver.sample`. Returns
+        :class:`~.records.Drawn`: ``n_id`` one array per type, ``hops`` one :class:`.typed_hops.TypedHop` per
+        hop, seed hop first, target positions indexing each type's whole ``n_id`` under either
+        hop rule; ``batch`` per type for a disjoint call.
         """
+        plan = fanouts
         options = self.options if options is None else options
+        if options.stride:
+            return self._sample_trees(seeds, plan, key, options)
         plain = without_exclusions(options)
         if self._degrees is None:
             counts = np.diff(self.type_base)
@@ -159,67 +91,58 @@ class TypedCPUDriver:
         local_map, epoch = self.maps.acquire(sum(len(ids) for ids in seeds))  # one epoch for every type
         n_id = list(seeds)
         hops = []
-        threads = numba.get_num_threads()
-        with interruptible() as guard, KERNEL_LOCK:  # Ctrl-C: see CPUDriver.sample_all
-            try:
-                for t, ids in enumerate(n_id):
-                    base = self.type_base[t]
-                    n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)], epoch)
-                starts = [0] * len(n_id)
-                for hop in range(plan.fanouts.shape[1]):
-                    targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
-                    work = typed_work(plan, segments, hop)
-                    if options.replace:  # rows draw exactly k: refuse an output that cannot fit
-                        check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
-                    hop_threads = threads if work >= PARALLEL_MIN_WORK else 1
-                    numba.set_num_threads(hop_threads)
-                    sizes = np.array([len(ids) for ids in n_id], np.int64)
-                    hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                    src_base = self.type_base[plan.src_type]
-                    args = (*hop_inputs, self._degrees, src_base, plan.edge_base, local_map, epoch, sizes, plain)
-                    args += (self._src_count(plan), hop_threads)
-                    result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
-                    if guard.stopping():
-                        break
-                    *result, corrupt = result
-                    if corrupt:  # the map is dropped below, not pooled
-                        raise self.corrupt_error(plan)
-                    n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
-            finally:
-                numba.set_num_threads(threads)
+        with interruptible() as guard, kernel_threads() as region:  # Ctrl-C: see CPUDriver.sample
+            for t, ids in enumerate(n_id):
+                base = self.type_base[t]
+                n_id[t] = map_seeds(ids, local_map[base : base + self._count(t)], epoch)
+            starts = [0] * len(n_id)
+            for hop in range(plan.fanouts.shape[1]):
+                targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
+                work = typed_work(plan, segments, hop)
+                if options.replace:  # rows draw exactly k: refuse an output that cannot fit
+                    check_draws("fanouts", int(plan.fanouts[:, hop].max()), work, f"at hop {hop}")
+                hop_threads = region.fit(work)
+                sizes = np.array([len(ids) for ids in n_id], np.int64)
+                hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
+                src_base = self.type_base[plan.src_type]
+                args = (*hop_inputs, self._degrees, src_base, plan.edge_base, local_map, epoch, sizes, plain)
+                args += (self._src_count(plan), hop_threads)
+                result = guard.run(sample_typed_hop, *args) if work >= LONG_WORK else sample_typed_hop(*args)
+                if guard.stopping():
+                    break
+                *result, corrupt = result
+                if corrupt:  # the map is dropped below, not pooled
+                    raise self.corrupt_error(plan)
+                n_id, starts = record_hop(plan, n_id, hops, starts, options.expand_new, segments, *result)
             if guard.stopping():  # the map is dropped, not pooled; leaving the block raises
                 n_id = hops = local_map = result = args = hop_inputs = targets = None
                 return None
         self.maps.release(local_map, epoch + max(map(len, n_id), default=0))  # an exception drops it
-        return n_id, hops
+        return Drawn(n_id, hops)
 
-    def sample_trees(self, seeds: list, plan, key: int, *, options: SampleOptions, expand: str = "all", span: int):
-        """Disjoint typed sampling (:func:`.disjoint.sample_typed_tree_hop`): ``seeds`` per type are
-        virtual local ids (``tree * stride + id``, ``options.stride > 0``), as is the returned
-        ``n_id``; ``span`` (trees times stride) separates the types in the relabel table."""
-        n_id = [np.ascontiguousarray(ids, dtype=np.int64) for ids in seeds]
+    def _sample_trees(self, seeds: list, plan: HopPlan, key: int, options: SampleOptions) -> Drawn:
+        """Disjoint typed sampling (:func:`.disjoint.sample_typed_tree_hop`) over virtual local ids
+        (:func:`virtual_seeds`); the relabel table keys them by ``type * span + id``."""
+        virtual, span = virtual_seeds(np, seeds, options.stride)
+        n_id = [np.ascontiguousarray(ids, dtype=np.int64) for ids in virtual]
         hops = []
-        threads = numba.get_num_threads()
-        with KERNEL_LOCK:
-            try:
-                flat = np.concatenate(n_id)
-                type_of = np.repeat(np.arange(len(n_id), dtype=np.int64), [len(ids) for ids in n_id])
-                keys, values = new_table(flat, type_of * span, 4 * len(flat))
-                starts = [0] * len(n_id)
-                for hop in range(plan.fanouts.shape[1]):
-                    targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
-                    numba.set_num_threads(threads if typed_work(plan, segments, hop) >= PARALLEL_MIN_WORK else 1)
-                    sizes = np.array([len(ids) for ids in n_id], np.int64)
-                    hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
-                    *result, keys, values, corrupt = sample_typed_tree_hop(
-                        *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span), self._src_count(plan)
-                    )
-                    if corrupt:
-                        raise self.corrupt_error(plan)
-                    n_id, starts = _record_hop(plan, n_id, hops, starts, expand, segments, *result)
-            finally:
-                numba.set_num_threads(threads)
-        return n_id, hops
+        with kernel_threads() as region:
+            flat = np.concatenate(n_id)
+            type_of = np.repeat(np.arange(len(n_id), dtype=np.int64), [len(ids) for ids in n_id])
+            keys, values = new_table(flat, type_of * span, 4 * len(flat))
+            starts = [0] * len(n_id)
+            for hop in range(plan.fanouts.shape[1]):
+                targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop)
+                region.fit(typed_work(plan, segments, hop))
+                sizes = np.array([len(ids) for ids in n_id], np.int64)
+                hop_inputs = self._hop_inputs(options, plan, targets, rel_of, segments, key, hop)
+                *result, keys, values, corrupt = sample_typed_tree_hop(
+                    *hop_inputs, plan.edge_base, keys, values, sizes, np.int64(span), self._src_count(plan)
+                )
+                if corrupt:
+                    raise self.corrupt_error(plan)
+                n_id, starts = record_hop(plan, n_id, hops, starts, options.expand_new, segments, *result)
+        return split_types(n_id, hops, options.stride)
 
     def _hop_inputs(self, options, plan, targets, rel_of, segments, key: int, hop: int) -> tuple:
         """The leading arguments of both typed hop kernels (shared and per-tree) for ``hop``."""
@@ -244,17 +167,6 @@ class TypedCPUDriver:
 
     def excluded_positions(self, sources, rows):
         return self.flat.excluded_positions(sources, rows)
-
-
-def _record_hop(plan, n_id, hops, starts, expand, segments, edges, e_id, offsets, grouped):
-    """After a typed hop kernel: its record appended to ``hops``; returns ``(n_id, starts)`` with
-    the hop's new nodes added (``expand="new"``: the next hop expands only them)."""
-    new_nodes, type_offsets = grouped
-    if expand == "new":
-        shift_targets(plan, edges, offsets[segments], starts)
-        starts = [len(ids) for ids in n_id]
-    hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
-    return extend(n_id, new_nodes, type_offsets), starts
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..._threading import prefer_tbb
+from ...._threading import prefer_tbb
 from . import diffusion_rows
 from .lanes import SCRATCH_BYTES
 

@@ -1,9 +1,13 @@
-"""The fused kernels as torch-facing operations on one attention graph (used by the autograd Functions).
+"""The fused kernels as torch-facing operations on one attention graph: the autograd Functions' executor.
 
-:class:`GraphOps` binds an :class:`~gglspeedup.attention.AttentionGraph` and the rows of a batch
-(``repeats`` sequences sharing it) and runs the CPU kernels on NumPy views of CPU tensors, the CUDA
-kernels on CUDA tensors, and (``device="cuda:0"`` patterns under ``NUMBA_ENABLE_CUDASIM=1``) the
-simulated CUDA kernels on CPU tensors. Every output is a new tensor; nothing is ``(E, H, D)``.
+:class:`GraphOps` binds an :class:`~gglspeedup.attention.AttentionGraph`, the rows of a call
+(``repeats`` sequences sharing it) and their width (``heads`` x ``depth``), and turns each operation
+into the kernels' arguments and new output tensors (nothing is ``(E, H, D)``). As the pooling
+drivers do, one subclass per device runs the kernels: :class:`CPUGraphOps` the CPU passes on NumPy
+views of CPU tensors, in :mod:`gglspeedup._parallel`'s regions; :class:`CUDAGraphOps` the CUDA
+passes on CUDA tensors (and, for ``device="cuda:0"`` patterns under ``NUMBA_ENABLE_CUDASIM=1``, the
+simulated ones on CPU tensors). :func:`graph_ops` builds the one of a graph's device, once the
+call's arguments are checked (the contract: :class:`gglspeedup.attention._drivers.AttentionOps`).
 """
 
 from __future__ import annotations
@@ -12,15 +16,24 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._splitmix import dropout_key
+from ..._splitmix import dropout_key
 
-__all__ = ["GraphOps", "Dropout", "dropout_key", "MODE_SOFTMAX", "MODE_EXP", "MODE_SCORE"]
+__all__ = [
+    "GraphOps",
+    "CPUGraphOps",
+    "CUDAGraphOps",
+    "graph_ops",
+    "Dropout",
+    "dropout_key",
+    "MODE_SOFTMAX",
+    "MODE_EXP",
+    "MODE_SCORE",
+]
 
 # what the score pass writes per edge (``_kernels/diffusion_rows.py``)
 MODE_SOFTMAX = 0  # the edge softmax over each query's keys
 MODE_EXP = 1  # exp(k . q), 0 when masked (and the backward of an exp of the scores)
 MODE_SCORE = 2  # k . q, -inf when masked
-_PARALLEL_MIN_WORK = 1 << 20  # edge x head x dim products below which a kernel runs on one thread
 
 
 class Dropout(NamedTuple):
@@ -34,57 +47,39 @@ class Dropout(NamedTuple):
     bits: Any
 
 
-class GraphOps:
-    """Kernel launches over ``graph`` for ``repeats * graph.num_nodes`` rows."""
+def graph_ops(graph, repeats: int, heads: int, depth: int) -> GraphOps:
+    """The executor of one call on ``graph`` (its device's :class:`GraphOps`): ``repeats * num_nodes``
+    rows of ``heads`` x ``depth`` features."""
+    return (CUDAGraphOps if graph.device.is_cuda else CPUGraphOps)(graph, repeats, heads, depth)
 
-    def __init__(self, graph, repeats: int):
+
+class GraphOps:
+    """Kernel launches over ``graph`` for ``repeats * graph.num_nodes`` rows of ``heads`` x ``depth``
+    features; a subclass per device supplies :meth:`_run` (and :meth:`_array`)."""
+
+    def __init__(self, graph, repeats: int, heads: int, depth: int):
         self.graph = graph
         self.repeats = int(repeats)
         self.n = graph.num_nodes
         self.num_edges = graph.num_edges
         self.device = graph.device
-        self.gpu = self.device.is_cuda
-        self.real_gpu = self.gpu and not self.device.simulated
-        if self.gpu:
-            from ._kernels import diffusion_cuda as kernels
-        else:
-            from ._kernels import diffusion_cpu as kernels
-        self.kernels = kernels
-        self.work = self.repeats * self.num_edges
-
-    def bind_width(self, heads: int, depth: int) -> GraphOps:
-        """Record the feature width (sizes the work of each call)."""
-        self.work = self.repeats * self.num_edges * heads * depth
-        return self
+        self.work = self.repeats * self.num_edges * heads * depth  # products of a pass: sizes its threads
 
     @property
     def rows(self) -> int:
         return self.repeats * self.n
 
     def _array(self, tensor):
-        """What a kernel receives: the CUDA tensor itself, else a NumPy view (no copy)."""
-        if tensor is None:
-            return None
-        if self.real_gpu:
-            return tensor.detach()
+        """What a kernel receives of a tensor: a NumPy view (no copy)."""
         return tensor.detach().numpy()
 
-    def _call(self, name, *args):
-        function = getattr(self.kernels, name)
-        args = tuple(self._array(a) if hasattr(a, "detach") else a for a in args)
-        if self.gpu:
-            function(self.device, *args)
-            return
-        import numba
+    def _run(self, name: str, *args) -> None:
+        """Run pass ``name`` (``scores``, ``spmm``, ``spmm_t``, ``transpose_weights``,
+        ``score_grad``, ``colsum``) on its kernel arguments."""
+        raise NotImplementedError
 
-        threads = numba.get_num_threads()
-        # A parallel region costs a scheduler time slice per barrier on a busy machine: small
-        # calls run on one thread (as the samplers' PARALLEL_MIN_WORK rule).
-        numba.set_num_threads(threads if self.work >= _PARALLEL_MIN_WORK else 1)
-        try:
-            function(*args)
-        finally:
-            numba.set_num_threads(threads)
+    def _call(self, name, *args):
+        self._run(name, *(self._array(a) if hasattr(a, "detach") else a for a in args))
 
     def _scalar(self, value, like):
         return np.dtype(str(like.dtype).replace("torch.", "")).type(value)
@@ -226,10 +221,45 @@ class GraphOps:
 
         cached = getattr(self, "_sources", None)
         if cached is None:
-            from ..device import to_numpy
+            from ...device import to_numpy
 
             indices = torch.from_numpy(to_numpy(self.graph.indices).astype(np.int64))
             offsets = torch.arange(self.repeats, dtype=torch.int64)[:, None] * self.n
             cached = (indices[None, :] + offsets).reshape(-1)
             self._sources = cached
         return cached
+
+
+class CPUGraphOps(GraphOps):
+    """The passes on the CPU (:mod:`._kernels.diffusion_cpu`): NumPy views of CPU tensors, each pass
+    one parallel region, on one thread below :data:`gglspeedup._parallel.PARALLEL_MIN`'s products."""
+
+    def __init__(self, graph, repeats: int, heads: int, depth: int):
+        super().__init__(graph, repeats, heads, depth)
+        from ._kernels import diffusion_cpu
+
+        self.kernels = diffusion_cpu
+
+    def _run(self, name, *args):
+        from ..._parallel import kernel_threads
+
+        with kernel_threads(self.work, "products"):  # small calls run on one thread
+            getattr(self.kernels, name)(*args)
+
+
+class CUDAGraphOps(GraphOps):
+    """The passes on the graph's CUDA device (:mod:`._kernels.diffusion_cuda`): the CUDA tensors
+    themselves, or NumPy views of CPU tensors under the simulator."""
+
+    def __init__(self, graph, repeats: int, heads: int, depth: int):
+        super().__init__(graph, repeats, heads, depth)
+        from ._kernels import diffusion_cuda
+
+        self.kernels = diffusion_cuda
+        self.real_gpu = not self.device.simulated
+
+    def _array(self, tensor):
+        return tensor.detach() if self.real_gpu else tensor.detach().numpy()
+
+    def _run(self, name, *args):
+        getattr(self.kernels, name)(self.device, *args)

@@ -28,10 +28,10 @@ import math
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..._threading import prefer_tbb
+from ...._threading import prefer_tbb
 from .fused_lasso import FusedWork, fused_lasso_problem, fused_lasso_vjp_problem
-from .pooling_structure import BatchArrays
 from .sparsemax import softmax_problem, softmax_vjp_problem, sparsemax_problem, sparsemax_vjp_problem
+from .structure import BatchArrays
 
 __all__ = ["SOFTMAX", "SPARSEMAX", "GFUSEDMAX", "EPS", "forward_flat", "backward_flat"]
 

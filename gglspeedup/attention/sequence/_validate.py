@@ -1,4 +1,5 @@
-"""Argument checks of the fused attention functions (raised before any kernel runs)."""
+"""Argument checks of the fused attention functions (raised before any kernel runs; the callers then
+build their executor, :func:`~._ops.graph_ops`)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ __all__ = ["check_inputs"]
 
 
 def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
-    """``(B, L, H, D, pad, ops)`` for ``q, k, v`` on ``graph``, or raise naming the argument."""
+    """``(B, L, H, D, pad, repeats)`` for ``q, k, v`` on ``graph`` (``repeats``: sequences per graph
+    row, ``B`` for a shared graph), or raise naming the argument."""
     import torch
 
-    from ..device import reject_meta
-    from ..validation import check_int
-    from ._ops import GraphOps
-    from .pattern_graph import AttentionGraph
+    from ...device import reject_meta
+    from ...validation import check_int
+    from .graph import AttentionGraph
 
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -73,4 +74,4 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
         pad = key_padding_mask.to(device=q.device).reshape(-1).to(torch.uint8).contiguous()
     if not math.isfinite(float(alpha)):
         raise ValueError(f"alpha must be finite, got {alpha}")
-    return batch, length, heads, depth, pad, GraphOps(graph, repeats).bind_width(heads, depth)
+    return batch, length, heads, depth, pad, repeats

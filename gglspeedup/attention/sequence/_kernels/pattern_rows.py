@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba.extending import register_jitable
 
-from ..._rng import draw, row_state, uniform_01, uniform_below
-from ..._search import bisect_left
+from ...._rng import draw, row_state, uniform_01, uniform_below
+from ...._search import bisect_left
 
 __all__ = [
     "bitmap_words",
@@ -120,7 +120,7 @@ def _draw_key(state, attempt, mode, n, i, half, cdf):
 
 def count_arguments(arrays) -> tuple:
     """:func:`row_count`'s arguments before ``r``, from the pattern record ``arrays`` (the one
-    :mod:`gglspeedup.attention.patterns` prepares): the same on both devices."""
+    :mod:`gglspeedup.attention.sequence.patterns` prepares): the same on both devices."""
     a = arrays
     return (a.lengths, a.seq_len, a.gptr, a.gids, a.layout, a.half, a.num_random)
 

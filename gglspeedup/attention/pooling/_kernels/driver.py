@@ -1,7 +1,8 @@
 """What the two pooling drivers share: each map's outputs and scratch, allocated with the driver's
 array module (``xp``: NumPy on the CPU, CuPy or the simulator's NumPy on a GPU), then one kernel
-launch over the (head, graph) problems. :class:`~.pooling_cpu.CPUPoolingDriver` and
-:class:`~.pooling_cuda.CUDAPoolingDriver` supply :meth:`PoolingDriver._run`.
+launch over the (head, graph) problems. :class:`~.cpu.CPUPoolingDriver` and
+:class:`~.cuda.CUDAPoolingDriver` supply :meth:`PoolingDriverBase._run` (the contract:
+:class:`gglspeedup.attention._drivers.PoolingDriver`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 
 from .fused_lasso import FUSED_WORK_INT_FIELDS, FusedWork
 
-__all__ = ["PoolingDriver", "fused_work"]
+__all__ = ["PoolingDriverBase", "fused_work"]
 
 
 def fused_work(xp, heads, num_nodes, num_edges):
@@ -19,7 +20,7 @@ def fused_work(xp, heads, num_nodes, num_edges):
     return FusedWork(*ints, xp.empty((heads, num_edges)), xp.empty((heads, num_nodes)), xp.empty((heads, num_nodes)))
 
 
-class PoolingDriver:
+class PoolingDriverBase:
     """The pooling maps; arrays are ``self.xp`` arrays, head-major float64 ``[heads, num_nodes]``."""
 
     xp = np

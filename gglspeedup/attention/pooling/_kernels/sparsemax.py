@@ -18,7 +18,7 @@ zero). A ``z`` that overflows to ``-inf`` (a tiny ``gamma``) is simply outside t
 
 Backward: with ``S`` the support and ``q = 1_S (g - mean_S g)``, ``dL/dx = q / gamma`` and
 ``dL/dgamma = -sum q x / gamma^2`` (``gamma^2`` must be a normal float64: the callers refuse
-``gamma < 2**-511``, see ``pooling_numpy.GAMMA_MIN``). Softmax: ``dL/dx = a (g - sum a g)``.
+``gamma < 2**-511``, see ``pooling._state.GAMMA_MIN``). Softmax: ``dL/dx = a (g - sum a g)``.
 
 Arrays are head-major ``[heads, num_nodes]``; all arithmetic is float64 in a fixed order, so the
 CPU and the CUDA simulator give the same bits.

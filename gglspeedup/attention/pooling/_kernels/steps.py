@@ -1,5 +1,5 @@
 """One step per (head, graph) problem of the pooling maps: what a CPU ``prange`` iteration
-(:mod:`.pooling_cpu`) and a CUDA thread (:mod:`.pooling_cuda`) run for problem ``p``.
+(:mod:`.cpu`) and a CUDA thread (:mod:`.cuda`) run for problem ``p``.
 
 Problem ``p`` is graph ``p % graphs`` of head ``p // graphs``; each step runs the shared bodies of
 :mod:`.sparsemax` and :mod:`.fused_lasso` and writes the problem's own slices (and its

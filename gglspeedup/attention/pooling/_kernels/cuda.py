@@ -1,6 +1,6 @@
 """The CUDA pooling kernels and driver: one thread per (head, graph) problem.
 
-Each thread runs exactly the step the CPU kernels run (:mod:`.pooling_steps`), so the simulator
+Each thread runs exactly the step the CPU kernels run (:mod:`.steps`), so the simulator
 reproduces the CPU's bits. Where the work goes on a real GPU, honestly:
 
 - softmax and sparsemax are small per-graph reductions; one thread per graph and head is plenty
@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..._launch import launch_rows
-from . import pooling_steps as steps
-from .pooling_driver import PoolingDriver
+from ...._launch import launch_rows
+from . import steps
+from .driver import PoolingDriverBase
 
 __all__ = ["CUDAPoolingDriver"]
 
@@ -90,7 +90,7 @@ _KERNELS = {
 }
 
 
-class CUDAPoolingDriver(PoolingDriver):
+class CUDAPoolingDriver(PoolingDriverBase):
     """The pooling maps on one CUDA device (real or simulated); arrays are ``device.xp`` arrays
     (CuPy, or NumPy under the simulator), head-major float64 ``[heads, num_nodes]``."""
 

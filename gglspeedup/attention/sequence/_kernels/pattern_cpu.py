@@ -1,4 +1,5 @@
-"""CPU driver of the pattern sampler: a serial count-and-scan pass, then one parallel fill over the rows.
+"""CPU driver of the pattern sampler (:class:`CPUPatternDriver`): a serial count-and-scan pass, then one
+parallel fill over the rows.
 
 Also the host prologue both devices share: the per-sequence RNG states and global tokens (a few
 per sequence, drawn here once and uploaded for a GPU build, so both devices read the same ones).
@@ -9,14 +10,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..._rng import draw, row_state, uniform_below
-from ..._search import bisect_left
-from ..._threading import prefer_tbb
+from ...._parallel import kernel_threads
+from ...._rng import draw, row_state, uniform_below
+from ...._search import bisect_left
+from .pattern_driver import PatternDriverBase
 from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, count_arguments, fill_arguments, row_count, row_fill
 
-__all__ = ["count_rows", "fill_rows", "draw_globals", "build", "transpose"]
-
-prefer_tbb()
+__all__ = ["CPUPatternDriver", "count_rows", "fill_rows", "draw_globals"]
 
 _GLOBAL_ROW = np.int64(-1)  # row id of the global-token draws (never a query token)
 
@@ -34,7 +34,7 @@ def count_rows(shape, num_rows, indptr):
 
 
 _ROWS_PER_BLOCK = 64
-_PARALLEL_MIN_WORK = 1 << 16  # keys (about 64 a row) below which a build runs on one thread
+_KEYS_PER_ROW = 64  # about: what a build's work (gglspeedup._parallel's "draws") is counted in
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -74,51 +74,17 @@ def draw_globals(states, lengths, window, num_global, gptr, gids):
             gids[k] += window
 
 
-@njit(cache=True, nogil=True)
-def _transpose(indptr, indices, tindptr, tqueries, tedges):
-    """Counting sort of the edges by key: ``O(E)``, each key's queries in increasing order."""
-    num_nodes = indptr.shape[0] - 1
-    tindptr[:] = 0
-    for e in range(indices.shape[0]):
-        tindptr[indices[e] + 1] += 1
-    for x in range(num_nodes):
-        tindptr[x + 1] += tindptr[x]
-    cursor = tindptr[:-1].copy()
-    for y in range(num_nodes):
-        for e in range(indptr[y], indptr[y + 1]):
-            x = indices[e]
-            position = cursor[x]
-            cursor[x] = position + 1
-            tqueries[position] = y
-            tedges[position] = e
+class CPUPatternDriver(PatternDriverBase):
+    """Patterns built on the CPU: NumPy arrays; one parallel region (the fill) per build."""
 
+    def build(self, arrays, indptr_dtype, index_dtype):
+        with kernel_threads(arrays.num_rows * _KEYS_PER_ROW, "draws"):  # small builds: one thread
+            return super().build(arrays, indptr_dtype, index_dtype)
 
-def transpose(indptr, indices):
-    """``(tindptr, tqueries, tedges)``: the out-CSR of an in-CSR (see :meth:`AttentionGraph.transpose`)."""
-    tindptr = np.empty_like(indptr)
-    tqueries = np.empty_like(indices)
-    tedges = np.empty(indices.shape[0], indptr.dtype)
-    _transpose(indptr, indices, tindptr, tqueries, tedges)
-    return tindptr, tqueries, tedges
+    def _scan(self, arrays, indptr_dtype):
+        indptr = np.empty(arrays.num_rows + 1, indptr_dtype)
+        count_rows(count_arguments(arrays), arrays.num_rows, indptr)
+        return indptr
 
-
-def build(arrays, indptr_dtype, index_dtype):
-    """``(indptr, indices)`` of a pattern on the CPU. ``arrays`` is the record
-    :func:`gglspeedup.attention.patterns` prepares (lengths, global tokens, states, table)."""
-    import numba
-
-    threads = numba.get_num_threads()
-    numba.set_num_threads(threads if arrays.num_rows * 64 >= _PARALLEL_MIN_WORK else 1)
-    try:
-        return _build(arrays, indptr_dtype, index_dtype)
-    finally:
-        numba.set_num_threads(threads)
-
-
-def _build(arrays, indptr_dtype, index_dtype):
-    num_rows = arrays.num_rows
-    indptr = np.empty(num_rows + 1, indptr_dtype)
-    count_rows(count_arguments(arrays), num_rows, indptr)
-    indices = np.empty(int(indptr[-1]), index_dtype)
-    fill_rows(fill_arguments(arrays), indptr, indices, bitmap_words(arrays.seq_len), _DEBRUIJN_INDEX)
-    return indptr, indices
+    def _fill(self, arrays, indptr, indices) -> None:
+        fill_rows(fill_arguments(arrays), indptr, indices, bitmap_words(arrays.seq_len), _DEBRUIJN_INDEX)

@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from ..._rng import draw, row_state, uniform_01
+from ...._rng import draw, row_state, uniform_01
 from .lanes import dot_lanes, dots_into
 
 __all__ = [

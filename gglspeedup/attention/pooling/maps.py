@@ -16,7 +16,7 @@ Every map is a :class:`torch.autograd.Function` with an exact hand-written backw
 Jacobian, sparsemax's support-set projection, and the fused lasso's average over each connected
 fused group, taken from the solver's certified structure (never from comparing floats), with
 gradients for ``lam`` and ``gamma`` (numbers, or one per head; a tensor that requires grad gets
-one). The solver is exact: see :mod:`gglspeedup.attention._kernels.fused_lasso`.
+one). The solver is exact: see :mod:`gglspeedup.attention.pooling._kernels.fused_lasso`.
 
 The batch is ``ptr`` (node offsets, PyG's ``ptr``) or ``sizes``, plus, for the fused maps, a
 global ``(2, E)`` edge index or attpool2's list of per-graph ``(E_g, 2)`` arrays; pass a
@@ -38,9 +38,9 @@ import contextlib
 
 import numpy as np
 
-from ..device import Device, reject_meta
-from .pooling_batch import graph_batch
-from .pooling_numpy import MappingState, check_finite, driver_for, per_head
+from ...device import Device, reject_meta
+from ._state import MappingState, check_finite, driver_for, per_head, reduce_heads
+from .batch import graph_batch
 
 __all__ = ["softmax", "sparsemax", "gfusedmax", "fused_lasso"]
 
@@ -140,10 +140,10 @@ class _MapFunction:
                         grad_scores = _from_driver(grad_x, grad_output, ctx.squeeze)
                     needs = ctx.needs_input_grad
                     lam_grad = (
-                        _reduce(grad_lam, *ctx.params[0], grad_output) if needs[1] and grad_lam is not None else None
+                        _gradient(grad_lam, *ctx.params[0], grad_output) if needs[1] and grad_lam is not None else None
                     )
                     gamma_grad = (
-                        _reduce(grad_gamma, *ctx.params[1], grad_output)
+                        _gradient(grad_gamma, *ctx.params[1], grad_output)
                         if needs[2] and grad_gamma is not None
                         else None
                     )
@@ -153,14 +153,13 @@ class _MapFunction:
         return cls._cls
 
 
-def _reduce(per_head_values, shape, dtype, like):
-    """Per-head gradients summed to the parameter's own shape (a shared number sums its heads)."""
+def _gradient(per_head_values, shape, dtype, like):
+    """A parameter's gradient (its shape and dtype, on ``like``'s device) from per-head values of
+    the driver's library (:func:`~._state.reduce_heads`, summed by torch)."""
     torch = _torch()
     values = per_head_values
     tensor = torch.from_numpy(values) if isinstance(values, np.ndarray) else torch.as_tensor(values, device=like.device)
-    if tensor.numel() != int(np.prod(shape)) or len(shape) == 0:
-        tensor = tensor.sum()
-    return tensor.reshape(shape).to(device=like.device, dtype=dtype)
+    return reduce_heads(tensor, shape).to(device=like.device, dtype=dtype)
 
 
 def _apply(kind, scores, ptr, edge_index, sizes, lam, gamma):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from numba import cuda, float32, float64
 
-from ..._launch import launch_rows
+from ...._launch import launch_rows
 from . import diffusion_rows
 from .lanes import SCRATCH_BYTES
 

@@ -1,0 +1,116 @@
+"""Numba's parallel regions: the one kernel lock, and when a region runs on more than one thread.
+
+Every CPU kernel family (sampling, the feature gather, attention pooling, attention patterns and the
+fused attention passes) enters its parallel regions through this module, so they share one policy:
+
+- :data:`KERNEL_LOCK`. Numba's parallel regions are not meant to be entered from several Python
+  threads at once (the workqueue layer aborts, the others oversubscribe the cores), and the kernels
+  release the GIL: a loader's sampling thread and the trainer's pooling or attention call take the
+  lock in turn. Serial kernels (the small batches' twins) enter no region and take no lock.
+- :data:`PARALLEL_MIN`, the threshold policy. Entering a parallel region costs microseconds on an
+  idle machine but a scheduler time slice per barrier on a busy one (GNU OpenMP's waits cost about
+  20 ms a launch at load average 6), more than a small call's whole work. So a call runs on every
+  Numba thread only from a minimum of work, counted in its own unit: the thresholds differ because
+  a drawn edge, a multiply-add and a fused-lasso node cost different amounts, not because the rule
+  does. :func:`pays` reads it.
+- :class:`kernel_threads`, the region itself: holds the lock, fits Numba's thread count (of the
+  calling thread) to each call's work, and restores it on the way out.
+
+Importing this module imports Numba (the kernel modules import it; ``import gglspeedup`` does not)
+and makes a pip-installed TBB loadable first (:func:`gglspeedup._threading.prefer_tbb`).
+
+>>> from gglspeedup._parallel import kernel_threads, pays
+>>> pays(1 << 16, "draws"), pays(100, "draws")
+(True, False)
+>>> with kernel_threads(100, "draws") as region:   # one thread: too little work for a region
+...     region.current
+1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numba
+
+from ._threading import prefer_tbb
+
+__all__ = ["KERNEL_LOCK", "PARALLEL_MIN", "pays", "lock_for", "kernel_threads"]
+
+prefer_tbb()  # before any parallel launch: see gglspeedup._threading
+
+KERNEL_LOCK = threading.Lock()
+
+# Work from which a parallel region pays for itself on a busy 2-core machine, per unit of work.
+PARALLEL_MIN = {
+    # edges a sampling hop draws (a typed hop's -1 fanout counted as 16 a row), negatives drawn (4
+    # each when strict), excluded-edge lookups (64 each: a binary search of a hub's row), the keys of
+    # an attention pattern build (about 64 a row)
+    "draws": 1 << 16,
+    # edge x head x dim products of a fused attention pass
+    "products": 1 << 20,
+    # node x head entries of a pooling map and of every backward (softmax, sparsemax, fused lasso)
+    "pooling": 1 << 15,
+    # node x head entries of a fused-lasso forward (maximum flows: far more work per entry)
+    "fused": 2048,
+    # output bytes of a feature gather (~0.1 ms per MiB serial)
+    "bytes": 1 << 20,
+}
+
+_NO_LOCK = contextlib.nullcontext()
+
+
+def pays(work: int, unit: str) -> bool:
+    """Whether a call of ``work`` units of ``unit`` (a key of :data:`PARALLEL_MIN`) runs in parallel."""
+    return work >= PARALLEL_MIN[unit]
+
+
+def lock_for(parallel: bool):
+    """The context a kernel with a serial twin runs in: :data:`KERNEL_LOCK` when it runs the
+    parallel one (``parallel``, from :func:`pays`), else nothing to hold."""
+    return KERNEL_LOCK if parallel else _NO_LOCK
+
+
+class kernel_threads:
+    """``with kernel_threads(work, unit) as region:`` hold :data:`KERNEL_LOCK` and run on every Numba
+    thread when ``work`` pays for a region (:func:`pays`), else on one; a loop of kernel calls
+    (a batch's hops) opens it without ``work`` and calls :meth:`fit` before each. Numba's thread
+    count of the calling thread is restored on exit.
+
+    Attributes
+    ----------
+    threads : int
+        The calling thread's Numba thread count on entry (what a call that pays runs on).
+    current : int
+        The count the last :meth:`fit` set (``threads`` before any).
+    """
+
+    __slots__ = ("current", "threads", "unit", "work")
+
+    def __init__(self, work: int | None = None, unit: str = "draws"):
+        self.work, self.unit = work, unit
+
+    def __enter__(self) -> kernel_threads:
+        KERNEL_LOCK.acquire()
+        try:
+            self.threads = self.current = numba.get_num_threads()
+            if self.work is not None:
+                self.fit(self.work, self.unit)
+        except BaseException:
+            KERNEL_LOCK.release()
+            raise
+        return self
+
+    def fit(self, work: int, unit: str = "draws") -> int:
+        """Set the thread count for the next call of ``work`` units of ``unit``; returns it."""
+        self.current = self.threads if work >= PARALLEL_MIN[unit] else 1
+        numba.set_num_threads(self.current)
+        return self.current
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            numba.set_num_threads(self.threads)
+        finally:
+            KERNEL_LOCK.release()
+        return False

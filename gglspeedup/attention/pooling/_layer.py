@@ -1,0 +1,117 @@
+"""The attention-pooling layer's fast path on the CPU: standardise, map and pool in one kernel.
+
+:class:`~gglspeedup.attention.AttentionPooling` computes its scores and projections with torch's
+linear layers, then hands both to :func:`pool_layer`, one ``torch.autograd.Function`` whose
+forward and backward are each one Numba kernel call over every (graph, head) problem
+(:mod:`._kernels.layer`, run by the CPU pooling driver). It computes exactly what the composition ``standardize_scores``
+-> ``softmax`` / ``sparsemax`` / ``gfusedmax`` -> weighted sum computes, with the same exact
+backward (the fused lasso's from its certified groups), minus the composition's dozens of small
+torch operations and copies: tensors are read and written in place through NumPy views, in their
+own layout (``[N, heads]``, ``[N, C]``), and the backward keeps only what it needs (the
+standardised scores, the weights, the fused groups). Tensors on a GPU take the composition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...device import Device
+from ._state import GAMMA_MIN, CertificateError, check_finite, driver_for, per_head, reduce_heads
+
+__all__ = ["pool_layer"]
+
+_NO_PARAM = np.zeros(0)
+
+
+def _numpy(tensor):
+    """A NumPy view of a CPU tensor (a contiguous copy first when it is not row-major)."""
+    return tensor.detach().contiguous().numpy()
+
+
+def _per_head(name, value, heads, positive):
+    """``lam`` / ``gamma`` (a tensor of shape ``()`` or ``(heads,)``) as float64 ``(heads,)``."""
+    if torch.is_tensor(value) and value.dim() <= 1 and value.numel() in (1, heads):
+        # a writable copy: a read-only array is another Numba type (another compile)
+        array = np.array(np.broadcast_to(value.detach().to(torch.float64).reshape(-1).numpy(), (heads,)))
+        if np.isfinite(array).all() and ((array >= GAMMA_MIN).all() if positive else (array >= 0).all()):
+            return array
+    return per_head(name, value, heads, positive=positive)  # the general checks and their messages
+
+
+def _gradient(per_head_values, shape, dtype):
+    """A parameter's gradient from the per-problem ``[heads, B]`` values (:func:`~._state.reduce_heads`)."""
+    return reduce_heads(torch.from_numpy(per_head_values.sum(axis=1)), shape).to(dtype=dtype)
+
+
+class _PoolLayer(torch.autograd.Function):
+    """``(scores, proj, lam, gamma, mapping, norm, batch, bounds) -> out``; ``proj`` None means
+    ``scores`` holds ``[scores | proj]`` (one linear layer's output), with one gradient for it. The
+    kernels are the CPU pooling driver's (:meth:`~._kernels.cpu.CPUPoolingDriver.layer_forward`)."""
+
+    @staticmethod
+    def forward(ctx, scores, proj, lam, gamma, mapping, norm, batch, bounds):
+        heads = bounds.shape[0] - 1
+        s = _numpy(scores)
+        p, p0 = (s, heads) if proj is None else (_numpy(proj), 0)
+        check_finite(s[:, :heads].T, np)
+        lam_h = _per_head("lam", lam, heads, False) if mapping == "gfusedmax" else _NO_PARAM
+        gamma_h = _per_head("gamma", gamma, heads, True) if mapping != "softmax" else _NO_PARAM
+        dtype = scores.dtype if proj is None else proj.dtype
+        out = torch.empty((batch.num_graphs, bounds[-1]), dtype=dtype)
+        driver = driver_for(Device("cpu"))
+        arrays = batch.arrays
+        state, status, _ = driver.layer_forward(mapping, norm, arrays, s, p, p0, bounds, lam_h, gamma_h, out.numpy())
+        if status.any():
+            h, g = (int(v) for v in np.argwhere(status)[0])
+            raise CertificateError(
+                f"the fused lasso's optimality certificate failed on graph {g}, head {h} (status "
+                f"{int(status[h, g])}); please report this batch"
+            )
+        ctx.save_for_backward(scores if proj is None else proj)
+        ctx.params = ((lam.shape, lam.dtype), (gamma.shape, gamma.dtype))
+        ctx.state = (driver, mapping, norm, arrays.ptr, bounds, p0, gamma_h, state, s.shape, scores.dtype)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        driver, mapping, norm, ptr, bounds, p0, gamma_h, state, shape, scores_dtype = ctx.state
+        (proj,) = ctx.saved_tensors
+        p = _numpy(proj)
+        if p0:  # one tensor [scores | proj], one gradient
+            grad_scores = grad_proj = torch.empty(shape, dtype=scores_dtype)
+        else:
+            grad_scores, grad_proj = torch.empty(shape, dtype=scores_dtype), torch.empty(p.shape, dtype=proj.dtype)
+        grad_lam, grad_gamma = driver.layer_backward(
+            mapping, norm, ptr, p, p0, bounds, gamma_h, _numpy(grad_out), state, grad_scores.numpy(), grad_proj.numpy()
+        )
+        needs = ctx.needs_input_grad
+        lam_grad = _gradient(grad_lam, *ctx.params[0]) if needs[2] and mapping == "gfusedmax" else None
+        gamma_grad = _gradient(grad_gamma, *ctx.params[1]) if needs[3] and mapping != "softmax" else None
+        return grad_scores, (None if p0 else grad_proj), lam_grad, gamma_grad, None, None, None, None
+
+
+def pool_layer(scores, proj, batch, mapping, norm, lam, gamma, bounds):
+    """``out[g, c] = sum_(i in g) map(standardise(scores[:, h(c)]))_i proj[i, c]`` on CPU tensors.
+
+    Parameters
+    ----------
+    scores : torch.Tensor ``(N, heads)``, or ``(N, heads + C)`` holding ``[scores | proj]``
+    proj : torch.Tensor ``(N, C)`` or None (then in ``scores``)
+    batch : GraphBatch
+    mapping : {"softmax", "sparsemax", "gfusedmax"}
+    norm : bool
+        Standardise each graph's scores first.
+    lam, gamma : torch.Tensor or None
+        ``()`` or ``(heads,)``; gradients when they require them.
+    bounds : numpy.ndarray
+        int64 ``(heads + 1,)``: head ``h`` pools columns ``bounds[h] .. bounds[h + 1]`` of ``proj``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, C)``, ``proj``'s dtype.
+    """
+    lam_t = lam if lam is not None else scores.new_zeros(())
+    gamma_t = gamma if gamma is not None else scores.new_ones(())
+    return _PoolLayer.apply(scores, proj, lam_t, gamma_t, mapping, bool(norm), batch, bounds)
