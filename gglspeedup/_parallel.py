@@ -36,7 +36,7 @@ import numba
 
 from ._threading import prefer_tbb
 
-__all__ = ["KERNEL_LOCK", "PARALLEL_MIN", "pays", "lock_for", "kernel_threads"]
+__all__ = ["KERNEL_LOCK", "PARALLEL_MIN", "pays", "lock_for", "kernel_threads", "use_threads"]
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
@@ -70,6 +70,16 @@ def lock_for(parallel: bool):
     """The context a kernel with a serial twin runs in: :data:`KERNEL_LOCK` when it runs the
     parallel one (``parallel``, from :func:`pays`), else nothing to hold."""
     return KERNEL_LOCK if parallel else _NO_LOCK
+
+
+def use_threads(threads: int) -> int:
+    """Set the calling thread's Numba thread count to ``threads``, at most Numba's pool
+    (``NUMBA_NUM_THREADS``); returns the count set. For a thread that stands for a share of the
+    cores (a server process's connection thread): Numba's count is per calling thread, and
+    :class:`kernel_threads` then runs a call that pays on this count."""
+    count = max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(count)
+    return count
 
 
 class kernel_threads:

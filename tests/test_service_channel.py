@@ -218,8 +218,9 @@ def test_service_channel_refuses_shared_memory_that_could_shrink(server):
             challenge = sock.recv(64)
             secret = server.secret
             proof = hmac.new(secret, b"c" + nonce + challenge[:32], hashlib.sha256).digest()
-            sock.sendmsg([proof], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
-            sock.sendall(b"".join(bytes(b) for b in encode({"values": np.arange(3)}, method="scale")))
+            request = b"".join(bytes(b) for b in encode({"values": np.arange(3)}, method="scale"))
+            # proof, file and request in one message: the server may close as soon as it sees the file
+            sock.sendmsg([proof, request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))])
             assert _closed_unanswered(sock)  # writing into a file the trainer may shrink could kill the server
     finally:
         os.close(fd)

@@ -102,9 +102,9 @@ class ServerHost:
         if self._faults:
             self._run_fault()
         if self.threads and not getattr(self._set, "threads", False):  # Numba's count is per thread
-            import numba
+            from .._parallel import use_threads
 
-            numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+            use_threads(self.threads)
             self._set.threads = True
         return self.server.handle(method, payload)
 
