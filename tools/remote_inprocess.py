@@ -59,7 +59,7 @@ def main(argv=None) -> None:
         ratios.append(spent["local"] / spent["remote"])
         for name, value in spent.items():
             per_batch[name].append(value / len(batches) * 1e3)
-    moved, minimum = _bytes(transport, remote, batches)
+    moved, minimum = bytes_per_batch(transport, remote, batches)
     print(
         f"papers-like:{args.nodes} ({graph.num_edges} edges), 2 groups ({args.method}), [15, 10], batch 1024, "
         f"{args.rounds} rounds of {len(batches)}, clock {args.clock}"
@@ -72,13 +72,16 @@ def main(argv=None) -> None:
     print(f"bytes per batch {moved:,.0f}, minimum {minimum:,.0f}, x {moved / minimum:.3f}")
 
 
-def _bytes(transport, remote, batches) -> tuple:
+def bytes_per_batch(transport, remote, batches) -> tuple:
+    """``(bytes moved, minimum)`` per batch of ``remote.sample`` over ``batches``: every request's
+    and answer's arrays through ``transport`` (its ``call`` wrapped meanwhile), and the minimum (the
+    module docstring's). ``tools/remote_ray.py`` counts the same way."""
     real = transport.call
     moved = minimum = 0
 
-    def call(requests, *, key=None):
+    def call(requests, **options):
         nonlocal moved, minimum
-        answers = real(requests, key=key)
+        answers = real(requests, **options)
         for group, (_method, payload) in requests.items():
             answer = answers[group]
             moved += sum(v.nbytes for v in (*payload.values(), *answer.values()) if isinstance(v, np.ndarray))

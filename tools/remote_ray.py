@@ -35,6 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tools/remote_inprocess.py, also when loaded by path
+from remote_inprocess import bytes_per_batch  # the same count of bytes
+
 
 def _only_loopback() -> bool:
     import socket
@@ -75,7 +78,7 @@ def main(argv=None) -> None:
         transport = cluster.transport
         for key, seeds in enumerate(batches):  # warm both, and check every batch once
             _same(remote.sample(seeds, key=key), local.sample(seeds, key=key))
-        sent = _bytes(transport, remote, batches)
+        sent = bytes_per_batch(transport, remote, batches)
         print(
             f"graph papers-like:{args.nodes} ({graph.num_edges} edges), {args.servers} servers ({args.method}), "
             f"fanouts {fanouts}, batch {args.batch}: {args.batches} batches x {args.rounds} rounds"
@@ -173,35 +176,12 @@ def _count_batches(transport) -> list:
     """Wrap ``transport.call`` to record how many batches each call carries (merged requests)."""
     real, shared = transport.call, []
 
-    def call(requests, *, key=None):
+    def call(requests, **options):
         shared.append(max(len(set(p["part_batch"].tolist())) if "part_batch" in p else 1 for _, p in requests.values()))
-        return real(requests, key=key)
+        return real(requests, **options)
 
     transport.call = call
     return shared
-
-
-def _bytes(transport, remote, batches) -> tuple:
-    """``(bytes moved, minimum)`` per batch: every request's and answer's arrays."""
-    real = transport.call
-    moved = minimum = 0
-
-    def call(requests, *, key=None):
-        nonlocal moved, minimum
-        answers = real(requests, key=key)
-        for group, (_method, payload) in requests.items():
-            answer = answers[group]
-            moved += sum(v.nbytes for v in (*payload.values(), *answer.values()) if isinstance(v, np.ndarray))
-            minimum += 4 * payload["ids"].shape[0] + 8 * answer["nbrs"].shape[0] + answer["counts"].shape[0]
-        return answers
-
-    transport.call = call
-    try:
-        for key, seeds in enumerate(batches):
-            remote.sample(seeds, key=key)
-    finally:
-        del transport.call
-    return moved / len(batches), minimum / len(batches)
 
 
 def _same(a, b) -> None:

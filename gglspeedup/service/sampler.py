@@ -130,6 +130,12 @@ def _check_same_times(book: PartitionBook, kind: str, values) -> None:
 class _RemoteMixin:
     """The constructor both remote samplers share (the local samplers' checks, in their order)."""
 
+    def __init__(self, transport, book, fanouts, **options):
+        unknown = set(options) - set(_DEFAULTS)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} got unexpected options {sorted(unknown)}")
+        self._remote_init(transport, book, fanouts, {**_DEFAULTS, **options})
+
     def _remote_init(self, transport, book, fanouts, options: dict) -> None:
         from ..sampling.common import resolve_placement
 
@@ -247,12 +253,6 @@ class RemoteSampler(_RemoteMixin, NeighborSampler):
     (True, True)
     """
 
-    def __init__(self, transport, book, fanouts, **options):
-        unknown = set(options) - set(_DEFAULTS)
-        if unknown:
-            raise TypeError(f"RemoteSampler got unexpected options {sorted(unknown)}")
-        self._remote_init(transport, book, fanouts, {**_DEFAULTS, **options})
-
     def _make_driver(self):
         from ..sampling.remote import RemoteDriver
 
@@ -272,12 +272,6 @@ class RemoteHeteroSampler(_RemoteMixin, HeteroNeighborSampler):
     """:class:`~gglspeedup.HeteroNeighborSampler` over partition servers of a typed graph: the same
     batches, bit for bit. Parameters as :class:`RemoteSampler` (``fanouts`` a list or a dict edge
     type -> list; times dicts per type, as the local typed sampler takes them)."""
-
-    def __init__(self, transport, book, fanouts, **options):
-        unknown = set(options) - set(_DEFAULTS)
-        if unknown:
-            raise TypeError(f"RemoteHeteroSampler got unexpected options {sorted(unknown)}")
-        self._remote_init(transport, book, fanouts, {**_DEFAULTS, **options})
 
     def _make_driver(self):
         from ..sampling.remote import TypedRemoteDriver
