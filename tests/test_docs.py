@@ -85,22 +85,30 @@ def test_readme_names_no_path_of_one_machine():
     assert not hits, "README.md names paths of one machine (name the script that builds them):\n" + "\n".join(hits)
 
 
-def _design_anchors() -> list[str]:
-    """What a ``DESIGN.md, "..."`` reference may name: a heading, or the first words of a bullet."""
+def _anchors(document: pathlib.Path) -> list[str]:
+    """What a ``DOC.md, "..."`` reference may name: a heading, or the first words of a bullet."""
     anchors = []
-    for line in DESIGN.read_text().splitlines():
+    for line in document.read_text().splitlines():
         match = re.match(r"^(?:#+|- )\s*(.+)", line)
         if match:
             anchors.append(match.group(1).strip("`*").lower())
     return anchors
 
 
-def test_design_references_name_sections_that_exist():
-    anchors = _design_anchors()
-    sources = [*PACKAGE.rglob("*.py"), *(ROOT / "tools").glob("*.py"), *ROOT.glob("*.md")]
+@pytest.mark.parametrize("document", ["docs/DESIGN.md", "BENCHMARKS.md"])
+def test_section_references_name_sections_that_exist(document):
+    anchors = _anchors(ROOT / document)
+    stem = re.escape(pathlib.Path(document).stem)
+    sources = [
+        *PACKAGE.rglob("*.py"),
+        *(ROOT / "tools").glob("*.py"),
+        *ROOT.glob("*.md"),
+        *(ROOT / "docs").glob("*.md"),
+    ]
     stale = []
     for path in sources:
-        for name in re.findall(r"DESIGN(?:\.md)?,? \"([^\"]+)\"", path.read_text()):
+        text = " ".join(path.read_text().split())  # a reference may wrap
+        for name in re.findall(rf"\b{stem}(?:\.md)?,? \"([^\"]+)\"", text):
             if not any(anchor.startswith(name.lower()) for anchor in anchors):
                 stale.append(f"{path.relative_to(ROOT)}: {name!r}")
-    assert not stale, "references to DESIGN.md sections that do not exist:\n" + "\n".join(sorted(set(stale)))
+    assert not stale, f"references to {document} sections that do not exist:\n" + "\n".join(sorted(set(stale)))
