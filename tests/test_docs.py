@@ -112,3 +112,28 @@ def test_section_references_name_sections_that_exist(document):
             if not any(anchor.startswith(name.lower()) for anchor in anchors):
                 stale.append(f"{path.relative_to(ROOT)}: {name!r}")
     assert not stale, f"references to {document} sections that do not exist:\n" + "\n".join(sorted(set(stale)))
+
+
+COMMAND_DOCUMENTS = ["README.md", "CONTRIBUTING.md", "docs/DESIGN.md"]
+
+
+@pytest.mark.parametrize("document", COMMAND_DOCUMENTS)
+def test_documented_commands_exist(document):
+    """Every ``python -m gglspeedup...`` module, ``bench`` command and demo / script / tool path a
+    document tells a reader to run is still there (each was also run with ``--help`` by hand)."""
+    import importlib.util
+
+    from gglspeedup.bench import COMMANDS
+
+    text = (ROOT / document).read_text()
+    missing = []
+    for module in set(re.findall(r"python -m (gglspeedup[\w.]*)", text)):
+        if importlib.util.find_spec(module) is None:
+            missing.append(f"python -m {module}")
+    for command in set(re.findall(r"python -m gglspeedup\.bench ([a-z][\w-]*)", text)):
+        if command not in COMMANDS:
+            missing.append(f"python -m gglspeedup.bench {command}")
+    for path in set(re.findall(r"(?<![\w/.-])((?:demos|scripts|tools)/\w[\w.-]*\.(?:py|sh))\b", text)):
+        if not (ROOT / path).is_file():
+            missing.append(path)
+    assert not missing, f"{document} tells readers to run what no longer exists: {sorted(missing)}"
