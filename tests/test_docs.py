@@ -53,6 +53,14 @@ def test_layout_names_every_package_folder():
     assert not missing, f"docs/DESIGN.md's layout has no entry for {missing}: add one line on what each holds"
 
 
+def test_layout_names_every_top_level_module():
+    block = "\n".join(_layout_lines())
+    missing = [
+        path.name for path in sorted(PACKAGE.glob("*.py")) if not re.search(rf"(?<![\w/]){re.escape(path.name)}", block)
+    ]
+    assert not missing, f"docs/DESIGN.md's layout does not name the modules {missing} of gglspeedup/"
+
+
 def test_layout_names_only_paths_that_exist():
     folders, files = _layout_entries()
     assert folders and files, "the layout block was not found under '## Layout' in docs/DESIGN.md"
