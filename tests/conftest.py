@@ -179,3 +179,40 @@ def require_dgl():
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+# ---------------------------------------------------------------------------- a small typed graph
+# The typed tests' academic schema: citations (a self-typed relation), authorship both ways and
+# topics both ways, over node types paper, author and field.
+CITES = ("paper", "cites", "paper")
+WRITES = ("author", "writes", "paper")
+WRITTEN_BY = ("paper", "written_by", "author")
+TOPIC_OF = ("field", "topic_of", "paper")
+HAS_TOPIC = ("paper", "has_topic", "field")
+
+
+def academic_graph(rng, num_nodes, edges, weights=False, multi=True):
+    """A random :class:`~gglspeedup.HeteroGraph` on the academic schema.
+
+    ``edges[i]`` uniform random edges (repeats and self loops included) of the i-th relation of
+    CITES, WRITES, WRITTEN_BY, TOPIC_OF, HAS_TOPIC (as many relations as ``edges`` has counts),
+    between ``num_nodes`` (node type -> count) nodes; ``multi=False`` drops the repeats;
+    ``weights`` makes each relation a weighted CSR (about 15% zero weights, never drawn).
+    """
+    import gglspeedup as gg
+
+    relations = {}
+    for et, count in zip((CITES, WRITES, WRITTEN_BY, TOPIC_OF, HAS_TOPIC), edges):
+        src = rng.integers(0, num_nodes[et[0]], count)
+        dst = rng.integers(0, num_nodes[et[2]], count)
+        if not multi:
+            src, dst = np.unique(np.stack((src, dst)), axis=1)
+        if weights:
+            w = rng.random(len(src))
+            w[rng.random(len(src)) < 0.15] = 0.0
+            relations[et] = gg.CSRGraph.from_edge_index(
+                np.stack((src, dst)), num_nodes=num_nodes[et[2]], num_src_nodes=num_nodes[et[0]], weights=w
+            )
+        else:
+            relations[et] = np.stack((src, dst))
+    return gg.HeteroGraph(relations, num_nodes)

@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 
-import gglspeedup as gg
 from gglspeedup.bench import main
 from gglspeedup.bench._common import Timing, paired_ratio
 from gglspeedup.bench.hetero import (
@@ -21,27 +20,16 @@ from gglspeedup.bench.hetero import (
     typed_seed_batches,
 )
 
-from conftest import assert_rejects, require_dgl
+from conftest import CITES, HAS_TOPIC, TOPIC_OF, WRITES, WRITTEN_BY, academic_graph, assert_rejects, require_dgl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RELATIONS = [
-    (("paper", "cites", "paper"), 900),
-    (("author", "writes", "paper"), 600),
-    (("paper", "written_by", "author"), 600),
-    (("field", "topic_of", "paper"), 150),
-    (("paper", "has_topic", "field"), 150),
-]
+EDGE_COUNTS = (900, 600, 600, 150, 150)  # edges of CITES, WRITES, WRITTEN_BY, TOPIC_OF, HAS_TOPIC
 
 
 def _graph(seed=5, sizes=None):
     """A small IGBH-shaped graph with parallel edges and isolated nodes."""
-    rng = np.random.default_rng(seed)
     num_nodes = sizes or {"paper": 120, "author": 70, "field": 9}
-    relations = {
-        et: np.stack((rng.integers(0, num_nodes[et[0]], count), rng.integers(0, num_nodes[et[2]], count)))
-        for et, count in RELATIONS
-    }
-    return gg.HeteroGraph(relations, num_nodes)
+    return academic_graph(np.random.default_rng(seed), num_nodes, EDGE_COUNTS)
 
 
 def test_typed_seed_batches_hold_distinct_ids_of_the_asked_types_and_repeat():
@@ -64,7 +52,7 @@ def test_dataset_strings_load_saved_graphs_and_reject_clearly(tmp_path):
     graph, labelled, info = load_typed(f"file:{tmp_path / 'g.npz'}")
     assert labelled == [] and info["num_nodes"] == {"paper": 120, "author": 70, "field": 9}
     assert info["total_edges"] == 2400 and info["num_edges"]["author/writes/paper"] == 600
-    assert graph.edge_types == tuple(et for et, _ in RELATIONS)
+    assert graph.edge_types == (CITES, WRITES, WRITTEN_BY, TOPIC_OF, HAS_TOPIC)
     for bad, message in [
         ("powerlaw:10:2", "not understood"),
         (f"file:{tmp_path / 'missing.npz'}", "no such file"),

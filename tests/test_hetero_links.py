@@ -7,13 +7,7 @@ from test_hetero_sampling import assert_same, typed_graph
 
 import gglspeedup as gg
 
-from conftest import to_host
-
-WRITES, WRITTEN_BY, CITES = (
-    ("author", "writes", "paper"),
-    ("paper", "written_by", "author"),
-    ("paper", "cites", "paper"),
-)
+from conftest import CITES, WRITES, WRITTEN_BY, to_host
 
 
 def edge_set(graph, edge_type):

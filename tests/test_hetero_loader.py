@@ -10,22 +10,12 @@ import pytest
 import gglspeedup as gg
 from gglspeedup.loader import HeteroBatch, HeteroLinkBatch, LinkLoader, NodeLoader
 
-from conftest import assert_close_stops_the_producer, to_host, wait_for_exit
-
-WRITES = ("author", "writes", "paper")
-WRITTEN_BY = ("paper", "written_by", "author")
-CITES = ("paper", "cites", "paper")
+from conftest import CITES, WRITES, WRITTEN_BY, academic_graph, assert_close_stops_the_producer, to_host, wait_for_exit
 
 
 def typed_graph(seed=3, sizes=(12, 9, 4), edges=(40, 30, 30, 10)):
     """Citations, authorship both ways and topics; "field" has no features in the tests."""
-    rng = np.random.default_rng(seed)
-    num_nodes = dict(zip(("paper", "author", "field"), sizes))
-    specs = [CITES, WRITES, WRITTEN_BY, ("field", "topic_of", "paper")]
-    relations = {}
-    for et, count in zip(specs, edges):
-        relations[et] = np.stack((rng.integers(0, num_nodes[et[0]], count), rng.integers(0, num_nodes[et[2]], count)))
-    return gg.HeteroGraph(relations, num_nodes)
+    return academic_graph(np.random.default_rng(seed), dict(zip(("paper", "author", "field"), sizes)), edges)
 
 
 def make_data(**sizes):

@@ -9,37 +9,14 @@ from hypothesis import strategies as st
 import gglspeedup as gg
 from gglspeedup.testing.reference import reference_hetero_sample
 
-from conftest import gpu_hardware, to_host
+from conftest import academic_graph, gpu_hardware, to_host
 
 TYPES = ("paper", "author", "field")
 
 
 def typed_graph(rng, sizes=(9, 7, 4), edges=(30, 24, 12, 10, 6), weights=False, multi=True):
     """A small typed graph: citations (with a self-typed relation), authorship both ways, topics."""
-    num_nodes = dict(zip(TYPES, sizes))
-    specs = [
-        ("paper", "cites", "paper"),
-        ("author", "writes", "paper"),
-        ("paper", "written_by", "author"),
-        ("field", "topic_of", "paper"),
-        ("paper", "has_topic", "field"),
-    ]
-    relations = {}
-    for et, count in zip(specs, edges):
-        src = rng.integers(0, num_nodes[et[0]], count)
-        dst = rng.integers(0, num_nodes[et[2]], count)
-        if not multi:
-            pairs = np.unique(np.stack((src, dst)), axis=1)
-            src, dst = pairs
-        if weights:
-            w = rng.random(len(src))
-            w[rng.random(len(src)) < 0.15] = 0.0  # zero-weight edges are never drawn
-            relations[et] = gg.CSRGraph.from_edge_index(
-                np.stack((src, dst)), num_nodes=num_nodes[et[2]], num_src_nodes=num_nodes[et[0]], weights=w
-            )
-        else:
-            relations[et] = np.stack((src, dst))
-    return gg.HeteroGraph(relations, num_nodes)
+    return academic_graph(rng, dict(zip(TYPES, sizes)), edges, weights=weights, multi=multi)
 
 
 def assert_same(out, ref):

@@ -41,6 +41,7 @@ __all__ = [
     "EDGE_RATES",
     "VS_PEER",
     "EDGE_COLUMNS",
+    "table_columns",
     "edge_columns",
     "print_edge_report",
 ]
@@ -413,6 +414,7 @@ def run_footer(args, rows: list) -> dict[str, Any]:
 EDGE_RATES = ("edges_per_s_m", "ms_per_batch", "edges_per_batch")
 VS_PEER = ("ratio", "best_edges_per_s_m", "best_ratio")
 EDGE_COLUMNS = {
+    "name": ("contender", ""),
     "edges_per_s_m": ("M edges/s", ".2f"),
     "batches_per_s": ("batches/s", ".1f"),
     "ms_per_batch": ("ms/batch", ".2f"),
@@ -422,14 +424,18 @@ EDGE_COLUMNS = {
     "best_ratio": ("best ours/peer", ".2f"),
     "paired_ratio": ("paired", ".2f"),
     "setup_s": ("setup s", ".2f"),
+    "detail": ("notes", ""),
 }
 
 
+def table_columns(*columns) -> list[tuple[str, str, str]]:
+    """:func:`format_table` columns: each a key of :data:`EDGE_COLUMNS` or a command's own ``(key, header, format)``."""
+    return [column if isinstance(column, tuple) else (column, *EDGE_COLUMNS[column]) for column in columns]
+
+
 def edge_columns(*columns, rates: Sequence[str] = EDGE_RATES) -> list[tuple[str, str, str]]:
-    """:func:`format_table` columns: the contender's name, ``rates``, each of ``columns`` (a key of
-    :data:`EDGE_COLUMNS`, or a command's own ``(key, header, format)``), then the notes."""
-    middle = [column if isinstance(column, tuple) else (column, *EDGE_COLUMNS[column]) for column in columns]
-    return [("name", "contender", ""), *((key, *EDGE_COLUMNS[key]) for key in rates), *middle, ("detail", "notes", "")]
+    """:func:`table_columns`: the contender's name, ``rates``, each of ``columns``, then the notes."""
+    return table_columns("name", *rates, *columns, "detail")
 
 
 def print_edge_report(header: str, results: dict, columns: Sequence[tuple[str, str, str]], table=None) -> None:

@@ -69,7 +69,7 @@ def _timed(build):
 
 def run(args) -> dict:
     from ..graph import CSRGraph
-    from ._common import apply_threads, format_table, load_graph, machine_info
+    from ._common import apply_threads, format_table, load_graph, machine_info, table_columns
     from ._options import check_at_least_one
 
     check_at_least_one(args, "repeats")
@@ -127,14 +127,14 @@ def run(args) -> dict:
         f"build: {edge_index.shape[1]:,} edges (int64 input, {results['input_mb']:.0f} MiB, shuffled), "
         f"{num_nodes:,} nodes, {args.repeats} interleaved rounds\n{_machine_text(results['machine'])}"
     )
-    columns = [
-        ("name", "contender", ""),
+    columns = table_columns(
+        "name",
         ("median_s", "median s", ".2f"),
         ("best_s", "best s", ".2f"),
-        ("edges_per_s_m", "M edges/s", ".1f"),
+        "edges_per_s_m",
         ("speedup", "x argsort", ".1f"),
         ("peak_mb", "peak MiB", ",.0f"),
-    ]
+    )
     print(format_table(rows, columns))
     return results
 

@@ -262,6 +262,8 @@ def _first_call_subprocesses(spec: str, fanouts, batch: int, seed: int) -> dict:
 
 
 def _print(results: dict, format_table) -> None:
+    from ._common import table_columns
+
     graph, machine = results["graph"], results["machine"]
     print(
         f"bench gammagl: {graph['spec']} ({graph['num_nodes']} nodes, {graph['num_edges']} edges), fanouts "
@@ -279,16 +281,16 @@ def _print(results: dict, format_table) -> None:
         f"({build['gammagl'] / build['ours']:.1f}x); ours's first batch {results['first_batch_s']:.3f} s, "
         f"warm {results['warm_batch_s']:.4f} s"
     )
-    columns = [
-        ("name", "contender", ""),
+    columns = table_columns(
+        "name",
         ("median_s", "s/epoch", ".3f"),
-        ("edges_m", "M edges/s", ".2f"),
+        "edges_per_s_m",
         ("speedup_vs_gammagl", "x gammagl", ".2f"),
         ("x_model_only", "x model only", ".3f"),
-    ]
+    )
     for part, title in (("sample", "sampling"), ("gather", "sampling + tlx.gather(x, n_id)"), ("epoch", "epoch")):
         if part in results:
-            rows = [dict(row, name=name, edges_m=row["edges_per_s"] / 1e6) for name, row in results[part].items()]
+            rows = [dict(row, name=name, edges_per_s_m=row["edges_per_s"] / 1e6) for name, row in results[part].items()]
             print(f"\n{title}\n" + format_table(rows, columns))
     if "first_call_subprocess" in results:
         first = results["first_call_subprocess"]

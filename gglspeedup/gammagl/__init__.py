@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["NeighborSampler", "EdgeIndex", "NodeNeighborLoader", "LinkNeighborLoader", "tensorlayerx_problem"]
-
 _LAZY_NAMES = {
     "NeighborSampler": ".neighbor_sampler",
     "EdgeIndex": ".neighbor_sampler",
@@ -33,6 +31,7 @@ _LAZY_NAMES = {
     "LinkNeighborLoader": ".loaders",
     "tensorlayerx_problem": "._tlx",
 }
+__all__ = [*_LAZY_NAMES]
 
 
 def __getattr__(name: str):

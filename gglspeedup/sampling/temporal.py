@@ -1,10 +1,11 @@
 """Temporal sampling, host side: the time arrays checked, one time per edge, rows sorted once.
 
-Semantics (see DESIGN.md, "Temporal sampling"): every seed grows its own tree (disjoint) and every
-node of a tree carries its seed's time ``t``. With node times a neighbour ``u`` is eligible when
-``node_time[u] <= t``; with edge times an edge ``e`` when ``edge_time[e] <= t`` (``<=``: what
-happened at the seed's own time is visible, as in PyG). ``"uniform"`` draws among the eligible
-edges exactly as a row of that many edges draws; ``"last"`` takes the ``k`` latest.
+Semantics (see DESIGN.md, "Temporal and disjoint sampling"): every seed grows its own tree
+(disjoint) and every node of a tree carries its seed's time ``t``. With node times a neighbour
+``u`` is eligible when ``node_time[u] <= t``; with edge times an edge ``e`` when
+``edge_time[e] <= t`` (``<=``: what happened at the seed's own time is visible, as in PyG).
+``"uniform"`` draws among the eligible edges exactly as a row of that many edges draws; ``"last"``
+takes the ``k`` latest.
 
 Both kinds become one time per CSR position (:func:`position_times`: ``node_time[indices]`` or
 ``edge_time`` by edge id), and rows are sorted by it once (:func:`sort_by_time`, stable; a graph

@@ -21,6 +21,10 @@
   (imported only for a CUDA sampler).
 - :mod:`.links`: link negatives and the excluded positions on the CPU; :mod:`.exclusion`: the
   rows that skip a link batch's excluded edges.
+- :mod:`.remote`: :class:`~.remote.RemoteDriver` and :class:`~.remote.TypedRemoteDriver`, the
+  drivers' contract with each hop's rows drawn by their owners (:mod:`gglspeedup.service`);
+  :mod:`.remote_rows`: the owner's side (a partition's rows, drawn by the local row bodies);
+  :mod:`.remote_relabel`: the trainer's side (route the targets, relabel the answers).
 
 Every driver speaks one written contract (:mod:`gglspeedup.sampling.drivers`): built once per
 sampler from the placed graph, the options and the seed, then ``driver.sample(seeds, fanouts,

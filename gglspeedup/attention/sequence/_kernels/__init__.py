@@ -3,6 +3,7 @@ and for CUDA. Kernels see arrays, records and scalars only: no validation, no fr
 only this room imports them (``tests/test_layout.py``).
 
 - ``pattern_rows``: count and fill one query row of a sequence attention pattern;
+  ``pattern_driver``: what the two pattern drivers share (count -> scan -> fill);
   ``pattern_cpu`` / ``pattern_cuda``: their builds (and the host prologue: per-sequence states,
   global tokens);
 - ``diffusion_rows``: the rows of the fused attention kernels (scores and softmax, propagation,
