@@ -173,6 +173,7 @@ class RayTransport:
                         del attempts[attempt.group]
             now = time.monotonic()
             for group, attempt in list(attempts.items()):
+                began = time.monotonic()
                 if attempt.error is not None:
                     reason, detail = self._broken(attempt)
                 elif now >= attempt.expires:
@@ -183,6 +184,13 @@ class RayTransport:
                 if conn is not None:
                     conn.close()
                 attempts[group] = self._retry(attempt, reason, detail, key)
+                # Time spent here (a probe waits seconds for a restart) is this loop's, not the other
+                # servers': nobody read their answers meanwhile, so their deadlines move by it (else
+                # a healthy server would be failed, and killed, for the wait on another).
+                spent = time.monotonic() - began
+                for other, pending in attempts.items():
+                    if other != group:
+                        pending.expires += spent
         return answers
 
     def _answered(self, attempt: _Attempt, frame) -> None:
