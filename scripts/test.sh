@@ -2,7 +2,7 @@
 # Set up (first run) and run every check: ruff (lint and format), the normal suite with the
 # package's doctests, then the GPU kernels on numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1). On a
 # machine with a GPU the normal suite already runs the GPU cases on the real device. Extra pytest
-# arguments are passed to both pytest runs. The service's Ray tests (tests/test_service_ray_*.py) run
+# arguments are passed to every pytest run. The service's Ray tests (tests/test_service_ray_*.py) run
 # Ray inside a private network namespace they make themselves (tests/service_netns.py; root, or
 # unprivileged user namespaces), so nothing listens on this machine's interfaces.
 set -euo pipefail
