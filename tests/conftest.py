@@ -59,9 +59,25 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("device", DEVICES)
 
 
+# scripts/test.sh runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). These
+# files share one thing per worker, so each file's tests all go to one worker: the service's Ray
+# tests share one Ray instance per process (service_netns.py) and a second one would double
+# Ray's processes on two cores.
+XDIST_GROUPS = {"ray": ("test_service_ray_",)}
+# These assert that Ctrl-C reaches the caller within a second: they run after the parallel pass,
+# alone on the machine, as ``-m serial`` (scripts/test.sh).
+SERIAL_FILES = ("test_interrupts.py",)
+
+
 def pytest_collection_modifyitems(config, items):
     skip_hw = pytest.mark.skip(reason="needs a real CUDA GPU")
     for item in items:
+        name = item.path.name
+        for group, prefixes in XDIST_GROUPS.items():
+            if name.startswith(prefixes):
+                item.add_marker(pytest.mark.xdist_group(group))
+        if name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
         if "gpu_hardware" in item.keywords and not HAS_GPU_HARDWARE:
             item.add_marker(skip_hw)
         if "cuda" in item.keywords and not HAS_CUDA:
