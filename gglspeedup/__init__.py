@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 
 try:
+    from ._numba_cache import install as _lock_numba_cache
     from ._numpy_compat import restore_removed_aliases as _restore_removed_aliases
     from ._threading import prefer_tbb as _prefer_tbb
     from .device import Device, parse_size
@@ -30,6 +31,7 @@ except ModuleNotFoundError as _error:  # a Python without the project's environm
 # numba.set_num_threads() also triggers: make TBB loadable now (a shared library; Numba is not imported).
 _prefer_tbb()
 _restore_removed_aliases()  # before any numba-cuda compile: see _numpy_compat
+_lock_numba_cache()  # processes compiling at once must not mix their cached kernels: see _numba_cache
 
 __version__ = "0.1.0"
 
