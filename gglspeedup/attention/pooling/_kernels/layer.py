@@ -199,8 +199,13 @@ def layer_backward_serial(kind, norm, ptr, work, inputs, state, outputs):
 
 # The entry points take every array flat and build the records inside: Numba types a record of
 # mixed arrays passed from Python slowly (about 0.1 ms per call, more than a small batch's whole
-# work), flat arrays in about a microsecond.
-@njit(cache=True, nogil=True)
+# work), flat arrays in about a microsecond. They are not cached on disk (the kernels they call
+# are): an entry point calling a parallel kernel, loaded from a cache another process wrote,
+# crashed the process (a segmentation fault in the float32 layer, seen twice in CI on two test
+# workers; the same cache with only this entry point's file removed ran). Compiled per process
+# they never did; compiling both links the cached kernels: the first forward and backward of a
+# process take about 4 s more on 2 cores.
+@njit(nogil=True)
 def forward_flat(
     parallel, kind, norm, ptr, edge_ptr, edge_u, edge_v, adj_ptr, adj_nbr, adj_eid, adj_dir, order0, comp_ptr,
     graph_comp, level, cursor, queued, ring, queue, order, seg, mark, stack_a, stack_b, flow, exc, acc, scores, s0,
@@ -219,7 +224,7 @@ def forward_flat(
         layer_forward_serial(kind, norm, graph, work, inputs, state, outputs)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)  # not cached: see forward_flat
 def backward_flat(
     parallel, kind, norm, ptr, level, cursor, queued, ring, queue, order, seg, mark, stack_a, stack_b, flow, exc,
     acc, proj, p0, bounds, gamma, grad_out, z, fused, label, bnd, weights, spread, grad_scores, s0, grad_proj, gw,
