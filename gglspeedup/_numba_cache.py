@@ -5,9 +5,9 @@ Numba saves a compiled overload in two files (``numba/core/caching.py``,
 index's entries (``<kernel>.1.nbc``, ``.2.nbc``, ...), writes the index, then the data file. Two
 processes compiling *different* overloads of one kernel at once (a float32 and a float64 layer,
 DDP ranks or test workers on a cold cache) can both read the same index and both pick ``.1.nbc``:
-the index then maps one signature to the other's machine code, and every later process that
-loads that overload runs the wrong code (seen here: a segmentation fault in the pooling layer's
-float32 kernel after two pytest workers compiled its float32 and float64 variants together).
+the index then drops one of them or maps one signature to the other's machine code, which every
+later process that loads that overload would run (``tests/test_numba_cache.py`` makes two savers
+race: without the lock one entry is lost).
 
 :func:`install` (run by ``import gglspeedup``; it does not import Numba) makes each save one
 critical section across processes: an exclusive ``flock`` on ``<index>.lock`` beside the index,

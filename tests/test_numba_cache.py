@@ -1,8 +1,7 @@
 """Numba's on-disk cache under processes that compile at once (gglspeedup._numba_cache).
 
 Two savers of different overloads of one kernel must not both name their data file ``.1.nbc``:
-the index would then map one signature to the other's machine code (a segmentation fault in the
-pooling layer after two test workers compiled its float32 and float64 variants together).
+the index would then drop one of them or map one signature to the other's machine code.
 """
 
 import subprocess
