@@ -42,6 +42,11 @@ def test_concurrent_saves_of_two_overloads_keep_each_its_own_data(tmp_path, monk
     assert sorted(p.name for p in tmp_path.glob("*.nbc")) == ["kernel-1.py311.1.nbc", "kernel-1.py311.2.nbc"]
 
 
+def _printed(code: str) -> list:
+    """The words a fresh Python process running ``code`` printed."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
 def test_the_lock_holds_when_numba_was_imported_before_gglspeedup():
     code = (
         "import numba, numba.core.caching as c\n"
@@ -49,8 +54,7 @@ def test_the_lock_holds_when_numba_was_imported_before_gglspeedup():
         "import gglspeedup\n"
         "print(getattr(c.IndexDataCacheFile.save, 'gglspeedup_locked', False))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["True"]
+    assert _printed(code) == ["True"]
 
 
 def test_import_gglspeedup_leaves_numba_unimported_and_locks_it_when_it_loads():
@@ -60,5 +64,4 @@ def test_import_gglspeedup_leaves_numba_unimported_and_locks_it_when_it_loads():
         "import numba.core.caching as c\n"
         "print(getattr(c.IndexDataCacheFile.save, 'gglspeedup_locked', False))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["False", "True"]
+    assert _printed(code) == ["False", "True"]
