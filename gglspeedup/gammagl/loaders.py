@@ -120,8 +120,11 @@ class _GraphLoader(BaseLoader):
         import tensorlayerx as tlx
 
         if self._skeleton:
-            hops = {t: (batch[t], row[t], col[t], edge[t]) for t in self.edge_types} if self.is_hetero else {}
-            for store, source, target, ids in hops.values() if self.is_hetero else [(batch, row, col, edge)]:
+            if self.is_hetero:
+                stores = [(batch[t], row[t], col[t], edge[t]) for t in self.edge_types]
+            else:
+                stores = [(batch, row, col, edge)]
+            for store, source, target, ids in stores:
                 store.edge_index, store.e_id = tlx.stack([source, target], axis=0), ids
         for name, value in rows.items():
             if self.is_hetero:
