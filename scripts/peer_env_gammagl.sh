@@ -146,5 +146,9 @@ print(f"torch {torch.__version__}, numpy {numpy.__version__}, numba {numba.__ver
       f"tensorlayerx {tensorlayerx.__version__}, gammagl_pt21 {version('gammagl_pt21')}, gglspeedup from {gglspeedup.__file__}")
 problem = tensorlayerx_problem()
 print("TensorLayerX on torch 2:", problem or "trains")
+try:  # GAMMAGL_SERVICE=1
+    print(f"service: ray {version('ray')}, pymetis {version('pymetis')}")
+except Exception:
+    print("service: not installed (GAMMAGL_SERVICE=1 adds ray and pymetis)")
 EOF
 echo "GammaGL sources at $TAG: $SRC"
