@@ -6,11 +6,13 @@
 #
 #   bash scripts/peer_env_gammagl.sh                      # venv in $GAMMAGL_VENV (default /work/peers/gammagl)
 #   GAMMAGL_GIT=/path/to/GammaGL.git bash scripts/peer_env_gammagl.sh   # where GammaGL's sources come from
+#   GAMMAGL_SERVICE=1 bash scripts/peer_env_gammagl.sh    # also ray + pymetis, for tools/gammagl_service.py
 #
 # What it does:
 #   1. Python 3.11 venv with torch==2.1.2, torchvision==0.16.2, numpy 1.24, tensorlayerx==0.5.8,
 #      gammagl_pt21==0.5.0.post121 (GammaGL 0.5.0), and gglspeedup's own dependencies at versions
-#      that keep numpy 1.24 (numba 0.68.1 supports numpy >= 1.22; scipy 1.15.3 >= 1.23.5).
+#      that keep numpy 1.24 (numba 0.68.1 supports numpy >= 1.22; scipy 1.15.3 >= 1.23.5; xxhash for
+#      saved graphs' and partitions' checksums).
 #      gglspeedup itself is installed editable with --no-deps from this checkout, so the peer
 #      venv always runs the working tree's code.
 #   2. The two fixes TensorLayerX 0.5.8 needs on torch 2 (GammaGL's README points at a TLX fork
@@ -35,8 +37,13 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check -q)
 "${PIP[@]}" "torch==2.1.2" "torchvision==0.16.2" "numpy==1.24.*" "tensorlayerx==0.5.8" \
-    "gammagl_pt21==0.5.0.post121" "numba==0.68.1" "scipy==1.15.3" "tbb==2023.2.0" "tqdm" "pytest"
+    "gammagl_pt21==0.5.0.post121" "numba==0.68.1" "scipy==1.15.3" "tbb==2023.2.0" "xxhash==4.1.0" "tqdm" "pytest"
 "${PIP[@]}" --no-deps -e .
+# The service (gglspeedup.service, tools/gammagl_service.py): Ray and METIS at constraints.txt's
+# versions; both take numpy 1.24, so torch 2.1.2 / numpy 1.24 stay as they are (checked below).
+if [ "${GAMMAGL_SERVICE:-0}" = "1" ]; then
+    "${PIP[@]}" "ray==2.60.0" "pymetis==2025.2.2" "numpy==1.24.*" "torch==2.1.2"
+fi
 
 # 2. TensorLayerX on torch 2 (idempotent: an already fixed file is left alone).
 if [ "${GAMMAGL_TLX_FIXES:-1}" = "1" ]; then
@@ -139,5 +146,9 @@ print(f"torch {torch.__version__}, numpy {numpy.__version__}, numba {numba.__ver
       f"tensorlayerx {tensorlayerx.__version__}, gammagl_pt21 {version('gammagl_pt21')}, gglspeedup from {gglspeedup.__file__}")
 problem = tensorlayerx_problem()
 print("TensorLayerX on torch 2:", problem or "trains")
+try:  # GAMMAGL_SERVICE=1
+    print(f"service: ray {version('ray')}, pymetis {version('pymetis')}")
+except Exception:
+    print("service: not installed (GAMMAGL_SERVICE=1 adds ray and pymetis)")
 EOF
 echo "GammaGL sources at $TAG: $SRC"

@@ -289,3 +289,38 @@ def test_prefetch_thread_runs_numba_with_prefetch_threads(edge_index, threads):
     assert seen == [threads or numba.config.NUMBA_NUM_THREADS] * 2
     with pytest.raises(ValueError, match="prefetch_threads must be >= 1"):
         loader(edge_index, sample_lists=[2], prefetch_threads=0)
+
+
+def test_bench_gammagl_loop_shares_pair_each_epoch_with_its_rounds_model_epoch():
+    from gglspeedup.bench.gammagl import _loop_shares
+
+    loops = {  # (outside_s, step_s) per batch; the first epoch of each is the untimed warm-up
+        "model only": [[(9.0, 9.0)], [(0.0, 2.0), (0.0, 2.0)], [(0.0, 4.0), (0.0, 4.0)]],
+        "prefetch": [[(9.0, 1.0)], [(0.5, 2.0), (0.0, 2.0)], [(0.1, 5.0), (0.1, 5.0)]],
+    }
+    out = _loop_shares(loops, repeats=2)["prefetch"]
+    assert out["outside_over_step_rounds"] == [0.125, 0.02]  # 0.5 / 4 and 0.2 / 10, each in its own epoch
+    assert out["outside_over_step"] == pytest.approx(0.0725)
+    assert out["first_batch_outside_s"] == pytest.approx(0.3)
+    assert out["step_over_model_step"] == pytest.approx((1.0 + 1.25) / 2)  # 4 / 4 and 10 / 8, per round
+    assert out["step_over_model_step_batch_median"] == pytest.approx(1.125)  # of 1, 1, 1.25, 1.25
+    assert out["loop_over_model_step"] == pytest.approx((1.125 * 1.0 + 1.02 * 1.25) / 2)
+    assert _loop_shares(loops, repeats=2)["model only"]["outside_over_step"] == 0.0
+    cpu = _loop_shares(loops, repeats=2, cpu_s={"model only": [9.0, 8.0, 10.0], "prefetch": [9.0, 8.4, 10.3]})
+    assert cpu["prefetch"]["cpu_over_model_cpu_rounds"] == [1.05, 1.03]  # paired with the model's epoch, per round
+    assert cpu["prefetch"]["cpu_over_model_cpu"] == pytest.approx(1.04)
+
+
+def test_prefetch_nice_lowers_only_the_producer_threads_priority(edge_index):
+    seen = []
+
+    def transform(*batch):  # runs on the producer thread when prefetching
+        seen.append(os.getpriority(os.PRIO_PROCESS, 0))
+        return batch
+
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    batches = loader(edge_index, sample_lists=[2], batch_size=30, prefetch=2, prefetch_nice=5, transform=transform)
+    assert len(list(batches)) == 2
+    assert seen == [min(base + 5, 19)] * 2 and os.getpriority(os.PRIO_PROCESS, 0) == base
+    with pytest.raises(ValueError, match="prefetch_nice"):
+        loader(edge_index, sample_lists=[2], prefetch_nice=20)

@@ -5,7 +5,10 @@ each in a fresh process:
 
 - ``control``: GammaGL 0.5.0's ``NeighborSampler``, ``NodeNeighborLoader``, ``LinkNeighborLoader``;
 - ``ours``: the same names in ``gammagl.loader`` (and its submodules) replaced by
-  ``gglspeedup.gammagl``'s before any test imports them.
+  ``gglspeedup.gammagl``'s before any test imports them;
+- ``cluster`` (``--modes control,ours,cluster``; needs Ray and pymetis, ``GAMMAGL_SERVICE=1``):
+  ``ours``, each loader sampling through a service cluster of 2 Ray servers over the graph it is
+  given, Ray in a private network namespace (``tools/gammagl_service.py``'s ``swap_in_cluster``).
 
 What runs, unmodified, from GammaGL's sources at the installed version's tag (v0.5.0):
 
@@ -28,6 +31,7 @@ TensorLayerX 0.5.8 on torch rejects them, so without this both modes fail there 
 any loader runs: see :func:`lenient_tensorlayerx`).
 
     /work/peers/gammagl/bin/python tools/gammagl_conformance.py [--repeats 5] [--seeds 3] [--json out.json]
+    /work/peers/gammagl/bin/python tools/gammagl_conformance.py --modes ours,cluster  # GammaGL's tests on a cluster
 """
 
 from __future__ import annotations
@@ -276,6 +280,10 @@ def prepare(mode: str) -> None:
     lenient_tensorlayerx(tlx)
     if mode == "ours":
         swap_in_ours()
+    elif mode == "cluster":  # ours, sampling through Ray servers (tools/gammagl_service.py)
+        from gammagl_service import swap_in_cluster
+
+        swap_in_cluster()
 
 
 # ---------------------------------------------------------------------------------- driver

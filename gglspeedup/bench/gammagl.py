@@ -14,8 +14,15 @@ permutation), each round one epoch of ``--batches`` batches per contender:
   (iterating the loader);
 - sampling + gather: the same plus the loop's ``tlx.gather(x, n_id)``;
 - epoch: the whole loop with GammaGL's sampler, with ours, with ours and ``prefetch=2, x=x`` (the
-  next batch sampled and its rows gathered on a background thread while the model trains), and
-  the model alone over batches prepared beforehand (the floor the prefetching epoch is held to).
+  next batch sampled and its rows gathered on a background thread while the model trains), the
+  same with ``prefetch_nice=19`` (that thread on the cycles the model leaves idle), and the model
+  alone over batches prepared beforehand (the floor the prefetching epoch is held to);
+  ``--epoch-contenders`` picks some of them.
+- loop: for each epoch contender, timed per batch inside the same loop, the time outside the
+  model step (the loader's ``next`` and the loop's gather) over the step time of the same epoch,
+  and the step time over the model-only epoch's of the same round, batch by batch: the first
+  says what the loop waits for, the second what the loader's thread takes from the model's cores.
+  Unlike the epoch walls, the first does not depend on the load changing between epochs.
 
 Ratios are medians of per-round paired ratios. Also reported: construction time of both loaders,
 and ours's first batch apart from the warm ones, in this process (the Numba cache as found) and in
@@ -35,6 +42,9 @@ import numpy as np
 
 __all__ = ["add_arguments", "run"]
 
+PREFETCHING = "ours, prefetch=2, x="
+YIELDING = "ours, prefetch=2, x=, prefetch_nice=19"  # the producer on the cycles the model leaves idle
+
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
@@ -53,6 +63,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--classes", type=int, default=41, help="output classes (default 41, Reddit's)")
     parser.add_argument("--parts", default="sample,gather,epoch", help="which tables: sample, gather, epoch")
     parser.add_argument("--first-call", default="yes", choices=("yes", "no"), help="cold/warm-cache subprocesses")
+    parser.add_argument(
+        "--epoch-contenders",
+        default=None,
+        help=f"the epoch table's loops: gammagl, ours, prefetch ({PREFETCHING!r}), nice ({YIELDING!r}), model "
+        "(default: all five)",
+    )
     add_common_arguments(parser, seed=(0, None), threads=None)
 
 
@@ -113,6 +129,7 @@ def run(args) -> dict:
     theirs, theirs_build_s = build("gammagl")
     ours, ours_build_s = build("ours")
     prefetching, _ = build("ours", x=x, prefetch=2)
+    yielding, _ = build("ours", x=x, prefetch=2, prefetch_nice=19)
     first, warm = _first_batches(ours)
     results = {
         "command": "gammagl",
@@ -145,50 +162,99 @@ def run(args) -> dict:
         net.set_train()
         train_one_step({"x": features, "y": y, "dst_node": dst_node, "subgs": adjs}, label)
 
-    def sample_epoch(loader, gather=False, train=False):
+    def sample_epoch(loader, gather=False):
         edges = 0
-        for dst_node, n_id, adjs in loader:
+        for _dst_node, n_id, adjs in loader:
             edges += _edges(adjs)
-            if gather or train:
-                features = tlx.gather(x, n_id)
-            if train:
-                step(features, dst_node, adjs)
+            if gather:
+                tlx.gather(x, n_id)
         return edges
 
-    def prefetch_epoch():
-        edges = 0
-        for dst_node, _, adjs, features in prefetching:
-            edges += _edges(adjs)
+    loops = {}  # epoch contender -> one list per epoch of (outside_s, step_s) per batch
+    cpu_s = {}  # epoch contender -> the process's CPU seconds per epoch
+
+    def train_epoch(name, batches):
+        """GammaGL's loop over ``batches`` (``(features, dst_node, adjs)``, made as the loop asks
+        for them), timing per batch the time outside the model step (in the loader's ``next``,
+        the gather included) and the step itself."""
+        edges, times = 0, []
+        cpu, mark = time.process_time(), time.perf_counter()
+        for features, dst_node, adjs in batches:
+            got = time.perf_counter()
             step(features, dst_node, adjs)
+            done = time.perf_counter()
+            times.append((got - mark, done - got))
+            edges += _edges(adjs)
+            mark = done
+        loops.setdefault(name, []).append(times)
+        cpu_s.setdefault(name, []).append(time.process_time() - cpu)  # every thread of the process
         return edges
+
+    def gathered(loader):
+        return ((tlx.gather(x, n_id), dst_node, adjs) for dst_node, n_id, adjs in loader)
 
     prepared = [(tlx.gather(x, n_id), dst_node, adjs) for dst_node, n_id, adjs in ours]
-
-    def model_epoch():
-        for features, dst_node, adjs in prepared:
-            step(features, dst_node, adjs)
-        return sum(_edges(adjs) for _, _, adjs in prepared)
-
+    epochs = {
+        "gammagl": lambda: train_epoch("gammagl", gathered(theirs)),
+        "ours": lambda: train_epoch("ours", gathered(ours)),
+        PREFETCHING: lambda: train_epoch(PREFETCHING, ((f, d, a) for d, _, a, f in prefetching)),
+        YIELDING: lambda: train_epoch(YIELDING, ((f, d, a) for d, _, a, f in yielding)),
+        "model only": lambda: train_epoch("model only", iter(prepared)),
+    }
+    keys = dict(zip(("gammagl", "ours", "prefetch", "nice", "model"), epochs))
+    chosen = [k.strip() for k in (args.epoch_contenders or ",".join(keys)).split(",") if k.strip()]
+    if not set(chosen) <= set(keys) or "model" not in chosen:
+        raise ValueError(f"--epoch-contenders must name some of {list(keys)}, model among them; got {chosen}")
+    chosen = [keys[k] for k in chosen]
     tables = {
         "sample": {"gammagl": lambda: sample_epoch(theirs), "ours": lambda: sample_epoch(ours)},
         "gather": {
             "gammagl": lambda: sample_epoch(theirs, gather=True),
             "ours": lambda: sample_epoch(ours, gather=True),
         },
-        "epoch": {
-            "gammagl": lambda: sample_epoch(theirs, train=True),
-            "ours": lambda: sample_epoch(ours, train=True),
-            "ours, prefetch=2, x=": prefetch_epoch,
-            "model only": model_epoch,
-        },
+        "epoch": {name: epochs[name] for name in chosen},
     }
     for part in ("sample", "gather", "epoch"):
         if part in parts:
             results[part] = _interleaved(tables[part], args.repeats)
+    if "epoch" in parts:
+        results["loop"] = _loop_shares(loops, args.repeats, cpu_s)
     if args.first_call == "yes":
         results["first_call_subprocess"] = _first_call_subprocesses(args.graph, fanouts, args.batch, args.seed)
     _print(results, format_table)
     return results
+
+
+def _loop_shares(loops: dict, repeats: int, cpu_s: dict | None = None) -> dict:
+    """Per epoch contender, from its timed epochs (the warm-up one dropped): the time outside the
+    model step as a share of the step time in the same epoch (medians over epochs, and over
+    batches paired with their own step), and its step time against the model-only epoch's of
+    the same round, paired batch by batch (the cores the loader's work takes from the model).
+    With ``cpu_s`` (the process's CPU seconds per epoch), also the epoch's CPU over the
+    model-only epoch's of the same round: the CPU the loader adds, which the machine's load
+    does not inflate as it inflates walls (the most the loader can take from the model's cores)."""
+    model = loops["model only"][-repeats:]
+    out = {}
+    for name, epochs in loops.items():
+        epochs = epochs[-repeats:]
+        outside = [sum(o for o, _ in e) / sum(s for _, s in e) for e in epochs]
+        per_batch = [o / s for e in epochs for o, s in e]
+        paired = [s / m for e, base in zip(epochs, model) for (_, s), (_, m) in zip(e, base)]
+        step_share = [sum(s for _, s in e) / sum(m for _, m in base) for e, base in zip(epochs, model)]
+        out[name] = {
+            "outside_over_step": float(np.median(outside)),
+            "outside_over_step_rounds": [round(v, 4) for v in outside],
+            "outside_over_step_batch_median": float(np.median(per_batch)),
+            "first_batch_outside_s": float(np.median([e[0][0] for e in epochs])),
+            "step_over_model_step": float(np.median(step_share)),
+            "step_over_model_step_batch_median": float(np.median(paired)),
+            "loop_over_model_step": float(np.median([(1 + o) * r for o, r in zip(outside, step_share)])),
+        }
+        if cpu_s:
+            ratios = np.divide(cpu_s[name][-repeats:], cpu_s["model only"][-repeats:])
+            out[name]["cpu_over_model_cpu"] = float(np.median(ratios))
+            out[name]["cpu_over_model_cpu_rounds"] = [round(float(v), 4) for v in ratios]
+    return out
 
 
 def _first_batches(loader, warm: int = 5) -> tuple:
@@ -223,7 +289,8 @@ def _interleaved(contenders: dict, repeats: int) -> dict:
     for name in names:
         row = {"round_s": [round(s, 4) for s in seconds[name]], "median_s": float(np.median(seconds[name]))}
         row["edges_per_s"] = edges[name] / row["median_s"]
-        row["speedup_vs_gammagl"] = float(np.median(np.divide(seconds[names[0]], seconds[name])))
+        base = seconds.get("gammagl")  # absent when --epoch-contenders leaves GammaGL's loop out
+        row["speedup_vs_gammagl"] = float(np.median(np.divide(base, seconds[name]))) if base else float("nan")
         if "model only" in contenders:
             row["x_model_only"] = float(np.median(np.divide(seconds[name], seconds["model only"])))
         out[name] = row
@@ -292,6 +359,23 @@ def _print(results: dict, format_table) -> None:
         if part in results:
             rows = [dict(row, name=name, edges_per_s_m=row["edges_per_s"] / 1e6) for name, row in results[part].items()]
             print(f"\n{title}\n" + format_table(rows, columns))
+    if "loop" in results:
+        columns = table_columns(
+            "name",
+            ("outside_over_step", "outside / step", ".4f"),
+            ("outside_over_step_batch_median", "per batch", ".4f"),
+            ("first_batch_outside_s", "first batch outside s", ".3f"),
+            ("step_over_model_step", "step / model's", ".3f"),
+            ("step_over_model_step_batch_median", "per batch", ".3f"),
+            ("loop_over_model_step", "loop / model's steps", ".3f"),
+            ("cpu_over_model_cpu", "CPU / model's", ".3f"),
+        )
+        rows = [dict(row, name=name) for name, row in results["loop"].items()]
+        print(
+            "\nper batch, in the same loop: time outside the model step (the loader's next + the gather) "
+            "over the step time, the step time over the model-only epoch's of the same round, and the "
+            "process's CPU seconds over the model-only epoch's (medians)\n" + format_table(rows, columns)
+        )
     if "first_call_subprocess" in results:
         first = results["first_call_subprocess"]
         print(

@@ -20,7 +20,14 @@ import numpy as np
 
 from ..device import to_numpy
 
-__all__ = ["flat_sample", "flat_hetero_sample", "induced_edges", "link_queries"]
+__all__ = [
+    "flat_sample",
+    "flat_hetero_sample",
+    "induced_edges",
+    "link_queries",
+    "check_node_attrs",
+    "gather_node_attrs",
+]
 
 
 def _concat(parts: list, dtype=np.int64) -> np.ndarray:
@@ -90,3 +97,46 @@ def link_queries(pairs: np.ndarray, labels: np.ndarray, ratio: float, num_nodes:
         labels = np.concatenate([labels + 1, np.zeros((num_negatives, *labels.shape[1:]), dtype=labels.dtype)])
     query_nodes, inverse = np.unique(pairs.reshape(-1), return_inverse=True)
     return query_nodes.astype(np.int64, copy=False), inverse.reshape(2, -1).astype(np.int64, copy=False), labels
+
+
+def check_node_attrs(owner: str, node_attrs, node_types=None) -> dict:
+    """``node_attrs`` checked: a dict attribute name (str) -> row source (``source[ids]``), or for
+    a typed graph (``node_types`` given) name -> {node type: source}; ``None`` is ``{}``."""
+    if node_attrs is None:
+        return {}
+    if not isinstance(node_attrs, dict):
+        raise TypeError(
+            f"{owner}: node_attrs must be a dict attribute name -> row source, got {type(node_attrs).__name__}"
+        )
+    for name, value in node_attrs.items():
+        if not isinstance(name, str):
+            raise TypeError(f"{owner}: node_attrs' keys must be attribute names (str), got {name!r}")
+        sources = value if node_types is not None else {None: value}
+        if node_types is not None:
+            if not isinstance(value, dict):
+                raise TypeError(
+                    f"{owner}: node_attrs[{name!r}] must be a dict node type -> row source for a HeteroGraph, "
+                    f"got {type(value).__name__}"
+                )
+            unknown = sorted(set(value) - set(node_types), key=str)
+            if unknown:
+                raise ValueError(f"{owner}: node_attrs[{name!r}] names node types {unknown} the graph does not have")
+        for node_type, source in sources.items():
+            if not hasattr(source, "__getitem__"):
+                where = f"[{name!r}]" + ("" if node_type is None else f"[{node_type!r}]")
+                raise TypeError(
+                    f"{owner}: node_attrs{where} must give rows by node id (source[ids]), got {type(source).__name__}"
+                )
+    return dict(node_attrs)
+
+
+def gather_node_attrs(node_attrs: dict, node) -> dict:
+    """Host arrays of each ``node_attrs`` source's rows of ``node`` (the sampled ids, or a dict
+    node type -> ids when the sources are per type), in ``node``'s order."""
+    out = {}
+    for name, value in node_attrs.items():
+        if isinstance(node, dict):
+            out[name] = {t: to_numpy(source[node[t]]) for t, source in value.items()}
+        else:
+            out[name] = to_numpy(value[node])
+    return out

@@ -13,6 +13,12 @@ edges can come from more than one hop; ``directed=False`` (a ``Graph``) really a
 between sampled nodes (GammaGL 0.5.0 ignores it); link negatives are independent uniform pairs
 (GammaGL's repeat one random pair ``int(B * neg_sampling_ratio)`` times); shuffling and draws are
 keyed by ``seed`` (runs replay exactly).
+
+gglspeedup only: ``neighbor_sampler=`` takes a ready gglspeedup sampler (a service cluster's
+``cluster.sampler(...)``, whose graph lives on its servers) and ``node_attrs=`` node attributes
+gathered by id from any source (``cluster.features()``, ``cluster.labels``); the ``graph`` then
+needs no edges or attributes of its own (``Graph(num_nodes=N)``), and the batches equal those of
+the same loader over the whole graph.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from .. import backends
 from ..graph import CSRGraph
 from ..loader import BaseLoader
 from ._common import gammagl_device, host_array, loader_options
-from ._flat import flat_hetero_sample, flat_sample, induced_edges, link_queries
+from ._flat import check_node_attrs, flat_hetero_sample, flat_sample, gather_node_attrs, induced_edges, link_queries
 from ._tlx import require_gammagl
 
 __all__ = ["NodeNeighborLoader", "LinkNeighborLoader"]
@@ -44,25 +50,40 @@ class _GraphLoader(BaseLoader):
         require_gammagl(owner)
         from gammagl.data import Graph, HeteroGraph
 
-        if neighbor_sampler is not None:
-            raise NotImplementedError(f"{owner}: a custom neighbor_sampler is not supported (gglspeedup samples)")
         options = loader_options(owner, kwargs)
         self.graph, self.directed = graph, bool(directed)
         device = gammagl_device(device)
-        if isinstance(graph, HeteroGraph):
+        if not isinstance(graph, (Graph, HeteroGraph)):
+            raise TypeError(f"{owner} needs a gammagl.data.Graph or HeteroGraph, got {type(graph).__name__}")
+        self.is_hetero = isinstance(graph, HeteroGraph)
+        self._given = neighbor_sampler is not None
+        self._ours = None  # the local graph: the sampler's, or directed=False's induced edges
+        if self.is_hetero:
             self.node_types, self.edge_types = graph.metadata()
             if not self.directed:
                 raise NotImplementedError(f"{owner}: directed=False on a HeteroGraph is not supported")
+        self._skeleton = False  # a given sampler and a graph without edges: n_id, e_id, edge_index set here
+        if self._given:
+            sampler = _given_sampler(owner, graph, neighbor_sampler, num_neighbors, self.is_hetero)
+            stores = [graph[et] for et in graph.metadata()[1]] if self.is_hetero else [graph]
+            self._skeleton = all(getattr(store, "edge_index", None) is None for store in stores)
+            if self.is_hetero:  # the graph's edges may be absent: the sampler's types
+                self.node_types, self.edge_types = list(sampler.graph.node_types), list(sampler.graph.edge_types)
+            elif not self.directed:
+                if getattr(graph, "edge_index", None) is None:
+                    raise NotImplementedError(
+                        f"{owner}: directed=False with a given neighbor_sampler needs the graph's edge_index "
+                        "(the edges between sampled nodes are read from it)"
+                    )
+                self._ours = CSRGraph.from_edge_index(_edge_index(graph), num_nodes=int(graph.num_nodes))
+        elif self.is_hetero:
             relations = {et: _edge_index(graph[et]) for et in self.edge_types}
             counts = {t: int(graph[t].num_nodes) for t in self.node_types}
             self._ours = OurHeteroGraph(relations, counts)
             sampler = HeteroNeighborSampler(self._ours, num_neighbors, replace=replace, seed=seed, device=device)
-        elif isinstance(graph, Graph):
+        else:
             self._ours = CSRGraph.from_edge_index(_edge_index(graph), num_nodes=int(graph.num_nodes))
             sampler = Sampler(self._ours, num_neighbors, replace=replace, seed=seed, device=device)
-        else:
-            raise TypeError(f"{owner} needs a gammagl.data.Graph or HeteroGraph, got {type(graph).__name__}")
-        self.is_hetero = isinstance(graph, HeteroGraph)
         self._setup(
             sampler,
             None,
@@ -76,15 +97,42 @@ class _GraphLoader(BaseLoader):
             typed=True,  # no feature source: GammaGL's builder slices the graph's attributes
         )
 
+    def _set_node_attrs(self, owner, node_attrs) -> None:
+        self._node_attrs = check_node_attrs(owner, node_attrs, self.node_types if self.is_hetero else None)
+
     def _subgraph(self, out) -> tuple:
-        """``(node, row, col, edge)`` as TensorLayerX tensors (dicts for a HeteroGraph)."""
+        """``(node, row, col, edge)`` as TensorLayerX tensors (dicts for a HeteroGraph), and the
+        ``node_attrs`` rows of ``node`` (name -> tensor, or name -> node type -> tensor)."""
         if self.is_hetero:
             arrays = flat_hetero_sample(out, self.node_types, self.edge_types)
         else:
             arrays = flat_sample(out)
             if not self.directed:
                 arrays = (arrays[0], *induced_edges(self._ours, arrays[0]))
-        return backends.to("tlx", arrays)
+        rows = gather_node_attrs(self._node_attrs, arrays[0])
+        if self._skeleton:  # the ids GammaGL's slicing cannot give
+            rows["n_id"] = arrays[0]
+        return backends.to("tlx", arrays), backends.to("tlx", rows)
+
+    def _with_node_attrs(self, batch, rows, row, col, edge):
+        """``batch`` with the gathered ``node_attrs`` set on it (on each node type's store); with a
+        given sampler and a ``graph`` without edges also ``n_id``, ``e_id`` and ``edge_index``."""
+        import tensorlayerx as tlx
+
+        if self._skeleton:
+            if self.is_hetero:
+                stores = [(batch[t], row[t], col[t], edge[t]) for t in self.edge_types]
+            else:
+                stores = [(batch, row, col, edge)]
+            for store, source, target, ids in stores:
+                store.edge_index, store.e_id = tlx.stack([source, target], axis=0), ids
+        for name, value in rows.items():
+            if self.is_hetero:
+                for node_type, tensor in value.items():
+                    setattr(batch[node_type], name, tensor)
+            else:
+                setattr(batch, name, value)
+        return batch
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -107,10 +155,23 @@ class NodeNeighborLoader(_GraphLoader):
         ``False`` adds every edge between sampled nodes (``Graph`` only).
     is_sorted : bool
         Accepted (GammaGL's hint that ``edge_index`` is sorted; nothing to sort here).
-    neighbor_sampler : None
-        A custom sampler raises ``NotImplementedError``.
+    neighbor_sampler : gglspeedup NeighborSampler / HeteroNeighborSampler, optional
+        gglspeedup only: a ready sampler draws the batches instead of one built over ``graph``'s
+        edges (e.g. a service cluster's ``cluster.sampler(...)``), with ``num_neighbors`` as its
+        fanouts (``with_fanouts``) and its own ``seed``, ``replace`` and ``device``; ``graph``
+        must have its node counts, and needs no edges. Given a ``graph`` without edges (no
+        ``edge_index``: ``Graph(num_nodes=N)``), each batch carries ``edge_index`` and also ``n_id``
+        (the sampled nodes' global ids, per node type) and ``e_id`` (each edge's id, per edge
+        type), which GammaGL's slicing has nothing to take from. ``directed=False`` reads the edges
+        between sampled nodes from ``graph``'s ``edge_index`` (``NotImplementedError`` without
+        one). GammaGL's own sampler objects raise ``NotImplementedError``.
     batch_size, shuffle, drop_last
         TensorLayerX ``DataLoader`` options, as GammaGL's.
+    node_attrs : dict, optional
+        gglspeedup only: node attribute name -> a source of rows by node id (``source[ids]``: an
+        array, a :class:`~gglspeedup.FeatureStore`, ``cluster.features()``, ``cluster.labels``);
+        for a ``HeteroGraph`` name -> node type -> source. Each batch gets the rows of its nodes
+        as that attribute, set after GammaGL's slicing (replacing a sliced one of the same name).
     prefetch, seed, device
         gglspeedup only: batches built ahead on a background thread; the key of shuffles and
         draws; where sampling runs (``-1``: the CPU).
@@ -129,6 +190,7 @@ class NodeNeighborLoader(_GraphLoader):
         is_sorted: bool = False,
         neighbor_sampler=None,
         *,
+        node_attrs=None,
         prefetch: int = 0,
         seed: int = 0,
         device="cpu",
@@ -136,6 +198,7 @@ class NodeNeighborLoader(_GraphLoader):
     ):
         owner = type(self).__name__
         self._build(owner, graph, num_neighbors, replace, directed, neighbor_sampler, kwargs, prefetch, seed, device)
+        self._set_node_attrs(owner, node_attrs)
         from gammagl.loader.utils import get_input_nodes_index
 
         self.input_type, index = get_input_nodes_index(graph, input_nodes_type)
@@ -152,7 +215,7 @@ class NodeNeighborLoader(_GraphLoader):
         key = self._key(epoch, index)
         out = self.sampler.sample({self.input_type: seeds} if self.is_hetero else seeds, key=key)
         sampled = time.perf_counter()
-        node, row, col, edge = self._subgraph(out)
+        (node, row, col, edge), rows = self._subgraph(out)
         if self.is_hetero:
             batch = filter_hetero_graph(self.graph, node, row, col, edge, {})
             batch[self.input_type].batch_size = len(seeds)
@@ -161,7 +224,7 @@ class NodeNeighborLoader(_GraphLoader):
             batch.batch = None
             batch.batch_size = len(seeds)
         self._timed(start, sampled, sampled, seeds=len(seeds))
-        return batch
+        return self._with_node_attrs(batch, rows, row, col, edge)
 
 
 class LinkNeighborLoader(_GraphLoader):
@@ -177,7 +240,7 @@ class LinkNeighborLoader(_GraphLoader):
         The pairs to iterate (default: the graph's edges).
     edge_label : tensor (E, ...), optional
         Their labels (default: zeros, float32).
-    replace, directed, is_sorted, neighbor_sampler
+    replace, directed, is_sorted, neighbor_sampler, node_attrs
         As :class:`NodeNeighborLoader`.
     neg_sampling_ratio : float
         ``int(B * ratio)`` uniform negative pairs per batch of ``B``; the positives' labels then
@@ -202,6 +265,7 @@ class LinkNeighborLoader(_GraphLoader):
         neighbor_sampler=None,
         is_sorted: bool = False,
         *,
+        node_attrs=None,
         prefetch: int = 0,
         seed: int = 0,
         device="cpu",
@@ -214,6 +278,7 @@ class LinkNeighborLoader(_GraphLoader):
                 f"{owner} over a HeteroGraph is not supported (GammaGL 0.5.0 has none either); "
                 "use gglspeedup.LinkLoader(HeteroNeighborSampler(...), ..., edge_type=...)"
             )
+        self._set_node_attrs(owner, node_attrs)
         pairs = _edge_index(graph) if edge_label_index is None else host_array(edge_label_index)
         if pairs.ndim != 2 or pairs.shape[0] != 2 or pairs.dtype.kind not in "iu":
             raise ValueError(f"edge_label_index must be an integer (2, E) tensor, got {pairs.dtype} {pairs.shape}")
@@ -243,15 +308,15 @@ class LinkNeighborLoader(_GraphLoader):
         key = self._key(epoch, index)
         rng = np.random.default_rng([self.seed, key])  # the negatives of batch `key`
         seeds, edge_label_index, edge_label = link_queries(
-            self._pairs[:, positions], self._labels[positions], self.neg_sampling_ratio, self._ours.num_nodes, rng
+            self._pairs[:, positions], self._labels[positions], self.neg_sampling_ratio, self.sampler.num_nodes, rng
         )
         out = self.sampler.sample(seeds, key=key)
         sampled = time.perf_counter()
-        node, row, col, edge = self._subgraph(out)
+        (node, row, col, edge), rows = self._subgraph(out)
         batch = filter_graph(self.graph, node, row, col, edge, None)
         batch.edge_label_index, batch.edge_label = backends.to("tlx", (edge_label_index, edge_label))
         self._timed(start, sampled, sampled, seeds=len(seeds))
-        return batch
+        return self._with_node_attrs(batch, rows, row, col, edge)
 
 
 def _edge_index(store) -> np.ndarray:
@@ -260,3 +325,23 @@ def _edge_index(store) -> np.ndarray:
     if edge_index is None:
         return np.empty((2, 0), dtype=np.int64)
     return host_array(edge_index).astype(np.int64, copy=False)
+
+
+def _given_sampler(owner: str, graph, sampler, num_neighbors, hetero: bool):
+    """``sampler`` (a gglspeedup sampler of ``graph``'s kind and node counts) drawing ``num_neighbors``."""
+    from ..sampling import HeteroNeighborSampler, NeighborSampler
+
+    kind = HeteroNeighborSampler if hetero else NeighborSampler
+    if not isinstance(sampler, kind):
+        raise NotImplementedError(
+            f"{owner}: neighbor_sampler must be None or a gglspeedup {kind.__name__} (e.g. a service cluster's "
+            f"cluster.sampler(...)) for a {'HeteroGraph' if hetero else 'Graph'}, got {type(sampler).__name__}"
+        )
+    if hetero:
+        counts = {t: int(graph[t].num_nodes) for t in graph.metadata()[0]}
+        expected = {t: int(n) for t, n in sampler.num_nodes.items()}
+    else:
+        counts, expected = int(graph.num_nodes), int(sampler.num_nodes)
+    if counts != expected:
+        raise ValueError(f"{owner}: graph has {counts} nodes, neighbor_sampler's graph {expected}; they must agree")
+    return sampler.with_fanouts(num_neighbors)

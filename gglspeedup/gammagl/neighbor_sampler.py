@@ -91,6 +91,11 @@ class NeighborSampler(BaseLoader):
     prefetch_threads : int or None
         gglspeedup only: Numba threads of that background thread (default 1: the model's step keeps
         the cores; sampling a batch takes a small fraction of a step). ``None``: Numba's default.
+    prefetch_nice : int
+        gglspeedup only: how much lower the background thread's scheduling priority is than the
+        process's (Linux nice steps, 0-19; 0: the same). Raised, the thread samples on the cycles
+        the model's step leaves idle instead of taking its cores (a batch still waits for it when
+        it falls behind; the machine's other processes then also come first).
     seed : int
         gglspeedup only: keys the sampler and the shuffle (epoch ``e``'s order is keyed by
         ``(seed, e)``, batch ``i`` samples with key ``e * len(loader) + i``): runs replay exactly.
@@ -116,6 +121,7 @@ class NeighborSampler(BaseLoader):
         x=None,
         prefetch: int = 0,
         prefetch_threads: int | None = 1,
+        prefetch_nice: int = 0,
         seed: int = 0,
         device="cpu",
         backend: str | None = "tlx",
@@ -156,6 +162,7 @@ class NeighborSampler(BaseLoader):
         if prefetch_threads is not None:
             prefetch_threads = check_int("prefetch_threads", prefetch_threads, minimum=1)
         self.producer_threads = prefetch_threads
+        self.producer_nice = check_int("prefetch_nice", prefetch_nice, minimum=0, below=20)
         # Without x there is no feature source to check or pool: the typed path of _setup skips both.
         self._setup(
             sampler,

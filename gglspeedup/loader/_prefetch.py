@@ -8,6 +8,7 @@ batch is handed to the caller's loop and re-raised there.
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 import time
@@ -55,6 +56,9 @@ def _produce(loader, epoch: int, slices: list, items: queue.Queue, stop: threadi
             import numba
 
             numba.set_num_threads(min(int(threads), numba.config.NUMBA_NUM_THREADS))
+        nice = getattr(loader, "producer_nice", None)
+        if nice and hasattr(os, "setpriority"):  # Linux: this thread only; it ends with the epoch
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + nice)
         device, stream = _device_and_stream(loader.sampler)
         with stop_scope(flag), device, stream as current:  # every launch and CuPy call: one stream
             for index, batch_seeds in enumerate(slices):
@@ -77,7 +81,10 @@ class PrefetchIterator:
     batch, ``loader.prefetch`` bounds the queue, ``loader.sampler.device`` picks the CUDA stream,
     ``loader._count(wait_s=...)`` records the caller's waits, and an optional
     ``loader.producer_threads`` caps the Numba threads of the producer thread (the trainer's own
-    threads are left alone). ``slices`` are the epoch's seed batches.
+    threads are left alone), and an optional ``loader.producer_nice`` (``> 0``) lowers that
+    thread's scheduling priority by as much (on Linux, where a thread has a nice value of its
+    own), so that it runs on the cycles the trainer leaves idle. ``slices`` are the epoch's seed
+    batches.
     """
 
     def __init__(self, loader, epoch: int, slices: list):
