@@ -16,10 +16,12 @@ echo "== ruff (lint, then format check; configuration in pyproject.toml)"
 # compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Tests
 # marked `serial` (they assert how soon Ctrl-C lands) run afterwards, alone.
 WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup)
+# The 25 slowest tests of each pass are listed at its end, so a log shows where the time went.
+SLOWEST=(--durations=25)
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
 echo "== the serial tests, alone"
 # exit status 5: extra arguments (-k ...) selected none of them
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -m serial tests "$@" || [ $? -eq 5 ]
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SLOWEST[@]}" -m serial tests "$@" || [ $? -eq 5 ]
 echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1)"
-NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" -m cuda tests "$@"
+NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m cuda tests "$@"

@@ -82,6 +82,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_hw)
         if "cuda" in item.keywords and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU and the CUDA simulator is off"))
+    # Longest first: xdist hands each worker the next test as it finishes one, in this order, so
+    # the wall ends with whichever test started last. Files holding a `slow` test run before the
+    # rest (whole files, so a module fixture is set up once), and the two workers end together.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 def to_host(array):

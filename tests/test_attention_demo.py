@@ -47,6 +47,7 @@ def test_generated_sequences_have_their_lengths_and_labels():
         assert evaluate(row[:length].tolist()) == label
 
 
+@pytest.mark.slow
 def test_tiny_run_trains_reports_and_plots(capsys, tmp_path):
     result = load_demo().main(
         ["--train", "16", "--val", "8", "--min-len", "40", "--max-len", "70", "--epochs", "2", "--hidden", "8",

@@ -42,6 +42,7 @@ def graph_for(shared, device="cpu", step=None):
 
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("mask", [None, "padding"])
+@pytest.mark.slow
 def test_diffusion_matches_the_dense_reference_with_gradients(shared, mask):
     graph = graph_for(shared)
     q, k, v = make_inputs()

@@ -204,6 +204,7 @@ def test_float32_scores_are_computed_in_float64():
     np.testing.assert_array_equal(single.output, double.output)  # computed in float64 inside
 
 
+@pytest.mark.slow
 def test_parallel_and_serial_cpu_kernels_agree_bit_for_bit(monkeypatch):
     from gglspeedup import _parallel
 

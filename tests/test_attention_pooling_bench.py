@@ -19,6 +19,7 @@ def test_batches_match_their_descriptions():
         assert e.shape[1] == 2 and np.all(e[:, 0] < e[:, 1]) and np.all(e < n)  # upper triangle
 
 
+@pytest.mark.slow
 def test_tiny_run_reports_every_row(tmp_path, capsys):
     pytest.importorskip("torch")
     out = tmp_path / "bench.json"

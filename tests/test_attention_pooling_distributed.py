@@ -73,6 +73,7 @@ def _rank_gradients(rank, world_size, port, out):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_give_the_single_process_gradients(tmp_path):
     # The reference first: it compiles the pooling kernels into Numba's on-disk cache, which the
     # spawned ranks then load instead of each compiling them again (minutes on a cold cache).

@@ -43,6 +43,7 @@ def both_paths(layer, x, edges):
 @pytest.mark.parametrize("norm", [True, False], ids=["norm", "raw"])
 @pytest.mark.parametrize("heads", [1, 3])
 @pytest.mark.parametrize("mapping", ["softmax", "sparsemax", "gfusedmax"])
+@pytest.mark.slow
 def test_fused_layer_equals_the_composed_layer(mapping, heads, norm):
     torch.manual_seed(heads)
     x, edges = batch_inputs(heads)

@@ -47,6 +47,7 @@ def _worker(rank, world, port, queue):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_match_one_process():
     world = 2
     # The one-process reference first: it compiles the diffusion kernels into Numba's on-disk

@@ -24,6 +24,7 @@ def _run(arguments, simulated, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
     done = _run(["--size", "tiny", "--deadline", "400"], True, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

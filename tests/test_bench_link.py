@@ -62,6 +62,7 @@ def test_edge_batches_are_distinct_positions_and_deterministic():
 
 
 @pytest.mark.parametrize("exclude", ["reverse", "none"])
+@pytest.mark.slow
 def test_link_command_runs_end_to_end_with_the_exclusion_cost(tmp_path, exclude):
     # The command line itself, in its own process (a crash in a peer's native code, as DGL's
     # GlobalUniform on read-only memory-mapped arrays once did, fails this test, not the session).

@@ -104,6 +104,7 @@ def _run_child(folder, kind, device, cases):
 
 
 @pytest.mark.parametrize("value", [BAD_ID, -3], ids=["huge", "negative"])
+@pytest.mark.slow
 def test_a_corrupt_id_is_named_by_every_untyped_cpu_path(tmp_path, value):
     folder = _untyped_folder(tmp_path / "g", 123, value)
     outcomes = _run_child(folder, "untyped", "cpu", ["plain", "bounded", "links", "disjoint", "node_time"])

@@ -164,6 +164,7 @@ WORDNET_QUICK += ["--threads", "1", "--device", "cpu"]
 
 
 @pytest.mark.parametrize(("untyped", "floor"), [(False, 0.85), (True, 0.5)], ids=["typed", "untyped"])
+@pytest.mark.slow
 def test_rgcn_wordnet_demo_learns_the_lexicographer_files(untyped, floor, capsys, tmp_path):
     """One epoch on the bundled WordNet: the typed model clears 85% test accuracy (0.886 here; 0.94 after 3
     epochs at the defaults); the types-erased baseline runs the same model on one relation."""
@@ -176,6 +177,7 @@ def test_rgcn_wordnet_demo_learns_the_lexicographer_files(untyped, floor, capsys
     assert result["plot"] is not None and os.path.isfile(result["plot"])
 
 
+@pytest.mark.slow
 def test_typed_link_demo_reports_filtered_auc_on_held_out_hypernyms(capsys, tmp_path):
     pytest.importorskip("torch")
     result = load_demo("link_wordnet_torch").main(WORDNET_QUICK + ["--embedding", "16", "--out", str(tmp_path)])

@@ -21,6 +21,7 @@ def table_file(tmp_path):
 
 @pytest.mark.parametrize("dtype, dim", [(np.float32, 7), (np.float16, 128), (np.uint8, 5)])
 @pytest.mark.parametrize("cached_rows", [0, 50, 600])
+@pytest.mark.slow
 def test_gathers_from_a_mapped_table_equal_x_of_ids(table_file, dtype, dim, cached_rows):
     path, x = table_file(dtype, (600, dim))
     order = np.random.default_rng(1).permutation(600)

@@ -30,6 +30,7 @@ def test_non_contiguous_table_is_copied_once(device):
     assert to_host(store[[4]]).any()
 
 
+@pytest.mark.slow
 def test_memory_mapped_npy_table(tmp_path, device):
     x = _x(30, 7, np.float16)
     path = tmp_path / "x.npy"

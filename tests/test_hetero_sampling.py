@@ -86,6 +86,7 @@ test_cpu_equals_gpu_bit_for_bit_for_every_option = pytest.mark.cuda(test_cpu_equ
     replace=st.booleans(),
     graph_seed=st.integers(0, 2**16),
 )
+@pytest.mark.slow
 def test_invariants_per_relation_on_random_typed_graphs(sizes, edges, fanouts, replace, graph_seed):
     rng = np.random.default_rng(graph_seed)
     graph = typed_graph(rng, sizes, edges)

@@ -93,6 +93,7 @@ def _graph(rng, num_nodes, num_edges, weighted=False, keep_edge_ids=True):
     ),
 )
 @SETTINGS
+@pytest.mark.slow
 def test_service_sampling_untyped_batches_equal_the_local_sampler(seed, num_parts, num_groups, method, options):
     rng = np.random.default_rng(seed)
     num_nodes = int(rng.integers(num_parts, 120))
@@ -121,6 +122,7 @@ def test_service_sampling_untyped_batches_equal_the_local_sampler(seed, num_part
     options=st.sampled_from([{}, {"expand": "new"}, {"temporal_strategy": "last"}, {"weighted": True}]),
 )
 @SETTINGS
+@pytest.mark.slow
 def test_service_sampling_disjoint_and_temporal_batches_equal_the_local_sampler(seed, num_groups, times, options):
     rng = np.random.default_rng(seed)
     num_nodes = int(rng.integers(3, 100))
@@ -158,6 +160,7 @@ def test_service_sampling_disjoint_and_temporal_batches_equal_the_local_sampler(
     options=st.sampled_from([{}, {"weighted": True}, {"disjoint": True}, {"node_time": True}]),
 )
 @SETTINGS
+@pytest.mark.slow
 def test_service_sampling_link_batches_equal_the_local_sampler(seed, num_groups, negatives, exclude, strict, options):
     rng = np.random.default_rng(seed)
     num_nodes = int(rng.integers(3, 60))
@@ -203,6 +206,7 @@ def _typed_graph(rng, counts):
     times=st.sampled_from([None, "node", "edge"]),
 )
 @SETTINGS
+@pytest.mark.slow
 def test_service_sampling_typed_batches_equal_the_local_sampler(seed, num_groups, method, options, times):
     rng = np.random.default_rng(seed)
     counts = {"a": int(rng.integers(1, 20)), "b": int(rng.integers(1, 25)), "c": int(rng.integers(1, 6))}
