@@ -1,5 +1,4 @@
-"""``python -m gglspeedup.service serve PATH --address auto``, serve()'s embedded default and a
-``ray://`` address (Ray Client).
+"""``python -m gglspeedup.service serve PATH --address auto`` and serve()'s embedded default.
 
 The command runs in a child process that joins the session's Ray (in its private network
 namespace, ``service_netns``) through ``--address auto`` and ``RAY_ADDRESS``; a trainer's serve()
@@ -12,14 +11,12 @@ none of its processes behind.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 
 import numpy as np
-import psutil
 import pytest
 from service_netns import partitioned, process_alive, ray_session, wait_gone  # noqa: F401
 
@@ -120,52 +117,3 @@ def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_pa
     assert report["children"] >= 3  # Ray's own processes and the servers, all started by serve()
     assert report["alive"] == [] and report["new_shm"] == []
     assert report["n_id"] == expected.tolist()
-
-
-CLIENT = textwrap.dedent(
-    """
-    import json, sys
-    import numpy as np
-    from gglspeedup.service import serve
-
-    folder, address, num_nodes = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    with serve(folder, 2, address=address, deadline="10s") as cluster:
-        nodes = sorted({server.node for server in cluster.servers})
-        n_id = cluster.sampler([4, 3], seed=1).sample(np.arange(0, num_nodes, 11), key=3).n_id
-    print(json.dumps({"nodes": nodes, "n_id": n_id.tolist()}))
-    """
-)
-
-
-def test_service_ray_client_address_places_servers_through_ray_client(ray_session, tmp_path_factory):  # noqa: F811
-    # A Ray Client server in front of the session's Ray (in its namespace: loopback only), and a
-    # trainer process that reaches the cluster through it alone (``ray://``).
-    folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "ray.util.client.server", "--address", ray_session.address]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--mode", "proxy"]
-    proxy = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        # Ray 2.60 sends its token from a driver given an explicit address only when told to.
-        env = {key: value for key, value in os.environ.items() if key != "RAY_ADDRESS"}
-        env["RAY_AUTH_MODE"] = "token"
-        argv = [sys.executable, "-c", CLIENT, folder, f"ray://127.0.0.1:{port}", str(graph.num_nodes)]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env, check=False)
-    finally:
-        children = psutil.Process(proxy.pid).children(recursive=True)
-        proxy.terminate()
-        try:
-            proxy.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            proxy.wait()
-        for child in children:  # the server the proxy started for the trainer
-            if child.is_running():
-                child.kill()
-        assert not wait_gone([child.pid for child in children], 10.0)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    expected = gg.NeighborSampler(graph, [4, 3], seed=1).sample(np.arange(0, graph.num_nodes, 11), key=3).n_id
-    assert report["nodes"] == ["127.0.0.1"] and report["n_id"] == expected.tolist()
