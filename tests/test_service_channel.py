@@ -163,6 +163,21 @@ def test_service_channel_large_arrays_go_through_shared_memory_and_into_given_bu
             into[...] = -1
 
 
+def test_service_channel_arrays_already_in_shared_memory_go_by_offset_uncopied():
+    shared = np.zeros(1 << 20, np.uint8)
+    inside = shared[128 : 128 + 4 * 5000].view(np.int32)  # written there by the server
+    inside[...] = np.arange(5000, dtype=np.int32)
+    other = np.arange(SHARED_MIN // 8, dtype=np.int64)  # large, elsewhere: copied in after it
+    buffers = encode({"inside": inside, "other": other, "small": np.arange(3)}, shared=shared)
+    header = json.loads(buffers[0][PREFIX.size :])
+    offsets = {name: offset for name, _, _, _, offset in header["a"]}
+    assert offsets["inside"] == 128 and offsets["small"] == -1 and len(buffers) == 2
+    assert offsets["other"] >= 128 + inside.nbytes and offsets["other"] % 64 == 0
+    frame = _round_trip({"inside": inside, "other": other}, shared=shared)
+    assert np.array_equal(frame.message["inside"], np.arange(5000)) and np.array_equal(frame.message["other"], other)
+    assert not np.shares_memory(frame.message["inside"], shared)  # the reader's copy is its own
+
+
 def test_service_channel_answers_each_request_with_the_handlers_answer_and_refusals_as_errors(server):
     for shared in (True, False):
         conn = Connection(server.address, server.secret.hex(), unix=True, shared=shared)

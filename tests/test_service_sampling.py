@@ -315,6 +315,31 @@ def test_service_sampling_server_refuses_draws_it_cannot_answer(tmp_path):
         draw(mine[:2], dtype=np.float64)
 
 
+def test_service_sampling_server_draws_into_the_answer_memory_it_is_given(tmp_path):
+    # The channel hands a server the memory its answer is sent from: the draws are written there
+    # (the parts of a group one after another, as one run), equal to the draws made without it.
+    rng = np.random.default_rng(2)
+    graph = _graph(rng, 300, 4000)
+    book = partition(graph, tmp_path / "p", 4, method="range")
+    server = PartServer(tmp_path / "p", [0, 2])
+    first, second = book.nodes(0), book.nodes(2)
+    payload = {"parts": np.array([0, 2, 0]), "part_batch": np.array([0, 0, 1], np.int32)}
+    payload.update(rel_counts=np.array([len(first), len(second), 5]), ks=np.array([6, 3]))
+    payload.update(ids=np.concatenate([first, second, first[:5]]).astype(np.int32))
+    payload.update(states=np.array([7, 11], np.uint64), replace=False, weighted=False, last=False)
+    plain = server.handle("draw", payload)
+    arena = np.zeros(1 << 20, np.uint8)
+    placed = server.handle("draw", payload, arena=arena)
+    for name in ("counts", "nbrs", "e_id"):
+        assert np.array_equal(placed[name], plain[name]) and placed[name].dtype == plain[name].dtype
+    total = plain["nbrs"].shape[0]
+    assert total == int(plain["counts"].sum()) > 0
+    assert placed["nbrs"].ctypes.data == arena.ctypes.data  # the arena's start, not a copy
+    assert np.shares_memory(placed["e_id"], arena) and not np.shares_memory(placed["nbrs"], placed["e_id"])
+    small = server.handle("draw", payload, arena=np.zeros(64, np.uint8))  # too small for the bound: fresh arrays
+    assert not np.shares_memory(small["nbrs"], arena) and np.array_equal(small["e_id"], plain["e_id"])
+
+
 def test_service_sampling_samplers_pickle_in_constant_size_and_draw_the_same(tmp_path):
     rng = np.random.default_rng(5)
     graph = _graph(rng, 30_000, 120_000)

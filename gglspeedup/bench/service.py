@@ -16,7 +16,11 @@ over the trainer and every server process on this machine, the local sampler's i
 on a shared machine the steadier figure), and the bytes the transport moved per batch (the
 messages' arrays and the frames' headers, both ways) against the minimum: each hop's distinct
 target ids sent once and its drawn edges (neighbour and edge id) received once, at the
-partition's id widths (plus each distinct row once with ``--dim``).
+partition's id widths (plus each distinct row once with ``--dim``). The same rounds also go
+through a :class:`~gglspeedup.NodeLoader` with its default prefetching (one producer thread,
+``prefetch=2``), one over the service's sampler and one over the local sampler, same settings,
+seeds and batches (``loader`` columns): what a training loop over the loader would see when its
+own step takes no time.
 
 Failure timings (``--failures``, two servers, ``--deadline``): the time from a SIGKILL to the
 named error (no restarts), from a SIGSTOP to the named error, and the stall of the batch that
@@ -90,6 +94,20 @@ def _pass(sampler, store, batches, pids=()) -> tuple:
     return time.perf_counter() - start, _cpu_seconds(pids) - cpu
 
 
+def _loader_pass(sampler, features, timed) -> float:
+    """Seconds of one epoch over the ``timed`` batches through a NodeLoader with its default
+    prefetching (no shuffling, NumPy batches): the loader's thread samples and gathers ahead."""
+    import numpy as np
+
+    from ..loader import NodeLoader
+
+    loader = NodeLoader(sampler, features, np.concatenate(timed), len(timed[0]), shuffle=False, backend=None)
+    start = time.perf_counter()
+    for _ in loader:
+        pass
+    return time.perf_counter() - start
+
+
 def _cpu_seconds(pids) -> float:
     """User and system CPU seconds the processes ``pids`` (every thread) have used so far."""
     total = 0
@@ -135,7 +153,12 @@ def _measure(cluster, local, x, batches, args) -> dict:
     _pass(remote, store, warm)
     _pass(local, local_store, warm)
     seconds, cpu = {"service": [], "local": []}, {"service": [], "local": []}
+    looped = {"service": [], "local": []}
     pids = _local_pids(cluster) if args.address is None else [os.getpid()]
+    # The loaders' rows: the stores, or zero-wide rows when no features are gathered.
+    rows = {"service": store, "local": local_store}
+    if x is None:
+        rows = dict.fromkeys(rows, np.zeros((local.num_nodes, 0), np.float32))
     for _ in range(args.repeats):
         cluster.transport.reset_stats()
         wall, used = _pass(remote, store, timed, pids)
@@ -145,12 +168,15 @@ def _measure(cluster, local, x, batches, args) -> dict:
         wall, used = _pass(local, local_store, timed, [os.getpid()])
         seconds["local"].append(wall)
         cpu["local"].append(used)
+        looped["service"].append(_loader_pass(remote, rows["service"], timed))
+        looped["local"].append(_loader_pass(local, rows["local"], timed))
     book = cluster.book
     id_bytes = np.dtype(book.meta["index_dtype"]).itemsize
     edge_id_bytes = np.dtype(book.meta["edge_id_dtype"]).itemsize
     row_bytes = 0 if x is None else x.shape[1] * x.itemsize
     minimum = sum(_minimum(local.sample(s, key=k), id_bytes, edge_id_bytes, row_bytes) for k, s in enumerate(timed))
     service, local_s = np.array(seconds["service"]), np.array(seconds["local"])
+    loader_service, loader_local = np.array(looped["service"]), np.array(looped["local"])
     moved_bytes = moved["bytes_sent"] + moved["bytes_received"] + moved.get("header_bytes", 0)
     return {
         "servers": cluster.num_servers,
@@ -164,6 +190,9 @@ def _measure(cluster, local, x, batches, args) -> dict:
         "service_cpu_ms": 1e3 * float(np.median(cpu["service"])) / len(timed),
         "local_cpu_ms": 1e3 * float(np.median(cpu["local"])) / len(timed),
         "service_processes": len(pids),
+        "loader_service_batches_per_s": len(timed) / float(np.median(loader_service)),
+        "loader_local_batches_per_s": len(timed) / float(np.median(loader_local)),
+        "loader_ratio": float(np.median(loader_local / loader_service)),
     }
 
 
@@ -211,6 +240,9 @@ _COLUMNS = [
     ("ratio", "service / local", ".2f"),
     ("service_cpu_ms", "service CPU ms", ".2f"),
     ("local_cpu_ms", "local CPU ms", ".2f"),
+    ("loader_service_batches_per_s", "loader: service", ".1f"),
+    ("loader_local_batches_per_s", "local", ".1f"),
+    ("loader_ratio", "service / local", ".2f"),
     ("bytes_per_batch", "bytes/batch", ",.0f"),
     ("minimum_per_batch", "minimum", ",.0f"),
     ("bytes_vs_minimum", "x minimum", ".3f"),

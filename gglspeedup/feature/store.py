@@ -328,7 +328,7 @@ class FeatureStore:
         (row bytes read from each tier) and ``num_cached``. On a GPU, reading ``rows_device``
         synchronises with the device.
         """
-        rows_device = self._tier.hits
+        rows_device = self._hit_count()
         rows_host = self._lookups - rows_device
         return {
             "lookups": self._lookups,
@@ -346,4 +346,13 @@ class FeatureStore:
         """Zero every counter of :meth:`stats`."""
         self._lookups = 0
         self._calls = 0
+        self._reset_hits()
+
+    def _hit_count(self) -> int:
+        """Lookups the cache tier served (``rows_device``): the hook a store with a tier of its
+        own (the service's remote store) answers, so :meth:`stats` has one body."""
+        return self._tier.hits
+
+    def _reset_hits(self) -> None:
+        """Zero :meth:`_hit_count` (with :meth:`reset_stats`)."""
         self._tier.reset()

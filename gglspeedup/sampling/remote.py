@@ -123,6 +123,8 @@ class OwnedRows:
         for part in self.parts.values():
             part.book = (owner, local, type_base, type_size, part.row_base)
         self._plain = {}  # (part, replace, weighted, last) -> options of a request without times or exclusions
+        first = next(iter(self.parts.values())).graph  # every partition of a folder: the same widths
+        self._types = (first.indices.dtype, first.edge_ids.dtype)
 
     def _rows(self, part: _Part, ids, rel):
         """Each target's row in ``part``'s CSR (relation ``rel[i]``'s row of node ``ids[i]``)."""
@@ -178,10 +180,12 @@ class OwnedRows:
         positions = match_positions(part.graph, sources, rows, part.ascending())
         return (positions, row_filter(np, rows)) if positions.shape[0] else None
 
-    def draw(self, payload: dict) -> dict:
+    def draw(self, payload: dict, arena=None) -> dict:
         """Answer a ``"draw"`` request: ``{"counts", "nbrs", "e_id"}`` (see :mod:`._kernels.remote`).
         ``ValueError`` for a request this server cannot answer (an id it does not own, counts
-        that do not cover the ids)."""
+        that do not cover the ids). ``arena`` (optional, a writable ``uint8`` array: the memory
+        the answer is sent from) takes ``nbrs`` and ``e_id`` when the fanouts bound the draws
+        and it holds that bound: the kernel writes them there, part after part, uncopied."""
         ids = _writable(payload["ids"])
         if ids.dtype.kind not in "iu" or ids.ndim != 1:
             raise ValueError(f"ids must be a 1-D array of integers, got dtype {ids.dtype}, shape {ids.shape}")
@@ -203,7 +207,8 @@ class OwnedRows:
         # one drawn. Two count types: each is a kernel compiled (and warmed) per request kind.
         small = 0 <= int(ks.min()) and int(ks.max()) <= 255
         counts = np.empty(ids.shape[0], np.uint8 if small else np.int64)
-        answers, start = [], 0
+        nbrs_out, e_out = self._outputs(arena, ids.shape[0] * int(ks.max()) if int(ks.min()) >= 0 else -1)
+        answers, start, written, in_arena = [], 0, 0, nbrs_out.shape[0] > 0
         for p, batch, per_relation, size in zip(parts, batch_of, rel_counts, sizes):
             stop = start + size
             if stop == start:
@@ -213,21 +218,38 @@ class OwnedRows:
             options = self._options(part, payload, window, self._exclusions(p, part, payload))
             plain = without_exclusions(options)
             mine, fanouts, drawn = ids[start:stop], ks[batch], counts[start:stop]
+            outputs = (nbrs_out[written:], e_out[written:])
             with threads_for(size * max(int(fanouts.max()), 16)):
-                nbrs, e_id, bad = draw_owned_rows(
-                    part.graph, options, plain, part.book, p, mine, per_relation, fanouts, states[batch], drawn
-                )
+                arguments = (part.graph, options, plain, part.book, p, mine, per_relation, fanouts, states[batch])
+                nbrs, e_id, bad = draw_owned_rows(*arguments, drawn, *outputs)
             if bad >= 0:
                 raise ValueError(f"ids[{start + bad}] = {int(mine[bad])} is not a node partition {p} owns")
             answers.append((nbrs, e_id))
+            in_arena = in_arena and (not nbrs.shape[0] or nbrs.ctypes.data == outputs[0].ctypes.data)
+            written += nbrs.shape[0]
             start = stop
-        if len(answers) == 1:
+        if in_arena and answers:  # drawn into the arena, part after part: one run already
+            nbrs, e_id = nbrs_out[:written], e_out[:written]
+        elif len(answers) == 1:
             nbrs, e_id = answers[0]
         elif answers:
             nbrs, e_id = (np.concatenate(arrays) for arrays in zip(*answers))
         else:
             nbrs = e_id = np.zeros(0, np.int32)
         return {"counts": counts if small else narrowest_counts(counts), "nbrs": nbrs, "e_id": e_id}
+
+    def _outputs(self, arena, bound: int) -> tuple:
+        """``(nbrs, e_id)`` buffers of ``bound`` draws each in ``arena`` (64-byte aligned, one
+        after the other), or empty ones (the kernel allocates) without an arena, without a
+        bound (``-1``: a fanout of -1) or when the arena cannot hold it."""
+        indices, edge_ids = self._types
+        if arena is None or bound <= 0:
+            return np.zeros(0, indices), np.zeros(0, edge_ids)
+        split = -(-bound * indices.itemsize // 64) * 64
+        end = split + bound * edge_ids.itemsize
+        if end > arena.shape[0]:
+            return np.zeros(0, indices), np.zeros(0, edge_ids)
+        return arena[: bound * indices.itemsize].view(indices), arena[split:end].view(edge_ids)
 
     def edges(self, payload: dict) -> dict:
         """Answer an ``"edges"`` request: ``{"found": uint8}`` per ``(src, dst)`` pair."""
@@ -256,9 +278,10 @@ class OwnedRows:
             payload = {"replace": False, "weighted": part.weighted, "last": False}
             times = None if part.times is None else np.zeros(0, part.times.dtype)  # as _writable gives them
             plain = self._options(part, payload, times, None)
+            outputs = self._outputs(None, 0)
             for options in (plain, self._options(part, payload, times, excluded)):
                 for counts in (np.zeros(0, np.uint8), empty):
-                    draw_owned_rows(part.graph, options, plain, part.book, p, wire, empty, ks, states, counts)
+                    draw_owned_rows(part.graph, options, plain, part.book, p, wire, empty, ks, states, counts, *outputs)
             match_positions(part.graph, empty, empty, True)
             owned_edges(part.graph, empty, empty)
             break  # every partition of a folder has the same array types: one compiles for all

@@ -128,6 +128,7 @@ class ChannelServer:
         self._lock = threading.Lock()  # one request at a time
         self._guard = threading.Lock()
         self._connections: set = set()
+        self._current = threading.local()  # the shared memory of the connection this thread serves
         self.unix = f"gglspeedup-{os.getpid()}-{secrets.token_hex(8)}"
         listeners = [socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)]
         listeners[0].bind("\0" + self.unix)
@@ -166,6 +167,7 @@ class ChannelServer:
                 with self._guard:
                     self.refused += 1
                 return
+            self._current.shared = shared
             reader = FrameReader()
             while True:
                 send_all(conn, self._answer(reader.read(conn), shared))
@@ -200,6 +202,13 @@ class ChannelServer:
                 os.close(fd)
         conn.settimeout(None)
         return True, shared
+
+    def arena(self):
+        """For the handler, while it answers a request: the writable ``uint8`` shared memory of
+        the requesting connection (or ``None``: TCP, or none was passed). An answer array the
+        handler writes inside it goes out by offset, uncopied (:func:`._wire.encode`); it must
+        not reach past ``arena()[:len]`` and is overwritten by the connection's next answer."""
+        return getattr(self._current, "shared", None)
 
     def _answer(self, frame: Frame, shared) -> list:
         if frame.method is None:

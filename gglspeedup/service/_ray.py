@@ -106,6 +106,8 @@ class ServerHost:
 
             use_threads(self.threads)
             self._set.threads = True
+        if getattr(self.server, "TAKES_ARENA", False):  # it may write its answer where it is sent from
+            return self.server.handle(method, payload, arena=self.channel.arena())
         return self.server.handle(method, payload)
 
     def handle(self, method: str, payload: dict) -> dict:

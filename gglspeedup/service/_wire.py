@@ -14,7 +14,9 @@ each array's bytes straight into its buffer.
 Shared memory: on one node, a connection may carry a region both ends map (the trainer's, see
 :mod:`._channel`); an answer's arrays of at least :data:`SHARED_MIN` bytes that fit are written
 there by the server and copied out by the trainer (a memory copy each instead of a socket's two
-kernel copies and their system calls), the frame announcing their offsets.
+kernel copies and their system calls), the frame announcing their offsets. An array the server
+already wrote inside the region (a hop's draws, drawn there: :meth:`._channel.ChannelServer.arena`)
+is announced where it lies, not copied.
 
 >>> import socket
 >>> a, b = socket.socketpair()
@@ -77,7 +79,8 @@ def encode(message: dict, *, method: str | None = None, error: tuple | None = No
     for an entry that is not plain (``_transport.check_plain``'s rule)."""
     specs, scalars, buffers = [], {}, []
     free = 0 if shared is None else shared.shape[0]
-    used = 0
+    placed = {} if shared is None else _placed(message, shared)
+    used = max((-(-(offset + size) // _ALIGN) * _ALIGN for offset, size in placed.values()), default=0)
     for name, value in message.items():
         scalar = not isinstance(value, np.ndarray)
         if not scalar or (isinstance(value, np.generic) and value.dtype.kind in _KINDS):
@@ -87,7 +90,9 @@ def encode(message: dict, *, method: str | None = None, error: tuple | None = No
             if array.dtype.kind not in _KINDS:
                 raise TypeError(f"message[{name!r}] must hold numbers or booleans, got dtype {array.dtype}")
             offset, size = -1, array.nbytes
-            if size:
+            if name in placed:
+                offset = placed[name][0]
+            elif size:
                 flat = array.reshape(-1).view(np.uint8)
                 if SHARED_MIN <= size <= free - used:
                     offset = used
@@ -111,6 +116,20 @@ def encode(message: dict, *, method: str | None = None, error: tuple | None = No
     if len(head) > HEADER_LIMIT:
         raise ValueError(f"a message's header must fit {HEADER_LIMIT} bytes, got {len(head)} (too many entries)")
     return [PREFIX.pack(MAGIC, len(head)) + head, *buffers]
+
+
+def _placed(message: dict, shared: np.ndarray) -> dict:
+    """``{name: (offset, bytes)}`` of ``message``'s non-empty C-contiguous arrays that lie inside
+    ``shared`` (written there by the server: sent by offset, not copied)."""
+    base = shared.__array_interface__["data"][0]
+    end = base + shared.shape[0]
+    placed = {}
+    for name, value in message.items():
+        if isinstance(value, np.ndarray) and value.nbytes and value.flags.c_contiguous and value.dtype.kind in _KINDS:
+            start = value.__array_interface__["data"][0]
+            if base <= start and start + value.nbytes <= end:
+                placed[name] = (start - base, value.nbytes)
+    return placed
 
 
 _DTYPES: dict = {}  # dtype.str -> dtype (a frame names a few types, over and over)

@@ -121,6 +121,8 @@ def serve(
     address : str, optional
         ``None``: a local Ray instance (or this process's Ray connection, if any). ``"auto"``,
         ``"host:port"`` or ``"ray://host:port"``: join that cluster; servers are spread over its nodes.
+        ``"ray://"`` goes through Ray Client (``ray[client]``, in the ``service`` extra); Ray sends
+        its token from a driver given an explicit address only with ``RAY_AUTH_MODE=token`` set.
     replicas : int
         Processes per server (``>= 1``): a request goes to one; when it fails, to another.
     max_restarts : int

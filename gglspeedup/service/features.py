@@ -228,26 +228,18 @@ class RemoteFeatureStore(FeatureStore):
         """FeatureStore's counters (``rows_device``: lookups the cache served; ``rows_host``:
         lookups served by fetched rows) plus ``rows_remote`` / ``bytes_remote``: distinct rows
         fetched from the servers since the last reset, and their bytes."""
-        rows_device = self._hits
-        rows_host = self._lookups - rows_device
         remote = self._remote.rows_fetched
-        return {
-            "lookups": self._lookups,
-            "calls": self._calls,
-            "rows_device": rows_device,
-            "rows_host": rows_host,
-            "hits": rows_device,
-            "hit_rate": rows_device / self._lookups if self._lookups else 0.0,
-            "bytes_device": rows_device * self.row_bytes,
-            "bytes_host": rows_host * self.row_bytes,
-            "rows_remote": remote,
-            "bytes_remote": remote * self.row_bytes,
-            "num_cached": self.num_cached,
-        }
+        return {**super().stats(), "rows_remote": remote, "bytes_remote": remote * self.row_bytes}
 
     def reset_stats(self) -> None:
-        self._lookups = self._calls = self._hits = 0
+        super().reset_stats()
         self._remote.rows_fetched = 0
+
+    def _hit_count(self) -> int:
+        return self._hits
+
+    def _reset_hits(self) -> None:
+        self._hits = 0
 
 
 class _Degrees:

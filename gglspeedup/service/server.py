@@ -85,10 +85,14 @@ class PartServer:
         if warm:
             self.warm()
 
+    TAKES_ARENA = True  # handle() takes the channel's arena (see below)
+
     # ------------------------------------------------------------------ requests
-    def handle(self, method: str, payload: dict) -> dict:
+    def handle(self, method: str, payload: dict, *, arena=None) -> dict:
         """Answer one request (see the module notes); ``ValueError`` for an unknown method or ids
-        this server does not own."""
+        this server does not own. ``arena`` (a writable ``uint8`` array, optional: the channel's
+        shared memory the answer is sent from) takes a ``"draw"`` answer's draws, written there
+        by the kernel instead of copied there after it."""
         if method == "rows":
             return {"values": self._gather(payload, "x")}
         if method == "labels":
@@ -96,7 +100,7 @@ class PartServer:
         if method == "info":
             return self.info()
         if method == "draw":
-            return self.owned_rows().draw(payload)
+            return self.owned_rows().draw(payload, arena)
         if method == "edges":
             return self.owned_rows().edges(payload)
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")

@@ -34,7 +34,7 @@ _ROW_PREFETCH = 4
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def draw_owned_rows(graph, options, plain, book, part, ids, rel_counts, ks, states, counts):
+def draw_owned_rows(graph, options, plain, book, part, ids, rel_counts, ks, states, counts, nbrs_out, e_out):
     """Draw every target of partition ``part``'s share of a hop.
 
     ``book`` is ``(owner, local, type_base, type_size, row_base)``: the partition book's owner
@@ -48,7 +48,9 @@ def draw_owned_rows(graph, options, plain, book, part, ids, rel_counts, ks, stat
     edge id (``graph.edge_ids``' dtype), target by target, each row's draws in the local kernels'
     order; ``bad`` is ``-1``, or the first target whose id is out of range or not owned by
     ``part`` (then nothing is drawn). ``plain`` is ``options`` without exclusions: rows no
-    excluded edge can be in draw through it (:func:`.cpu.sample_hop`'s split).
+    excluded edge can be in draw through it (:func:`.cpu.sample_hop`'s split). ``nbrs_out`` /
+    ``e_out`` (the outputs' dtypes) receive the draws when they hold them all (the returned
+    arrays are then their leading parts: the server's answer memory); else fresh arrays do.
     """
     owner, local, type_base, type_size, row_base = book
     n = ids.shape[0]
@@ -114,8 +116,10 @@ def draw_owned_rows(graph, options, plain, book, part, ids, rel_counts, ks, stat
                 window_fill(graph, plain, row, indptr[row], ends[i], ks[r], state, count, pos, start)
     # Positions to ids, at the partition's widths (what goes on the wire), in a pass of their own:
     # done per block inside the fill loop instead, the draw measured 15% slower.
-    nbrs = np.empty(num_edges, graph.indices.dtype)
-    e_id = np.empty(num_edges, graph.edge_ids.dtype)
+    if nbrs_out.shape[0] >= num_edges and e_out.shape[0] >= num_edges:
+        nbrs, e_id = nbrs_out[:num_edges], e_out[:num_edges]
+    else:
+        nbrs, e_id = np.empty(num_edges, graph.indices.dtype), np.empty(num_edges, graph.edge_ids.dtype)
     indices, edge_ids = graph.indices, graph.edge_ids
     for q in prange(num_edges):
         p = pos[q]
