@@ -2,10 +2,12 @@
 
 :meth:`gglspeedup.CSRGraph.from_edge_index` and :func:`gglspeedup.datasets.build_csr` share them.
 The edges are split into one contiguous block per thread; each thread counts its block's rows
-(checking every id on the way), a prefix sum turns the per-block counts into per-block write
+(checking every row id on the way), a prefix sum turns the per-block counts into per-block write
 cursors (block ``t``'s edges of row ``v`` go after blocks ``0..t-1``'s), and each thread scatters
-its block in order. Rows therefore keep the input order of their edges (the same CSR as a stable
-``argsort``), in O(E + threads * N) time and O(threads * N) memory beyond input and output. The
+its block in order (checking every column id: the scatter reads them anyway, so the count reads
+only the rows). Counts and cursors are int32 while the edge count fits. Rows therefore keep the
+input order of their edges (the same CSR as a stable ``argsort``), in O(E + threads * N) time and
+O(threads * N) memory beyond input and output. The
 kernels are in :mod:`gglspeedup._csr_kernels`; below 65,536 edges NumPy's stable ``argsort`` does
 the same sort (so small graphs, Cora among them, load without importing Numba).
 
@@ -49,7 +51,7 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     num_edges = rows.shape[0]
     if num_edges < _SMALL_EDGES:
         return _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights)
-    from ._csr_kernels import count_rows, cursors_from_counts, scatter_rows
+    from ._csr_kernels import count_row_ids, cursors_from_counts, scatter_rows
     from ._interrupt import interruptible
 
     blocks = blocks_for(num_edges)
@@ -57,12 +59,14 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     # block raises KeyboardInterrupt after the arrays below are dropped.
     parts = -(-num_edges // PART_EDGES)
     with interruptible() as guard:
-        counts = np.zeros((blocks, num_rows), np.int64)
+        # Counts, then write cursors, in int32 while every position fits: half the bytes of the
+        # passes' random increments (the arrays are read and written at random, one per edge).
+        counts = np.zeros((blocks, num_rows), _id_dtype(num_edges))
         for part in range(parts):
             if guard.stopping():
                 break
-            first_bad = int(count_rows(rows, cols, np.int64(num_rows), np.int64(num_cols), counts, part, parts))
-            if first_bad >= 0:  # the first bad edge of all: the serial check finds it
+            if int(count_row_ids(rows, np.int64(num_rows), counts, part, parts)) >= 0:
+                # the first bad edge of all (a column may be bad before this row): the serial check
                 return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         indptr = np.empty(num_rows + 1, np.int64)
         if not guard.stopping():
@@ -76,9 +80,10 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
         for part in range(parts):
             if guard.stopping():
                 break
-            scatter_rows(
+            bad = scatter_rows(
                 rows,
                 cols,
+                np.int64(num_cols),
                 counts,
                 indices,
                 edge_ids,
@@ -90,6 +95,8 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
                 part,
                 parts,
             )
+            if bad >= 0:  # a column out of range (the rows were all checked by the count)
+                return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         if guard.stopping():
             counts = indptr = indices = edge_ids = weights_out = None
             return None

@@ -18,6 +18,7 @@ prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
 __all__ = [
     "count_rows",
+    "count_row_ids",
     "block_part",
     "cursors_from_counts",
     "scatter_rows",
@@ -58,6 +59,30 @@ def count_rows(rows, cols, row_bound, col_bound, counts, part=0, parts=1):
     return -1
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def count_row_ids(rows, row_bound, counts, part=0, parts=1):
+    """:func:`count_rows` reading only ``rows`` (the in-memory sort checks the columns in its
+    scatter, which reads them anyway: the count pass then reads half the bytes). ``counts`` may be
+    int32 (half the cache footprint of its random increments) when no count can exceed 2**31 - 1.
+    Returns the first edge of this part whose row is outside ``[0, row_bound)``, or -1."""
+    blocks = counts.shape[0]
+    num_edges = rows.shape[0]
+    bad = np.full(blocks, -1, np.int64)
+    for t in prange(blocks):
+        lo, hi = block_part(num_edges, blocks, t, part, parts)
+        mine = counts[t]
+        for e in range(lo, hi):
+            r = rows[e]
+            if r < 0 or r >= row_bound:
+                bad[t] = e
+                break
+            mine[r] += 1
+    for t in range(blocks):
+        if bad[t] >= 0:
+            return bad[t]
+    return -1
+
+
 @njit(cache=True, nogil=True, inline="always")
 def block_part(num_edges, blocks, t, part, parts):
     """Edges ``[lo, hi)`` of share ``part`` (of ``parts``) of block ``t`` (of ``blocks``)."""
@@ -69,7 +94,8 @@ def block_part(num_edges, blocks, t, part, parts):
 @njit(parallel=True, cache=True, nogil=True)
 def cursors_from_counts(counts, indptr):
     """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` and turn ``counts`` into
-    each block's first write position per row, in place."""
+    each block's first write position per row, in place (int32 ``counts`` need every position,
+    up to the edge count, to fit in int32)."""
     blocks, num_rows = counts.shape
     indptr[0] = 0
     for v in prange(num_rows):
@@ -89,14 +115,31 @@ def cursors_from_counts(counts, indptr):
 
 @njit(parallel=True, cache=True, nogil=True)
 def scatter_rows(
-    rows, cols, cursors, indices, edge_ids, keep_ids, id_base, weights_in, weights_out, weighted, part=0, parts=1
+    rows,
+    cols,
+    col_bound,
+    cursors,
+    indices,
+    edge_ids,
+    keep_ids,
+    id_base,
+    weights_in,
+    weights_out,
+    weighted,
+    part=0,
+    parts=1,
 ):
     """Each block writes its edges at its cursors, in order: ``indices[p] = cols[e]`` and, when
     asked, ``edge_ids[p] = id_base + e`` and ``weights_out[p] = weights_in[e]``. Advances
-    ``cursors``. ``part`` of ``parts``: only that share of every block (calls for parts ``0, 1,
-    ...`` in order write what one call writes)."""
+    ``cursors`` (int32 or int64). ``part`` of ``parts``: only that share of every block (calls
+    for parts ``0, 1, ...`` in order write what one call writes).
+
+    Every row must be in range (counted by :func:`count_row_ids`); each column is checked against
+    ``[0, col_bound)`` here: returns the first edge of this part with one outside, or -1 (a block
+    stops at its first; the outputs are then incomplete and the caller drops them)."""
     blocks = cursors.shape[0]
     num_edges = rows.shape[0]
+    bad = np.full(blocks, -1, np.int64)
     for t in prange(blocks):
         lo, hi = block_part(num_edges, blocks, t, part, parts)
         mine = cursors[t]
@@ -104,13 +147,21 @@ def scatter_rows(
             if e + _PREFETCH_DISTANCE < hi:
                 prefetch(mine, rows[e + _PREFETCH_DISTANCE])
             r = rows[e]
+            c = cols[e]
+            if c < 0 or c >= col_bound:
+                bad[t] = e
+                break
             p = mine[r]
             mine[r] = p + 1
-            indices[p] = cols[e]
+            indices[p] = c
             if keep_ids:
                 edge_ids[p] = id_base + e
             if weighted:
                 weights_out[p] = weights_in[e]
+    for t in range(blocks):
+        if bad[t] >= 0:
+            return bad[t]
+    return -1
 
 
 @njit(cache=True, nogil=True)

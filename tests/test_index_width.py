@@ -156,6 +156,14 @@ def test_counting_sort_names_the_first_bad_edge_in_any_block():
         gg.CSRGraph.from_edge_index(edges, num_nodes=5)
 
 
+@pytest.mark.parametrize("position", [3, 49_999, 99_999])  # first block, its last edge, the last edge
+def test_counting_sort_names_a_bad_column_found_while_scattering(position):
+    edges = np.zeros((2, 100_000), np.int64)  # past the serial cut-off: the count reads rows only
+    edges[0, position] = 5
+    with pytest.raises(ValueError, match=rf"edge_index\[:, {position}\] = \[5, 0\] is out of range for num_nodes = 5"):
+        gg.CSRGraph.from_edge_index(edges, num_nodes=5)
+
+
 def test_bipartite_builder_bounds_each_side():
     edges = np.array([[0, 7, 3], [1, 0, 1]])
     graph = gg.CSRGraph.from_edge_index(edges, num_nodes=2, num_src_nodes=8)
