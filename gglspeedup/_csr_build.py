@@ -7,7 +7,10 @@ cursors (block ``t``'s edges of row ``v`` go after blocks ``0..t-1``'s), and eac
 its block in order (checking every column id: the scatter reads them anyway, so the count reads
 only the rows). Counts and cursors are int32 while the edge count fits. Rows therefore keep the
 input order of their edges (the same CSR as a stable ``argsort``), in O(E + threads * N) time and
-O(threads * N) memory beyond input and output. The
+O(threads * N) memory beyond input and output. With edge ids (int32 ones, no weights) the scatter
+runs in two passes instead (:func:`_two_pass`): edges into buckets of rows first, as packed words
+in the outputs' own slots, then each bucket sorted within its cache-sized region; the one-pass
+scatter wrote two random lines per edge into 0.5 GB of outputs, and took twice the CPU time. The
 kernels are in :mod:`gglspeedup._csr_kernels`; below 65,536 edges NumPy's stable ``argsort`` does
 the same sort (so small graphs, Cora among them, load without importing Numba).
 
@@ -24,6 +27,8 @@ __all__ = ["edge_index_arrays", "counting_sort", "permuted_rows", "blocks_for", 
 
 _SMALL_EDGES = 1 << 16  # below this many edges NumPy sorts: no Numba import, no parallel launch
 PART_EDGES = 1 << 21  # edges per call of a pass (0.05-0.4 s on two busy cores): Ctrl-C between calls
+BUCKET_EDGES = 1 << 17  # two-pass sort: edges per bucket on average (1 MiB of words: a cache's share)
+MAX_BUCKET_EDGES = 1 << 22  # ... and at most (the second pass copies a bucket: 32 MiB per thread)
 
 
 def blocks_for(num_edges: int) -> int:
@@ -69,11 +74,17 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
                 # the first bad edge of all (a column may be bad before this row): the serial check
                 return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         indptr = np.empty(num_rows + 1, np.int64)
+        weighted = weights is not None
+        shift = None if weighted or not keep_edge_ids else _bucket_shift(num_edges, num_rows, num_cols, index_dtype)
+        if shift is not None and not guard.stopping():
+            done = _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, guard)
+            if done is not None:
+                return done
+            shift = None  # a bucket too large for the second pass's copy: the one-pass scatter
         if not guard.stopping():
             cursors_from_counts(counts, indptr)
         indices = np.empty(num_edges, index_dtype)
         edge_ids = np.empty(num_edges if keep_edge_ids else 1, _id_dtype(num_edges))
-        weighted = weights is not None
         weights_out = np.empty(num_edges, weights.dtype) if weighted else np.zeros(1, np.float32)
         for array in (indices, edge_ids, weights_out):
             _touch(array, guard)
@@ -101,6 +112,56 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
             counts = indptr = indices = edge_ids = weights_out = None
             return None
     return indptr, indices, (edge_ids if keep_edge_ids else None), (weights_out if weighted else None), -1
+
+
+def _bucket_shift(num_edges: int, num_rows: int, num_cols: int, index_dtype) -> int | None:
+    """log2 of the rows per bucket of the two-pass sort (about BUCKET_EDGES edges each), or None
+    where it does not apply: int64 indices or edge ids (the packed word uses the two int32
+    outputs' slots), or a word (edge id, row within bucket, column) wider than 64 bits."""
+    if np.dtype(index_dtype) != np.int32 or _id_dtype(num_edges) != np.int32:
+        return None
+    shift = max(0, (BUCKET_EDGES * num_rows // num_edges).bit_length() - 1)
+    if (num_edges - 1).bit_length() + shift + max(1, (num_cols - 1).bit_length()) > 64:
+        return None
+    return shift
+
+
+def _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, guard):
+    """:func:`counting_sort`'s outputs with edge ids, by the two-pass sort of
+    :mod:`gglspeedup._csr_kernels` (buckets of ``2**shift`` rows); None (``indptr`` filled,
+    ``counts`` unchanged) where a bucket exceeds MAX_BUCKET_EDGES (its second-pass copy would
+    cost more memory than the counts), and the interrupted / bad-column results as the caller's."""
+    from ._csr_kernels import bucket_cursors, scatter_buckets, sort_buckets
+
+    num_edges = rows.shape[0]
+    cursors = bucket_cursors(counts, indptr, np.int64(shift))
+    bounds = indptr[np.minimum(np.arange(cursors.shape[1] + 1, dtype=np.int64) << shift, num_rows)]
+    if int(np.diff(bounds).max()) > MAX_BUCKET_EDGES:
+        return None
+    indices = np.empty(num_edges, np.int32)
+    edge_ids = np.empty(num_edges, np.int32)
+    for array in (indices, edge_ids):
+        _touch(array, guard)
+    low, high = indices.view(np.uint32), edge_ids.view(np.uint32)
+    col_bits = max(1, (num_cols - 1).bit_length())
+    parts = -(-num_edges // PART_EDGES)
+    for part in range(parts):
+        if guard.stopping():
+            return None, None, None, None, -1  # the caller's block raises KeyboardInterrupt
+        bad = scatter_buckets(
+            rows, cols, np.int64(num_cols), cursors, np.int64(shift), np.int64(col_bits), low, high, part, parts
+        )
+        if bad >= 0:  # a column out of range (the rows were all checked by the count)
+            return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
+    buckets = cursors.shape[1]
+    step = max(1, PART_EDGES * buckets // num_edges)  # about PART_EDGES edges per call
+    for first in range(0, buckets, step):
+        if guard.stopping():
+            return None, None, None, None, -1
+        sort_buckets(
+            indptr, np.int64(shift), np.int64(col_bits), low, high, indices, edge_ids, first, min(buckets, first + step)
+        )
+    return indptr, indices, edge_ids, None, -1
 
 
 def _touch(array: np.ndarray, guard) -> None:

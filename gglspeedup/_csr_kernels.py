@@ -22,6 +22,9 @@ __all__ = [
     "block_part",
     "cursors_from_counts",
     "scatter_rows",
+    "bucket_cursors",
+    "scatter_buckets",
+    "sort_buckets",
     "transpose_rows",
     "sort_unique_rows",
     "compact_rows",
@@ -162,6 +165,108 @@ def scatter_rows(
         if bad[t] >= 0:
             return bad[t]
     return -1
+
+
+# ---------------------------------------------------------------------------- two-pass sort
+# With edge ids, the one-pass scatter writes two random lines per edge into outputs larger than
+# the cache. The two-pass sort first scatters each edge into its *bucket* (2**shift consecutive
+# rows: a few thousand write streams per thread, each written front to back), packed into the two
+# int32 outputs' slots as one 64-bit word (edge id, row within the bucket, column), then sorts each
+# bucket by row within its own region (the size of a cache). Blocks fill a bucket in block order
+# and each block in edge order, so a bucket read front to back is in input order: the per-row
+# cursors of the second pass keep rows stable, and the CSR is the one-pass sort's, edge ids too.
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def bucket_cursors(counts, indptr, shift):
+    """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` (left unchanged) and
+    return each block's first position in each bucket of ``2**shift`` rows (int64, (blocks,
+    buckets)): bucket ``b`` holds the rows ``b << shift ..``; inside it block ``t``'s edges go
+    after blocks ``0..t-1``'s."""
+    blocks, num_rows = counts.shape
+    indptr[0] = 0
+    for v in prange(num_rows):
+        total = 0
+        for t in range(blocks):
+            total += counts[t, v]
+        indptr[v + 1] = total
+    for v in range(num_rows):
+        indptr[v + 1] += indptr[v]
+    buckets = (num_rows + (1 << shift) - 1) >> shift
+    cursors = np.empty((blocks, buckets), np.int64)
+    for b in prange(buckets):
+        first = b << shift
+        stop = min(num_rows, first + (1 << shift))
+        base = indptr[first]
+        for t in range(blocks):
+            cursors[t, b] = base
+            for v in range(first, stop):
+                base += counts[t, v]
+    return cursors
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def scatter_buckets(rows, cols, col_bound, cursors, shift, col_bits, low, high, part=0, parts=1):
+    """First pass: each block writes its edges at its bucket cursors, in order, as the word
+    ``(e << (shift + col_bits)) | (row within bucket << col_bits) | column``, its low half in
+    ``low[p]`` and its high half in ``high[p]`` (uint32 views of the outputs). Advances
+    ``cursors``; checks columns against ``[0, col_bound)`` and returns the first bad edge of this
+    part, or -1, as :func:`scatter_rows`. The word must fit in 64 bits (the caller checks)."""
+    blocks = cursors.shape[0]
+    num_edges = rows.shape[0]
+    bad = np.full(blocks, -1, np.int64)
+    within = (1 << shift) - 1
+    row_shift = np.uint64(col_bits)
+    edge_shift = np.uint64(shift + col_bits)
+    half = np.uint64(32)
+    for t in prange(blocks):
+        lo, hi = block_part(num_edges, blocks, t, part, parts)
+        mine = cursors[t]
+        for e in range(lo, hi):
+            r = rows[e]
+            c = cols[e]
+            if c < 0 or c >= col_bound:
+                bad[t] = e
+                break
+            b = r >> shift
+            p = mine[b]
+            mine[b] = p + 1
+            word = (np.uint64(e) << edge_shift) | (np.uint64(r & within) << row_shift) | np.uint64(c)
+            low[p] = np.uint32(word & np.uint64(0xFFFFFFFF))
+            high[p] = np.uint32(word >> half)
+    for t in range(blocks):
+        if bad[t] >= 0:
+            return bad[t]
+    return -1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sort_buckets(indptr, shift, col_bits, low, high, indices, edge_ids, first, stop):
+    """Second pass, buckets ``first .. stop - 1`` in parallel: each bucket's words (copied out of
+    ``low`` / ``high``) go to their row's next position as ``indices[p]`` (column) and
+    ``edge_ids[p]`` (edge id); ``low`` / ``high`` are views of ``indices`` / ``edge_ids``."""
+    num_rows = indptr.shape[0] - 1
+    within = np.uint64((1 << shift) - 1)
+    col_mask = np.uint64((1 << col_bits) - 1)
+    row_shift = np.uint64(col_bits)
+    edge_shift = np.uint64(shift + col_bits)
+    half = np.uint64(32)
+    for b in prange(first, stop):
+        row0 = b << shift
+        row1 = min(num_rows, row0 + (1 << shift))
+        lo, hi = indptr[row0], indptr[row1]
+        if hi == lo:
+            continue
+        words_low = low[lo:hi].copy()
+        words_high = high[lo:hi].copy()
+        cursor = indptr[row0:row1].copy()
+        for j in range(hi - lo):
+            word = (np.uint64(words_high[j]) << half) | np.uint64(words_low[j])
+            r = np.int64((word >> row_shift) & within)
+            p = cursor[r]
+            cursor[r] = p + 1
+            indices[p] = word & col_mask
+            edge_ids[p] = word >> edge_shift
 
 
 @njit(cache=True, nogil=True)

@@ -145,6 +145,23 @@ def test_counting_sort_builder_equals_a_stable_argsort(num_edges, direction):
     assert graph.weights.dtype == np.float32
 
 
+@pytest.mark.parametrize("bucket_edges", [64, 1 << 17])  # many buckets of a few rows; one bucket
+@pytest.mark.parametrize("max_bucket", [1 << 22, 5_000])  # 5,000: the hub's bucket is too large (one pass)
+def test_two_pass_builder_equals_a_stable_argsort(bucket_edges, max_bucket, monkeypatch):
+    from gglspeedup import _csr_build
+
+    monkeypatch.setattr(_csr_build, "BUCKET_EDGES", bucket_edges)
+    monkeypatch.setattr(_csr_build, "MAX_BUCKET_EDGES", max_bucket)
+    rng = np.random.default_rng(7)
+    num_nodes = 3_000
+    edges = rng.integers(0, num_nodes, size=(2, 90_000))
+    edges[1, rng.random(90_000) < 0.1] = 17  # a hub row of about 9,000 edges
+    graph = gg.CSRGraph.from_edge_index(edges, num_nodes=num_nodes)
+    indptr, indices, order = _argsort_reference(edges, num_nodes, "in")
+    assert np.array_equal(graph.indptr, indptr) and np.array_equal(graph.indices, indices)
+    assert np.array_equal(graph.edge_ids, order) and graph.edge_ids.dtype == np.int32
+
+
 def test_counting_sort_names_the_first_bad_edge_in_any_block():
     edges = np.zeros((2, 100_000), np.int64)
     edges[0, 80_000] = 10  # in the second thread's block
