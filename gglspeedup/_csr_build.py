@@ -29,6 +29,7 @@ _SMALL_EDGES = 1 << 16  # below this many edges NumPy sorts: no Numba import, no
 PART_EDGES = 1 << 21  # edges per call of a pass (0.05-0.4 s on two busy cores): Ctrl-C between calls
 BUCKET_EDGES = 1 << 17  # two-pass sort: edges per bucket on average (1 MiB of words: a cache's share)
 MAX_BUCKET_EDGES = 1 << 22  # ... and at most (the second pass copies a bucket: 32 MiB per thread)
+MAX_BUCKETS = 1 << 14  # first pass: write streams per thread (without edge ids buckets may be small)
 
 
 def blocks_for(num_edges: int) -> int:
@@ -75,9 +76,9 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
                 return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         indptr = np.empty(num_rows + 1, np.int64)
         weighted = weights is not None
-        shift = None if weighted or not keep_edge_ids else _bucket_shift(num_edges, num_rows, num_cols, index_dtype)
+        shift = None if weighted else _bucket_shift(num_edges, num_rows, num_cols, index_dtype, keep_edge_ids)
         if shift is not None and not guard.stopping():
-            done = _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, guard)
+            done = _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, keep_edge_ids, guard)
             if done is not None:
                 return done
             shift = None  # a bucket too large for the second pass's copy: the one-pass scatter
@@ -114,20 +115,23 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     return indptr, indices, (edge_ids if keep_edge_ids else None), (weights_out if weighted else None), -1
 
 
-def _bucket_shift(num_edges: int, num_rows: int, num_cols: int, index_dtype) -> int | None:
+def _bucket_shift(num_edges: int, num_rows: int, num_cols: int, index_dtype, ids: bool) -> int | None:
     """log2 of the rows per bucket of the two-pass sort (about BUCKET_EDGES edges each), or None
-    where it does not apply: int64 indices or edge ids (the packed word uses the two int32
-    outputs' slots), or a word (edge id, row within bucket, column) wider than 64 bits."""
+    where it does not apply: int64 indices or edge ids (the packed word uses the int32 outputs'
+    slots), a word (edge id, row within bucket, column) wider than 64 bits, or without edge ids
+    (one 32-bit slot: row within bucket and column) more than MAX_BUCKETS buckets."""
     if np.dtype(index_dtype) != np.int32 or _id_dtype(num_edges) != np.int32:
         return None
     shift = max(0, (BUCKET_EDGES * num_rows // num_edges).bit_length() - 1)
-    if (num_edges - 1).bit_length() + shift + max(1, (num_cols - 1).bit_length()) > 64:
-        return None
-    return shift
+    col_bits = max(1, (num_cols - 1).bit_length())
+    if not ids:
+        shift = min(shift, 32 - col_bits)
+        return shift if (num_rows - 1) >> shift < MAX_BUCKETS else None
+    return shift if (num_edges - 1).bit_length() + shift + col_bits <= 64 else None
 
 
-def _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, guard):
-    """:func:`counting_sort`'s outputs with edge ids, by the two-pass sort of
+def _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, ids, guard):
+    """:func:`counting_sort`'s outputs (edge ids with ``ids``), by the two-pass sort of
     :mod:`gglspeedup._csr_kernels` (buckets of ``2**shift`` rows); None (``indptr`` filled,
     ``counts`` unchanged) where a bucket exceeds MAX_BUCKET_EDGES (its second-pass copy would
     cost more memory than the counts), and the interrupted / bad-column results as the caller's."""
@@ -139,7 +143,7 @@ def _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, guard):
     if int(np.diff(bounds).max()) > MAX_BUCKET_EDGES:
         return None
     indices = np.empty(num_edges, np.int32)
-    edge_ids = np.empty(num_edges, np.int32)
+    edge_ids = np.empty(num_edges if ids else 1, np.int32)
     for array in (indices, edge_ids):
         _touch(array, guard)
     low, high = indices.view(np.uint32), edge_ids.view(np.uint32)
@@ -149,7 +153,17 @@ def _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, guard):
         if guard.stopping():
             return None, None, None, None, -1  # the caller's block raises KeyboardInterrupt
         bad = scatter_buckets(
-            rows, cols, np.int64(num_cols), cursors, np.int64(shift), np.int64(col_bits), low, high, part, parts
+            rows,
+            cols,
+            np.int64(num_cols),
+            cursors,
+            np.int64(shift),
+            np.int64(col_bits),
+            low,
+            high,
+            bool(ids),
+            part,
+            parts,
         )
         if bad >= 0:  # a column out of range (the rows were all checked by the count)
             return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
@@ -159,9 +173,18 @@ def _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, guard):
         if guard.stopping():
             return None, None, None, None, -1
         sort_buckets(
-            indptr, np.int64(shift), np.int64(col_bits), low, high, indices, edge_ids, first, min(buckets, first + step)
+            indptr,
+            np.int64(shift),
+            np.int64(col_bits),
+            low,
+            high,
+            indices,
+            edge_ids,
+            bool(ids),
+            first,
+            min(buckets, first + step),
         )
-    return indptr, indices, edge_ids, None, -1
+    return indptr, indices, (edge_ids if ids else None), None, -1
 
 
 def _touch(array: np.ndarray, guard) -> None:

@@ -206,12 +206,13 @@ def bucket_cursors(counts, indptr, shift):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def scatter_buckets(rows, cols, col_bound, cursors, shift, col_bits, low, high, part=0, parts=1):
+def scatter_buckets(rows, cols, col_bound, cursors, shift, col_bits, low, high, ids, part=0, parts=1):
     """First pass: each block writes its edges at its bucket cursors, in order, as the word
     ``(e << (shift + col_bits)) | (row within bucket << col_bits) | column``, its low half in
-    ``low[p]`` and its high half in ``high[p]`` (uint32 views of the outputs). Advances
-    ``cursors``; checks columns against ``[0, col_bound)`` and returns the first bad edge of this
-    part, or -1, as :func:`scatter_rows`. The word must fit in 64 bits (the caller checks)."""
+    ``low[p]`` and its high half in ``high[p]`` (uint32 views of the outputs); without ``ids``
+    only the low half (no edge id: the word must fit in 32 bits, ``high`` is not written).
+    Advances ``cursors``; checks columns against ``[0, col_bound)`` and returns the first bad edge
+    of this part, or -1, as :func:`scatter_rows`. The word must fit (the caller checks)."""
     blocks = cursors.shape[0]
     num_edges = rows.shape[0]
     bad = np.full(blocks, -1, np.int64)
@@ -231,9 +232,12 @@ def scatter_buckets(rows, cols, col_bound, cursors, shift, col_bits, low, high, 
             b = r >> shift
             p = mine[b]
             mine[b] = p + 1
-            word = (np.uint64(e) << edge_shift) | (np.uint64(r & within) << row_shift) | np.uint64(c)
+            word = (np.uint64(r & within) << row_shift) | np.uint64(c)
+            if ids:
+                word |= np.uint64(e) << edge_shift
             low[p] = np.uint32(word & np.uint64(0xFFFFFFFF))
-            high[p] = np.uint32(word >> half)
+            if ids:
+                high[p] = np.uint32(word >> half)
     for t in range(blocks):
         if bad[t] >= 0:
             return bad[t]
@@ -241,10 +245,10 @@ def scatter_buckets(rows, cols, col_bound, cursors, shift, col_bits, low, high, 
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def sort_buckets(indptr, shift, col_bits, low, high, indices, edge_ids, first, stop):
+def sort_buckets(indptr, shift, col_bits, low, high, indices, edge_ids, ids, first, stop):
     """Second pass, buckets ``first .. stop - 1`` in parallel: each bucket's words (copied out of
-    ``low`` / ``high``) go to their row's next position as ``indices[p]`` (column) and
-    ``edge_ids[p]`` (edge id); ``low`` / ``high`` are views of ``indices`` / ``edge_ids``."""
+    ``low`` / ``high``) go to their row's next position as ``indices[p]`` (column) and, with
+    ``ids``, ``edge_ids[p]`` (edge id); ``low`` / ``high`` are views of ``indices`` / ``edge_ids``."""
     num_rows = indptr.shape[0] - 1
     within = np.uint64((1 << shift) - 1)
     col_mask = np.uint64((1 << col_bits) - 1)
@@ -258,15 +262,18 @@ def sort_buckets(indptr, shift, col_bits, low, high, indices, edge_ids, first, s
         if hi == lo:
             continue
         words_low = low[lo:hi].copy()
-        words_high = high[lo:hi].copy()
+        words_high = high[lo:hi].copy() if ids else words_low
         cursor = indptr[row0:row1].copy()
         for j in range(hi - lo):
-            word = (np.uint64(words_high[j]) << half) | np.uint64(words_low[j])
+            word = np.uint64(words_low[j])
+            if ids:
+                word |= np.uint64(words_high[j]) << half
             r = np.int64((word >> row_shift) & within)
             p = cursor[r]
             cursor[r] = p + 1
             indices[p] = word & col_mask
-            edge_ids[p] = word >> edge_shift
+            if ids:
+                edge_ids[p] = word >> edge_shift
 
 
 @njit(cache=True, nogil=True)

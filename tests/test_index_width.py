@@ -147,7 +147,8 @@ def test_counting_sort_builder_equals_a_stable_argsort(num_edges, direction):
 
 @pytest.mark.parametrize("bucket_edges", [64, 1 << 17])  # many buckets of a few rows; one bucket
 @pytest.mark.parametrize("max_bucket", [1 << 22, 5_000])  # 5,000: the hub's bucket is too large (one pass)
-def test_two_pass_builder_equals_a_stable_argsort(bucket_edges, max_bucket, monkeypatch):
+@pytest.mark.parametrize("keep_edge_ids", [True, False])
+def test_two_pass_builder_equals_a_stable_argsort(bucket_edges, max_bucket, keep_edge_ids, monkeypatch):
     from gglspeedup import _csr_build
 
     monkeypatch.setattr(_csr_build, "BUCKET_EDGES", bucket_edges)
@@ -156,10 +157,13 @@ def test_two_pass_builder_equals_a_stable_argsort(bucket_edges, max_bucket, monk
     num_nodes = 3_000
     edges = rng.integers(0, num_nodes, size=(2, 90_000))
     edges[1, rng.random(90_000) < 0.1] = 17  # a hub row of about 9,000 edges
-    graph = gg.CSRGraph.from_edge_index(edges, num_nodes=num_nodes)
+    graph = gg.CSRGraph.from_edge_index(edges, num_nodes=num_nodes, keep_edge_ids=keep_edge_ids)
     indptr, indices, order = _argsort_reference(edges, num_nodes, "in")
     assert np.array_equal(graph.indptr, indptr) and np.array_equal(graph.indices, indices)
-    assert np.array_equal(graph.edge_ids, order) and graph.edge_ids.dtype == np.int32
+    if keep_edge_ids:
+        assert np.array_equal(graph.edge_ids, order) and graph.edge_ids.dtype == np.int32
+    else:
+        assert graph.edge_ids is None
 
 
 def test_counting_sort_names_the_first_bad_edge_in_any_block():
