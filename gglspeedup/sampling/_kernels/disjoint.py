@@ -157,9 +157,6 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
             window_fill(graph, options, node, indptr[node], ends[i], k, state, count, e_id, start)
             for q in range(start, start + count):
                 edge_index[1, q] = first + i
-                prefetch(graph.indices, e_id[q])
-                if options.has_edge_ids:
-                    prefetch(graph.edge_ids, e_id[q])
         row_finish(graph, options, e_id, col, offsets[lo], offsets[hi])
         for i in range(lo, hi):  # neighbours as virtual ids of their target's tree: the table keys
             base = trees[i] * stride
