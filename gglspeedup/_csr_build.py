@@ -7,10 +7,11 @@ cursors (block ``t``'s edges of row ``v`` go after blocks ``0..t-1``'s), and eac
 its block in order (checking every column id: the scatter reads them anyway, so the count reads
 only the rows). Counts and cursors are int32 while the edge count fits. Rows therefore keep the
 input order of their edges (the same CSR as a stable ``argsort``), in O(E + threads * N) time and
-O(threads * N) memory beyond input and output. With edge ids (int32 ones, no weights) the scatter
-runs in two passes instead (:func:`_two_pass`): edges into buckets of rows first, as packed words
-in the outputs' own slots, then each bucket sorted within its cache-sized region; the one-pass
-scatter wrote two random lines per edge into 0.5 GB of outputs, and took twice the CPU time. The
+O(threads * N) memory beyond input and output. With int32 outputs and no weights the scatter runs
+in two passes instead (:func:`_two_pass`): edges into buckets of rows first, as packed words in the
+outputs' own slots, then each bucket sorted within its cache-sized region; the one-pass scatter
+wrote one or two random lines per edge into outputs larger than the cache (with edge ids: twice
+the CPU time). The
 kernels are in :mod:`gglspeedup._csr_kernels`; below 65,536 edges NumPy's stable ``argsort`` does
 the same sort (so small graphs, Cora among them, load without importing Numba).
 
