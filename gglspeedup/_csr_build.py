@@ -2,10 +2,16 @@
 
 :meth:`gglspeedup.CSRGraph.from_edge_index` and :func:`gglspeedup.datasets.build_csr` share them.
 The edges are split into one contiguous block per thread; each thread counts its block's rows
-(checking every id on the way), a prefix sum turns the per-block counts into per-block write
+(checking every row id on the way), a prefix sum turns the per-block counts into per-block write
 cursors (block ``t``'s edges of row ``v`` go after blocks ``0..t-1``'s), and each thread scatters
-its block in order. Rows therefore keep the input order of their edges (the same CSR as a stable
-``argsort``), in O(E + threads * N) time and O(threads * N) memory beyond input and output. The
+its block in order (checking every column id: the scatter reads them anyway, so the count reads
+only the rows). Counts and cursors are int32 while the edge count fits. Rows therefore keep the
+input order of their edges (the same CSR as a stable ``argsort``), in O(E + threads * N) time and
+O(threads * N) memory beyond input and output. With int32 outputs and no weights the scatter runs
+in two passes instead (:func:`_two_pass`): edges into buckets of rows first, as packed words in the
+outputs' own slots, then each bucket sorted within its cache-sized region; the one-pass scatter
+wrote one or two random lines per edge into outputs larger than the cache (with edge ids: twice
+the CPU time). The
 kernels are in :mod:`gglspeedup._csr_kernels`; below 65,536 edges NumPy's stable ``argsort`` does
 the same sort (so small graphs, Cora among them, load without importing Numba).
 
@@ -22,6 +28,9 @@ __all__ = ["edge_index_arrays", "counting_sort", "permuted_rows", "blocks_for", 
 
 _SMALL_EDGES = 1 << 16  # below this many edges NumPy sorts: no Numba import, no parallel launch
 PART_EDGES = 1 << 21  # edges per call of a pass (0.05-0.4 s on two busy cores): Ctrl-C between calls
+BUCKET_EDGES = 1 << 17  # two-pass sort: edges per bucket on average (1 MiB of words: a cache's share)
+MAX_BUCKET_EDGES = 1 << 22  # ... and at most (the second pass copies a bucket: 32 MiB per thread)
+MAX_BUCKETS = 1 << 14  # first pass: write streams per thread (without edge ids buckets may be small)
 
 
 def blocks_for(num_edges: int) -> int:
@@ -49,7 +58,7 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     num_edges = rows.shape[0]
     if num_edges < _SMALL_EDGES:
         return _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights)
-    from ._csr_kernels import count_rows, cursors_from_counts, scatter_rows
+    from ._csr_kernels import count_row_ids, cursors_from_counts, scatter_rows
     from ._interrupt import interruptible
 
     blocks = blocks_for(num_edges)
@@ -57,28 +66,37 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     # block raises KeyboardInterrupt after the arrays below are dropped.
     parts = -(-num_edges // PART_EDGES)
     with interruptible() as guard:
-        counts = np.zeros((blocks, num_rows), np.int64)
+        # Counts, then write cursors, in int32 while every position fits: half the bytes of the
+        # passes' random increments (the arrays are read and written at random, one per edge).
+        counts = np.zeros((blocks, num_rows), _id_dtype(num_edges))
         for part in range(parts):
             if guard.stopping():
                 break
-            first_bad = int(count_rows(rows, cols, np.int64(num_rows), np.int64(num_cols), counts, part, parts))
-            if first_bad >= 0:  # the first bad edge of all: the serial check finds it
+            if int(count_row_ids(rows, np.int64(num_rows), counts, part, parts)) >= 0:
+                # the first bad edge of all (a column may be bad before this row): the serial check
                 return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         indptr = np.empty(num_rows + 1, np.int64)
+        weighted = weights is not None
+        shift = None if weighted else _bucket_shift(num_edges, num_rows, num_cols, index_dtype, keep_edge_ids)
+        if shift is not None and not guard.stopping():
+            done = _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, keep_edge_ids, guard)
+            if done is not None:
+                return done
+            shift = None  # a bucket too large for the second pass's copy: the one-pass scatter
         if not guard.stopping():
             cursors_from_counts(counts, indptr)
         indices = np.empty(num_edges, index_dtype)
         edge_ids = np.empty(num_edges if keep_edge_ids else 1, _id_dtype(num_edges))
-        weighted = weights is not None
         weights_out = np.empty(num_edges, weights.dtype) if weighted else np.zeros(1, np.float32)
         for array in (indices, edge_ids, weights_out):
             _touch(array, guard)
         for part in range(parts):
             if guard.stopping():
                 break
-            scatter_rows(
+            bad = scatter_rows(
                 rows,
                 cols,
+                np.int64(num_cols),
                 counts,
                 indices,
                 edge_ids,
@@ -90,10 +108,84 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
                 part,
                 parts,
             )
+            if bad >= 0:  # a column out of range (the rows were all checked by the count)
+                return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         if guard.stopping():
             counts = indptr = indices = edge_ids = weights_out = None
             return None
     return indptr, indices, (edge_ids if keep_edge_ids else None), (weights_out if weighted else None), -1
+
+
+def _bucket_shift(num_edges: int, num_rows: int, num_cols: int, index_dtype, ids: bool) -> int | None:
+    """log2 of the rows per bucket of the two-pass sort (about BUCKET_EDGES edges each), or None
+    where it does not apply: int64 indices or edge ids (the packed word uses the int32 outputs'
+    slots), a word (edge id, row within bucket, column) wider than 64 bits, or without edge ids
+    (one 32-bit slot: row within bucket and column) more than MAX_BUCKETS buckets."""
+    if np.dtype(index_dtype) != np.int32 or _id_dtype(num_edges) != np.int32:
+        return None
+    shift = max(0, (BUCKET_EDGES * num_rows // num_edges).bit_length() - 1)
+    col_bits = max(1, (num_cols - 1).bit_length())
+    if not ids:
+        shift = min(shift, 32 - col_bits)
+        return shift if (num_rows - 1) >> shift < MAX_BUCKETS else None
+    return shift if (num_edges - 1).bit_length() + shift + col_bits <= 64 else None
+
+
+def _two_pass(rows, cols, num_rows, num_cols, counts, indptr, shift, ids, guard):
+    """:func:`counting_sort`'s outputs (edge ids with ``ids``), by the two-pass sort of
+    :mod:`gglspeedup._csr_kernels` (buckets of ``2**shift`` rows); None (``indptr`` filled,
+    ``counts`` unchanged) where a bucket exceeds MAX_BUCKET_EDGES (its second-pass copy would
+    cost more memory than the counts), and the interrupted / bad-column results as the caller's."""
+    from ._csr_kernels import bucket_cursors, scatter_buckets, sort_buckets
+
+    num_edges = rows.shape[0]
+    cursors = bucket_cursors(counts, indptr, np.int64(shift))
+    bounds = indptr[np.minimum(np.arange(cursors.shape[1] + 1, dtype=np.int64) << shift, num_rows)]
+    if int(np.diff(bounds).max()) > MAX_BUCKET_EDGES:
+        return None
+    indices = np.empty(num_edges, np.int32)
+    edge_ids = np.empty(num_edges if ids else 1, np.int32)
+    for array in (indices, edge_ids):
+        _touch(array, guard)
+    low, high = indices.view(np.uint32), edge_ids.view(np.uint32)
+    col_bits = max(1, (num_cols - 1).bit_length())
+    parts = -(-num_edges // PART_EDGES)
+    for part in range(parts):
+        if guard.stopping():
+            return None, None, None, None, -1  # the caller's block raises KeyboardInterrupt
+        bad = scatter_buckets(
+            rows,
+            cols,
+            np.int64(num_cols),
+            cursors,
+            np.int64(shift),
+            np.int64(col_bits),
+            low,
+            high,
+            bool(ids),
+            part,
+            parts,
+        )
+        if bad >= 0:  # a column out of range (the rows were all checked by the count)
+            return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
+    buckets = cursors.shape[1]
+    step = max(1, PART_EDGES * buckets // num_edges)  # about PART_EDGES edges per call
+    for first in range(0, buckets, step):
+        if guard.stopping():
+            return None, None, None, None, -1
+        sort_buckets(
+            indptr,
+            np.int64(shift),
+            np.int64(col_bits),
+            low,
+            high,
+            indices,
+            edge_ids,
+            bool(ids),
+            first,
+            min(buckets, first + step),
+        )
+    return indptr, indices, (edge_ids if ids else None), None, -1
 
 
 def _touch(array: np.ndarray, guard) -> None:

@@ -18,9 +18,13 @@ prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
 __all__ = [
     "count_rows",
+    "count_row_ids",
     "block_part",
     "cursors_from_counts",
     "scatter_rows",
+    "bucket_cursors",
+    "scatter_buckets",
+    "sort_buckets",
     "transpose_rows",
     "sort_unique_rows",
     "compact_rows",
@@ -58,6 +62,30 @@ def count_rows(rows, cols, row_bound, col_bound, counts, part=0, parts=1):
     return -1
 
 
+@njit(parallel=True, cache=True, nogil=True)
+def count_row_ids(rows, row_bound, counts, part=0, parts=1):
+    """:func:`count_rows` reading only ``rows`` (the in-memory sort checks the columns in its
+    scatter, which reads them anyway: the count pass then reads half the bytes). ``counts`` may be
+    int32 (half the cache footprint of its random increments) when no count can exceed 2**31 - 1.
+    Returns the first edge of this part whose row is outside ``[0, row_bound)``, or -1."""
+    blocks = counts.shape[0]
+    num_edges = rows.shape[0]
+    bad = np.full(blocks, -1, np.int64)
+    for t in prange(blocks):
+        lo, hi = block_part(num_edges, blocks, t, part, parts)
+        mine = counts[t]
+        for e in range(lo, hi):
+            r = rows[e]
+            if r < 0 or r >= row_bound:
+                bad[t] = e
+                break
+            mine[r] += 1
+    for t in range(blocks):
+        if bad[t] >= 0:
+            return bad[t]
+    return -1
+
+
 @njit(cache=True, nogil=True, inline="always")
 def block_part(num_edges, blocks, t, part, parts):
     """Edges ``[lo, hi)`` of share ``part`` (of ``parts``) of block ``t`` (of ``blocks``)."""
@@ -69,7 +97,8 @@ def block_part(num_edges, blocks, t, part, parts):
 @njit(parallel=True, cache=True, nogil=True)
 def cursors_from_counts(counts, indptr):
     """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` and turn ``counts`` into
-    each block's first write position per row, in place."""
+    each block's first write position per row, in place (int32 ``counts`` need every position,
+    up to the edge count, to fit in int32)."""
     blocks, num_rows = counts.shape
     indptr[0] = 0
     for v in prange(num_rows):
@@ -89,14 +118,31 @@ def cursors_from_counts(counts, indptr):
 
 @njit(parallel=True, cache=True, nogil=True)
 def scatter_rows(
-    rows, cols, cursors, indices, edge_ids, keep_ids, id_base, weights_in, weights_out, weighted, part=0, parts=1
+    rows,
+    cols,
+    col_bound,
+    cursors,
+    indices,
+    edge_ids,
+    keep_ids,
+    id_base,
+    weights_in,
+    weights_out,
+    weighted,
+    part=0,
+    parts=1,
 ):
     """Each block writes its edges at its cursors, in order: ``indices[p] = cols[e]`` and, when
     asked, ``edge_ids[p] = id_base + e`` and ``weights_out[p] = weights_in[e]``. Advances
-    ``cursors``. ``part`` of ``parts``: only that share of every block (calls for parts ``0, 1,
-    ...`` in order write what one call writes)."""
+    ``cursors`` (int32 or int64). ``part`` of ``parts``: only that share of every block (calls
+    for parts ``0, 1, ...`` in order write what one call writes).
+
+    Every row must be in range (counted by :func:`count_row_ids`); each column is checked against
+    ``[0, col_bound)`` here: returns the first edge of this part with one outside, or -1 (a block
+    stops at its first; the outputs are then incomplete and the caller drops them)."""
     blocks = cursors.shape[0]
     num_edges = rows.shape[0]
+    bad = np.full(blocks, -1, np.int64)
     for t in prange(blocks):
         lo, hi = block_part(num_edges, blocks, t, part, parts)
         mine = cursors[t]
@@ -104,13 +150,130 @@ def scatter_rows(
             if e + _PREFETCH_DISTANCE < hi:
                 prefetch(mine, rows[e + _PREFETCH_DISTANCE])
             r = rows[e]
+            c = cols[e]
+            if c < 0 or c >= col_bound:
+                bad[t] = e
+                break
             p = mine[r]
             mine[r] = p + 1
-            indices[p] = cols[e]
+            indices[p] = c
             if keep_ids:
                 edge_ids[p] = id_base + e
             if weighted:
                 weights_out[p] = weights_in[e]
+    for t in range(blocks):
+        if bad[t] >= 0:
+            return bad[t]
+    return -1
+
+
+# ---------------------------------------------------------------------------- two-pass sort
+# With edge ids, the one-pass scatter writes two random lines per edge into outputs larger than
+# the cache. The two-pass sort first scatters each edge into its *bucket* (2**shift consecutive
+# rows: a few thousand write streams per thread, each written front to back), packed into the two
+# int32 outputs' slots as one 64-bit word (edge id, row within the bucket, column), then sorts each
+# bucket by row within its own region (the size of a cache). Blocks fill a bucket in block order
+# and each block in edge order, so a bucket read front to back is in input order: the per-row
+# cursors of the second pass keep rows stable, and the CSR is the one-pass sort's, edge ids too.
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def bucket_cursors(counts, indptr, shift):
+    """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` (left unchanged) and
+    return each block's first position in each bucket of ``2**shift`` rows (int64, (blocks,
+    buckets)): bucket ``b`` holds the rows ``b << shift ..``; inside it block ``t``'s edges go
+    after blocks ``0..t-1``'s."""
+    blocks, num_rows = counts.shape
+    indptr[0] = 0
+    for v in prange(num_rows):
+        total = 0
+        for t in range(blocks):
+            total += counts[t, v]
+        indptr[v + 1] = total
+    for v in range(num_rows):
+        indptr[v + 1] += indptr[v]
+    buckets = (num_rows + (1 << shift) - 1) >> shift
+    cursors = np.empty((blocks, buckets), np.int64)
+    for b in prange(buckets):
+        first = b << shift
+        stop = min(num_rows, first + (1 << shift))
+        base = indptr[first]
+        for t in range(blocks):
+            cursors[t, b] = base
+            for v in range(first, stop):
+                base += counts[t, v]
+    return cursors
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def scatter_buckets(rows, cols, col_bound, cursors, shift, col_bits, low, high, ids, part=0, parts=1):
+    """First pass: each block writes its edges at its bucket cursors, in order, as the word
+    ``(e << (shift + col_bits)) | (row within bucket << col_bits) | column``, its low half in
+    ``low[p]`` and its high half in ``high[p]`` (uint32 views of the outputs); without ``ids``
+    only the low half (no edge id: the word must fit in 32 bits, ``high`` is not written).
+    Advances ``cursors``; checks columns against ``[0, col_bound)`` and returns the first bad edge
+    of this part, or -1, as :func:`scatter_rows`. The word must fit (the caller checks)."""
+    blocks = cursors.shape[0]
+    num_edges = rows.shape[0]
+    bad = np.full(blocks, -1, np.int64)
+    within = (1 << shift) - 1
+    row_shift = np.uint64(col_bits)
+    edge_shift = np.uint64(shift + col_bits)
+    half = np.uint64(32)
+    for t in prange(blocks):
+        lo, hi = block_part(num_edges, blocks, t, part, parts)
+        mine = cursors[t]
+        for e in range(lo, hi):
+            r = rows[e]
+            c = cols[e]
+            if c < 0 or c >= col_bound:
+                bad[t] = e
+                break
+            b = r >> shift
+            p = mine[b]
+            mine[b] = p + 1
+            word = (np.uint64(r & within) << row_shift) | np.uint64(c)
+            if ids:
+                word |= np.uint64(e) << edge_shift
+            low[p] = np.uint32(word & np.uint64(0xFFFFFFFF))
+            if ids:
+                high[p] = np.uint32(word >> half)
+    for t in range(blocks):
+        if bad[t] >= 0:
+            return bad[t]
+    return -1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def sort_buckets(indptr, shift, col_bits, low, high, indices, edge_ids, ids, first, stop):
+    """Second pass, buckets ``first .. stop - 1`` in parallel: each bucket's words (copied out of
+    ``low`` / ``high``) go to their row's next position as ``indices[p]`` (column) and, with
+    ``ids``, ``edge_ids[p]`` (edge id); ``low`` / ``high`` are views of ``indices`` / ``edge_ids``."""
+    num_rows = indptr.shape[0] - 1
+    within = np.uint64((1 << shift) - 1)
+    col_mask = np.uint64((1 << col_bits) - 1)
+    row_shift = np.uint64(col_bits)
+    edge_shift = np.uint64(shift + col_bits)
+    half = np.uint64(32)
+    for b in prange(first, stop):
+        row0 = b << shift
+        row1 = min(num_rows, row0 + (1 << shift))
+        lo, hi = indptr[row0], indptr[row1]
+        if hi == lo:
+            continue
+        words_low = low[lo:hi].copy()
+        words_high = high[lo:hi].copy() if ids else words_low
+        cursor = indptr[row0:row1].copy()
+        for j in range(hi - lo):
+            word = np.uint64(words_low[j])
+            if ids:
+                word |= np.uint64(words_high[j]) << half
+            r = np.int64((word >> row_shift) & within)
+            p = cursor[r]
+            cursor[r] = p + 1
+            indices[p] = word & col_mask
+            if ids:
+                edge_ids[p] = word >> edge_shift
 
 
 @njit(cache=True, nogil=True)

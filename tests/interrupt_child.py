@@ -143,7 +143,7 @@ def case_from_edge_index():
     edge_index = rng.integers(0, num_nodes, (2, num_edges), dtype=np.int32)
     gg.CSRGraph.from_edge_index(edge_index[:, : 1 << 17], num_nodes=num_nodes, keep_edge_ids=True)  # compile
     call = lambda: gg.CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes)  # noqa: E731
-    return call, signal_during(_csr_kernels, "scatter_rows", 0.1)
+    return call, signal_during(_csr_kernels, "scatter_buckets", 0.1)
 
 
 def case_build_csr():

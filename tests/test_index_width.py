@@ -145,6 +145,27 @@ def test_counting_sort_builder_equals_a_stable_argsort(num_edges, direction):
     assert graph.weights.dtype == np.float32
 
 
+@pytest.mark.parametrize("bucket_edges", [64, 1 << 17])  # many buckets of a few rows; one bucket
+@pytest.mark.parametrize("max_bucket", [1 << 22, 5_000])  # 5,000: the hub's bucket is too large (one pass)
+@pytest.mark.parametrize("keep_edge_ids", [True, False])
+def test_two_pass_builder_equals_a_stable_argsort(bucket_edges, max_bucket, keep_edge_ids, monkeypatch):
+    from gglspeedup import _csr_build
+
+    monkeypatch.setattr(_csr_build, "BUCKET_EDGES", bucket_edges)
+    monkeypatch.setattr(_csr_build, "MAX_BUCKET_EDGES", max_bucket)
+    rng = np.random.default_rng(7)
+    num_nodes = 3_000
+    edges = rng.integers(0, num_nodes, size=(2, 90_000))
+    edges[1, rng.random(90_000) < 0.1] = 17  # a hub row of about 9,000 edges
+    graph = gg.CSRGraph.from_edge_index(edges, num_nodes=num_nodes, keep_edge_ids=keep_edge_ids)
+    indptr, indices, order = _argsort_reference(edges, num_nodes, "in")
+    assert np.array_equal(graph.indptr, indptr) and np.array_equal(graph.indices, indices)
+    if keep_edge_ids:
+        assert np.array_equal(graph.edge_ids, order) and graph.edge_ids.dtype == np.int32
+    else:
+        assert graph.edge_ids is None
+
+
 def test_counting_sort_names_the_first_bad_edge_in_any_block():
     edges = np.zeros((2, 100_000), np.int64)
     edges[0, 80_000] = 10  # in the second thread's block
@@ -153,6 +174,14 @@ def test_counting_sort_names_the_first_bad_edge_in_any_block():
         gg.CSRGraph.from_edge_index(edges, num_nodes=5)
     edges[0, 80_000] = 0
     with pytest.raises(ValueError, match=r"edge_index\[:, 90000\] has a negative node id"):
+        gg.CSRGraph.from_edge_index(edges, num_nodes=5)
+
+
+@pytest.mark.parametrize("position", [3, 49_999, 99_999])  # first block, its last edge, the last edge
+def test_counting_sort_names_a_bad_column_found_while_scattering(position):
+    edges = np.zeros((2, 100_000), np.int64)  # past the serial cut-off: the count reads rows only
+    edges[0, position] = 5
+    with pytest.raises(ValueError, match=rf"edge_index\[:, {position}\] = \[5, 0\] is out of range for num_nodes = 5"):
         gg.CSRGraph.from_edge_index(edges, num_nodes=5)
 
 

@@ -12,6 +12,9 @@ rounds (``time_contenders``):
 
 - ``plain``: ``NeighborSampler(graph, fanouts)``, shared sampling (the reference of every ratio);
 - ``plain disjoint``: ``disjoint=True``, one tree per seed without times (what temporal implies);
+- ``plain disjoint, sorted rows``: the same on the time-sorted copy the temporal rows sample, which
+  carries edge ids (the sort's permutation, so ``e_id`` stays the original edge): the temporal
+  rows' own hop and graph without the window search, i.e. what they cost without times;
 - ``temporal <strategy>, sorted rows``: the graph handed over with every row already ascending
   in time (the sampler checks it once and uses it as is);
 - ``temporal uniform, unsorted rows``: the graph as generated; the sampler sorts a copy of its
@@ -210,6 +213,11 @@ def run(args) -> dict:
 
     add(PLAIN, our_sampler(graph, "shared sampling"), timed_seed_times=False)
     add("plain disjoint", our_sampler(graph, "disjoint=True, no times", disjoint=True), timed_seed_times=False)
+    add(  # the temporal rows' floor: their graph (edge ids: the sort's), their hop, no times
+        "plain disjoint, sorted rows",
+        our_sampler(sorted_graph, "disjoint=True, no times, the time-sorted copy (edge ids)", disjoint=True),
+        timed_seed_times=False,
+    )
     for strategy in strategies:
         note = f"{args.time}_time, rows given sorted"
         add(f"temporal {strategy}, sorted rows", our_sampler(sorted_graph, note, **given, temporal_strategy=strategy))
