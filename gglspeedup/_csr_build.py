@@ -58,7 +58,7 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     num_edges = rows.shape[0]
     if num_edges < _SMALL_EDGES:
         return _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights)
-    from ._csr_kernels import count_row_ids, cursors_from_counts, scatter_rows
+    from ._csr_kernels import count_row_ids, cursors_from_counts, indptr_from_counts, scatter_rows
     from ._interrupt import interruptible
 
     blocks = blocks_for(num_edges)
@@ -76,6 +76,8 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
                 # the first bad edge of all (a column may be bad before this row): the serial check
                 return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         indptr = np.empty(num_rows + 1, np.int64)
+        if not guard.stopping():
+            indptr_from_counts(counts, indptr)
         weighted = weights is not None
         shift = None if weighted else _bucket_shift(num_edges, num_rows, num_cols, index_dtype, keep_edge_ids)
         if shift is not None and not guard.stopping():

@@ -20,6 +20,7 @@ __all__ = [
     "count_rows",
     "count_row_ids",
     "block_part",
+    "indptr_from_counts",
     "cursors_from_counts",
     "scatter_rows",
     "bucket_cursors",
@@ -95,10 +96,9 @@ def block_part(num_edges, blocks, t, part, parts):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def cursors_from_counts(counts, indptr):
-    """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` and turn ``counts`` into
-    each block's first write position per row, in place (int32 ``counts`` need every position,
-    up to the edge count, to fit in int32)."""
+def indptr_from_counts(counts, indptr):
+    """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` (blocks, num_rows),
+    which are left unchanged: the one-pass and the two-pass scatters both start from it."""
     blocks, num_rows = counts.shape
     indptr[0] = 0
     for v in prange(num_rows):
@@ -108,6 +108,14 @@ def cursors_from_counts(counts, indptr):
         indptr[v + 1] = total
     for v in range(num_rows):
         indptr[v + 1] += indptr[v]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def cursors_from_counts(counts, indptr):
+    """Turn ``counts`` into each block's first write position per row, in place, given the
+    ``indptr`` :func:`indptr_from_counts` filled from them (int32 ``counts`` need every position,
+    up to the edge count, to fit in int32)."""
+    blocks, num_rows = counts.shape
     for v in prange(num_rows):
         base = indptr[v]
         for t in range(blocks):
@@ -179,19 +187,11 @@ def scatter_rows(
 
 @njit(parallel=True, cache=True, nogil=True)
 def bucket_cursors(counts, indptr, shift):
-    """Fill ``indptr`` (int64, num_rows + 1) from the per-block ``counts`` (left unchanged) and
-    return each block's first position in each bucket of ``2**shift`` rows (int64, (blocks,
-    buckets)): bucket ``b`` holds the rows ``b << shift ..``; inside it block ``t``'s edges go
+    """Each block's first position in each bucket of ``2**shift`` rows (int64, (blocks, buckets)),
+    given the ``indptr`` :func:`indptr_from_counts` filled from the per-block ``counts`` (left
+    unchanged): bucket ``b`` holds the rows ``b << shift ..``; inside it block ``t``'s edges go
     after blocks ``0..t-1``'s."""
     blocks, num_rows = counts.shape
-    indptr[0] = 0
-    for v in prange(num_rows):
-        total = 0
-        for t in range(blocks):
-            total += counts[t, v]
-        indptr[v + 1] = total
-    for v in range(num_rows):
-        indptr[v + 1] += indptr[v]
     buckets = (num_rows + (1 << shift) - 1) >> shift
     cursors = np.empty((blocks, buckets), np.int64)
     for b in prange(buckets):
