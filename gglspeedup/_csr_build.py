@@ -58,7 +58,7 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
     num_edges = rows.shape[0]
     if num_edges < _SMALL_EDGES:
         return _argsort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, weights)
-    from ._csr_kernels import count_row_ids, cursors_from_counts, indptr_from_counts, scatter_rows
+    from ._csr_kernels import count_rows, cursors_from_counts, indptr_from_counts, scatter_rows
     from ._interrupt import interruptible
 
     blocks = blocks_for(num_edges)
@@ -72,7 +72,7 @@ def counting_sort(rows, cols, num_rows, num_cols, index_dtype, keep_edge_ids, we
         for part in range(parts):
             if guard.stopping():
                 break
-            if int(count_row_ids(rows, np.int64(num_rows), counts, part, parts)) >= 0:
+            if int(count_rows(rows, None, np.int64(num_rows), np.int64(0), counts, part, parts)) >= 0:
                 # the first bad edge of all (a column may be bad before this row): the serial check
                 return None, None, None, None, _first_bad(rows, cols, num_rows, num_cols)
         indptr = np.empty(num_rows + 1, np.int64)

@@ -18,7 +18,6 @@ prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
 __all__ = [
     "count_rows",
-    "count_row_ids",
     "block_part",
     "indptr_from_counts",
     "cursors_from_counts",
@@ -40,6 +39,10 @@ def count_rows(rows, cols, row_bound, col_bound, counts, part=0, parts=1):
     outside ``[0, row_bound)`` or whose column is outside ``[0, col_bound)``, or -1.
 
     ``counts`` : int64 (blocks, num_rows), zeros; block ``t`` is edges ``t*E//T .. (t+1)*E//T``.
+    It may be int32 (half the cache footprint of its random increments) when no count can exceed
+    2**31 - 1. ``cols=None`` reads only ``rows`` (Numba compiles that variant without the column
+    branch): the in-memory sort checks the columns in its scatter, which reads them anyway, so its
+    count pass reads half the bytes.
     ``part`` of ``parts``: count only that share of every block (:func:`block_part`), so a caller
     can split a long count into calls (and handle Ctrl-C between them); with ``parts > 1`` the
     edge returned is the first bad one of this part, not necessarily of all edges.
@@ -52,36 +55,15 @@ def count_rows(rows, cols, row_bound, col_bound, counts, part=0, parts=1):
         mine = counts[t]
         for e in range(lo, hi):
             r = rows[e]
-            c = cols[e]
-            if r < 0 or r >= row_bound or c < 0 or c >= col_bound:
+            outside = r < 0 or r >= row_bound
+            if cols is not None:
+                c = cols[e]
+                outside = outside or c < 0 or c >= col_bound
+            if outside:
                 bad[t] = e
                 break
             mine[r] += 1
     for t in range(blocks):  # blocks are in edge order: the first block with a bad edge has the first one
-        if bad[t] >= 0:
-            return bad[t]
-    return -1
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def count_row_ids(rows, row_bound, counts, part=0, parts=1):
-    """:func:`count_rows` reading only ``rows`` (the in-memory sort checks the columns in its
-    scatter, which reads them anyway: the count pass then reads half the bytes). ``counts`` may be
-    int32 (half the cache footprint of its random increments) when no count can exceed 2**31 - 1.
-    Returns the first edge of this part whose row is outside ``[0, row_bound)``, or -1."""
-    blocks = counts.shape[0]
-    num_edges = rows.shape[0]
-    bad = np.full(blocks, -1, np.int64)
-    for t in prange(blocks):
-        lo, hi = block_part(num_edges, blocks, t, part, parts)
-        mine = counts[t]
-        for e in range(lo, hi):
-            r = rows[e]
-            if r < 0 or r >= row_bound:
-                bad[t] = e
-                break
-            mine[r] += 1
-    for t in range(blocks):
         if bad[t] >= 0:
             return bad[t]
     return -1
@@ -145,7 +127,7 @@ def scatter_rows(
     ``cursors`` (int32 or int64). ``part`` of ``parts``: only that share of every block (calls
     for parts ``0, 1, ...`` in order write what one call writes).
 
-    Every row must be in range (counted by :func:`count_row_ids`); each column is checked against
+    Every row must be in range (counted by :func:`count_rows`); each column is checked against
     ``[0, col_bound)`` here: returns the first edge of this part with one outside, or -1 (a block
     stops at its first; the outputs are then incomplete and the caller drops them)."""
     blocks = cursors.shape[0]
