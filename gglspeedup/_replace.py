@@ -18,7 +18,8 @@ path. The old graph is then removed file by file (the files its header lists, th
 folder), never as a tree, so a file that appeared in it meanwhile survives.
 
 >>> import os, tempfile
->>> folder = tempfile.mkdtemp()
+>>> tmp = tempfile.TemporaryDirectory()
+>>> folder = tmp.name
 >>> open(os.path.join(folder, "notes.txt"), "w").close()
 >>> try:
 ...     check_replaceable(folder)
@@ -27,6 +28,7 @@ folder), never as a tree, so a file that appeared in it meanwhile survives.
 True
 >>> check_replaceable(os.path.join(folder, "graph"))
 'absent'
+>>> tmp.cleanup()
 """
 
 from __future__ import annotations

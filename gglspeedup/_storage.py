@@ -125,12 +125,14 @@ class FolderWriter:
     """Write a graph folder at ``path`` atomically: a context manager.
 
     >>> import tempfile
-    >>> folder = os.path.join(tempfile.mkdtemp(), "g")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = os.path.join(tmp.name, "g")
     >>> with FolderWriter(folder, "Example", {"answer": 42}) as out:
     ...     out.add("values", np.arange(3))
     >>> meta, arrays = read_folder(folder, kind="Example")
     >>> meta["answer"], arrays["values"].tolist()
     (42, [0, 1, 2])
+    >>> tmp.cleanup()
 
     Arrays go into a temporary folder beside ``path`` (whole, with :meth:`add`, or piece by piece
     through :meth:`open`); on a clean exit the header is written, everything is synced, the graph

@@ -17,6 +17,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -36,9 +37,11 @@ def _run(case: str, delay: float = 0.3, threads: int | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if threads is not None:
         env["NUMBA_NUM_THREADS"] = str(threads)
-    done = subprocess.run(
-        [sys.executable, str(CHILD), case, str(delay)], capture_output=True, text=True, env=env, timeout=600
-    )
+    with tempfile.TemporaryDirectory() as tmp:  # the child's temporary folders go here, removed after
+        env["TMPDIR"] = tmp
+        done = subprocess.run(
+            [sys.executable, str(CHILD), case, str(delay)], capture_output=True, text=True, env=env, timeout=600
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -36,7 +36,8 @@ def main(argv=None) -> None:
     from gglspeedup.service import LocalTransport, PartServer, RemoteSampler, partition
 
     graph, _ = load_papers_like(args.nodes)
-    folder = os.path.join(tempfile.mkdtemp(), "p")
+    scratch = tempfile.TemporaryDirectory(prefix="remote-inprocess-")  # removed when the run ends
+    folder = os.path.join(scratch.name, "p")
     book = partition(graph, folder, 2, method=args.method)
     transport = LocalTransport([PartServer(folder, [0]), PartServer(folder, [1])], [(0,), (1,)])
     remote = RemoteSampler(transport, book, [15, 10])

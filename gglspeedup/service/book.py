@@ -68,9 +68,11 @@ class PartitionBook:
     >>> import tempfile, os, gglspeedup as gg
     >>> from gglspeedup.service import partition
     >>> graph = gg.CSRGraph.from_edge_index([[1, 2, 3, 0], [0, 0, 1, 2]], num_nodes=4)
-    >>> book = partition(graph, os.path.join(tempfile.mkdtemp(), "p"), 2, method="range")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> book = partition(graph, os.path.join(tmp.name, "p"), 2, method="range")
     >>> book.part_of([0, 3]).tolist(), book.local_of([0, 3]).tolist()
     ([0, 1], [0, 2])
+    >>> tmp.cleanup()
     """
 
     def __init__(self, path, meta: dict, arrays: dict):

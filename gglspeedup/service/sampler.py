@@ -244,13 +244,15 @@ class RemoteSampler(_RemoteMixin, NeighborSampler):
     >>> import os, tempfile, gglspeedup as gg
     >>> from gglspeedup.service import LocalTransport, PartServer, partition
     >>> graph = gg.CSRGraph.from_edge_index([[1, 2, 3, 0, 2], [0, 0, 1, 2, 3]], num_nodes=4)
-    >>> folder = os.path.join(tempfile.mkdtemp(), "p")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = os.path.join(tmp.name, "p")
     >>> book = partition(graph, folder, 2, method="range")
     >>> transport = LocalTransport([PartServer(folder, [0]), PartServer(folder, [1])], [(0,), (1,)])
     >>> remote = RemoteSampler(transport, book, [2, 1], seed=3).sample([0, 3], key=5)
     >>> local = gg.NeighborSampler(graph, [2, 1], seed=3).sample([0, 3], key=5)
     >>> remote.n_id.tolist() == local.n_id.tolist(), remote.adjs[0].e_id.tolist() == local.adjs[0].e_id.tolist()
     (True, True)
+    >>> tmp.cleanup()
     """
 
     def _make_driver(self):

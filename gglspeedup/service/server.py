@@ -62,11 +62,13 @@ class PartServer:
     >>> from gglspeedup.service import partition
     >>> graph = gg.CSRGraph.from_edge_index([[1, 2, 3, 0], [0, 0, 1, 2]], num_nodes=4)
     >>> x = np.arange(8.0).reshape(4, 2)
-    >>> folder = os.path.join(tempfile.mkdtemp(), "p")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> folder = os.path.join(tmp.name, "p")
     >>> book = partition(graph, folder, 2, features=x, method="range")
     >>> server = PartServer(folder, [1], warm=False)
     >>> server.handle("rows", {"ids": np.array([3, 2, 3]), "node_type": None})["values"].tolist()
     [[6.0, 7.0], [4.0, 5.0], [6.0, 7.0]]
+    >>> tmp.cleanup()
     """
 
     def __init__(self, path, parts, *, verify: bool = True, warm: bool = True):
