@@ -114,13 +114,16 @@ class kernel_threads:
 
     def fit(self, work: int, unit: str = "draws") -> int:
         """Set the thread count for the next call of ``work`` units of ``unit``; returns it."""
-        self.current = self.threads if work >= PARALLEL_MIN[unit] else 1
-        numba.set_num_threads(self.current)
-        return self.current
+        count = self.threads if work >= PARALLEL_MIN[unit] else 1
+        if count != self.current:  # numba.set_num_threads costs microseconds: only when it changes
+            numba.set_num_threads(count)
+            self.current = count
+        return count
 
     def __exit__(self, *exc) -> bool:
         try:
-            numba.set_num_threads(self.threads)
+            if self.current != self.threads:
+                numba.set_num_threads(self.threads)
         finally:
             KERNEL_LOCK.release()
         return False

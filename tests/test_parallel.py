@@ -26,6 +26,19 @@ def test_kernel_threads_runs_small_work_on_one_thread_and_restores_the_count():
     assert numba.get_num_threads() == threads and not KERNEL_LOCK.locked()
 
 
+def test_kernel_threads_sets_numbas_count_only_when_it_changes(monkeypatch):
+    threads = numba.get_num_threads()
+    calls = []
+    real = _parallel.numba.set_num_threads
+    monkeypatch.setattr(_parallel.numba, "set_num_threads", lambda n: (calls.append(n), real(n)))
+    with kernel_threads(PARALLEL_MIN["draws"], "draws") as region:  # pays: the count stays
+        region.fit(PARALLEL_MIN["draws"] + 1)
+    assert calls == [] and numba.get_num_threads() == threads
+    with kernel_threads(0) as region:  # one thread, kept over a second small call, then restored
+        region.fit(1)
+    assert calls == ([1, threads] if threads > 1 else []) and numba.get_num_threads() == threads
+
+
 def test_kernel_threads_releases_the_lock_and_restores_the_count_when_its_body_raises():
     threads = numba.get_num_threads()
     with pytest.raises(RuntimeError), kernel_threads(0):

@@ -10,17 +10,17 @@ private network namespace this process makes (so Ray listens on that namespace's
 ``--address`` joins an existing cluster instead). For each server count, the service's sampler and
 the local in-process ``NeighborSampler`` (same graph, fanouts, seed and batches, same machine and
 threads) are timed in alternating rounds; the first batches are compared bit for bit first (the
-self-check: a difference stops the bench). Reported per count: batches/s of both, the paired
-ratio (median over rounds), the CPU time a batch took (median over rounds; the service's summed
-over the trainer and every server process on this machine, the local sampler's in this process:
-on a shared machine the steadier figure), and the bytes the transport moved per batch (the
-messages' arrays and the frames' headers, both ways) against the minimum: each hop's distinct
-target ids sent once and its drawn edges (neighbour and edge id) received once, at the
-partition's id widths (plus each distinct row once with ``--dim``). The same rounds also go
+self-check: a difference stops the bench). Reported per count: batches/s of both, the paired ratio
+(median over rounds), the CPU time a batch took (median over rounds; the service's summed over the
+trainer and every server process on this machine, the local sampler's in this process, each thread's
+scheduler time in nanoseconds: on a shared machine the steadier figure), and the bytes the transport
+moved per batch (the messages' arrays and the frames' headers, both ways) against the minimum: each
+hop's distinct target ids sent once and its drawn edges (neighbour and edge id) received once, at
+the partition's id widths (plus each distinct row once with ``--dim``). The same rounds also go
 through a :class:`~gglspeedup.NodeLoader` with its default prefetching (one producer thread,
-``prefetch=2``), one over the service's sampler and one over the local sampler, same settings,
-seeds and batches (``loader`` columns): what a training loop over the loader would see when its
-own step takes no time.
+``prefetch=2``), one over the service's sampler and one over the local sampler, same settings, seeds
+and batches (``loader`` columns): what a training loop over the loader would see when its own step
+takes no time.
 
 Failure timings (``--failures``, two servers, ``--deadline``): the time from a SIGKILL to the
 named error (no restarts), from a SIGSTOP to the named error, and the stall of the batch that
@@ -85,13 +85,13 @@ def _minimum(out, id_bytes: int, edge_id_bytes: int, row_bytes: int) -> int:
 
 def _pass(sampler, store, batches, pids=()) -> tuple:
     """``(seconds, CPU seconds of pids)`` of one round."""
-    cpu = _cpu_seconds(pids)
+    cpu = _cpu_times(pids)
     start = time.perf_counter()
     for key, seeds in enumerate(batches):
         n_id = sampler.sample(seeds, key=key).n_id
         if store is not None:
             store[n_id]
-    return time.perf_counter() - start, _cpu_seconds(pids) - cpu
+    return time.perf_counter() - start, _cpu_used(cpu, _cpu_times(pids))
 
 
 def _loader_pass(sampler, features, timed) -> float:
@@ -108,14 +108,42 @@ def _loader_pass(sampler, features, timed) -> float:
     return time.perf_counter() - start
 
 
-def _cpu_seconds(pids) -> float:
-    """User and system CPU seconds the processes ``pids`` (every thread) have used so far."""
-    total = 0
+def _cpu_times(pids) -> dict:
+    """CPU seconds each thread of the processes ``pids`` has used so far, keyed by ``(pid, tid)``:
+    the scheduler's nanosecond count (``/proc/<pid>/task/<tid>/schedstat``; a round's CPU is a
+    few milliseconds a batch, below the 10 ms clock ticks of ``/proc/<pid>/stat``), or where the
+    kernel keeps none, the process's user and system ticks (key ``(pid, None)``)."""
+    times = {}
     for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                    times[pid, tid] = int(stat.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                times = {key: value for key, value in times.items() if key[0] != pid}
+                times[pid, None] = _ticks(pid)
+                break
+    return times
+
+
+def _ticks(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` (every thread, exited ones included)."""
+    try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_used(before: dict, after: dict) -> float:
+    """CPU seconds used between two :func:`_cpu_times` readings (threads started meanwhile count
+    whole; a thread that ended meanwhile loses its share of the round)."""
+    return sum(seconds - before.get(key, 0.0) for key, seconds in after.items())
 
 
 def _local_pids(cluster) -> list:

@@ -137,13 +137,16 @@ class OwnedRows:
             raise ValueError(f"partition {int(p)} is not served here (this server holds {sorted(self.parts)})")
         return part
 
-    def _options(self, part: _Part, payload: dict, times, exclusions):
+    def _options(self, part: _Part, payload: dict, times, exclusions) -> tuple:
+        """``(options, plain)`` of a request to ``part``: its :class:`SampleOptions` and those
+        without exclusions (what rows holding no excluded edge draw through); a request without
+        times or exclusions reuses the pair built for its flags the first time."""
         flags = (bool(payload["replace"]), bool(payload["weighted"]), bool(payload.get("last", False)))
         plain = times is None and exclusions is None
         if plain:
-            options = self._plain.get((part.number, *flags))
-            if options is not None:
-                return options
+            cached = self._plain.get((part.number, *flags))
+            if cached is not None:
+                return cached
         marker = no_exclusions()
         temporal = times is not None
         if temporal and part.times is None:
@@ -161,9 +164,10 @@ class OwnedRows:
             seed_time=times if temporal else marker,
             last=flags[2],
         )
+        pair = (options, without_exclusions(options))
         if plain:
-            self._plain[(part.number, *flags)] = options
-        return options
+            self._plain[(part.number, *flags)] = pair
+        return pair
 
     def _exclusions(self, p: int, part: _Part, payload: dict):
         """``(positions, row flags)`` of the excluded edges whose rows ``p`` holds, or ``None``."""
@@ -198,28 +202,31 @@ class OwnedRows:
         batch_of = np.asarray(payload["part_batch"]).tolist() if "part_batch" in payload else [0] * len(parts)
         if len(batch_of) != len(parts) or len(parts) != rel_counts.shape[0] or max(batch_of, default=0) >= ks.shape[0]:
             raise ValueError("parts, part_batch, rel_counts and ks disagree in length")
-        sizes = rel_counts.sum(axis=1).tolist()
+        # One relation (untyped): each part's size is its single count, no reduction to run.
+        sizes = (rel_counts[:, 0] if num_relations == 1 else rel_counts.sum(axis=1)).tolist()
         if sum(sizes) != ids.shape[0]:
             raise ValueError(f"rel_counts cover {sum(sizes)} targets, ids holds {ids.shape[0]}")
         times = payload.get("times")
         # Counts go out as uint8 when the fanouts bound them there (the kernel writes them so);
         # otherwise the kernel writes int64 and they are narrowed after the draw, to the largest
         # one drawn. Two count types: each is a kernel compiled (and warmed) per request kind.
-        small = 0 <= int(ks.min()) and int(ks.max()) <= 255
+        k_min, k_max = (int(ks[0, 0]),) * 2 if ks.size == 1 else (int(ks.min()), int(ks.max()))
+        small = 0 <= k_min and k_max <= 255
         counts = np.empty(ids.shape[0], np.uint8 if small else np.int64)
-        nbrs_out, e_out = self._outputs(arena, ids.shape[0] * int(ks.max()) if int(ks.min()) >= 0 else -1)
+        nbrs_out, e_out = self._outputs(arena, ids.shape[0] * k_max if k_min >= 0 else -1)
         answers, start, written, in_arena = [], 0, 0, nbrs_out.shape[0] > 0
+        excluding = "excl_src" in payload
         for p, batch, per_relation, size in zip(parts, batch_of, rel_counts, sizes):
             stop = start + size
             if stop == start:
                 continue
             part = self._owned(p)
             window = None if times is None else _writable(times[start:stop])
-            options = self._options(part, payload, window, self._exclusions(p, part, payload))
-            plain = without_exclusions(options)
+            exclusions = self._exclusions(p, part, payload) if excluding else None
+            options, plain = self._options(part, payload, window, exclusions)
             mine, fanouts, drawn = ids[start:stop], ks[batch], counts[start:stop]
             outputs = (nbrs_out[written:], e_out[written:])
-            with threads_for(size * max(int(fanouts.max()), 16)):
+            with threads_for(size * max(int(fanouts.max()) if num_relations > 1 else int(fanouts[0]), 16)):
                 arguments = (part.graph, options, plain, part.book, p, mine, per_relation, fanouts, states[batch])
                 nbrs, e_id, bad = draw_owned_rows(*arguments, drawn, *outputs)
             if bad >= 0:
@@ -277,9 +284,9 @@ class OwnedRows:
         for p, part in self.parts.items():
             payload = {"replace": False, "weighted": part.weighted, "last": False}
             times = None if part.times is None else np.zeros(0, part.times.dtype)  # as _writable gives them
-            plain = self._options(part, payload, times, None)
+            plain = self._options(part, payload, times, None)[0]
             outputs = self._outputs(None, 0)
-            for options in (plain, self._options(part, payload, times, excluded)):
+            for options in (plain, self._options(part, payload, times, excluded)[0]):
                 for counts in (np.zeros(0, np.uint8), empty):
                     draw_owned_rows(part.graph, options, plain, part.book, p, wire, empty, ks, states, counts, *outputs)
             match_positions(part.graph, empty, empty, True)

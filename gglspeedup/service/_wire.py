@@ -54,6 +54,10 @@ ARRAY_LIMIT = 1 << 36  # bytes of arrays one frame may announce (a sanity bound,
 SHARED_MIN = 32 << 10  # smaller arrays travel in the frame (a socket moves them as fast)
 _ALIGN = 64
 _KINDS = "biuf"
+# One encoder and decoder for every frame: json.dumps with options builds an encoder per call, and
+# json.loads of bytes detects their encoding first (a header is UTF-8, ASCII in practice).
+_JSON_OUT = json.JSONEncoder(separators=(",", ":"))
+_JSON_IN = json.JSONDecoder()
 
 
 class FrameError(ConnectionError):
@@ -112,7 +116,7 @@ def encode(message: dict, *, method: str | None = None, error: tuple | None = No
         header["m"] = method
     if error is not None:
         header["e"] = [str(error[0]), str(error[1])]
-    head = json.dumps(header, separators=(",", ":")).encode()
+    head = _JSON_OUT.encode(header).encode()
     if len(head) > HEADER_LIMIT:
         raise ValueError(f"a message's header must fit {HEADER_LIMIT} bytes, got {len(head)} (too many entries)")
     return [PREFIX.pack(MAGIC, len(head)) + head, *buffers]
@@ -150,7 +154,7 @@ def _dtype(text) -> np.dtype:
 def _parse(head: bytes):
     """``(specs, scalars, method, error)`` of a header, or :class:`FrameError`."""
     try:
-        header = json.loads(head)
+        header = _JSON_IN.decode(head.decode())
         specs, scalars = header["a"], header["s"]
         method, error = header.get("m"), header.get("e")
         arrays, total = [], 0
