@@ -68,7 +68,8 @@ def main(argv=None) -> None:
 
     fanouts = [int(k) for k in args.fanouts.split(",")]
     graph, _ = load_papers_like(args.nodes)
-    folder = os.path.join(tempfile.mkdtemp(), "parts")
+    scratch = tempfile.TemporaryDirectory(prefix="remote-ray-")  # removed when the run ends
+    folder = os.path.join(scratch.name, "parts")
     partition(graph, folder, args.servers, method=args.method)
     rng = np.random.default_rng(0)
     batches = [rng.integers(0, graph.num_nodes, args.batch) for _ in range(args.batches)]

@@ -115,7 +115,8 @@ def main(argv=None) -> None:
     from gglspeedup.service import partition
 
     graph, _ = load_graph(args.graph)
-    folder = os.path.join(tempfile.mkdtemp(), "parts")
+    scratch = tempfile.TemporaryDirectory(prefix="remote-spans-")  # removed when the run ends
+    folder = os.path.join(scratch.name, "parts")
     book = partition(graph, folder, 2, method="range", memory="1G")
     batches = seed_batches(graph.num_nodes, 1024, 5 + args.batches, 0)
     if args.ray:
