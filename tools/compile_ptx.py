@@ -178,7 +178,8 @@ def _attention_kernels():
             flag, bits, value, flag, bits, value, flag, nodes, value,
         )  # fmt: skip
         yield f"attention transposed propagate + edge gradients ({dtype})", kernels["spmm_t"], spmm_t, False
-        back = (ints, ints, scalar, scalar, edges, edges, flag, pad, scalar, flag, bits, value, nodes, nodes)
+        permuted = (flag, ints)  # the attention in the out-CSR's order, read through the edge positions
+        back = (ints, ints, scalar, scalar, edges, *permuted, edges, flag, pad, scalar, flag, bits, value, nodes, nodes)
         yield f"attention softmax backward + query gradient ({dtype})", kernels["score_grad"], back, False
         transpose = (ints, ints, scalar, scalar, edges, flag, flag, bits, value, edges, scalar)
         yield f"attention weights in out-CSR order ({dtype})", kernels["transpose_weights"], transpose, False

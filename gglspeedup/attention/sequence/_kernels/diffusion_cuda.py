@@ -57,13 +57,14 @@ def _kernels(dtype):
 
     @cuda.jit
     def score_grad_kernel(
-        indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q
-    ):
+        indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges, edge_bits,
+        edge_scale, k, grad_q,
+    ):  # fmt: skip
         r = cuda.grid(1)
         if r < grad_q.shape[0]:
             diffusion_rows.score_grad_row(
-                r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
-                k, grad_q, grad_q, r,
+                r, indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges,
+                edge_bits, edge_scale, k, grad_q, grad_q, r,
             )  # fmt: skip
 
     @cuda.jit
@@ -125,8 +126,8 @@ def transpose_weights(device, *args):
 
 
 def score_grad(device, *args):
-    """``args`` as the CPU driver's :func:`~.diffusion_cpu.score_grad` (``grad_q`` is ``args[13]``)."""
-    grad_q = args[13]
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.score_grad` (``grad_q`` is ``args[15]``)."""
+    grad_q = args[15]
     _launch("score_grad", device, grad_q.shape[0], grad_q.dtype, *args)
 
 

@@ -240,15 +240,16 @@ def spmm_t_row(
     (+ diag[r] * g[r])`` (``w_e`` as in :func:`spmm_row`), then node dropout with the given bits;
     with ``want_dw`` also ``dw[e] += dw_scale * g[y] . hx[r]`` (each edge belongs to exactly one
     key row, so no two rows write one edge), with ``want_sum`` also ``total[r] += sum_scale *
-    out[r]``. ``transposed``: ``weights`` and ``dw`` are in the out-CSR's order
-    (:func:`transpose_weights_row`), read and written in sequence instead of at ``e``."""
+    out[r]``. ``transposed``: ``weights`` are in the out-CSR's order (:func:`transpose_weights_row`),
+    read in sequence instead of at ``e``; ``dw`` is always in the in-CSR's order (written through
+    ``tedges``), so the scores' backward needs no back-transposed copy of it."""
     b, t0, t1, base = _open_row(r, n, num_edges, tindptr, acc, ar)
     heads = g.shape[1]
     depth = g.shape[2]
     for t in range(t0, t1):
         query = b * n + tqueries[t]
         e = base + tedges[t]
-        at = base + t if transposed else e  # where this edge's scalars are
+        at = base + t if transposed else e  # where this edge's weight is
         for h in range(heads):
             w = weights[at, h]
             if drop_edges:
@@ -258,7 +259,7 @@ def spmm_t_row(
             for d in range(depth):
                 acc[ar, h, d] += w * g[query, h, d]
         if want_dw:
-            dots_into(g, query, hx, r, dw, at, dw_scale, lanes)
+            dots_into(g, query, hx, r, dw, e, dw_scale, lanes)
     _finish_row(r, g, out, acc, ar, scale, False, scale, g, has_diag, diag, drop_nodes, node_bits, node_scale)
     if want_sum:
         for h in range(heads):
@@ -287,13 +288,15 @@ def transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, back, drop_
 
 @register_jitable
 def score_grad_row(
-    r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q,
-    acc, ar,
+    r, indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges, edge_bits,
+    edge_scale, k, grad_q, acc, ar,
 ):  # fmt: skip
     """In place: ``grad`` (d loss / d weight, the weight being the attention after edge dropout)
     becomes d loss / d score for row ``r``'s edges: softmax ``a * (g' - sum a g')`` or exp
     ``a * g'`` with ``g' = g * keep * edge_scale``; 0 on masked edges (their score is a constant).
-    Then ``grad_q[r] = sum_e (d loss / d score_e) * k[key_e]``."""
+    Then ``grad_q[r] = sum_e (d loss / d score_e) * k[key_e]``. ``permuted``: ``attn`` is in the
+    out-CSR's order (:func:`transpose_weights_row`, no dropout) and edge ``e``'s attention is read at
+    ``positions[e]`` (the diffusion backward keeps only that copy of it)."""
     b, e0, e1, base = _open_row(r, n, num_edges, indptr, acc, ar)
     heads = attn.shape[1]
     depth = k.shape[2]
@@ -303,17 +306,18 @@ def score_grad_row(
                 keep = kept(edge_bits, base + e, h)
                 grad[base + e, h] = grad[base + e, h] * edge_scale if keep else grad[base + e, h] * 0
     for h in range(heads if e1 > e0 else 0):
-        total = attn[base + e0, h] * grad[base + e0, h]
+        total = attn[base + (positions[e0] if permuted else e0), h] * grad[base + e0, h]
         if mode == MODE_SOFTMAX:
             for e in range(e0 + 1, e1):
-                total += attn[base + e, h] * grad[base + e, h]
+                total += attn[base + (positions[e] if permuted else e), h] * grad[base + e, h]
         for e in range(e0, e1):
+            a = attn[base + (positions[e] if permuted else e), h]
             if has_mask and (pad[r] != 0 or pad[b * n + indices[e]] != 0):
                 grad[base + e, h] = grad[base + e, h] * 0
             elif mode == MODE_SOFTMAX:
-                grad[base + e, h] = attn[base + e, h] * (grad[base + e, h] - total)
+                grad[base + e, h] = a * (grad[base + e, h] - total)
             else:
-                grad[base + e, h] = attn[base + e, h] * grad[base + e, h]
+                grad[base + e, h] = a * grad[base + e, h]
     for e in range(e0, e1):
         source = b * n + indices[e]
         for h in range(heads):
