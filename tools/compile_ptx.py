@@ -183,6 +183,8 @@ def _attention_kernels():
         yield f"attention softmax backward + query gradient ({dtype})", kernels["score_grad"], back, False
         transpose = (ints, ints, scalar, scalar, edges, flag, flag, bits, value, edges, scalar)
         yield f"attention weights in out-CSR order ({dtype})", kernels["transpose_weights"], transpose, False
+        keep = (ints, ints, scalar, scalar, bits, flag, flag, bits, types.uint8, bits, scalar)  # edge keep bits
+        yield f"attention keep bits in out-CSR order ({dtype} driver)", kernels["transpose_weights"], keep, False
         yield f"attention out-degrees ({dtype})", kernels["colsum"], (ints, ints, scalar, scalar, edges, edges), False
 
 

@@ -160,8 +160,8 @@ class GraphOps:
         """``scale * A^T g (+ diag * g)``, then node dropout with ``nodes.bits`` (drawn before);
         with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]`` (kept edges only), with
         ``total`` also ``total += sum_scale * result``. ``out``: where the result goes (may not be ``g``).
-        ``transposed``: ``weights`` come from :meth:`transpose_weights` (in the out-CSR's order);
-        ``dw`` is in the in-CSR's order either way."""
+        ``transposed``: ``weights``, ``dw`` and the keep bits of ``edges`` are in the out-CSR's
+        order (:meth:`transpose_weights`)."""
         import torch
 
         out = torch.empty_like(g) if out is None else out
@@ -180,8 +180,9 @@ class GraphOps:
         return out
 
     def transpose_weights(self, weights, edges=None, back=False):
-        """``weights`` (after edge dropout) in the out-CSR's order, for ``spmm_t(..., transposed=True)``;
-        ``back``: from that order to the in-CSR's (no dropout)."""
+        """``weights`` (after edge dropout, ``edges``) in the out-CSR's order, for
+        ``spmm_t(..., transposed=True)``; ``back``: from that order to the in-CSR's (no dropout).
+        Also moves a :class:`Dropout`'s keep bits (uint8 rows) into that order."""
         import torch
 
         out = torch.empty_like(weights)
@@ -195,8 +196,9 @@ class GraphOps:
     def score_grad(self, attn, grad, pad, mode, k, edges=None, permuted=False):
         """In place: ``grad`` (d loss / d attention after edge dropout, contiguous, owned) becomes
         d loss / d score; returns ``grad_q = sum_e grad_score[e] * k[key_e]`` per query row.
-        ``permuted``: ``attn`` is in the out-CSR's order (:meth:`transpose_weights` without
-        dropout), read through :meth:`positions`; ``grad`` stays in the in-CSR's."""
+        ``permuted``: ``attn`` and ``grad`` are in the out-CSR's order (:meth:`transpose_weights`;
+        ``attn`` without dropout), read and written through :meth:`positions`; ``edges`` stays in
+        the in-CSR's."""
         import torch
 
         has_mask, pad = self._pad(pad, attn)

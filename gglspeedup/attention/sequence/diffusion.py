@@ -13,8 +13,8 @@ propagation through the pattern's out-CSR for each hop, with the edges' gradient
 gradient and the previous hop's dropout in the same pass, then the
 softmax backward fused with the query gradient, then the key gradient. Kept for backward: ``q``,
 ``k``, ``v``, the attention ``(B * E, H)`` (one copy, in the out-CSR's order: the transposed passes
-read it in sequence, the softmax backward through the edge permutation, and the edges' gradient is
-written through it in the in-CSR's order), the ``hops - 1`` intermediate node states and the
+read it and write the edges' gradient in sequence, the softmax backward goes through the edge
+permutation), the ``hops - 1`` intermediate node states and the
 dropout keep bits (one bit per edge and head, one per node element and hop); never an
 ``(E, H, D)`` tensor. Dropout draws come
 from the package's keyed RNG, seeded from torch's generator (``torch.manual_seed`` reproduces a
@@ -67,14 +67,19 @@ class DiffusionAttention(torch.autograd.Function):
         for t in range(hops):
             hop = None if nodes is None else nodes[t]
             states.append(ops.spmm(attn, states[t], 1.0 - alpha, self_rows=v, self_scale=alpha, edges=edges, nodes=hop))
+        edges_t = edges
         if hops > 0 and any(ctx.needs_input_grad[:3]):
             # Kept in the out-CSR's order only (no dropout in it: the scores' backward needs the
-            # dropped edges' attention too): the backward's transposed passes read it in sequence
-            # and the scores' backward through the permutation, so one (B * E, H) copy is alive
-            # beside the edges' gradient instead of three.
+            # dropped edges' attention too), beside the keep bits in that order (a byte an edge):
+            # the backward's transposed passes read and write in sequence and the scores' backward
+            # goes through the permutation, so one (B * E, H) copy is alive beside the edges'
+            # gradient instead of three.
             attn = ops.transpose_weights(attn)
+            if edges is not None:
+                edges_t = edges._replace(bits=ops.transpose_weights(edges.bits))
         ctx.save_for_backward(q, k, attn, *states[:-1])
         ctx.ops, ctx.pad, ctx.hops, ctx.alpha, ctx.edges, ctx.nodes = ops, pad, hops, alpha, edges, nodes
+        ctx.edges_t = edges_t
         return states[-1] if hops > 0 else v.clone()
 
     @staticmethod
@@ -89,7 +94,7 @@ class DiffusionAttention(torch.autograd.Function):
         p = _node_dropout_grad(grad_out, nodes[hops - 1]).contiguous() if nodes is not None else grad_out.contiguous()
         del grad_out
         grad_v = p * alpha
-        grad_weights = torch.zeros_like(weights) if want_scores else None  # in the in-CSR's order
+        grad_weights = torch.zeros_like(weights) if want_scores else None  # in the out-CSR's order too
         # p alternates between two buffers; the first p is ours when hop dropout made it (not
         # autograd's gradient, never written) and is free once the first pass has read it
         buffers = (torch.empty_like(p), p if nodes is not None else torch.empty_like(p))
@@ -99,16 +104,16 @@ class DiffusionAttention(torch.autograd.Function):
             # gain (1 - alpha) p[query] . h_t[key]
             before = None if (nodes is None or t == 0) else nodes[t - 1]
             p = ops.spmm_t(
-                weights, p, 1.0 - alpha, dw=grad_weights, hx=states[t], dw_scale=1.0 - alpha, edges=edges,
+                weights, p, 1.0 - alpha, dw=grad_weights, hx=states[t], dw_scale=1.0 - alpha, edges=ctx.edges_t,
                 nodes=before, total=grad_v, sum_scale=alpha if t > 0 else 1.0, out=buffers[i % 2], transposed=True,
             )  # fmt: skip
         del buffers, p
         if not want_scores:
             return None, None, grad_v, None, None, None, None, None, None
-        grad_score = grad_weights  # becomes d loss / d score in place
+        grad_score = grad_weights  # becomes d loss / d score in place, in the out-CSR's order
         grad_q = ops.score_grad(weights, grad_score, ctx.pad, MODE_SOFTMAX, k, edges=edges, permuted=True)
         del weights
-        grad_k = ops.spmm_t(grad_score, q) if ctx.needs_input_grad[1] else None
+        grad_k = ops.spmm_t(grad_score, q, transposed=True) if ctx.needs_input_grad[1] else None
         return grad_q, grad_k, grad_v, None, None, None, None, None, None
 
 

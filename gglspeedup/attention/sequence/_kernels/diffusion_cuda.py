@@ -121,8 +121,10 @@ def spmm_t(device, *args):
 
 
 def transpose_weights(device, *args):
-    """``args`` as the CPU driver's :func:`~.diffusion_cpu.transpose_weights` (``rows`` last)."""
-    _launch("transpose_weights", device, args[-1], args[4].dtype, *args)
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.transpose_weights` (``rows`` last);
+    also the edges' uint8 keep bits, through the float32 set's kernel (typed at its first call)."""
+    dtype = str(args[4].dtype).removeprefix("torch.")
+    _launch("transpose_weights", device, args[-1], dtype if dtype in _KERNELS else "float32", *args)
 
 
 def score_grad(device, *args):
