@@ -97,6 +97,23 @@ def test_cpu_and_simulated_gpu_build_the_same_pattern(device):
         assert np.array_equal(to_host(cpu.indices), to_host(other.indices))
 
 
+def test_rows_of_few_keys_a_word_and_of_many_are_read_off_alike(device):
+    # The CPU reads a row off its key bitmap in two ways: a branch-free pass when a row has about
+    # four keys or fewer per 64-bit word (long sequences: 300 tokens here), a loop per bit when
+    # denser (40 tokens). Both must give the rows the rule defines, and the GPU's rows.
+    for seq_len in (300, 40):
+        options = dict(window=4, num_random=3, num_global=2, seed=13)
+        cpu = SequencePattern(**options).csc(seq_len, batch=2, step=6, lengths=[seq_len, seq_len - 7])
+        check_graph(cpu, SequencePattern(**options), seq_len, [seq_len, seq_len - 7])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            other = SequencePattern(device=device, **options).csc(
+                seq_len, batch=2, step=6, lengths=[seq_len, seq_len - 7]
+            )
+        assert np.array_equal(to_host(cpu.indptr), to_host(other.indptr))
+        assert np.array_equal(to_host(cpu.indices), to_host(other.indices))
+
+
 def test_index_types_follow_the_size():
     graph = SequencePattern(window=4, num_random=1, num_global=1).csc(16, batch=2)
     assert graph.indices.dtype == np.int32 and graph.indptr.dtype == np.int32

@@ -156,7 +156,7 @@ def _attention_kernels():
         indices = types.Array(index, 1, "C")
         shape = (i64, scalar, i64, i64, scalar, scalar, scalar)
         yield f"pattern count ({index})", pattern_cuda._count_kernel, (*shape, scalar, i64), True
-        fill = (*shape, scalar, f64, u64, types.Array(index, 1, "C"), indices, u64, i64)
+        fill = (*shape, scalar, f64, u64, types.Array(index, 1, "C"), indices, u64, i64, i64)
         yield f"pattern fill ({index})", pattern_cuda._fill_kernel, fill, True
     for dtype in ("float32", "float64"):
         value = getattr(types, dtype)
@@ -178,10 +178,13 @@ def _attention_kernels():
             flag, bits, value, flag, bits, value, flag, nodes, value,
         )  # fmt: skip
         yield f"attention transposed propagate + edge gradients ({dtype})", kernels["spmm_t"], spmm_t, False
-        back = (ints, ints, scalar, scalar, edges, edges, flag, pad, scalar, flag, bits, value, nodes, nodes)
+        permuted = (flag, ints)  # the attention in the out-CSR's order, read through the edge positions
+        back = (ints, ints, scalar, scalar, edges, *permuted, edges, flag, pad, scalar, flag, bits, value, nodes, nodes)
         yield f"attention softmax backward + query gradient ({dtype})", kernels["score_grad"], back, False
         transpose = (ints, ints, scalar, scalar, edges, flag, flag, bits, value, edges, scalar)
         yield f"attention weights in out-CSR order ({dtype})", kernels["transpose_weights"], transpose, False
+        keep = (ints, ints, scalar, scalar, bits, flag, flag, bits, types.uint8, bits, scalar)  # edge keep bits
+        yield f"attention keep bits in out-CSR order ({dtype} driver)", kernels["transpose_weights"], keep, False
         yield f"attention out-degrees ({dtype})", kernels["colsum"], (ints, ints, scalar, scalar, edges, edges), False
 
 

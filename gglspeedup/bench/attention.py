@@ -24,6 +24,10 @@ Measured, each contender in the same process, in alternated rounds (median and r
 ``one-off construction``
     ours at ``--build-len`` tokens (default 16384) and Diffuser's ``_create_adj_mat`` (its fixed
     4096 matrix), in subprocesses: seconds and peak MiB.
+``--layer-len 16384``
+    our layer's forward + backward alone at those lengths (a subprocess each: seconds and peak MiB)
+    on our own fixed pattern (same window, random and global counts). Diffuser's DGL layer is not
+    run there: its adjacency alone needs about 13 GB at 16384 tokens.
 
 The peer columns read "unavailable" when DGL or Diffuser's source (``DIFFUSER_SRC``) is missing.
 """
@@ -52,6 +56,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--build-len", type=int, default=16384, help="one-off construction length")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-memory", action="store_true", help="skip the subprocess memory probes")
+    parser.add_argument(
+        "--layer-len",
+        default="",
+        help="comma-separated lengths at which only our layer's forward + backward is probed (seconds and "
+        "peak MiB, a subprocess each, on our own fixed pattern: Diffuser's needs a max_len**2 shuffle)",
+    )
 
 
 def _config(args):
@@ -140,6 +150,12 @@ def run(args) -> dict:
         results["build"] = build
         for name, value in build.items():
             print(f"one-off construction {name}: {value}")
+    layer_only = {}
+    for length in [int(x) for x in str(args.layer_len).split(",") if x.strip()]:
+        layer_only[length] = _probe("layer", "ours own pattern", length, args)
+        print(f"layer fwd+bwd ours (own fixed pattern) at {length} tokens, subprocess: {layer_only[length]}")
+    if layer_only:
+        results["layer_only"] = layer_only
     results["machine"] = machine_with_peers()
     results["peer"] = "diffuser (DGL)" if available else f"unavailable: {peer}"
     return results
@@ -255,9 +271,10 @@ def _probe_body(kind, name, length, batch, hidden, heads) -> dict:
         num_glob=64,
     )
     x = torch.randn(batch, length, hidden, requires_grad=True)
-    if name == "ours":
+    if name in ("ours", "ours own pattern"):
         layer = DiffuserSelfAttention(config, 0).train()
-        graph = SequencePattern(64, 64, 64, compat="diffuser").csc(length, batch=batch, shared=True)
+        compat = "diffuser" if name == "ours" else None  # past 4096 tokens Diffuser's shuffle needs GBs
+        graph = SequencePattern(64, 64, 64, compat=compat).csc(length, batch=batch, shared=True)
         small = SequencePattern(64, 64, 64).csc(128, batch=1)
         layer(torch.randn(1, 128, hidden), g=small)[0].sum().backward()  # compile first
         call = lambda: layer(x, g=graph)[0].sum().backward()  # noqa: E731

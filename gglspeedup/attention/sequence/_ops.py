@@ -160,8 +160,8 @@ class GraphOps:
         """``scale * A^T g (+ diag * g)``, then node dropout with ``nodes.bits`` (drawn before);
         with ``dw`` also ``dw[e] += dw_scale * g[query] . hx[key]`` (kept edges only), with
         ``total`` also ``total += sum_scale * result``. ``out``: where the result goes (may not be ``g``).
-        ``transposed``: ``weights`` come from :meth:`transpose_weights` (edge dropout already in) and
-        ``dw`` is in that order too."""
+        ``transposed``: ``weights``, ``dw`` and the keep bits of ``edges`` are in the out-CSR's
+        order (:meth:`transpose_weights`)."""
         import torch
 
         out = torch.empty_like(g) if out is None else out
@@ -180,8 +180,9 @@ class GraphOps:
         return out
 
     def transpose_weights(self, weights, edges=None, back=False):
-        """``weights`` (after edge dropout) in the out-CSR's order, for ``spmm_t(..., transposed=True)``;
-        ``back``: from that order to the in-CSR's (no dropout)."""
+        """``weights`` (after edge dropout, ``edges``) in the out-CSR's order, for
+        ``spmm_t(..., transposed=True)``; ``back``: from that order to the in-CSR's (no dropout).
+        Also moves a :class:`Dropout`'s keep bits (uint8 rows) into that order."""
         import torch
 
         out = torch.empty_like(weights)
@@ -192,19 +193,35 @@ class GraphOps:
         )  # fmt: skip
         return out
 
-    def score_grad(self, attn, grad, pad, mode, k, edges=None):
+    def score_grad(self, attn, grad, pad, mode, k, edges=None, permuted=False):
         """In place: ``grad`` (d loss / d attention after edge dropout, contiguous, owned) becomes
-        d loss / d score; returns ``grad_q = sum_e grad_score[e] * k[key_e]`` per query row."""
+        d loss / d score; returns ``grad_q = sum_e grad_score[e] * k[key_e]`` per query row.
+        ``permuted``: ``attn`` and ``grad`` are in the out-CSR's order (:meth:`transpose_weights`;
+        ``attn`` without dropout), read and written through :meth:`positions`; ``edges`` stays in
+        the in-CSR's."""
         import torch
 
         has_mask, pad = self._pad(pad, attn)
         g = self.graph
         grad_q = torch.empty_like(k)
         self._call(
-            "score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, grad, has_mask, pad, mode,
-            *self._edge_args(edges, attn), k, grad_q,
+            "score_grad", g.indptr, g.indices, self.n, self.num_edges, attn, bool(permuted),
+            self.positions() if permuted else g.indices, grad, has_mask, pad, mode, *self._edge_args(edges, attn),
+            k, grad_q,
         )  # fmt: skip
         return grad_q
+
+    def positions(self):
+        """Where every in-CSR edge ``e`` sits in the out-CSR's order (the inverse of the
+        transpose's edge list: ``positions[tedges[t]] = t``), on the device; made once per call."""
+        cached = getattr(self, "_positions", None)
+        if cached is None:
+            _, _, tedges = self.graph.transpose()
+            xp = self.device.xp
+            cached = xp.empty_like(tedges)
+            cached[tedges] = xp.arange(tedges.shape[0], dtype=tedges.dtype)
+            self._positions = cached
+        return cached
 
     def colsum(self, weights, heads):
         """Out-degree of every key row: ``(rows, H)``, the sum of its outgoing edge weights."""

@@ -10,10 +10,11 @@ Per query token ``y`` and head, over the keys ``x`` of its row in the pattern (D
 
 One ``torch.autograd.Function`` for the whole layer with a hand-written backward: the transposed
 propagation through the pattern's out-CSR for each hop, with the edges' gradient, the value
-gradient and the previous hop's dropout in the same pass (the attention and its gradient are
-kept in the out-CSR's order meanwhile, so the pass reads and writes them in sequence), then the
+gradient and the previous hop's dropout in the same pass, then the
 softmax backward fused with the query gradient, then the key gradient. Kept for backward: ``q``,
-``k``, ``v``, the attention ``(B * E, H)``, the ``hops - 1`` intermediate node states and the
+``k``, ``v``, the attention ``(B * E, H)`` (one copy, in the out-CSR's order: the transposed passes
+read it and write the edges' gradient in sequence, the softmax backward goes through the edge
+permutation), the ``hops - 1`` intermediate node states and the
 dropout keep bits (one bit per edge and head, one per node element and hop); never an
 ``(E, H, D)`` tensor. Dropout draws come
 from the package's keyed RNG, seeded from torch's generator (``torch.manual_seed`` reproduces a
@@ -66,40 +67,53 @@ class DiffusionAttention(torch.autograd.Function):
         for t in range(hops):
             hop = None if nodes is None else nodes[t]
             states.append(ops.spmm(attn, states[t], 1.0 - alpha, self_rows=v, self_scale=alpha, edges=edges, nodes=hop))
+        edges_t = edges
+        if hops > 0 and any(ctx.needs_input_grad[:3]):
+            # Kept in the out-CSR's order only (no dropout in it: the scores' backward needs the
+            # dropped edges' attention too), beside the keep bits in that order (a byte an edge):
+            # the backward's transposed passes read and write in sequence and the scores' backward
+            # goes through the permutation, so one (B * E, H) copy is alive beside the edges'
+            # gradient instead of three.
+            attn = ops.transpose_weights(attn)
+            if edges is not None:
+                edges_t = edges._replace(bits=ops.transpose_weights(edges.bits))
         ctx.save_for_backward(q, k, attn, *states[:-1])
         ctx.ops, ctx.pad, ctx.hops, ctx.alpha, ctx.edges, ctx.nodes = ops, pad, hops, alpha, edges, nodes
+        ctx.edges_t = edges_t
         return states[-1] if hops > 0 else v.clone()
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, k, attn, *states = ctx.saved_tensors
+        q, k, weights, *states = ctx.saved_tensors  # weights: the attention in the out-CSR's order
         ops, alpha, hops, edges, nodes = ctx.ops, ctx.alpha, ctx.hops, ctx.edges, ctx.nodes
-        grad_out = grad_out.contiguous()
         if hops == 0:
-            return None, None, grad_out.clone(), None, None, None, None, None, None
+            return None, None, grad_out.contiguous().clone(), None, None, None, None, None, None
         want_scores = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         # p = d loss / d (hop t's propagation before its dropout) = keep_t * scale * d loss / d h_{t+1}
-        p = _node_dropout_grad(grad_out, nodes[hops - 1]) if nodes is not None else grad_out
+        # (read from grad_out as it comes: a broadcast gradient, as of a sum, is never materialised)
+        p = _node_dropout_grad(grad_out, nodes[hops - 1]).contiguous() if nodes is not None else grad_out.contiguous()
+        del grad_out
         grad_v = p * alpha
-        weights = ops.transpose_weights(attn, edges)  # the order every transposed pass reads them in
-        grad_weights = torch.zeros_like(attn) if want_scores else None  # in that order too
-        buffers = (torch.empty_like(grad_out), torch.empty_like(grad_out))  # p starts as autograd's: never written
+        grad_weights = torch.zeros_like(weights) if want_scores else None  # in the out-CSR's order too
+        # p alternates between two buffers; the first p is ours when hop dropout made it (not
+        # autograd's gradient, never written) and is free once the first pass has read it
+        buffers = (torch.empty_like(p), p if nodes is not None else torch.empty_like(p))
         for i, t in enumerate(range(hops - 1, -1, -1)):
             # d loss / d h_t = (1 - alpha) A^T p; for t > 0 it becomes the next p through hop t-1's
             # dropout in the same pass and adds alpha * p to grad_v (t = 0: all of it); the edges
             # gain (1 - alpha) p[query] . h_t[key]
             before = None if (nodes is None or t == 0) else nodes[t - 1]
             p = ops.spmm_t(
-                weights, p, 1.0 - alpha, dw=grad_weights, hx=states[t], dw_scale=1.0 - alpha, nodes=before,
-                total=grad_v, sum_scale=alpha if t > 0 else 1.0, out=buffers[i % 2], transposed=True,
+                weights, p, 1.0 - alpha, dw=grad_weights, hx=states[t], dw_scale=1.0 - alpha, edges=ctx.edges_t,
+                nodes=before, total=grad_v, sum_scale=alpha if t > 0 else 1.0, out=buffers[i % 2], transposed=True,
             )  # fmt: skip
-        del weights, buffers, p
+        del buffers, p
         if not want_scores:
             return None, None, grad_v, None, None, None, None, None, None
-        grad_score = ops.transpose_weights(grad_weights, back=True)
-        del grad_weights
-        grad_q = ops.score_grad(attn, grad_score, ctx.pad, MODE_SOFTMAX, k, edges=edges)  # grad_score: in place
-        grad_k = ops.spmm_t(grad_score, q) if ctx.needs_input_grad[1] else None
+        grad_score = grad_weights  # becomes d loss / d score in place, in the out-CSR's order
+        grad_q = ops.score_grad(weights, grad_score, ctx.pad, MODE_SOFTMAX, k, edges=edges, permuted=True)
+        del weights
+        grad_k = ops.spmm_t(grad_score, q, transposed=True) if ctx.needs_input_grad[1] else None
         return grad_q, grad_k, grad_v, None, None, None, None, None, None
 
 

@@ -73,15 +73,16 @@ def spmm_t(
 
 @njit(parallel=True, cache=True, nogil=True)
 def score_grad(
-    indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q
-):
+    indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges, edge_bits,
+    edge_scale, k, grad_q,
+):  # fmt: skip
     rows = grad_q.shape[0]
     for block in prange((rows + BLOCK - 1) // BLOCK):
         acc = np.empty((1, k.shape[1], k.shape[2]), k.dtype)
         for r in range(block * BLOCK, min(rows, (block + 1) * BLOCK)):
             diffusion_rows.score_grad_row(
-                r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
-                k, grad_q, acc, 0,
+                r, indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges,
+                edge_bits, edge_scale, k, grad_q, acc, 0,
             )  # fmt: skip
 
 

@@ -57,13 +57,14 @@ def _kernels(dtype):
 
     @cuda.jit
     def score_grad_kernel(
-        indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q
-    ):
+        indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges, edge_bits,
+        edge_scale, k, grad_q,
+    ):  # fmt: skip
         r = cuda.grid(1)
         if r < grad_q.shape[0]:
             diffusion_rows.score_grad_row(
-                r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale,
-                k, grad_q, grad_q, r,
+                r, indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges,
+                edge_bits, edge_scale, k, grad_q, grad_q, r,
             )  # fmt: skip
 
     @cuda.jit
@@ -120,13 +121,15 @@ def spmm_t(device, *args):
 
 
 def transpose_weights(device, *args):
-    """``args`` as the CPU driver's :func:`~.diffusion_cpu.transpose_weights` (``rows`` last)."""
-    _launch("transpose_weights", device, args[-1], args[4].dtype, *args)
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.transpose_weights` (``rows`` last);
+    also the edges' uint8 keep bits, through the float32 set's kernel (typed at its first call)."""
+    dtype = str(args[4].dtype).removeprefix("torch.")
+    _launch("transpose_weights", device, args[-1], dtype if dtype in _KERNELS else "float32", *args)
 
 
 def score_grad(device, *args):
-    """``args`` as the CPU driver's :func:`~.diffusion_cpu.score_grad` (``grad_q`` is ``args[13]``)."""
-    grad_q = args[13]
+    """``args`` as the CPU driver's :func:`~.diffusion_cpu.score_grad` (``grad_q`` is ``args[15]``)."""
+    grad_q = args[15]
     _launch("score_grad", device, grad_q.shape[0], grad_q.dtype, *args)
 
 

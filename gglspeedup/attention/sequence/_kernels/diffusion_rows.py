@@ -240,7 +240,7 @@ def spmm_t_row(
     (+ diag[r] * g[r])`` (``w_e`` as in :func:`spmm_row`), then node dropout with the given bits;
     with ``want_dw`` also ``dw[e] += dw_scale * g[y] . hx[r]`` (each edge belongs to exactly one
     key row, so no two rows write one edge), with ``want_sum`` also ``total[r] += sum_scale *
-    out[r]``. ``transposed``: ``weights`` and ``dw`` are in the out-CSR's order
+    out[r]``. ``transposed``: ``weights``, ``dw`` and ``edge_bits`` are in the out-CSR's order
     (:func:`transpose_weights_row`), read and written in sequence instead of at ``e``."""
     b, t0, t1, base = _open_row(r, n, num_edges, tindptr, acc, ar)
     heads = g.shape[1]
@@ -252,7 +252,7 @@ def spmm_t_row(
         for h in range(heads):
             w = weights[at, h]
             if drop_edges:
-                if not kept(edge_bits, e, h):
+                if not kept(edge_bits, at, h):
                     continue
                 w = w * edge_scale
             for d in range(depth):
@@ -287,37 +287,45 @@ def transpose_weights_row(r, tindptr, tedges, n, num_edges, weights, back, drop_
 
 @register_jitable
 def score_grad_row(
-    r, indptr, indices, n, num_edges, attn, grad, has_mask, pad, mode, drop_edges, edge_bits, edge_scale, k, grad_q,
-    acc, ar,
+    r, indptr, indices, n, num_edges, attn, permuted, positions, grad, has_mask, pad, mode, drop_edges, edge_bits,
+    edge_scale, k, grad_q, acc, ar,
 ):  # fmt: skip
     """In place: ``grad`` (d loss / d weight, the weight being the attention after edge dropout)
     becomes d loss / d score for row ``r``'s edges: softmax ``a * (g' - sum a g')`` or exp
     ``a * g'`` with ``g' = g * keep * edge_scale``; 0 on masked edges (their score is a constant).
-    Then ``grad_q[r] = sum_e (d loss / d score_e) * k[key_e]``."""
+    Then ``grad_q[r] = sum_e (d loss / d score_e) * k[key_e]``. ``permuted``: ``attn`` and ``grad``
+    are in the out-CSR's order (:func:`transpose_weights_row`; ``attn`` without dropout), edge
+    ``e``'s read and written at ``positions[e]`` (the diffusion backward keeps only those copies);
+    ``edge_bits`` stay in the in-CSR's order."""
     b, e0, e1, base = _open_row(r, n, num_edges, indptr, acc, ar)
     heads = attn.shape[1]
     depth = k.shape[2]
     for e in range(e0, e1):
+        at = base + (positions[e] if permuted else e)
         for h in range(heads):
             if drop_edges:
                 keep = kept(edge_bits, base + e, h)
-                grad[base + e, h] = grad[base + e, h] * edge_scale if keep else grad[base + e, h] * 0
+                grad[at, h] = grad[at, h] * edge_scale if keep else grad[at, h] * 0
     for h in range(heads if e1 > e0 else 0):
-        total = attn[base + e0, h] * grad[base + e0, h]
+        at = base + (positions[e0] if permuted else e0)
+        total = attn[at, h] * grad[at, h]
         if mode == MODE_SOFTMAX:
             for e in range(e0 + 1, e1):
-                total += attn[base + e, h] * grad[base + e, h]
+                at = base + (positions[e] if permuted else e)
+                total += attn[at, h] * grad[at, h]
         for e in range(e0, e1):
+            at = base + (positions[e] if permuted else e)
             if has_mask and (pad[r] != 0 or pad[b * n + indices[e]] != 0):
-                grad[base + e, h] = grad[base + e, h] * 0
+                grad[at, h] = grad[at, h] * 0
             elif mode == MODE_SOFTMAX:
-                grad[base + e, h] = attn[base + e, h] * (grad[base + e, h] - total)
+                grad[at, h] = attn[at, h] * (grad[at, h] - total)
             else:
-                grad[base + e, h] = attn[base + e, h] * grad[base + e, h]
+                grad[at, h] = attn[at, h] * grad[at, h]
     for e in range(e0, e1):
         source = b * n + indices[e]
+        at = base + (positions[e] if permuted else e)
         for h in range(heads):
-            w = grad[base + e, h]
+            w = grad[at, h]
             for d in range(depth):
                 acc[ar, h, d] += w * k[source, h, d]
     for h in range(heads):

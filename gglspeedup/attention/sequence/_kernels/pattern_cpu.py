@@ -39,13 +39,15 @@ _KEYS_PER_ROW = 64  # about: what a build's work (gglspeedup._parallel's "draws"
 
 @njit(parallel=True, cache=True, nogil=True)
 def fill_rows(rows, indptr, out, words, table):
-    """Fill every row; blocks of rows share one key bitmap (cleared as each row is read off it).
+    """Fill every row; blocks of rows share one key bitmap (cleared as each row is read off it) and
+    one row scratch.
     ``rows``: :func:`~.pattern_rows.fill_arguments`."""
     num_rows = indptr.shape[0] - 1
     for block in prange((num_rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK):
         bitmap = np.zeros(words, np.uint64)
+        scratch = np.empty(64 * words + 4, np.int64)
         for r in range(block * _ROWS_PER_BLOCK, min(num_rows, (block + 1) * _ROWS_PER_BLOCK)):
-            row_fill(*rows, r, indptr[r], out, bitmap, table)
+            row_fill(*rows, r, indptr[r], out, bitmap, scratch, table)
 
 
 @njit(cache=True, nogil=True)

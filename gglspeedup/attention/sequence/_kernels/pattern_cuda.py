@@ -26,7 +26,7 @@ def _count_kernel(lengths, seq_len, gptr, gids, layout, half, num_random, num_ro
 
 @cuda.jit(cache=True)
 def _fill_kernel(
-    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, nobitmap, table
+    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, nobitmap, noscratch, table
 ):
     r = cuda.grid(1)
     if r < indptr.shape[0] - 1:
@@ -45,6 +45,7 @@ def _fill_kernel(
             indptr[r],
             out,
             nobitmap,
+            noscratch,
             table,
         )
 
@@ -67,5 +68,6 @@ class CUDAPatternDriver(PatternDriverBase):
     def _fill(self, arrays, indptr, indices) -> None:
         nobitmap = self.xp.zeros(0, np.uint64)  # no bitmap: a thread keeps its drawn keys sorted by insertion
         table = self.xp.asarray(_DEBRUIJN_INDEX)
-        arguments = (*fill_arguments(arrays), indptr, indices, nobitmap, table)
+        noscratch = self.xp.zeros(0, np.int64)
+        arguments = (*fill_arguments(arrays), indptr, indices, nobitmap, noscratch, table)
         launch_rows(_fill_kernel, self.device, arrays.num_rows, *arguments)

@@ -69,6 +69,20 @@ def window_bounds(layout, half, i, n):
 
 
 @register_jitable
+def _find(array, lo, hi, value):
+    """:func:`~gglspeedup._search.bisect_left` with selects for branches: the global tokens are
+    searched five times a row, and a search's data-dependent branches mispredicted half the time
+    (its trip count depends on ``hi - lo`` only, the same for every row of a sequence)."""
+    count = hi - lo
+    while count > 0:
+        step = count >> 1
+        less = array[lo + step] < value
+        lo = lo + step + 1 if less else lo
+        count = count - step - 1 if less else step
+    return lo
+
+
+@register_jitable
 def _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r):
     """``(n, i, lo, hi, g0, g1, take_all, k)`` of row ``r``: its sequence's length, the query, the
     window, the sequence's global-token slice, whether the row is every key, and random draws."""
@@ -80,10 +94,10 @@ def _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r):
     lo, hi = window_bounds(layout, half, i, n)
     if i >= n:
         return n, i, lo, hi, g0, g1, False, np.int64(-1)
-    p = bisect_left(gids, g0, g1, i)
+    p = _find(gids, g0, g1, i)
     if p < g1 and gids[p] == i:
         return n, i, lo, hi, g0, g1, True, np.int64(0)
-    inside = bisect_left(gids, g0, g1, hi) - bisect_left(gids, g0, g1, lo)
+    inside = _find(gids, g0, g1, hi) - _find(gids, g0, g1, lo)
     available = n - (hi - lo) - (g1 - g0 - inside)
     if available <= num_random:
         return n, i, lo, hi, g0, g1, True, np.int64(0)
@@ -98,7 +112,7 @@ def row_count(lengths, seq_len, gptr, gids, layout, half, num_random, r):
         return np.int64(0)
     if take_all:
         return n
-    inside = bisect_left(gids, g0, g1, hi) - bisect_left(gids, g0, g1, lo)
+    inside = _find(gids, g0, g1, hi) - _find(gids, g0, g1, lo)
     return (hi - lo) + (g1 - g0 - inside) + k
 
 
@@ -148,11 +162,14 @@ def _bit_set(bitmap, x):
 
 @register_jitable
 def _set_range(bitmap, lo, hi):
-    for x in range(lo, hi):
-        if (x & 63) == 0 and x + 64 <= hi:
-            bitmap[x >> 6] = _ALL
-        elif not _bit_test(bitmap, x):
-            _bit_set(bitmap, x)
+    """Set the bits of keys ``[lo, hi)`` (``lo < hi``), a word at a time."""
+    first = lo >> 6
+    last = (hi - 1) >> 6
+    for word in range(first, last + 1):
+        low = lo - word * 64 if word == first else 0
+        high = hi - word * 64 if word == last else 64  # bits [low, high) of this word
+        mask = _ALL >> np.uint64(64 - (high - low))
+        bitmap[word] = bitmap[word] | (mask << np.uint64(low))
 
 
 @register_jitable
@@ -172,13 +189,41 @@ def _drain(bitmap, n, base, out, start, table):
 
 
 @register_jitable
-def row_fill(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, r, start, out, bitmap, table):
+def _drain_sparse(bitmap, n, base, out, start, table, scratch):
+    """:func:`_drain` for rows of few keys a word (long sequences): four bits a word taken without a
+    branch into ``scratch`` (the steps past a word's last bit write there, unread), the rest of a
+    denser word in a loop; then the row is copied out. Reading ``n / 64`` words a row with a
+    data-dependent loop exit each cost more than the keys themselves."""
+    pos = 0
+    for word in range((n + 63) >> 6):
+        w = bitmap[word]
+        bitmap[word] = np.uint64(0)
+        b = base + word * 64
+        for _ in range(4):
+            low = w & (~w + _ONE)
+            scratch[pos] = b + table[np.int64(((low * _DEBRUIJN) & _ALL) >> _S58)]
+            pos += np.int64(w != 0)
+            w = w ^ low
+        while w != 0:
+            low = w & (~w + _ONE)
+            scratch[pos] = b + table[np.int64(((low * _DEBRUIJN) & _ALL) >> _S58)]
+            pos += 1
+            w = w ^ low
+    for j in range(pos):
+        out[start + j] = scratch[j]
+
+
+@register_jitable
+def row_fill(
+    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, r, start, out, bitmap, scratch, table
+):
     """Write row ``r``'s keys (node ids ``r - i + key``), sorted, into ``out[start : start + row_count(...)]``.
 
-    ``bitmap``: zeroed scratch of :func:`bitmap_words` uint64 words (the CPU's: membership in O(1)
-    and the sorted row read off the bits), or empty (the GPU's: the drawn keys are kept sorted by
-    insertion and merged). Both accept and reject the same draws, so the rows are identical.
-    ``table``: ``_DEBRUIJN_INDEX``."""
+    ``bitmap``: zeroed scratch of :func:`bitmap_words` uint64 words and ``scratch`` of
+    ``64 * bitmap_words + 4`` int64 (the CPU's: membership in O(1) and the sorted row read off the
+    bits, through ``scratch`` when the row has few keys a word), or both empty (the GPU's: the drawn
+    keys are kept sorted by insertion and merged). Both accept and reject the same draws, so the
+    rows are identical. ``table``: ``_DEBRUIJN_INDEX``."""
     n, i, lo, hi, g0, g1, take_all, k = _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r)
     if k < 0:
         return
@@ -187,7 +232,7 @@ def row_fill(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, 
         for j in range(n):
             out[start + j] = base + j
         return
-    inside = bisect_left(gids, g0, g1, hi) - bisect_left(gids, g0, g1, lo)
+    inside = _find(gids, g0, g1, hi) - _find(gids, g0, g1, lo)
     fixed = (hi - lo) + (g1 - g0 - inside)
     tail = start  # the random keys are drawn into the head of the row, then merged from the back
     state = row_state(states[r // seq_len], i)
@@ -204,7 +249,10 @@ def row_fill(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, 
                 continue
             _bit_set(bitmap, x)
             count += 1
-        _drain(bitmap, n, base, out, start, table)
+        if 4 * ((n + 63) >> 6) >= fixed + k:  # about four keys a word or fewer
+            _drain_sparse(bitmap, n, base, out, start, table, scratch)
+        else:
+            _drain(bitmap, n, base, out, start, table)
         return
     while count < k:
         x = _draw_key(state, attempt, mode, n, i, half, cdf)
