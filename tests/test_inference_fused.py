@@ -161,3 +161,22 @@ def test_fused_layers_on_the_gpu_match_the_cpu(device):
                 conv.to(device)
         out = gg.inference.layerwise(convs, graph, x, batch_size=4, activation=torch.relu, device=device)
     assert_same_bits(device, out, cpu)
+
+
+def test_bench_pairs_the_contenders_in_alternating_rounds(tmp_path):
+    import json
+
+    from gglspeedup.bench import main
+
+    path = tmp_path / "inference.json"
+    argv = ["inference", "--graph", "powerlaw:300:4", "--layers", "2", "--dim", "4", "--hidden", "4", "--out", "2"]
+    main([*argv, "--batch-size", "64", "--threads", "1", "--rounds", "2", "--blocks", "--json", str(path)])
+    rows = json.loads(path.read_text())["rows"]
+    assert [(row["round"], row["contender"]) for row in rows] == [
+        (1, "gglspeedup"), (1, "gglspeedup (blocks)"), (2, "gglspeedup"), (2, "gglspeedup (blocks)")
+    ]  # fmt: skip
+    for ours, blocks in (rows[:2], rows[2:]):
+        assert ours["layer_calls_s"] is None  # fused: no convolution call to time
+        assert blocks["layer_calls_s"] >= 0 and blocks["ours_speedup"] > 0  # the blocks' seconds over ours
+    with pytest.raises(ValueError, match="--rounds must be at least 1, got 0"):
+        main([*argv, "--rounds", "0"])
