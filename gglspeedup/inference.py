@@ -204,8 +204,9 @@ def layerwise(
     Raises
     ------
     TypeError
-        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, a layer
-        (or the activation) returning something other than an array or tensor (a list, a tuple).
+        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, ``fused``
+        not a bool, a layer (or the activation) returning something other than an array or
+        tensor (a list, a tuple).
     ValueError
         no layers, ``batch_size < 1``, ``x`` rows differing from the graph's nodes, a layer
         returning the wrong number of rows or not a 2-D array.
@@ -224,6 +225,8 @@ def layerwise(
     from .graph import as_csr_graph
 
     layers = _check_layers(layers, activation)
+    if not isinstance(fused, (bool, np.bool_)):
+        raise TypeError(f"fused must be a bool, got {type(fused).__name__}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
     device = as_device(device)
     cache_size = parse_size(cache_size, "cache_size")

@@ -146,6 +146,8 @@ def test_unrecognised_layers_and_inputs_fall_back_to_blocks(tmp_path):
         stored = gg.inference.layerwise(convs, graph, gg.FeatureStore(x), batch_size=9, activation=torch.relu)
     for out in (mixed, stored):
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(TypeError, match="fused must be a bool, got str"):
+        gg.inference.layerwise(convs, graph, x, fused="no")
 
 
 def test_fused_layers_on_the_gpu_match_the_cpu(device):
