@@ -21,7 +21,20 @@ import numpy as np
 from .device import as_device, parse_size
 from .validation import check_int
 
-__all__ = ["layerwise"]
+__all__ = ["layerwise", "fused_kind"]
+
+
+def fused_kind(layer) -> str | None:
+    """How :func:`layerwise` runs ``layer``: ``"sage"``, ``"gin"`` or ``"gcn"`` when fused (its
+    aggregation one CSR kernel, its linear parts in torch), None when called on blocks.
+
+    >>> from gglspeedup.inference import fused_kind
+    >>> fused_kind(lambda block, edge_index: block[1]) is None
+    True
+    """
+    from ._fused_layers import fused_kind as kind
+
+    return kind(layer)
 
 
 def _check_layers(layers, activation):
@@ -113,6 +126,7 @@ def layerwise(
     policy=None,
     out_dir=None,
     progress: bool = False,
+    fused: bool = True,
 ):
     """Every node's output of ``layers`` over ``graph``, exactly, one layer at a time.
 
@@ -122,6 +136,17 @@ def layerwise(
     gathered by a :class:`~gglspeedup.FeatureStore` (hottest rows cached on the GPU up to
     ``cache_size``), handed to ``backend`` zero-copy, and the layer's output for the batch is
     written to a host table of all nodes, which the next layer reads.
+
+    Fused layers (``fused=True``, the default): a layer :func:`fused_kind` recognises (the
+    project's example ``SAGEConv``; PyG's ``SAGEConv`` with mean / sum aggregation, ``GINConv``
+    and ``GCNConv`` without ``improved``, by exact type and without forward hooks) is not called
+    on a block: the batch's neighbour sum or mean is one fused CSR kernel reading the previous
+    layer's table in place (every neighbour row read once, no per-edge copy), and the layer's
+    own linear parts run in torch on it (GCN's normalisation over the whole graph, as its
+    full-graph forward computes it). Its input table must be a float32 host array (``x`` as an
+    array, a memory-mapped one too, and every layer's output); otherwise, for any other layer and
+    for ``backend`` other than torch, the layer is called on blocks as above. Outputs equal the
+    layer's own forward up to float rounding (the sums run in another order).
 
     Parameters
     ----------
@@ -162,6 +187,10 @@ def layerwise(
         (removed again when the call fails).
     progress : bool
         Report progress on stderr (a ``tqdm`` bar when tqdm is installed, else a line per layer).
+    fused : bool
+        Run the layers :func:`fused_kind` recognises fused (default); False calls every layer on
+        blocks. ``cache_size`` and ``policy`` apply to the layers run on blocks: a fused layer
+        reads its table in place (on a GPU, the whole table copied to the device once per layer).
 
     Returns
     -------
@@ -170,13 +199,14 @@ def layerwise(
         ``out_dir``). A graph without nodes gives ``(0, F_out)``: every layer runs once on an
         empty block. Memory: besides the graph and ``x``, at most two layer tables at once (the
         one read and the one written; each freed once the next layer is done) plus the cache
-        budget and one batch's block.
+        budget and one batch's block (for a fused layer, the batch's aggregate and outputs).
 
     Raises
     ------
     TypeError
-        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, a layer
-        (or the activation) returning something other than an array or tensor (a list, a tuple).
+        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, ``fused``
+        not a bool, a layer (or the activation) returning something other than an array or
+        tensor (a list, a tuple).
     ValueError
         no layers, ``batch_size < 1``, ``x`` rows differing from the graph's nodes, a layer
         returning the wrong number of rows or not a 2-D array.
@@ -195,6 +225,8 @@ def layerwise(
     from .graph import as_csr_graph
 
     layers = _check_layers(layers, activation)
+    if not isinstance(fused, (bool, np.bool_)):
+        raise TypeError(f"fused must be a bool, got {type(fused).__name__}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
     device = as_device(device)
     cache_size = parse_size(cache_size, "cache_size")
@@ -205,11 +237,16 @@ def layerwise(
     rows = len(x) if shape is None else (int(shape[0]) if len(shape) else None)
     if rows != num_nodes:
         raise ValueError(f"x must have one row per graph node ({num_nodes}), got {rows} rows")
-    store = x if isinstance(x, FeatureStore) else FeatureStore(x, device, cache_size, _policy(policy), graph)
+    # x itself when a fused first layer reads it in place; a store (cache, pinning) otherwise
+    store = (
+        x
+        if isinstance(x, FeatureStore) or (fused and _fused_input(x))
+        else _store(x, device, cache_size, policy, graph)
+    )
     created: list = []  # files this call made: removed again if it fails
     try:
         return _run_layers(layers, graph, store, batch_size, device, backend, activation, cache_size, policy, paths,
-                           created, _Progress(progress, num_nodes, len(layers)))  # fmt: skip
+                           created, _Progress(progress, num_nodes, len(layers)), bool(fused))  # fmt: skip
     except BaseException:
         for path in created:
             with contextlib.suppress(OSError):
@@ -217,13 +254,10 @@ def layerwise(
         raise
 
 
-def _run_layers(layers, graph, store, batch_size, device, backend, activation, cache_size, policy, paths, created, bar):
-    from . import backends
-    from .feature import FeatureStore
-    from .sampling import NeighborSampler
-
+def _run_layers(layers, graph, store, batch_size, device, backend, activation, cache_size, policy, paths, created, bar,
+                fused):  # fmt: skip
     num_nodes = graph.num_nodes
-    sampler = NeighborSampler(graph, [-1], device=device)
+    sampler = graph_arrays = None
     previous = None
     # A graph without nodes still runs each layer once, on an empty block: the next layer then
     # reads a (0, F) table, and the output has the last layer's width.
@@ -232,36 +266,84 @@ def _run_layers(layers, graph, store, batch_size, device, backend, activation, c
         last = index == len(layers) - 1
         table = None
         started = time.perf_counter()
-        for start in starts:
-            seeds = np.arange(start, min(start + batch_size, num_nodes), dtype=np.int64)
-            n_id, adjs = sampler.sample(seeds, key=0)
-            h = backends.to(backend, store.gather(n_id, check=False))
-            edge_index = backends.to(backend, adjs[0].edge_index)
-            result = layer((h, h[: len(seeds)]), edge_index)
+        kind = _fused_kind(layer, backend) if fused else None
+        if kind is not None and num_nodes and _fused_input(store):
+            from ._fused_layers import DeviceGraph, fused_batches
+
+            graph_arrays = graph_arrays or DeviceGraph(graph, device)
+            table_in = device.xp.asarray(store)  # on a GPU: the whole table read, copied once per layer
+            batches = fused_batches(kind, layer, graph_arrays, table_in, starts, batch_size, num_nodes)
+        else:
+            if not _is_store(store):
+                store = _store(store, device, cache_size, policy, graph)
+            sampler = sampler or _block_sampler(graph, device)
+            batches = _block_batches(layer, sampler, store, backend, starts, num_nodes, batch_size)
+        for start, count, result in batches:
             what = f"layers[{index}]"
             if not last and activation is not None:
                 _check_kind(result, what)  # named before the activation fails on it
                 result, what = activation(result), "activation"
             rows = _host_rows(result, what)
-            if rows.ndim != 2 or rows.shape[0] != len(seeds):
+            if rows.ndim != 2 or rows.shape[0] != count:
                 raise ValueError(
-                    f"layers[{index}] must return a 2-D output with one row per target ({len(seeds)}), "
+                    f"layers[{index}] must return a 2-D output with one row per target ({count}), "
                     f"got shape {tuple(rows.shape)}"
                 )
             if table is None:
                 table = _empty_output(num_nodes, rows.shape[1], rows.dtype, paths, index, created)
             elif rows.shape[1] != table.shape[1]:
                 raise ValueError(f"layers[{index}] returned {rows.shape[1]} columns, earlier batches {table.shape[1]}")
-            table[start : start + len(seeds)] = rows
-            bar.update(index, len(seeds))
+            table[start : start + count] = rows
+            bar.update(index, count)
         bar.layer_done(index, time.perf_counter() - started)
+        batches = None
         del previous  # the table the store read; the store below replaces it
         previous = table
-        if not last:
-            store = FeatureStore(table, device, cache_size, _policy(policy), graph)
+        store = table  # the next layer's input: read in place when fused, else through a store
     bar.close()
     store = None  # the last store read the second-to-last table: free both before returning
     return previous
+
+
+def _fused_kind(layer, backend):
+    return fused_kind(layer) if backend == "torch" else None
+
+
+def _fused_input(store) -> bool:
+    """Whether a layer's input is a table the fused kernel reads in place (a float32 host array)."""
+    from ._fused_layers import fusable_table
+
+    return fusable_table(store)
+
+
+def _is_store(store) -> bool:
+    from .feature import FeatureStore
+
+    return isinstance(store, FeatureStore)
+
+
+def _store(table, device, cache_size, policy, graph):
+    from .feature import FeatureStore
+
+    return FeatureStore(table, device, cache_size, _policy(policy), graph)
+
+
+def _block_sampler(graph, device):
+    from .sampling import NeighborSampler
+
+    return NeighborSampler(graph, [-1], device=device)
+
+
+def _block_batches(layer, sampler, store, backend, starts, num_nodes, batch_size):
+    """``(start, count, output)`` of ``layer`` called on each batch's block (the unfused path)."""
+    from . import backends
+
+    for start in starts:
+        seeds = np.arange(start, min(start + batch_size, num_nodes), dtype=np.int64)
+        n_id, adjs = sampler.sample(seeds, key=0)
+        h = backends.to(backend, store.gather(n_id, check=False))
+        edge_index = backends.to(backend, adjs[0].edge_index)
+        yield start, len(seeds), layer((h, h[: len(seeds)]), edge_index)
 
 
 def _policy(policy):

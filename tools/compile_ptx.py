@@ -138,6 +138,24 @@ def _kernels():
             signature = (flat, flat, i64, types.Array(index, 1, "C"), flat, types.int64, types.int64, i64)
             yield f"gather ({word} words, {index} ids)", gather_cuda.gather_two_tier, signature, False
     yield from _attention_kernels()
+    yield from _aggregate_kernels()
+
+
+def _aggregate_kernels():
+    """The fused CSR aggregation of layer-wise inference, at both index widths. Float sums: the
+    scaled (GCN) branch's multiply-add may be fused, so no fma check (the unscaled sum has no
+    multiply; the simulator matches the CPU bit for bit)."""
+    from numba import types
+
+    from gglspeedup._aggregate_cuda import _aggregate_kernel
+
+    rows = types.Array(types.float32, 2, "C")
+    scale = types.Array(types.float32, 1, "C")
+    flag = types.boolean
+    for index in (types.int32, types.int64):
+        csr = types.Array(index, 1, "C")
+        signature = (types.int64, csr, csr, rows, scale, flag, flag, flag, rows)
+        yield f"csr aggregate ({index} indices)", _aggregate_kernel, signature, False
 
 
 def _attention_kernels():

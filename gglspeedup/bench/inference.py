@@ -13,9 +13,14 @@ design promises: two layer tables (the one read, the one written) plus the cache
 ``--out-dir`` the layer tables are memory-mapped files, so the anonymous memory should stay near
 the cache budget plus one batch. ``--peers dgl`` also times DGL's recipe (``SAGEConv`` with
 ``MultiLayerFullNeighborSampler(1)`` and a ``DataLoader`` over all nodes, layer by layer) on the
-same graph and features when DGL imports. The time spent inside the convolutions (the model's
-arithmetic, torch's for ours and DGL's for DGL) is reported apart from the rest (building the
-blocks, gathering rows, writing outputs).
+same graph and features when DGL imports. The contenders run in ``--rounds`` paired rounds (the
+order alternates from round to round: ours first in odd rounds, DGL first in even ones), each
+round with its ``dgl s / ours s`` ratio, so a ratio is same-run under a shared machine's load.
+Ours runs the layers fused (the SAGE layers' mean is one CSR kernel over the previous table, see
+:func:`gglspeedup.inference.layerwise`); ``--blocks`` also times ours with ``fused=False`` (every
+layer called on a block). The time spent inside the convolutions (torch's for ours on blocks,
+DGL's for DGL) is reported apart from the rest (building the blocks, gathering rows, writing
+outputs); a fused run has no convolution call to time ("-").
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=int, default=8192, help="target nodes per batch (default 8192)")
     parser.add_argument("--cache-size", default="0", help="cache budget per layer's store (default 0)")
     parser.add_argument("--out-dir", default=None, help="keep layer outputs in memory-mapped files there")
+    parser.add_argument("--rounds", type=int, default=1, help="paired rounds of every contender (default 1)")
+    parser.add_argument("--blocks", action="store_true", help="also time ours with fused=False (layers on blocks)")
     add_common_arguments(
         parser,
         peers=("", "'dgl' to also time DGL's layer-wise recipe"),
@@ -98,21 +105,37 @@ class _Timed:
             self.clock[0] += time.perf_counter() - start
 
 
-def _ours(model, graph, x, args, clock):
+def _ours(model, graph, x, args, clock, fused=True):
+    """Ours: fused (the layers themselves, which ``layerwise`` recognises; their time inside is
+    not measured: ``clock`` becomes None) or on blocks (each layer wrapped in a timer)."""
+    import os
+    import tempfile
+
     import torch
 
     from ..inference import layerwise
 
+    out_dir = args.out_dir
+    if out_dir is not None:  # a fresh folder per run: layerwise writes new files only
+        out_dir = tempfile.mkdtemp(prefix="layerwise-", dir=os.fspath(out_dir))
+    convs = list(model.convs) if fused else [_Timed(conv, clock) for conv in model.convs]
+    if fused:
+        clock[0] = None
     with torch.no_grad():
         return layerwise(
-            [_Timed(conv, clock) for conv in model.convs],
+            convs,
             graph,
             x,
             batch_size=args.batch_size,
             activation=torch.relu,
             cache_size=args.cache_size,
-            out_dir=args.out_dir,
+            out_dir=out_dir,
+            fused=fused,
         )
+
+
+def _ours_blocks(model, graph, x, args, clock):
+    return _ours(model, graph, x, args, clock, fused=False)
 
 
 def _dgl(model, graph, x, args, clock):
@@ -154,6 +177,28 @@ def _dgl(model, graph, x, args, clock):
     return h.numpy()
 
 
+def _timed_run(name, function, model, graph, x, args, layer_bytes, cache) -> dict:
+    before, clock = _status_kib(), [0.0]
+    start = time.perf_counter()
+    with _PeakMemory() as peak:
+        output = function(model, graph, x, args, clock)
+    seconds = time.perf_counter() - start
+    return {
+        "contender": name,
+        "seconds": round(seconds, 2),
+        "nodes_per_s": round(graph.num_nodes * args.layers / seconds),
+        "layer_calls_s": None if clock[0] is None else round(clock[0], 2),
+        "rest_s": None if clock[0] is None else round(seconds - clock[0], 2),
+        "rss_before_mib": _mib(before["VmRSS"]),
+        "peak_rss_mib": _mib(peak.peak["VmRSS"]),
+        "peak_extra_mib": _mib(peak.peak["VmRSS"] - before["VmRSS"]),
+        "peak_extra_anon_mib": _mib(peak.peak["RssAnon"] - before["RssAnon"]),
+        "bound_mib": round((2 * layer_bytes + cache) / 2**20, 1),
+        "_output": output,
+        "_seconds": seconds,
+    }
+
+
 def _tiny_graph(graph):
     from ..graph import CSRGraph
 
@@ -170,6 +215,8 @@ def run(args) -> dict:
     from ._options import check_peers
 
     cache = parse_size(args.cache_size, "--cache-size")
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     wanted = (parse_names(args.peers, ("dgl",)) or ["dgl"]) if args.peers.strip() else []
     missing = check_peers(args, wanted)  # before the graph is built
     apply_threads(args.threads)
@@ -182,35 +229,36 @@ def run(args) -> dict:
     widest = max([args.hidden] * (args.layers - 1) + [args.out])
     layer_bytes = graph.num_nodes * widest * 4
     contenders = {"gglspeedup": _ours}
+    if args.blocks:
+        contenders["gglspeedup (blocks)"] = _ours_blocks
     if "dgl" in wanted and "dgl" not in missing:
         contenders["dgl"] = _dgl
     tiny = _tiny_graph(graph)
+    for function in contenders.values():  # warm-up: Numba compiles, first allocations
+        function(model, tiny, x[: tiny.num_nodes], args, [0.0])
     rows, outputs = [], {}
-    for name, function in contenders.items():
-        function(model, tiny, x[: tiny.num_nodes], args, [0.0])  # warm-up: Numba compiles, first allocations
-        before, clock = _status_kib(), [0.0]
-        start = time.perf_counter()
-        with _PeakMemory() as peak:
-            outputs[name] = function(model, graph, x, args, clock)
-        seconds = time.perf_counter() - start
-        rows.append(
-            {
-                "contender": name,
-                "seconds": round(seconds, 2),
-                "nodes_per_s": round(graph.num_nodes * args.layers / seconds),
-                "layer_calls_s": round(clock[0], 2),
-                "rest_s": round(seconds - clock[0], 2),
-                "rss_before_mib": _mib(before["VmRSS"]),
-                "peak_rss_mib": _mib(peak.peak["VmRSS"]),
-                "peak_extra_mib": _mib(peak.peak["VmRSS"] - before["VmRSS"]),
-                "peak_extra_anon_mib": _mib(peak.peak["RssAnon"] - before["RssAnon"]),
-                "bound_mib": round((2 * layer_bytes + cache) / 2**20, 1),
-            }
-        )
-        print(format_table(rows[-1:], _COLUMNS), flush=True)
+    names = list(contenders)
+    for round_index in range(1, args.rounds + 1):
+        order = names if round_index % 2 else names[::-1]  # alternate who runs first
+        timed = {}
+        for name in order:
+            outputs[name] = None  # the previous round's output freed before this run
+            row = _timed_run(name, contenders[name], model, graph, x, args, layer_bytes, cache)
+            row["round"] = round_index
+            timed[name] = row
+            print(format_table([row], _COLUMNS), flush=True)
+            outputs[name] = row.pop("_output")
+        for name in names:
+            if name != "gglspeedup":
+                ratio = timed[name]["_seconds"] / max(timed["gglspeedup"]["_seconds"], 1e-9)
+                timed[name]["ours_speedup"] = round(ratio, 2)
+        for row in timed.values():
+            row.pop("_seconds")
+        rows.extend(timed[name] for name in names)
     if "dgl" in outputs:
         difference = float(np.abs(outputs["dgl"] - outputs["gglspeedup"]).max())
         print(f"max |gglspeedup - dgl| = {difference:.3g}")
+    print(format_table(rows, _COLUMNS))
     results = {
         "graph": description,
         "layers": args.layers,
@@ -218,6 +266,7 @@ def run(args) -> dict:
         "batch_size": args.batch_size,
         "cache_size": cache,
         "out_dir": args.out_dir,
+        "rounds": args.rounds,
         "rows": rows,
         "machine": machine_info(),
     }
@@ -230,8 +279,10 @@ def run(args) -> dict:
 
 
 _COLUMNS = (
+    ("round", "round", ""),
     ("contender", "contender", ""),
     ("seconds", "s", ""),
+    ("ours_speedup", "its s / ours", ""),
     ("nodes_per_s", "nodes/s (x layers)", ","),
     ("layer_calls_s", "in convs s", ""),
     ("rest_s", "rest s", ""),
