@@ -55,8 +55,11 @@ class _PoolLayer(torch.autograd.Function):
         s = _numpy(scores)
         p, p0 = (s, heads) if proj is None else (_numpy(proj), 0)
         check_finite(s[:, :heads].T, np)
-        lam_h = _per_head("lam", lam, heads, False) if mapping == "gfusedmax" else _NO_PARAM
-        gamma_h = _per_head("gamma", gamma, heads, True) if mapping != "softmax" else _NO_PARAM
+        # None: 0 and 1 (no tensors made for them: each costs a few us a call)
+        lam_h = _per_head("lam", 0.0 if lam is None else lam, heads, False) if mapping == "gfusedmax" else _NO_PARAM
+        gamma_h = _NO_PARAM
+        if mapping != "softmax":
+            gamma_h = _per_head("gamma", 1.0 if gamma is None else gamma, heads, True)
         dtype = scores.dtype if proj is None else proj.dtype
         out = torch.empty((batch.num_graphs, bounds[-1]), dtype=dtype)
         driver = driver_for(Device("cpu"))
@@ -69,7 +72,7 @@ class _PoolLayer(torch.autograd.Function):
                 f"{int(status[h, g])}); please report this batch"
             )
         ctx.save_for_backward(scores if proj is None else proj)
-        ctx.params = ((lam.shape, lam.dtype), (gamma.shape, gamma.dtype))
+        ctx.params = tuple(None if v is None else (v.shape, v.dtype) for v in (lam, gamma))
         ctx.state = (driver, mapping, norm, arrays.ptr, bounds, p0, gamma_h, state, s.shape, scores.dtype)
         return out
 
@@ -112,6 +115,4 @@ def pool_layer(scores, proj, batch, mapping, norm, lam, gamma, bounds):
     torch.Tensor
         ``(B, C)``, ``proj``'s dtype.
     """
-    lam_t = lam if lam is not None else scores.new_zeros(())
-    gamma_t = gamma if gamma is not None else scores.new_ones(())
-    return _PoolLayer.apply(scores, proj, lam_t, gamma_t, mapping, bool(norm), batch, bounds)
+    return _PoolLayer.apply(scores, proj, lam, gamma, mapping, bool(norm), batch, bounds)
