@@ -199,20 +199,17 @@ class AttentionPooling(torch.nn.Module):
     def _forward_fused(self, x, batch):
         """The CPU path: standardise, map and pool in one kernel (:mod:`._layer`, the CPU pooling
         driver's ``layer_forward``); without activations, both linear maps run as one."""
-        from ._layer import pool_layer
+        from ._layer import linear_pool_layer, pool_layer
 
         if self.mapping == "gfusedmax" and not batch.has_edges:
             raise ValueError("gfusedmax needs the graphs' edges: give edge_index")
         lam, gamma = self._parameters.get("lam"), self._parameters.get("gamma")
-        dtype = x.dtype  # the layer's, or float32 for a float16 / bfloat16 layer (exact widening)
+        # computed in x's dtype: the layer's, or float32 for a float16 / bfloat16 layer (exact widening)
         if self.score_activation in (None, _identity) and self.proj_activation in (None, _identity):
-            weight = torch.cat([self.score_func.weight, self.proj_func.weight]).to(dtype)
-            bias = torch.cat([self.score_func.bias, self.proj_func.bias]).to(dtype)
-            # mm then + bias, not linear (addmm): the same numbers (the product rounded, then the bias
-            # added; the same gradients), and torch's addmm of a thin (N, heads + C) output pays
-            # ~100 us more on 32 graphs of 30-300 nodes than mm and the add together
-            both = torch.mm(x, weight.t()) + bias
-            return pool_layer(both, None, batch, self.mapping, self.norm, lam, gamma, self._bounds)
+            # both linear maps inside the pooling's one autograd Function (:func:`._layer.linear_pool_layer`)
+            return linear_pool_layer(
+                x, self.score_func, self.proj_func, batch, self.mapping, self.norm, lam, gamma, self._bounds
+            )
         scores = _linear(self.score_func, x)
         if self.score_activation is not None:
             scores = self.score_activation(scores)
