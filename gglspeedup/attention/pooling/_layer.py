@@ -44,6 +44,11 @@ def _gradient(per_head_values, shape, dtype):
     return reduce_heads(torch.from_numpy(per_head_values.sum(axis=1)), shape).to(dtype=dtype)
 
 
+def _cast(tensor, dtype):
+    """``tensor.to(dtype)``, without the call when it has that dtype (a call costs ~1.5 us)."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
+
+
 class _PoolLayer(torch.autograd.Function):
     """``(scores, proj, lam, gamma, mapping, norm, batch, bounds) -> out``; ``proj`` None means
     ``scores`` holds ``[scores | proj]`` (one linear layer's output), with one gradient for it. The
@@ -75,8 +80,8 @@ class _LinearPoolLayer(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, score_weight, proj_weight, score_bias, proj_bias, lam, gamma, mapping, norm, batch, bounds):
-        weight = torch.cat([score_weight, proj_weight]).to(x.dtype)
-        both = torch.mm(x, weight.t()) + torch.cat([score_bias, proj_bias]).to(x.dtype)
+        weight = _cast(torch.cat([score_weight, proj_weight]), x.dtype)
+        both = torch.mm(x, weight.t()).add_(_cast(torch.cat([score_bias, proj_bias]), x.dtype))
         out = _forward(ctx, both, None, lam, gamma, mapping, norm, batch, bounds)
         ctx.save_for_backward(both, x, weight)
         ctx.heads = bounds.shape[0] - 1
@@ -94,7 +99,7 @@ class _LinearPoolLayer(torch.autograd.Function):
             heads, weight_grad, bias_grad = ctx.heads, grad_both.t().mm(x), grad_both.sum(0)
             parts = (weight_grad[:heads], weight_grad[heads:], bias_grad[:heads], bias_grad[heads:])
             params = ctx.linear_params
-            grads = [g.to(p_dtype) if need else None for g, p_dtype, need in zip(parts, params, needs[1:5])]
+            grads = [_cast(g, p_dtype) if need else None for g, p_dtype, need in zip(parts, params, needs[1:5])]
         return (grad_x, *grads, lam_grad, gamma_grad, None, None, None, None)
 
 
