@@ -110,8 +110,18 @@ def _pooling_layer(monkeypatch, calls):
     from gglspeedup.attention.pooling._kernels import layer as pooling_layer
 
     monkeypatch.setitem(PARALLEL_MIN, "pooling", 0)
-    _record(monkeypatch, pooling_layer, "forward_flat", calls)
+    _record(monkeypatch, pooling_layer, "plain_forward_flat", calls)  # softmax's kernel
     AttentionPooling(3, 2)(torch.ones(5, 3), sizes=[2, 3])
+
+
+def _fused_pooling_layer(monkeypatch, calls):
+    torch = pytest.importorskip("torch")
+    from gglspeedup.attention import AttentionPooling
+    from gglspeedup.attention.pooling._kernels import layer as pooling_layer
+
+    monkeypatch.setitem(PARALLEL_MIN, "fused", 0)
+    _record(monkeypatch, pooling_layer, "forward_flat", calls)  # gfusedmax's kernel
+    AttentionPooling(3, 2, "gfusedmax")(torch.ones(5, 3), sizes=[2, 3], edge_index=[[0, 2], [1, 3]])
 
 
 def _pattern(monkeypatch, calls):
@@ -138,6 +148,7 @@ FAMILIES = {
     "gather": _gather,
     "pooling": _pooling,
     "pooling_layer": _pooling_layer,
+    "fused_pooling_layer": _fused_pooling_layer,
     "pattern": _pattern,
     "diffusion": _diffusion,
 }

@@ -110,7 +110,9 @@ _KERNELS = {
 # the layer kernel's map, by the map's name
 _LAYER_KINDS = {"softmax": layer.SOFTMAX, "sparsemax": layer.SPARSEMAX, "gfusedmax": layer.GFUSEDMAX}
 _NO_FUSED = (np.zeros((0, 0)), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64))
-_NO_WORK = tuple(fused_work(np, 0, 0, 0))  # softmax and sparsemax never touch it
+# softmax's and sparsemax's certificate: nothing to certify (read-only: never written)
+_CERTIFIED, _CERTIFIED_RESIDUAL = np.zeros((0, 0), np.int64), np.zeros((0, 0))
+_CERTIFIED.flags.writeable = _CERTIFIED_RESIDUAL.flags.writeable = False
 
 
 class LayerState(NamedTuple):
@@ -148,23 +150,28 @@ class CPUPoolingDriver(PoolingDriverBase):
         ``scores`` itself); ``lam`` / ``gamma`` float64 ``(heads,)`` (read where the map has
         them); ``out`` ``(B, C)``, written. Returns ``(state, status, residual)``: the
         :class:`LayerState` the backward needs and the fused lasso's int64 / float64 ``[heads, B]``
-        certificate status (0: certified) and residual.
+        certificate status (0: certified) and residual (``(0, 0)`` for softmax and sparsemax, whose
+        kernels leave the fused lasso out).
         """
         heads, graphs = bounds.shape[0] - 1, graph.ptr.shape[0] - 1
         nodes = scores.shape[0]
-        fused_map = mapping == "gfusedmax"
         z, weights, spread = np.empty((heads, nodes)), np.empty((heads, nodes)), np.empty((heads, graphs))
+        if mapping != "gfusedmax":  # the kernel without the fused lasso: no status, no scratch
+            parallel = pays(z.size, "pooling")
+            with lock_for(parallel):
+                layer.plain_forward_flat(
+                    parallel, _LAYER_KINDS[mapping], norm, graph.ptr, scores, 0, proj, p0, bounds, gamma, z, weights,
+                    spread, out,
+                )  # fmt: skip
+            return LayerState(z, *_NO_FUSED, weights, spread), _CERTIFIED, _CERTIFIED_RESIDUAL
         status, residual = np.zeros((heads, graphs), np.int64), np.empty((heads, graphs))
-        if fused_map:
-            work = fused_work(np, heads, nodes, graph.edge_u.shape[0])
-            fused = (np.empty((heads, nodes)), np.empty((heads, nodes), np.int64), np.empty((heads, nodes), np.int64))
-        else:
-            work, fused = _NO_WORK, _NO_FUSED
-        parallel = pays(z.size, "fused" if fused_map else "pooling")
+        work = fused_work(np, heads, nodes, graph.edge_u.shape[0])
+        fused = (np.empty((heads, nodes)), np.empty((heads, nodes), np.int64), np.empty((heads, nodes), np.int64))
+        parallel = pays(z.size, "fused")
         with lock_for(parallel):
             layer.forward_flat(
-                parallel, _LAYER_KINDS[mapping], norm, *graph, *work, scores, 0, proj, p0, bounds, lam, gamma, z,
-                *fused, weights, spread, out, status, residual,
+                parallel, layer.GFUSEDMAX, norm, *graph, *work, scores, 0, proj, p0, bounds, lam, gamma, z, *fused,
+                weights, spread, out, status, residual,
             )  # fmt: skip
         return LayerState(z, *fused, weights, spread), status, residual
 
@@ -172,18 +179,25 @@ class CPUPoolingDriver(PoolingDriverBase):
         """The layer's backward from ``dL/dout`` ``(B, C)``, in one kernel call: writes
         ``grad_scores`` (its first ``heads`` columns) and ``grad_proj`` (the pooled columns, from
         ``p0``; they may be one array) and returns float64 ``[heads, B]`` ``(dL/dlam, dL/dgamma)``
-        per problem. ``proj``, ``p0``, ``bounds`` and ``gamma`` as the forward had them; ``state``
-        its :class:`LayerState`."""
+        per problem (``dL/dlam`` None unless gfusedmax). ``proj``, ``p0``, ``bounds`` and ``gamma``
+        as the forward had them; ``state`` its :class:`LayerState`."""
         heads, nodes = state.z.shape
         graphs = ptr.shape[0] - 1
-        fused_map = mapping == "gfusedmax"
-        grad_lam, grad_gamma = np.empty((heads, graphs)), np.empty((heads, graphs))
-        work = fused_work(np, heads, nodes, 0) if fused_map else _NO_WORK
-        gw, gf = np.empty((heads, nodes)), np.empty((heads, nodes))
-        parallel = pays(nodes * heads, "fused" if fused_map else "pooling")
+        grad_gamma, gw, gf = np.empty((heads, graphs)), np.empty((heads, nodes)), np.empty((heads, nodes))
+        if mapping != "gfusedmax":
+            parallel = pays(nodes * heads, "pooling")
+            with lock_for(parallel):
+                layer.plain_backward_flat(
+                    parallel, _LAYER_KINDS[mapping], norm, ptr, proj, p0, bounds, gamma, grad_out, state.z,
+                    state.weights, state.spread, grad_scores, 0, grad_proj, gw, gf, grad_gamma,
+                )  # fmt: skip
+            return None, grad_gamma
+        grad_lam = np.empty((heads, graphs))
+        work = fused_work(np, heads, nodes, 0)
+        parallel = pays(nodes * heads, "fused")
         with lock_for(parallel):
             layer.backward_flat(
-                parallel, _LAYER_KINDS[mapping], norm, ptr, *work, proj, p0, bounds, gamma, grad_out, *state,
-                grad_scores, 0, grad_proj, gw, gf, grad_lam, grad_gamma,
+                parallel, layer.GFUSEDMAX, norm, ptr, *work, proj, p0, bounds, gamma, grad_out, *state, grad_scores,
+                0, grad_proj, gw, gf, grad_lam, grad_gamma,
             )  # fmt: skip
         return grad_lam, grad_gamma

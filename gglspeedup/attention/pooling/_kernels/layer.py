@@ -15,6 +15,9 @@ the standardisation's::
 major, as a linear layer returns them); the arithmetic is float64. Problems write disjoint slices
 (their graph's rows, their head's row or columns), so they run in parallel with no
 synchronisation. One body per direction serves every kernel; the CPU kernels are below.
+Softmax and sparsemax layers run their own kernels (:func:`plain_forward_problem`): the same
+standardisation, map and pooling steps without the fused lasso, whose mere presence in a
+kernel cost about 15 us a call on a small batch.
 
 The problem bodies live in :mod:`.sparsemax` and :mod:`.fused_lasso`; Numba's on-disk cache checks
 only this file, so a change there comes with a line here (last: sparsemax shifted by its largest
@@ -33,7 +36,16 @@ from .fused_lasso import FusedWork, fused_lasso_problem, fused_lasso_vjp_problem
 from .sparsemax import softmax_problem, softmax_vjp_problem, sparsemax_problem, sparsemax_vjp_problem
 from .structure import BatchArrays
 
-__all__ = ["SOFTMAX", "SPARSEMAX", "GFUSEDMAX", "EPS", "forward_flat", "backward_flat"]
+__all__ = [
+    "SOFTMAX",
+    "SPARSEMAX",
+    "GFUSEDMAX",
+    "EPS",
+    "forward_flat",
+    "backward_flat",
+    "plain_forward_flat",
+    "plain_backward_flat",
+]
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
@@ -44,13 +56,9 @@ EPS = 1e-7  # attpool2's standardisation: (s - mean) / (std + 1e-7)
 
 
 @register_jitable
-def layer_forward_problem(
-    g, h, kind, norm, graph, scores, s0, proj, p0, bounds, lam, gamma, work, z, fused, label, bnd, weights, spread,
-    out,
-):  # fmt: skip
-    """Forward of graph ``g``, head ``h``; returns ``(status, residual)`` of the fused lasso (0s
-    for the other maps). ``spread[h, g]`` keeps ``std`` for the backward."""
-    ptr = graph.ptr
+def _standardize(g, h, norm, ptr, scores, s0, z, spread):
+    """``z[h, graph g] =`` the graph's scores of head ``h``, standardised when ``norm`` (``spread[h,
+    g]`` keeps ``std`` for the backward)."""
     n0 = ptr[g]
     n1 = ptr[g + 1]
     count = n1 - n0
@@ -73,6 +81,29 @@ def layer_forward_problem(
     else:
         for i in range(n0, n1):
             z[h, i] = scores[i, s0 + h]
+
+
+@register_jitable
+def _pool(g, h, ptr, proj, p0, bounds, weights, out):
+    """``out[g, c] = sum_i weights[h, i] proj[i, p0 + c]`` over head ``h``'s columns."""
+    n0 = ptr[g]
+    n1 = ptr[g + 1]
+    for c in range(bounds[h], bounds[h + 1]):
+        acc = 0.0
+        for i in range(n0, n1):
+            acc += weights[h, i] * proj[i, p0 + c]
+        out[g, c] = acc
+
+
+@register_jitable
+def layer_forward_problem(
+    g, h, kind, norm, graph, scores, s0, proj, p0, bounds, lam, gamma, work, z, fused, label, bnd, weights, spread,
+    out,
+):  # fmt: skip
+    """Forward of graph ``g``, head ``h``; returns ``(status, residual)`` of the fused lasso (0s
+    for the other maps). ``spread[h, g]`` keeps ``std`` for the backward."""
+    ptr = graph.ptr
+    _standardize(g, h, norm, ptr, scores, s0, z, spread)
     status = 0
     residual = 0.0
     if kind == SOFTMAX:
@@ -83,22 +114,26 @@ def layer_forward_problem(
         status, residual = fused_lasso_problem(g, h, graph, z, lam[h], work, fused, label, bnd)
         if status == 0:
             sparsemax_problem(g, h, ptr, fused, gamma[h], weights)
-    for c in range(bounds[h], bounds[h + 1]):
-        acc = 0.0
-        for i in range(n0, n1):
-            acc += weights[h, i] * proj[i, p0 + c]
-        out[g, c] = acc
+    _pool(g, h, ptr, proj, p0, bounds, weights, out)
     return status, residual
 
 
 @register_jitable
-def layer_backward_problem(
-    g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, fused, label, bnd, weights, spread, grad_out, work, gw, gf,
-    grad_scores, s0, grad_proj,
-):  # fmt: skip
-    """Backward of graph ``g``, head ``h`` (``gw``, ``gf``: ``[heads, N]`` scratch); writes the
-    graph's rows of ``grad_scores[:, h]`` and of the head's columns of ``grad_proj``; returns
-    ``(dL/dlam, dL/dgamma)`` of this problem."""
+def plain_forward_problem(g, h, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, z, weights, spread, out):
+    """:func:`layer_forward_problem` of softmax (``kind`` SOFTMAX) or sparsemax, the same steps
+    without the fused lasso: a kernel that holds the fused lasso's code pays about 15 us a call on
+    a small batch even when it never runs it (measured on my-test: 17 us against 2 us)."""
+    _standardize(g, h, norm, ptr, scores, s0, z, spread)
+    if kind == SOFTMAX:
+        softmax_problem(g, h, ptr, z, weights)
+    else:
+        sparsemax_problem(g, h, ptr, z, gamma[h], weights)
+    _pool(g, h, ptr, proj, p0, bounds, weights, out)
+
+
+@register_jitable
+def _pool_backward(g, h, ptr, proj, p0, bounds, weights, grad_out, gw, grad_proj):
+    """``dL/dproj`` of head ``h``'s columns and ``gw[h, i] = dL/dw_i``."""
     n0 = ptr[g]
     n1 = ptr[g + 1]
     c0 = bounds[h]
@@ -109,21 +144,17 @@ def layer_backward_problem(
             acc += proj[i, p0 + c] * grad_out[g, c]
             grad_proj[i, p0 + c] = weights[h, i] * grad_out[g, c]
         gw[h, i] = acc
-    grad_lam = 0.0
-    grad_gamma = 0.0
-    if kind == SOFTMAX:
-        softmax_vjp_problem(g, h, ptr, weights, gw, gf)
-    elif kind == SPARSEMAX:
-        grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
-    else:
-        grad_gamma = sparsemax_vjp_problem(g, h, ptr, fused, weights, gamma[h], gw, gf)
-        grad_lam = fused_lasso_vjp_problem(g, h, ptr, label, bnd, gf, work, gw)
-        for i in range(n0, n1):
-            gf[h, i] = gw[h, i]
+
+
+@register_jitable
+def _standardize_backward(g, h, norm, ptr, z, spread, gf, grad_scores, s0):
+    """``dL/dscores`` of the graph's head ``h`` from ``gf[h] = dL/dz``."""
+    n0 = ptr[g]
+    n1 = ptr[g + 1]
     if not norm:
         for i in range(n0, n1):
             grad_scores[i, s0 + h] = gf[h, i]
-        return grad_lam, grad_gamma
+        return
     count = n1 - n0
     std = spread[h, g]
     mean = 0.0
@@ -136,7 +167,46 @@ def layer_backward_problem(
     scale = dot / ((count - 1) * std) if std > 0.0 else 0.0
     for i in range(n0, n1):
         grad_scores[i, s0 + h] = (gf[h, i] - mean) * inverse - scale * z[h, i]
+
+
+@register_jitable
+def layer_backward_problem(
+    g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, fused, label, bnd, weights, spread, grad_out, work, gw, gf,
+    grad_scores, s0, grad_proj,
+):  # fmt: skip
+    """Backward of graph ``g``, head ``h`` (``gw``, ``gf``: ``[heads, N]`` scratch); writes the
+    graph's rows of ``grad_scores[:, h]`` and of the head's columns of ``grad_proj``; returns
+    ``(dL/dlam, dL/dgamma)`` of this problem."""
+    _pool_backward(g, h, ptr, proj, p0, bounds, weights, grad_out, gw, grad_proj)
+    grad_lam = 0.0
+    grad_gamma = 0.0
+    if kind == SOFTMAX:
+        softmax_vjp_problem(g, h, ptr, weights, gw, gf)
+    elif kind == SPARSEMAX:
+        grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
+    else:
+        grad_gamma = sparsemax_vjp_problem(g, h, ptr, fused, weights, gamma[h], gw, gf)
+        grad_lam = fused_lasso_vjp_problem(g, h, ptr, label, bnd, gf, work, gw)
+        for i in range(ptr[g], ptr[g + 1]):
+            gf[h, i] = gw[h, i]
+    _standardize_backward(g, h, norm, ptr, z, spread, gf, grad_scores, s0)
     return grad_lam, grad_gamma
+
+
+@register_jitable
+def plain_backward_problem(
+    g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, weights, spread, grad_out, gw, gf, grad_scores, s0, grad_proj
+):
+    """:func:`layer_backward_problem` of softmax or sparsemax (see :func:`plain_forward_problem`);
+    returns ``dL/dgamma`` of this problem."""
+    _pool_backward(g, h, ptr, proj, p0, bounds, weights, grad_out, gw, grad_proj)
+    grad_gamma = 0.0
+    if kind == SOFTMAX:
+        softmax_vjp_problem(g, h, ptr, weights, gw, gf)
+    else:
+        grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
+    _standardize_backward(g, h, norm, ptr, z, spread, gf, grad_scores, s0)
+    return grad_gamma
 
 
 # The arguments of one direction, as the kernels pass them around: ``inputs`` is ``(scores, s0,
@@ -240,3 +310,83 @@ def backward_flat(
         layer_backward(kind, norm, ptr, work, inputs, state, outputs)
     else:
         layer_backward_serial(kind, norm, ptr, work, inputs, state, outputs)
+
+
+# The softmax and sparsemax layers' kernels (:func:`plain_forward_problem`): ``inputs`` is
+# ``(scores, s0, proj, p0, bounds, gamma)`` forward and ``(proj, p0, bounds, gamma, grad_out)``
+# backward, ``state`` ``(z, weights, spread)``, ``outputs`` ``out`` forward and ``(grad_scores, s0,
+# grad_proj, gw, gf, grad_gamma)`` backward.
+@register_jitable
+def _plain_forward_step(p, kind, norm, ptr, inputs, state, out):
+    scores, s0, proj, p0, bounds, gamma = inputs
+    z, weights, spread = state
+    graphs = ptr.shape[0] - 1
+    plain_forward_problem(
+        p % graphs, p // graphs, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, z, weights, spread, out
+    )
+
+
+@register_jitable
+def _plain_backward_step(p, kind, norm, ptr, inputs, state, outputs):
+    proj, p0, bounds, gamma, grad_out = inputs
+    z, weights, spread = state
+    grad_scores, s0, grad_proj, gw, gf, grad_gamma = outputs
+    graphs = ptr.shape[0] - 1
+    h = p // graphs
+    g = p % graphs
+    grad_gamma[h, g] = plain_backward_problem(
+        g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, weights, spread, grad_out, gw, gf, grad_scores, s0,
+        grad_proj,
+    )  # fmt: skip
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def plain_forward(kind, norm, ptr, inputs, state, out):
+    """Every (head, graph) problem of a softmax / sparsemax layer's forward, in parallel."""
+    for p in prange(state[0].shape[0] * (ptr.shape[0] - 1)):
+        _plain_forward_step(p, kind, norm, ptr, inputs, state, out)
+
+
+@njit(cache=True, nogil=True)
+def plain_forward_serial(kind, norm, ptr, inputs, state, out):
+    for p in range(state[0].shape[0] * (ptr.shape[0] - 1)):
+        _plain_forward_step(p, kind, norm, ptr, inputs, state, out)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def plain_backward(kind, norm, ptr, inputs, state, outputs):
+    """Every (head, graph) problem of a softmax / sparsemax layer's backward, in parallel."""
+    for p in prange(state[0].shape[0] * (ptr.shape[0] - 1)):
+        _plain_backward_step(p, kind, norm, ptr, inputs, state, outputs)
+
+
+@njit(cache=True, nogil=True)
+def plain_backward_serial(kind, norm, ptr, inputs, state, outputs):
+    for p in range(state[0].shape[0] * (ptr.shape[0] - 1)):
+        _plain_backward_step(p, kind, norm, ptr, inputs, state, outputs)
+
+
+@njit(nogil=True)  # not cached: see forward_flat
+def plain_forward_flat(parallel, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, z, weights, spread, out):
+    """:func:`plain_forward` (``parallel``) or its serial twin, on flat arrays."""
+    inputs = (scores, s0, proj, p0, bounds, gamma)
+    state = (z, weights, spread)
+    if parallel:
+        plain_forward(kind, norm, ptr, inputs, state, out)
+    else:
+        plain_forward_serial(kind, norm, ptr, inputs, state, out)
+
+
+@njit(nogil=True)  # not cached: see forward_flat
+def plain_backward_flat(
+    parallel, kind, norm, ptr, proj, p0, bounds, gamma, grad_out, z, weights, spread, grad_scores, s0, grad_proj, gw,
+    gf, grad_gamma,
+):  # fmt: skip
+    """:func:`plain_backward` (``parallel``) or its serial twin, on flat arrays."""
+    inputs = (proj, p0, bounds, gamma, grad_out)
+    state = (z, weights, spread)
+    outputs = (grad_scores, s0, grad_proj, gw, gf, grad_gamma)
+    if parallel:
+        plain_backward(kind, norm, ptr, inputs, state, outputs)
+    else:
+        plain_backward_serial(kind, norm, ptr, inputs, state, outputs)
