@@ -13,9 +13,10 @@ echo "== ruff (lint, then format check; configuration in pyproject.toml)"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
-# compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Tests
-# marked `serial` (they assert how soon Ctrl-C lands) run afterwards, alone.
-WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup)
+# compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
+# worker takes whole files, in tests/conftest.py's order (slow files first). Tests marked
+# `serial` (they assert how soon Ctrl-C lands) run afterwards, alone.
+WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder)
 # The 25 slowest tests of each pass are listed at its end, so a log shows where the time went.
 SLOWEST=(--durations=25)
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
