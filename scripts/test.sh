@@ -19,6 +19,13 @@ echo "== ruff (lint, then format check; configuration in pyproject.toml)"
 WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder)
 # The 25 slowest tests of each pass are listed at its end, so a log shows where the time went.
 SLOWEST=(--durations=25)
+# The package's own warm-up (two processes) compiles the kernel variants the loaders, demos and
+# training take into Numba's on-disk cache once; every test process, subprocess and spawned rank
+# then loads them instead of several compiling the same variant at once on a fresh clone. With
+# the cache already full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile
+# into caches of their own, empty: they prove the cold path.)
+echo "== Numba's kernel cache (python -m gglspeedup warmup)"
+"$VENV/bin/python" -m gglspeedup warmup
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
 echo "== the serial tests, alone"
