@@ -23,9 +23,10 @@ SLOWEST=(--durations=25)
 # training take into Numba's on-disk cache once; every test process, subprocess and spawned rank
 # then loads them instead of several compiling the same variant at once on a fresh clone. With
 # the cache already full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile
-# into caches of their own, empty: they prove the cold path.)
+# into caches of their own, empty: they prove the cold path.) A failing warm-up does not stop the
+# checks: the tests compile as they go, and test_newcomer.py's warm-ups fail the suite.
 echo "== Numba's kernel cache (python -m gglspeedup warmup)"
-"$VENV/bin/python" -m gglspeedup warmup
+"$VENV/bin/python" -m gglspeedup warmup || echo "== the warm-up failed (exit $?): the tests compile as they go"
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
 echo "== the serial tests, alone"
