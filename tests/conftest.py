@@ -61,8 +61,8 @@ def pytest_generate_tests(metafunc):
 
 
 # scripts/test.sh runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup
-# --no-loadscope-reorder``), handing out whole files (an ``xdist_group`` per file), in the order
-# sorted below. A file's tests mostly take the same kernel variants: split across the workers,
+# --no-loadscope-reorder``), handing out whole files (``pytest_xdist_make_scheduler`` below), in
+# the order sorted below. A file's tests mostly take the same kernel variants: split across the workers,
 # both compiled each variant at the same moment on a cold cache (a third of the first minutes'
 # compile time, measured); on one worker the first test compiles and the rest find it. These
 # files share one thing per worker, so all of them go to one worker as one group: the service's
