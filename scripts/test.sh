@@ -13,11 +13,20 @@ echo "== ruff (lint, then format check; configuration in pyproject.toml)"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
-# compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Tests
-# marked `serial` (they assert how soon Ctrl-C lands) run afterwards, alone.
-WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup)
+# compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
+# worker takes whole files, in tests/conftest.py's order (slow files first). Tests marked
+# `serial` (they assert how soon Ctrl-C lands) run afterwards, alone.
+WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder)
 # The 25 slowest tests of each pass are listed at its end, so a log shows where the time went.
 SLOWEST=(--durations=25)
+# The package's own warm-up (two processes) compiles the kernel variants the loaders, demos and
+# training take into Numba's on-disk cache once; every test process, subprocess and spawned rank
+# then loads them instead of several compiling the same variant at once on a fresh clone. With
+# the cache already full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile
+# into caches of their own, empty: they prove the cold path.) A failing warm-up does not stop the
+# checks: the tests compile as they go, and test_newcomer.py's warm-ups fail the suite.
+echo "== Numba's kernel cache (python -m gglspeedup warmup)"
+"$VENV/bin/python" -m gglspeedup warmup || echo "== the warm-up failed (exit $?): the tests compile as they go"
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
 echo "== the serial tests, alone"

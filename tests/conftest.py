@@ -5,6 +5,7 @@ marker and is skipped unless GPU kernels can run here: on a real GPU, or on numb
 ``NUMBA_ENABLE_CUDASIM=1`` (``scripts/test.sh`` runs ``pytest -m cuda`` that way).
 """
 
+import collections
 import datetime
 import importlib.util
 import os
@@ -59,9 +60,13 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("device", DEVICES)
 
 
-# scripts/test.sh runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). These
-# files share one thing per worker, so each file's tests all go to one worker: the service's Ray
-# tests share one Ray instance per process (service_netns.py) and a second one would double
+# scripts/test.sh runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup
+# --no-loadscope-reorder``), handing out whole files (``pytest_xdist_make_scheduler`` below), in
+# the order sorted below. A file's tests mostly take the same kernel variants: split across the workers,
+# both compiled each variant at the same moment on a cold cache (a third of the first minutes'
+# compile time, measured); on one worker the first test compiles and the rest find it. These
+# files share one thing per worker, so all of them go to one worker as one group: the service's
+# Ray tests share one Ray instance per process (service_netns.py) and a second one would double
 # Ray's processes on two cores.
 XDIST_GROUPS = {"ray": ("test_service_ray_",)}
 # These assert that Ctrl-C reaches the caller within a second: they run after the parallel pass,
@@ -69,24 +74,59 @@ XDIST_GROUPS = {"ray": ("test_service_ray_",)}
 SERIAL_FILES = ("test_interrupts.py",)
 
 
+def _unit(nodeid: str) -> str:
+    """The worker unit of the test ``nodeid``: its named group (XDIST_GROUPS), else its file."""
+    path = nodeid.split("::")[0]
+    name = os.path.basename(path)
+    return next((group for group, prefixes in XDIST_GROUPS.items() if name.startswith(prefixes)), path)
+
+
+def _xdist_group(item) -> str:
+    return _unit(item.nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``--dist loadgroup``, units are ``_unit``'s, in collection order. (xdist 3.8 reads
+    ``xdist_group`` marks by renaming each item's ``_nodeid``, which pytest 9 no longer reads: its
+    own loadgroup split every file and the "ray" group across both workers.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return _unit(nodeid)
+
+    return UnitScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     skip_hw = pytest.mark.skip(reason="needs a real CUDA GPU")
+    groups = {}
     for item in items:
-        name = item.path.name
-        for group, prefixes in XDIST_GROUPS.items():
-            if name.startswith(prefixes):
-                item.add_marker(pytest.mark.xdist_group(group))
-        if name in SERIAL_FILES:
+        groups[item] = _xdist_group(item)
+        item.add_marker(pytest.mark.xdist_group(groups[item]))
+        if item.path.name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
         if "gpu_hardware" in item.keywords and not HAS_GPU_HARDWARE:
             item.add_marker(skip_hw)
         if "cuda" in item.keywords and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU and the CUDA simulator is off"))
-    # Longest first: xdist hands each worker the next test as it finishes one, in this order, so
-    # the wall ends with whichever test started last. Files holding a `slow` test run before the
-    # rest (whole files, so a module fixture is set up once), and the two workers end together.
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    # Longest first: xdist hands each worker the next unit as it finishes one, in this order, so
+    # the wall ends with whichever unit started last. Units holding `slow` tests run first (most
+    # slow tests first), then the named groups (several files each), then the other files by
+    # their number of tests, most first, so the two workers end on small files, together.
+    slow = collections.Counter(groups[item] for item in items if item.get_closest_marker("slow"))
+    counts = collections.Counter(groups.values())
+
+    def rank(item):
+        group = groups[item]
+        if group in slow:
+            return (0, -slow[group])
+        return (1 if group in XDIST_GROUPS else 2, -counts[group])
+
+    items.sort(key=rank)
 
 
 def to_host(array):

@@ -12,7 +12,7 @@ import torch.multiprocessing as mp  # noqa: E402
 from gglspeedup.attention import SequencePattern, diffusion_attention  # noqa: E402
 from gglspeedup.attention.sequence.sharded import ShardPlan, row_bounds, sharded_diffusion_attention  # noqa: E402
 
-from conftest import free_port  # noqa: E402
+from conftest import free_port, init_gloo  # noqa: E402
 
 B, L, H, D = 2, 24, 2, 3
 
@@ -51,13 +51,27 @@ def _worker(rank, world, port, queue):
 def test_two_gloo_ranks_match_one_process():
     world = 2
     # The one-process reference first: it compiles the diffusion kernels into Numba's on-disk
-    # cache, which the spawned ranks then load instead of each compiling them again.
+    # cache, which the spawned ranks then load instead of each compiling them again (both at once).
     q, k, v, pad, upstream = inputs()
     tensors = [t.reshape(B, L, H, D).clone().requires_grad_() for t in (q, k, v)]
     full = diffusion_attention(*tensors, pattern(), hops=3, key_padding_mask=pad.reshape(B, L))
     (full * upstream.reshape(B, L, H, D)).sum().backward()
     full = full.detach().reshape(B * L, H, D).numpy()
     grads = [t.grad.reshape(B * L, H, D).numpy() for t in tensors]
+    # A plan's rows are int64 where the pattern's are int32 (other kernel variants): one rank
+    # holding every row, here on a one-process group, compiles those too, and equals the reference.
+    init_gloo(0, 1, free_port(), 60)
+    try:
+        one = ShardPlan(pattern(), 0, 1)
+        one.exchange_requests(None)
+        local = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = sharded_diffusion_attention(*local, one, hops=3, key_padding_mask=pad)
+        (out * upstream).sum().backward()
+    finally:
+        dist.destroy_process_group()
+    assert np.array_equal(out.detach().numpy(), full)
+    for mine, theirs in zip(local, grads):
+        np.testing.assert_allclose(mine.grad.numpy(), theirs, rtol=1e-12, atol=1e-12)
     context = mp.get_context("spawn")
     queue = context.Queue()
     port = free_port()
