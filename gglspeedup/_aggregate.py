@@ -24,13 +24,11 @@ strided share of the features, so the table's row reads are coalesced.
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from ._aggregate_row import aggregate_row
-from ._parallel import kernel_threads
+from ._parallel import kernel_threads, parallel_and_serial
 
 __all__ = ["csr_aggregate", "TABLE_DTYPES"]
 
@@ -43,15 +41,7 @@ def _aggregate_rows(start, indptr, indices, table, scale, use_scale, skip_loops,
         aggregate_row(i, 0, 1, start, indptr, indices, table, scale, use_scale, skip_loops, mean, out)
 
 
-def _parallel_and_serial(loop):
-    """``loop`` compiled with and without ``parallel=True`` (a small batch's region costs more than
-    its work on a busy machine); the serial copy is named ``<name>_serial`` for Numba's cache."""
-    serial = types.FunctionType(loop.__code__, loop.__globals__, f"{loop.__name__}_serial", loop.__defaults__)
-    serial.__qualname__ = f"{loop.__qualname__}_serial"
-    return njit(parallel=True, cache=True, nogil=True)(loop), njit(cache=True, nogil=True)(serial)
-
-
-_rows_parallel, _rows_serial = _parallel_and_serial(_aggregate_rows)
+_rows_parallel, _rows_serial = parallel_and_serial(_aggregate_rows)
 
 _NO_SCALE = np.zeros(1, np.float32)
 

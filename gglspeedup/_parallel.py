@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import types
 
 import numba
 
 from ._threading import prefer_tbb
 
-__all__ = ["KERNEL_LOCK", "PARALLEL_MIN", "pays", "lock_for", "kernel_threads", "use_threads"]
+__all__ = ["KERNEL_LOCK", "PARALLEL_MIN", "pays", "lock_for", "kernel_threads", "use_threads", "parallel_and_serial"]
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
@@ -127,3 +128,14 @@ class kernel_threads:
         finally:
             KERNEL_LOCK.release()
         return False
+
+
+def parallel_and_serial(loop):
+    """``(parallel, serial)``: ``loop``, a plain function whose outer loop is a ``prange``, compiled
+    with and without ``parallel=True`` (both cached, ``nogil``), so a caller can skip the parallel
+    region where :func:`kernel_threads` gives one thread (entering a region costs a scheduler time
+    slice on a busy machine, more than a small call's whole work). The serial one compiles a copy
+    named ``<name>_serial``: Numba's cache tells functions apart by name, not by their flags."""
+    serial = types.FunctionType(loop.__code__, loop.__globals__, f"{loop.__name__}_serial", loop.__defaults__)
+    serial.__qualname__ = f"{loop.__qualname__}_serial"
+    return numba.njit(parallel=True, cache=True, nogil=True)(loop), numba.njit(cache=True, nogil=True)(serial)

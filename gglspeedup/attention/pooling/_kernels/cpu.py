@@ -16,13 +16,12 @@ score, so its support never empties).
 
 from __future__ import annotations
 
-import types
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ...._parallel import lock_for, pays
+from ...._parallel import lock_for, parallel_and_serial, pays
 from . import layer, steps
 from .driver import PoolingDriverBase, fused_work
 
@@ -36,16 +35,6 @@ __all__ = [
     "fused_forward",
     "fused_backward",
 ]
-
-
-def _parallel_and_serial(loop):
-    """``(parallel, serial)``: ``loop``, a ``prange`` over (head, graph) problems, compiled with and
-    without ``parallel=True`` (entering a parallel region costs a scheduler time slice on a busy
-    machine, more than a small batch's whole work). The serial one compiles a copy named
-    ``<name>_serial``: Numba's cache tells functions apart by name, not by their flags."""
-    serial = types.FunctionType(loop.__code__, loop.__globals__, f"{loop.__name__}_serial", loop.__defaults__)
-    serial.__qualname__ = f"{loop.__qualname__}_serial"
-    return njit(parallel=True, cache=True, nogil=True)(loop), njit(cache=True, nogil=True)(serial)
 
 
 def softmax_forward(ptr, x, out):
@@ -88,12 +77,12 @@ def fused_backward(ptr, fused, weights, label, bnd, gamma, grad_out, work, grad_
 
 
 # Each kernel twice, parallel over problems and serial, each with its own cache slot.
-softmax_forward, softmax_forward_serial = _parallel_and_serial(softmax_forward)
-softmax_backward, softmax_backward_serial = _parallel_and_serial(softmax_backward)
-sparsemax_forward, sparsemax_forward_serial = _parallel_and_serial(sparsemax_forward)
-sparsemax_backward, sparsemax_backward_serial = _parallel_and_serial(sparsemax_backward)
-fused_forward, fused_forward_serial = _parallel_and_serial(fused_forward)
-fused_backward, fused_backward_serial = _parallel_and_serial(fused_backward)
+softmax_forward, softmax_forward_serial = parallel_and_serial(softmax_forward)
+softmax_backward, softmax_backward_serial = parallel_and_serial(softmax_backward)
+sparsemax_forward, sparsemax_forward_serial = parallel_and_serial(sparsemax_forward)
+sparsemax_backward, sparsemax_backward_serial = parallel_and_serial(sparsemax_backward)
+fused_forward, fused_forward_serial = parallel_and_serial(fused_forward)
+fused_backward, fused_backward_serial = parallel_and_serial(fused_backward)
 
 
 # name -> (parallel kernel, serial kernel)

@@ -31,6 +31,7 @@ import math
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from ...._parallel import parallel_and_serial
 from ...._threading import prefer_tbb
 from .fused_lasso import FusedWork, fused_lasso_problem, fused_lasso_vjp_problem
 from .sparsemax import softmax_problem, softmax_vjp_problem, sparsemax_problem, sparsemax_vjp_problem
@@ -241,30 +242,20 @@ def _backward_step(p, kind, norm, ptr, work, inputs, state, outputs):
     )  # fmt: skip
 
 
-@njit(parallel=True, cache=True, nogil=True)
 def layer_forward(kind, norm, graph, work, inputs, state, outputs):
-    """Every (head, graph) problem of the layer's forward, in parallel."""
+    """Every (head, graph) problem of the layer's forward (``prange``; a serial twin below)."""
     for p in prange(state[0].shape[0] * (graph.ptr.shape[0] - 1)):
         _forward_step(p, kind, norm, graph, work, inputs, state, outputs)
 
 
-@njit(cache=True, nogil=True)
-def layer_forward_serial(kind, norm, graph, work, inputs, state, outputs):
-    for p in range(state[0].shape[0] * (graph.ptr.shape[0] - 1)):
-        _forward_step(p, kind, norm, graph, work, inputs, state, outputs)
-
-
-@njit(parallel=True, cache=True, nogil=True)
 def layer_backward(kind, norm, ptr, work, inputs, state, outputs):
-    """Every (head, graph) problem of the layer's backward, in parallel."""
+    """Every (head, graph) problem of the layer's backward (``prange``; a serial twin below)."""
     for p in prange(state[0].shape[0] * (ptr.shape[0] - 1)):
         _backward_step(p, kind, norm, ptr, work, inputs, state, outputs)
 
 
-@njit(cache=True, nogil=True)
-def layer_backward_serial(kind, norm, ptr, work, inputs, state, outputs):
-    for p in range(state[0].shape[0] * (ptr.shape[0] - 1)):
-        _backward_step(p, kind, norm, ptr, work, inputs, state, outputs)
+layer_forward, layer_forward_serial = parallel_and_serial(layer_forward)
+layer_backward, layer_backward_serial = parallel_and_serial(layer_backward)
 
 
 # The entry points take every array flat and build the records inside: Numba types a record of
@@ -340,30 +331,22 @@ def _plain_backward_step(p, kind, norm, ptr, inputs, state, outputs):
     )  # fmt: skip
 
 
-@njit(parallel=True, cache=True, nogil=True)
 def plain_forward(kind, norm, ptr, inputs, state, out):
-    """Every (head, graph) problem of a softmax / sparsemax layer's forward, in parallel."""
+    """Every (head, graph) problem of a softmax / sparsemax layer's forward (``prange``; a serial
+    twin below)."""
     for p in prange(state[0].shape[0] * (ptr.shape[0] - 1)):
         _plain_forward_step(p, kind, norm, ptr, inputs, state, out)
 
 
-@njit(cache=True, nogil=True)
-def plain_forward_serial(kind, norm, ptr, inputs, state, out):
-    for p in range(state[0].shape[0] * (ptr.shape[0] - 1)):
-        _plain_forward_step(p, kind, norm, ptr, inputs, state, out)
-
-
-@njit(parallel=True, cache=True, nogil=True)
 def plain_backward(kind, norm, ptr, inputs, state, outputs):
-    """Every (head, graph) problem of a softmax / sparsemax layer's backward, in parallel."""
+    """Every (head, graph) problem of a softmax / sparsemax layer's backward (``prange``; a serial
+    twin below)."""
     for p in prange(state[0].shape[0] * (ptr.shape[0] - 1)):
         _plain_backward_step(p, kind, norm, ptr, inputs, state, outputs)
 
 
-@njit(cache=True, nogil=True)
-def plain_backward_serial(kind, norm, ptr, inputs, state, outputs):
-    for p in range(state[0].shape[0] * (ptr.shape[0] - 1)):
-        _plain_backward_step(p, kind, norm, ptr, inputs, state, outputs)
+plain_forward, plain_forward_serial = parallel_and_serial(plain_forward)
+plain_backward, plain_backward_serial = parallel_and_serial(plain_backward)
 
 
 @njit(nogil=True)  # not cached: see forward_flat
