@@ -169,7 +169,14 @@ def ray_session(request):
 
 
 def kill(pid: int, sig=signal.SIGKILL) -> None:
-    """Send ``sig`` to ``pid`` (a server process of the session's Ray)."""
+    """Send ``sig`` to ``pid`` (a server process of the session's Ray); a ``SIGSTOP`` returns once
+    every thread of it has stopped (:func:`gglspeedup.testing.service.stop_process`: until then a
+    server under load may still answer the next request)."""
+    if sig == signal.SIGSTOP:
+        from gglspeedup.testing.service import stop_process
+
+        stop_process(pid)
+        return
     os.kill(pid, sig)
 
 

@@ -6,6 +6,9 @@ makes its own namespace (``bench.service.ray_here``).
 """
 
 import json
+import os
+import signal
+import threading
 
 import pytest
 from service_netns import ray_session  # noqa: F401
@@ -13,11 +16,34 @@ from service_netns import ray_session  # noqa: F401
 from gglspeedup.bench import main
 
 
-def test_service_ray_bench_self_checks_counts_bytes_and_times_failures(ray_session, tmp_path, capsys):  # noqa: F811
+def test_service_ray_bench_self_checks_counts_bytes_and_times_failures_however_late_a_stop_lands(
+    ray_session,  # noqa: F811
+    tmp_path,
+    capsys,
+    monkeypatch,
+):
+    # A SIGSTOP stops a process only once the thread the kernel wakes for it runs: on a loaded
+    # machine milliseconds after kill() returned, while the server's channel answered the batch
+    # sent meanwhile (the CI failure "a stopped or killed server was not named"). Here the stop
+    # lands 0.3 s late, every time: the bench must wait for it before it sends the batch it times.
+    real_kill, late = os.kill, []
+
+    def kill_stopping_late(pid, sig):
+        if sig != signal.SIGSTOP:
+            return real_kill(pid, sig)
+        late.append(threading.Timer(0.3, real_kill, (pid, sig)))
+        late[-1].start()
+
+    monkeypatch.setattr(os, "kill", kill_stopping_late)
     out_path = tmp_path / "service.json"
     argv = ["service", "--graph", "powerlaw:3000:8", "--servers", "2", "--fanouts", "4,3", "--batch", "64"]
     argv += ["--batches", "3", "--warmup", "1", "--repeats", "2", "--dim", "8", "--deadline", "500ms"]
-    assert main([*argv, "--json", str(out_path)]) == 0
+    try:
+        assert main([*argv, "--json", str(out_path)]) == 0
+    finally:
+        for timer in late:
+            timer.join()
+    assert len(late) == 1
     printed = capsys.readouterr().out
     assert "self-check passed" in printed and "kill named in" in printed
     results = json.loads(out_path.read_text())

@@ -23,7 +23,8 @@ and batches (``loader`` columns): what a training loop over the loader would see
 takes no time.
 
 Failure timings (``--failures``, two servers, ``--deadline``): the time from a SIGKILL to the
-named error (no restarts), from a SIGSTOP to the named error, and the stall of the batch that
+named error (no restarts), from a SIGSTOP (once every thread of the server has stopped) to the
+named error, and the stall of the batch that
 meets a killed server with ``max_restarts=1`` (detection, restart, map, warm-up, retry), whose
 batch is checked against the local one.
 """
@@ -228,13 +229,19 @@ def _failures(folder, local, batches, args) -> dict:
     """Seconds from a kill / a stop to the named error, and the stall of a restarted server."""
     from ..service import ServerUnavailable, serve
     from ..testing import assert_same_sample
+    from ..testing.service import stop_process
 
     def timed_error(sig) -> float:
         with serve(folder, 2, max_restarts=0, deadline=args.deadline) as cluster:
             sampler = cluster.sampler(local.fanouts, seed=args.seed)
             sampler.sample(batches[0], key=0)
             pid = cluster.servers[1].pid
-            os.kill(pid, sig)
+            if sig == signal.SIGSTOP:
+                # Only once every thread has stopped: until the thread woken for the signal runs
+                # (milliseconds on a loaded machine) the server's channel may answer the batch.
+                stop_process(pid)
+            else:
+                os.kill(pid, sig)
             start = time.perf_counter()
             try:
                 sampler.sample(batches[1], key=1)
