@@ -1,16 +1,21 @@
-"""``python -m gglspeedup.service serve PATH --address auto`` and serve()'s embedded default.
+"""``python -m gglspeedup.service serve PATH --address auto``, ``serve(address="ray://...")`` and
+serve()'s embedded default.
 
 The command runs in a child process that joins the session's Ray (in its private network
 namespace, ``service_netns``) through ``--address auto`` and ``RAY_ADDRESS``; a trainer's serve()
 then uses its servers instead of starting its own, and closing the trainer's cluster leaves them
-to the command, which stops them on SIGTERM. The embedded default (no address, no Ray yet) runs in
+to the command, which stops them on SIGTERM. A Ray Client server on the namespace's loopback,
+joined to the session's Ray, lets a driver in a fresh child process serve through
+``ray://127.0.0.1:PORT``. The embedded default (no address, no Ray yet) runs in
 a child process with a namespace of its own: serve() starts a local Ray there and close() leaves
 none of its processes behind.
 """
 
 import json
 import os
+import pickle
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -117,3 +122,73 @@ def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_pa
     assert report["children"] >= 3  # Ray's own processes and the servers, all started by serve()
     assert report["alive"] == [] and report["new_shm"] == []
     assert report["n_id"] == expected.tolist()
+
+
+CLIENT_DRIVER = textwrap.dedent(
+    """
+    import json, os, pickle, sys
+    import numpy as np
+    import ray
+    from gglspeedup.service import serve
+
+    folder, address, out_path, num_nodes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    shm_before = set(os.listdir("/dev/shm"))
+    with serve(folder, 2, address=address, deadline="30s") as cluster:
+        connected = ray.is_initialized()
+        servers = [(s.parts, s.node, s.pid) for s in cluster.servers]
+        out = cluster.sampler([4, 3], seed=1).sample(np.arange(0, num_nodes, 11), key=3)
+    with open(out_path, "wb") as file:
+        pickle.dump((out.n_id, out.adjs), file)
+    print(json.dumps({"connected": connected, "disconnected": not ray.is_initialized(), "servers": servers,
+                      "new_shm": sorted(set(os.listdir("/dev/shm")) - shm_before)}))
+    """
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_service_ray_client_address_serves_the_local_batches_and_close_leaves_no_server(
+    ray_session,  # noqa: F811
+    tmp_path_factory,
+    tmp_path,
+):
+    folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
+    # Ray Client's server for the session's Ray, on the namespace's loopback ("legacy": one process
+    # serves every client; the default proxy mode starts one per client through the runtime-env agent)
+    port = _free_port()
+    command = [sys.executable, "-m", "ray.util.client.server", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--mode", "legacy", "--address", ray_session.address]
+    log = tmp_path / "client_server.log"
+    with open(log, "w") as output:
+        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        limit = time.monotonic() + 60.0
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < limit, log.read_text()[-3000:]
+                time.sleep(0.1)
+        out_path = tmp_path / "batch.pkl"
+        argv = [folder, f"ray://127.0.0.1:{port}", str(out_path), str(graph.num_nodes)]
+        result = subprocess.run(
+            [sys.executable, "-c", CLIENT_DRIVER, *argv], capture_output=True, text=True, timeout=240, check=False
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["connected"] and report["disconnected"] and report["new_shm"] == []
+    assert [[parts, node] for parts, node, _ in report["servers"]] == [[[0, 1], "127.0.0.1"], [[2], "127.0.0.1"]]
+    with open(out_path, "rb") as file:
+        n_id, adjs = pickle.load(file)
+    expected = gg.NeighborSampler(graph, [4, 3], seed=1).sample(np.arange(0, graph.num_nodes, 11), key=3)
+    assert_same_sample((n_id, adjs), (expected.n_id, expected.adjs))
+    assert not wait_gone([pid for _, _, pid in report["servers"]], 10.0)  # close() stopped both servers
+    assert not wait_gone([server.pid], 1.0)
