@@ -20,8 +20,8 @@ standardisation, map and pooling steps without the fused lasso, whose mere prese
 kernel cost about 15 us a call on a small batch.
 
 The problem bodies live in :mod:`.sparsemax` and :mod:`.fused_lasso`; Numba's on-disk cache checks
-only this file, so a change there comes with a line here (last: sparsemax shifted by its largest
-score, so its support never empties).
+only this file, so a change there comes with a line here (last: the softmax layer's problem in
+fewer passes, :mod:`.softmax_layer`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from numba.extending import register_jitable
 from ...._parallel import parallel_and_serial
 from ...._threading import prefer_tbb
 from .fused_lasso import FusedWork, fused_lasso_problem, fused_lasso_vjp_problem
+from .softmax_layer import softmax_backward_problem, softmax_forward_problem
 from .sparsemax import softmax_problem, softmax_vjp_problem, sparsemax_problem, sparsemax_vjp_problem
 from .structure import BatchArrays
 
@@ -124,11 +125,11 @@ def plain_forward_problem(g, h, kind, norm, ptr, scores, s0, proj, p0, bounds, g
     """:func:`layer_forward_problem` of softmax (``kind`` SOFTMAX) or sparsemax, the same steps
     without the fused lasso: a kernel that holds the fused lasso's code pays about 15 us a call on
     a small batch even when it never runs it (measured on my-test: 17 us against 2 us)."""
+    if kind == SOFTMAX:  # the same steps in fewer passes (:mod:`.softmax_layer`)
+        softmax_forward_problem(g, h, norm, ptr, scores, s0, proj, p0, bounds, z, weights, spread, out)
+        return
     _standardize(g, h, norm, ptr, scores, s0, z, spread)
-    if kind == SOFTMAX:
-        softmax_problem(g, h, ptr, z, weights)
-    else:
-        sparsemax_problem(g, h, ptr, z, gamma[h], weights)
+    sparsemax_problem(g, h, ptr, z, gamma[h], weights)
     _pool(g, h, ptr, proj, p0, bounds, weights, out)
 
 
@@ -200,12 +201,13 @@ def plain_backward_problem(
 ):
     """:func:`layer_backward_problem` of softmax or sparsemax (see :func:`plain_forward_problem`);
     returns ``dL/dgamma`` of this problem."""
-    _pool_backward(g, h, ptr, proj, p0, bounds, weights, grad_out, gw, grad_proj)
-    grad_gamma = 0.0
     if kind == SOFTMAX:
-        softmax_vjp_problem(g, h, ptr, weights, gw, gf)
-    else:
-        grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
+        softmax_backward_problem(
+            g, h, norm, ptr, proj, p0, bounds, z, weights, spread, grad_out, gw, gf, grad_scores, s0, grad_proj
+        )
+        return 0.0
+    _pool_backward(g, h, ptr, proj, p0, bounds, weights, grad_out, gw, grad_proj)
+    grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
     _standardize_backward(g, h, norm, ptr, z, spread, gf, grad_scores, s0)
     return grad_gamma
 
