@@ -116,3 +116,40 @@ def test_fused_layer_rejects_bad_input():
         layer.lam.fill_(-1.0)
     with pytest.raises(ValueError, match="lam"):
         layer(x, sizes=SIZES, edge_index=edges)
+
+
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("activation", [None, torch.tanh])
+def test_softmax_layer_names_a_non_finite_score_found_from_its_sums(norm, dtype, activation):
+    # softmax's kernel checks each graph's sum of scores, not a scan of them first
+    x, _ = batch_inputs(8, dtype=dtype)
+    layer = AttentionPooling(6, 3, "softmax", norm=norm, score_activation=activation).to(dtype)
+    bad = x.detach().clone()
+    bad[5, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"scores must be finite, got scores\[5\] = nan"):
+        layer(bad, sizes=SIZES)
+
+
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_layer_names_a_score_its_bias_makes_infinite(norm, dtype):
+    # finite features and products: the bias, added inside the kernel, makes every score infinite
+    x, _ = batch_inputs(8, dtype=dtype)
+    layer = AttentionPooling(6, 3, "softmax", norm=norm).to(dtype)
+    with torch.no_grad():
+        layer.score_func.bias.fill_(float("inf"))
+    with pytest.raises(ValueError, match=r"scores must be finite, got scores\[0\] = inf"):
+        layer(x, sizes=SIZES)
+
+
+def test_softmax_layer_takes_finite_float64_scores_whose_sum_overflows():
+    # the sums flag a graph; the scores themselves are then checked, and they are finite
+    x, _ = batch_inputs(8)
+    layer = AttentionPooling(6, 3, "softmax", norm=False).double()
+    with torch.no_grad():
+        layer.score_func.weight.zero_()
+        layer.score_func.bias.fill_(1e308)
+    out = layer(x, sizes=SIZES)
+    batch = graph_batch(None, None, sizes=SIZES, num_nodes=x.shape[0])
+    assert torch.equal(out, layer._forward_composed(x, batch))

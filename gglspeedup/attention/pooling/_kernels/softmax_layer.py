@@ -13,7 +13,12 @@ six. Every value is the one the separate bodies compute, with its sums in the sa
   its own sum over the nodes in node order (row by row, not column by column: ``proj`` is row
   major);
 - backward, ``dL/dw``, ``dL/dproj`` and softmax's dot product share a pass, and softmax's
-  Jacobian product the standardisation's two sums.
+  Jacobian product the standardisation's two sums;
+- the linear map's bias is added where a score or projection is read (in their dtype: the bits
+  of torch's ``add_``), not by a pass of its own over ``[N, heads + C]`` before the kernel;
+- the forward returns each graph's sum of scores, finite exactly when its scores are (float32;
+  float64 sums may also overflow): the caller checks the scores only when one is not, instead of
+  a scan of its own before the kernel.
 
 CPU only (the layer's kernels in :mod:`.layer`); the shared bodies of :mod:`.sparsemax` stay what
 the maps and the CUDA kernels run.
@@ -32,24 +37,38 @@ EPS = 1e-7  # as .layer.EPS (attpool2's standardisation): repeated to keep this 
 
 
 @register_jitable
-def softmax_forward_problem(g, h, norm, ptr, scores, s0, proj, p0, bounds, z, weights, spread, out):
+def _at(a, bias, biased, i, c):
+    """``a[i, c] + bias[c]`` when ``biased``, else ``a[i, c]``: the linear map's bias added in
+    ``a``'s dtype, as torch adds it (``bias`` has ``a``'s dtype)."""
+    if biased:
+        return a[i, c] + bias[c]
+    return a[i, c]
+
+
+@register_jitable
+def softmax_forward_problem(g, h, norm, ptr, scores, s0, proj, p0, bounds, bias, z, weights, spread, out):
     """:func:`~.layer.plain_forward_problem` of softmax: ``z[h]``, ``weights[h]`` and
-    ``spread[h, g]`` of graph ``g`` and ``out[g]``'s columns of head ``h``, in four passes."""
+    ``spread[h, g]`` of graph ``g`` and ``out[g]``'s columns of head ``h``, in four passes.
+    ``bias``: empty, or the bias of ``scores``' and ``proj``'s columns (one array: the layer's
+    ``[scores | proj]``), added where they are read. Returns the float64 sum of the graph's
+    scores of head ``h``: not finite when one of them is not (or, for float64 scores, when the
+    sum overflows)."""
     n0 = ptr[g]
     n1 = ptr[g + 1]
     count = n1 - n0
     c0 = bounds[h]
     c1 = bounds[h + 1]
+    biased = bias.shape[0] > 0
     top = 0.0
+    check = 0.0
     if norm:
-        total = 0.0
         for i in range(n0, n1):
-            total += scores[i, s0 + h]
-        mean = total / max(count, 1)
+            check += _at(scores, bias, biased, i, s0 + h)
+        mean = check / max(count, 1)
         squares = 0.0
         top_centred = -math.inf
         for i in range(n0, n1):
-            centred = scores[i, s0 + h] - mean
+            centred = _at(scores, bias, biased, i, s0 + h) - mean
             z[h, i] = centred
             squares += centred * centred
             top_centred = max(top_centred, centred)
@@ -68,8 +87,9 @@ def softmax_forward_problem(g, h, norm, ptr, scores, s0, proj, p0, bounds, z, we
     else:
         top = -math.inf
         for i in range(n0, n1):
-            value = scores[i, s0 + h]
+            value = _at(scores, bias, biased, i, s0 + h)
             z[h, i] = value
+            check += value
             top = max(top, value)
         total = 0.0
         for i in range(n0, n1):
@@ -81,27 +101,29 @@ def softmax_forward_problem(g, h, norm, ptr, scores, s0, proj, p0, bounds, z, we
         weight = weights[h, i] / total
         weights[h, i] = weight
         for c in range(c0, c1):
-            acc[c - c0] += weight * proj[i, p0 + c]
+            acc[c - c0] += weight * _at(proj, bias, biased, i, p0 + c)
     for c in range(c0, c1):
         out[g, c] = acc[c - c0]
+    return check
 
 
 @register_jitable
 def softmax_backward_problem(
-    g, h, norm, ptr, proj, p0, bounds, z, weights, spread, grad_out, gw, gf, grad_scores, s0, grad_proj
+    g, h, norm, ptr, proj, p0, bounds, bias, z, weights, spread, grad_out, gw, gf, grad_scores, s0, grad_proj
 ):
-    """:func:`~.layer.plain_backward_problem` of softmax (``gw``, ``gf``: ``[heads, N]`` scratch),
-    in three passes."""
+    """:func:`~.layer.plain_backward_problem` of softmax (``gw``, ``gf``: ``[heads, N]`` scratch;
+    ``bias`` as the forward had it), in three passes."""
     n0 = ptr[g]
     n1 = ptr[g + 1]
     c0 = bounds[h]
     c1 = bounds[h + 1]
+    biased = bias.shape[0] > 0
     dot = 0.0
     for i in range(n0, n1):
         acc = 0.0
         weight = weights[h, i]
         for c in range(c0, c1):
-            acc += proj[i, p0 + c] * grad_out[g, c]
+            acc += _at(proj, bias, biased, i, p0 + c) * grad_out[g, c]
             grad_proj[i, p0 + c] = weight * grad_out[g, c]
         gw[h, i] = acc
         dot += weight * acc
