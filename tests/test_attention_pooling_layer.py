@@ -153,3 +153,30 @@ def test_softmax_layer_takes_finite_float64_scores_whose_sum_overflows():
     out = layer(x, sizes=SIZES)
     batch = graph_batch(None, None, sizes=SIZES, num_nodes=x.shape[0])
     assert torch.equal(out, layer._forward_composed(x, batch))
+
+
+@pytest.mark.parametrize("mapping", ["sparsemax", "gfusedmax"])
+def test_layer_driver_refuses_a_bias_outside_softmax(mapping):
+    # only softmax's kernel adds the bias: another map's kernel would silently leave it out
+    from gglspeedup.attention.pooling._kernels.cpu import CPUPoolingDriver
+
+    batch = graph_batch(None, [[0, 2], [1, 3]], sizes=[2, 3])
+    scores = np.zeros((5, 3), np.float32)
+    out = np.empty((2, 2), np.float32)
+    one = np.ones(1)
+    with pytest.raises(ValueError, match="softmax layer's kernel only"):
+        CPUPoolingDriver().layer_forward(
+            mapping, True, batch.arrays, scores, scores, 1, np.array([0, 2]), one, one, out, np.zeros(3, np.float32)
+        )
+
+
+def test_layer_driver_refuses_a_bias_of_another_dtype():
+    from gglspeedup.attention.pooling._kernels.cpu import CPUPoolingDriver
+
+    batch = graph_batch(None, None, sizes=[2, 3])
+    scores = np.zeros((5, 3), np.float32)
+    with pytest.raises(ValueError, match="in the scores' dtype float32"):
+        CPUPoolingDriver().layer_forward(
+            "softmax", True, batch.arrays, scores, scores, 1, np.array([0, 2]), np.zeros(0), np.zeros(0),
+            np.empty((2, 2), np.float32), np.zeros(3),
+        )  # fmt: skip

@@ -159,8 +159,8 @@ class CPUPoolingDriver(PoolingDriverBase):
         heads, graphs = bounds.shape[0] - 1, graph.ptr.shape[0] - 1
         nodes = scores.shape[0]
         z, weights, spread = np.empty((heads, nodes)), np.empty((heads, nodes)), np.empty((heads, graphs))
+        bias = _bias(mapping, bias, scores)
         if mapping != "gfusedmax":  # the kernel without the fused lasso: no status, no scratch
-            bias = _bias(mapping, bias, scores)
             parallel = pays(z.size, "pooling")
             with lock_for(parallel):
                 finite = layer.plain_forward_flat(
@@ -191,12 +191,13 @@ class CPUPoolingDriver(PoolingDriverBase):
         heads, nodes = state.z.shape
         graphs = ptr.shape[0] - 1
         grad_gamma, gw, gf = np.empty((heads, graphs)), np.empty((heads, nodes)), np.empty((heads, nodes))
+        bias = _bias(mapping, bias, proj)
         if mapping != "gfusedmax":
             parallel = pays(nodes * heads, "pooling")
             with lock_for(parallel):
                 layer.plain_backward_flat(
-                    parallel, _LAYER_KINDS[mapping], norm, ptr, proj, p0, bounds, gamma, _bias(mapping, bias, proj),
-                    grad_out, state.z, state.weights, state.spread, grad_scores, 0, grad_proj, gw, gf, grad_gamma,
+                    parallel, _LAYER_KINDS[mapping], norm, ptr, proj, p0, bounds, gamma, bias, grad_out, state.z,
+                    state.weights, state.spread, grad_scores, 0, grad_proj, gw, gf, grad_gamma,
                 )  # fmt: skip
             return None, grad_gamma
         grad_lam = np.empty((heads, graphs))
