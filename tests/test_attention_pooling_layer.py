@@ -116,3 +116,67 @@ def test_fused_layer_rejects_bad_input():
         layer.lam.fill_(-1.0)
     with pytest.raises(ValueError, match="lam"):
         layer(x, sizes=SIZES, edge_index=edges)
+
+
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("activation", [None, torch.tanh])
+def test_softmax_layer_names_a_non_finite_score_found_from_its_sums(norm, dtype, activation):
+    # softmax's kernel checks each graph's sum of scores, not a scan of them first
+    x, _ = batch_inputs(8, dtype=dtype)
+    layer = AttentionPooling(6, 3, "softmax", norm=norm, score_activation=activation).to(dtype)
+    bad = x.detach().clone()
+    bad[5, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"scores must be finite, got scores\[5\] = nan"):
+        layer(bad, sizes=SIZES)
+
+
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_layer_names_a_score_its_bias_makes_infinite(norm, dtype):
+    # finite features and products: the bias, added inside the kernel, makes every score infinite
+    x, _ = batch_inputs(8, dtype=dtype)
+    layer = AttentionPooling(6, 3, "softmax", norm=norm).to(dtype)
+    with torch.no_grad():
+        layer.score_func.bias.fill_(float("inf"))
+    with pytest.raises(ValueError, match=r"scores must be finite, got scores\[0\] = inf"):
+        layer(x, sizes=SIZES)
+
+
+def test_softmax_layer_takes_finite_float64_scores_whose_sum_overflows():
+    # the sums flag a graph; the scores themselves are then checked, and they are finite
+    x, _ = batch_inputs(8)
+    layer = AttentionPooling(6, 3, "softmax", norm=False).double()
+    with torch.no_grad():
+        layer.score_func.weight.zero_()
+        layer.score_func.bias.fill_(1e308)
+    out = layer(x, sizes=SIZES)
+    batch = graph_batch(None, None, sizes=SIZES, num_nodes=x.shape[0])
+    assert torch.equal(out, layer._forward_composed(x, batch))
+
+
+@pytest.mark.parametrize("mapping", ["sparsemax", "gfusedmax"])
+def test_layer_driver_refuses_a_bias_outside_softmax(mapping):
+    # only softmax's kernel adds the bias: another map's kernel would silently leave it out
+    from gglspeedup.attention.pooling._kernels.cpu import CPUPoolingDriver
+
+    batch = graph_batch(None, [[0, 2], [1, 3]], sizes=[2, 3])
+    scores = np.zeros((5, 3), np.float32)
+    out = np.empty((2, 2), np.float32)
+    one = np.ones(1)
+    with pytest.raises(ValueError, match="softmax layer's kernel only"):
+        CPUPoolingDriver().layer_forward(
+            mapping, True, batch.arrays, scores, scores, 1, np.array([0, 2]), one, one, out, np.zeros(3, np.float32)
+        )
+
+
+def test_layer_driver_refuses_a_bias_of_another_dtype():
+    from gglspeedup.attention.pooling._kernels.cpu import CPUPoolingDriver
+
+    batch = graph_batch(None, None, sizes=[2, 3])
+    scores = np.zeros((5, 3), np.float32)
+    with pytest.raises(ValueError, match="in the scores' dtype float32"):
+        CPUPoolingDriver().layer_forward(
+            "softmax", True, batch.arrays, scores, scores, 1, np.array([0, 2]), np.zeros(0), np.zeros(0),
+            np.empty((2, 2), np.float32), np.zeros(3),
+        )  # fmt: skip

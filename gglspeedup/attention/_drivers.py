@@ -69,16 +69,17 @@ class PoolingLayer(Protocol):
     map (by name: ``"softmax"``, ``"sparsemax"``, ``"gfusedmax"``) and pool every (head, graph)
     problem; ``layer_forward`` writes the pooled output and returns ``(state, status, residual)``,
     ``layer_backward`` writes the scores' and projections' gradients and returns the per-problem
-    ``(dL/dlam, dL/dgamma)``."""
+    ``(dL/dlam, dL/dgamma)``. Softmax takes the linear map's ``bias`` (added where the kernel reads
+    ``scores``) and reports a non-finite graph sum of scores as ``status`` None."""
 
     def layer_forward(
         self, mapping: str, norm: bool, graph: Any, scores: Any, proj: Any, p0: int, bounds: Any, lam: Any,
-        gamma: Any, out: Any,
+        gamma: Any, out: Any, bias: Any = None,
     ) -> tuple: ...  # fmt: skip
 
     def layer_backward(
         self, mapping: str, norm: bool, ptr: Any, proj: Any, p0: int, bounds: Any, gamma: Any, grad_out: Any,
-        state: Any, grad_scores: Any, grad_proj: Any,
+        state: Any, grad_scores: Any, grad_proj: Any, bias: Any = None,
     ) -> tuple: ...  # fmt: skip
 
 

@@ -76,16 +76,24 @@ class _LinearPoolLayer(torch.autograd.Function):
     are the ones torch's autograd computes for ``mm(x, W.t()) + b`` (``dL/dW = g.t().mm(x)``,
     ``dL/dx = g.mm(W)``, ``dL/db = g.sum(0)``); mm then the bias, not addmm (the same numbers:
     the product rounded, then the bias added), whose thin ``(N, heads + C)`` output cost about
-    100 us more on 32 graphs of 30-300 nodes."""
+    100 us more on 32 graphs of 30-300 nodes. Softmax's kernel adds the bias itself where it reads
+    a score or projection (the same float32 / float64 adds as torch's ``add_``, without its pass
+    over ``[N, heads + C]``); ``both`` is then saved without it."""
 
     @staticmethod
     def forward(ctx, x, score_weight, proj_weight, score_bias, proj_bias, lam, gamma, mapping, norm, batch, bounds):
         weight = _cast(torch.cat([score_weight, proj_weight]), x.dtype)
-        both = torch.mm(x, weight.t()).add_(_cast(torch.cat([score_bias, proj_bias]), x.dtype))
-        out = _forward(ctx, both, None, lam, gamma, mapping, norm, batch, bounds)
+        bias = _cast(torch.cat([score_bias, proj_bias]), x.dtype)
+        both = torch.mm(x, weight.t())
+        if mapping == "softmax":  # the kernel adds the bias where it reads both (the same float adds)
+            out = _forward(ctx, both, None, lam, gamma, mapping, norm, batch, bounds, bias.numpy())
+        else:
+            out = _forward(ctx, both.add_(bias), None, lam, gamma, mapping, norm, batch, bounds)
         ctx.save_for_backward(both, x, weight)
-        ctx.heads = bounds.shape[0] - 1
-        ctx.linear_params = (score_weight.dtype, proj_weight.dtype, score_bias.dtype, proj_bias.dtype)
+        heads = bounds.shape[0] - 1
+        ctx.sizes = (heads, weight.shape[0] - heads)
+        params = (score_weight.dtype, proj_weight.dtype, score_bias.dtype, proj_bias.dtype)
+        ctx.linear_params = None if all(p_dtype == x.dtype for p_dtype in params) else params
         return out
 
     @staticmethod
@@ -94,21 +102,25 @@ class _LinearPoolLayer(torch.autograd.Function):
         needs = ctx.needs_input_grad
         grad_both, _, lam_grad, gamma_grad = _backward(ctx, grad_out, both, needs[5], needs[6])
         grad_x = grad_both.mm(weight) if needs[0] else None
-        grads = [None] * 4
-        if any(needs[1:5]):
-            heads, weight_grad, bias_grad = ctx.heads, grad_both.t().mm(x), grad_both.sum(0)
-            parts = (weight_grad[:heads], weight_grad[heads:], bias_grad[:heads], bias_grad[heads:])
-            params = ctx.linear_params
-            grads = [_cast(g, p_dtype) if need else None for g, p_dtype, need in zip(parts, params, needs[1:5])]
+        if not (needs[1] or needs[2] or needs[3] or needs[4]):
+            return grad_x, None, None, None, None, lam_grad, gamma_grad, None, None, None, None
+        # one split call per product, not four slices (a few us a call on a small batch)
+        score_w, proj_w = grad_both.t().mm(x).split_with_sizes(ctx.sizes)
+        score_b, proj_b = grad_both.sum(0).split_with_sizes(ctx.sizes)
+        grads = [g if need else None for g, need in zip((score_w, proj_w, score_b, proj_b), needs[1:5])]
+        if ctx.linear_params is not None:  # parameters narrower than x: their gradients in their dtypes
+            grads = [g if g is None else _cast(g, p_dtype) for g, p_dtype in zip(grads, ctx.linear_params)]
         return (grad_x, *grads, lam_grad, gamma_grad, None, None, None, None)
 
 
-def _forward(ctx, scores, proj, lam, gamma, mapping, norm, batch, bounds):
-    """The pooled output; keeps in ``ctx`` what :func:`_backward` needs but the saved tensor."""
+def _forward(ctx, scores, proj, lam, gamma, mapping, norm, batch, bounds, bias=None):
+    """The pooled output; keeps in ``ctx`` what :func:`_backward` needs but the saved tensor.
+    ``bias`` (softmax, ``proj`` None): the NumPy bias of ``scores``' columns, added by the kernel."""
     heads = bounds.shape[0] - 1
     s = _numpy(scores)
     p, p0 = (s, heads) if proj is None else (_numpy(proj), 0)
-    check_finite(s[:, :heads].T, np)
+    if mapping != "softmax":  # softmax's kernel sums each graph's scores: checked below, from the sums
+        check_finite(s[:, :heads].T, np)
     # None: 0 and 1 (no tensors made for them: each costs a few us a call)
     lam_h = _per_head("lam", 0.0 if lam is None else lam, heads, False) if mapping == "gfusedmax" else _NO_PARAM
     gamma_h = _NO_PARAM
@@ -118,7 +130,9 @@ def _forward(ctx, scores, proj, lam, gamma, mapping, norm, batch, bounds):
     out = torch.empty((batch.num_graphs, bounds[-1]), dtype=dtype)
     driver = driver_for(Device("cpu"))
     arrays = batch.arrays
-    state, status, _ = driver.layer_forward(mapping, norm, arrays, s, p, p0, bounds, lam_h, gamma_h, out.numpy())
+    state, status, _ = driver.layer_forward(mapping, norm, arrays, s, p, p0, bounds, lam_h, gamma_h, out.numpy(), bias)
+    if status is None:  # a graph's sum of softmax scores was not finite: find the score (float64 sums may overflow)
+        check_finite((s[:, :heads] if bias is None else s[:, :heads] + bias[:heads]).T, np)
     if mapping == "gfusedmax" and status.any():
         h, g = (int(v) for v in np.argwhere(status)[0])
         raise CertificateError(
@@ -126,21 +140,22 @@ def _forward(ctx, scores, proj, lam, gamma, mapping, norm, batch, bounds):
             f"{int(status[h, g])}); please report this batch"
         )
     ctx.params = tuple(None if v is None else (v.shape, v.dtype) for v in (lam, gamma))
-    ctx.state = (driver, mapping, norm, arrays.ptr, bounds, p0, gamma_h, state, s.shape, scores.dtype)
+    ctx.state = (driver, mapping, norm, arrays.ptr, bounds, p0, gamma_h, bias, state, s.shape, scores.dtype)
     return out
 
 
 def _backward(ctx, grad_out, proj, needs_lam, needs_gamma):
     """``(dL/dscores, dL/dproj or None when in scores, dL/dlam, dL/dgamma)`` of :func:`_forward`."""
-    driver, mapping, norm, ptr, bounds, p0, gamma_h, state, shape, scores_dtype = ctx.state
+    driver, mapping, norm, ptr, bounds, p0, gamma_h, bias, state, shape, scores_dtype = ctx.state
     p = _numpy(proj)
     if p0:  # one tensor [scores | proj], one gradient
         grad_scores = grad_proj = torch.empty(shape, dtype=scores_dtype)
     else:
         grad_scores, grad_proj = torch.empty(shape, dtype=scores_dtype), torch.empty(p.shape, dtype=proj.dtype)
     grad_lam, grad_gamma = driver.layer_backward(
-        mapping, norm, ptr, p, p0, bounds, gamma_h, _numpy(grad_out), state, grad_scores.numpy(), grad_proj.numpy()
-    )
+        mapping, norm, ptr, p, p0, bounds, gamma_h, _numpy(grad_out), state, grad_scores.numpy(), grad_proj.numpy(),
+        bias,
+    )  # fmt: skip
     lam_grad = _gradient(grad_lam, *ctx.params[0]) if needs_lam and mapping == "gfusedmax" else None
     gamma_grad = _gradient(grad_gamma, *ctx.params[1]) if needs_gamma and mapping != "softmax" else None
     return grad_scores, (None if p0 else grad_proj), lam_grad, gamma_grad
@@ -174,7 +189,7 @@ def linear_pool_layer(x, score_func, proj_func, batch, mapping, norm, lam, gamma
     """:func:`pool_layer` of ``score_func(x)`` and ``proj_func(x)`` (two ``torch.nn.Linear``, no
     activation), the linear maps inside the one autograd Function; computed in ``x``'s dtype (the
     layers' parameters widened to it). Same returns as :func:`pool_layer`."""
+    score, proj = score_func._parameters, proj_func._parameters  # not Module.__getattr__: ~1 us a lookup
     return _LinearPoolLayer.apply(
-        x, score_func.weight, proj_func.weight, score_func.bias, proj_func.bias, lam, gamma, mapping, bool(norm),
-        batch, bounds,
-    )  # fmt: skip
+        x, score["weight"], proj["weight"], score["bias"], proj["bias"], lam, gamma, mapping, bool(norm), batch, bounds
+    )

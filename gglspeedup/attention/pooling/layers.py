@@ -177,7 +177,8 @@ class AttentionPooling(torch.nn.Module):
 
     def _check_x(self, x) -> None:
         """Raise naming ``x`` unless it is a float tensor ``(N, input_size)`` of the layer's dtype."""
-        size, dtype = self.proj_func.in_features, self.proj_func.weight.dtype
+        proj_func = self._modules["proj_func"]  # not Module.__getattr__: about 1 us a lookup
+        size, dtype = proj_func.in_features, proj_func._parameters["weight"].dtype
         if not torch.is_tensor(x):
             raise TypeError(f"x must be a torch.Tensor (N, input_size = {size}), got {type(x).__name__}")
         reject_meta("x", x)
@@ -207,8 +208,9 @@ class AttentionPooling(torch.nn.Module):
         # computed in x's dtype: the layer's, or float32 for a float16 / bfloat16 layer (exact widening)
         if self.score_activation in (None, _identity) and self.proj_activation in (None, _identity):
             # both linear maps inside the pooling's one autograd Function (:func:`._layer.linear_pool_layer`)
+            modules = self._modules  # not Module.__getattr__ (as below)
             return linear_pool_layer(
-                x, self.score_func, self.proj_func, batch, self.mapping, self.norm, lam, gamma, self._bounds
+                x, modules["score_func"], modules["proj_func"], batch, self.mapping, self.norm, lam, gamma, self._bounds
             )
         scores = _linear(self.score_func, x)
         if self.score_activation is not None:

@@ -9,7 +9,8 @@ imports; only this room imports them (``tests/test_layout.py``).
 - ``driver`` / ``cpu`` / ``cuda``: the drivers (the shared allocations of ``driver``'s
   :class:`~.driver.PoolingDriverBase`; the CPU one's parallel regions run under
   :mod:`gglspeedup._parallel`'s lock), the CPU driver also running the layer's one-kernel path
-  (``layer``: standardise, map and pool per problem);
+  (``layer``: standardise, map and pool per problem; ``softmax_layer``: the softmax layer's
+  problem in fewer passes);
 - ``structure``: a batch's undirected edge lists and connected components, built once per batch
   structure.
 """

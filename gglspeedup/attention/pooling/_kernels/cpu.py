@@ -104,6 +104,16 @@ _CERTIFIED, _CERTIFIED_RESIDUAL = np.zeros((0, 0), np.int64), np.zeros((0, 0))
 _CERTIFIED.flags.writeable = _CERTIFIED_RESIDUAL.flags.writeable = False
 
 
+def _bias(mapping, bias, scores):
+    """The plain kernels' ``bias`` argument: ``bias``, or an empty array of ``scores``' dtype (one
+    Numba type per dtype: the kernel adds the bias in the scores' dtype)."""
+    if bias is None:
+        return np.zeros(0, scores.dtype)
+    if mapping != "softmax" or bias.dtype != scores.dtype:  # a caller's bug: the kernel would ignore it
+        raise ValueError(f"a bias is folded into the softmax layer's kernel only, in the scores' dtype {scores.dtype}")
+    return bias
+
+
 class LayerState(NamedTuple):
     """What the layer's backward reads of its forward: float64 ``[heads, N]`` standardised scores
     ``z``, the fused values, int64 group labels and boundary counts (``(0, 0)`` arrays unless
@@ -129,7 +139,7 @@ class CPUPoolingDriver(PoolingDriverBase):
         with lock_for(parallel):
             (kernel if parallel else serial)(*args)
 
-    def layer_forward(self, mapping, norm, graph, scores, proj, p0, bounds, lam, gamma, out):
+    def layer_forward(self, mapping, norm, graph, scores, proj, p0, bounds, lam, gamma, out, bias=None):
         """The layer's forward, every (head, graph) problem in one kernel call: standardise (when
         ``norm``), map (``mapping``: ``"softmax"``, ``"sparsemax"`` or ``"gfusedmax"``) and pool.
 
@@ -137,22 +147,28 @@ class CPUPoolingDriver(PoolingDriverBase):
         float dtype, row major: the first ``heads`` columns are the scores); ``proj`` ``[N, ...]``
         whose columns ``p0 + bounds[h] .. p0 + bounds[h + 1]`` head ``h`` pools (it may be
         ``scores`` itself); ``lam`` / ``gamma`` float64 ``(heads,)`` (read where the map has
-        them); ``out`` ``(B, C)``, written. Returns ``(state, status, residual)``: the
+        them); ``out`` ``(B, C)``, written; ``bias`` (softmax only) None, or ``scores``' dtype
+        ``(p0 + C,)``: the bias of ``scores`` (which is then ``proj``) column by column, added
+        where the kernel reads them. Returns ``(state, status, residual)``: the
         :class:`LayerState` the backward needs and the fused lasso's int64 / float64 ``[heads, B]``
         certificate status (0: certified) and residual (``(0, 0)`` for softmax and sparsemax, whose
-        kernels leave the fused lasso out).
+        kernels leave the fused lasso out). Softmax's ``status`` is None when a graph's sum of
+        scores was not finite: a score may not be (the caller checks them; this driver does not
+        scan them before the kernel).
         """
         heads, graphs = bounds.shape[0] - 1, graph.ptr.shape[0] - 1
         nodes = scores.shape[0]
         z, weights, spread = np.empty((heads, nodes)), np.empty((heads, nodes)), np.empty((heads, graphs))
+        bias = _bias(mapping, bias, scores)
         if mapping != "gfusedmax":  # the kernel without the fused lasso: no status, no scratch
             parallel = pays(z.size, "pooling")
             with lock_for(parallel):
-                layer.plain_forward_flat(
-                    parallel, _LAYER_KINDS[mapping], norm, graph.ptr, scores, 0, proj, p0, bounds, gamma, z, weights,
-                    spread, out,
+                finite = layer.plain_forward_flat(
+                    parallel, _LAYER_KINDS[mapping], norm, graph.ptr, scores, 0, proj, p0, bounds, gamma, bias, z,
+                    weights, spread, out,
                 )  # fmt: skip
-            return LayerState(z, *_NO_FUSED, weights, spread), _CERTIFIED, _CERTIFIED_RESIDUAL
+            state = LayerState(z, *_NO_FUSED, weights, spread)
+            return state, (_CERTIFIED if finite else None), _CERTIFIED_RESIDUAL
         status, residual = np.zeros((heads, graphs), np.int64), np.empty((heads, graphs))
         work = fused_work(np, heads, nodes, graph.edge_u.shape[0])
         fused = (np.empty((heads, nodes)), np.empty((heads, nodes), np.int64), np.empty((heads, nodes), np.int64))
@@ -164,20 +180,23 @@ class CPUPoolingDriver(PoolingDriverBase):
             )  # fmt: skip
         return LayerState(z, *fused, weights, spread), status, residual
 
-    def layer_backward(self, mapping, norm, ptr, proj, p0, bounds, gamma, grad_out, state, grad_scores, grad_proj):
+    def layer_backward(
+        self, mapping, norm, ptr, proj, p0, bounds, gamma, grad_out, state, grad_scores, grad_proj, bias=None
+    ):
         """The layer's backward from ``dL/dout`` ``(B, C)``, in one kernel call: writes
         ``grad_scores`` (its first ``heads`` columns) and ``grad_proj`` (the pooled columns, from
         ``p0``; they may be one array) and returns float64 ``[heads, B]`` ``(dL/dlam, dL/dgamma)``
-        per problem (``dL/dlam`` None unless gfusedmax). ``proj``, ``p0``, ``bounds`` and ``gamma``
-        as the forward had them; ``state`` its :class:`LayerState`."""
+        per problem (``dL/dlam`` None unless gfusedmax). ``proj``, ``p0``, ``bounds``, ``gamma`` and
+        ``bias`` as the forward had them; ``state`` its :class:`LayerState`."""
         heads, nodes = state.z.shape
         graphs = ptr.shape[0] - 1
         grad_gamma, gw, gf = np.empty((heads, graphs)), np.empty((heads, nodes)), np.empty((heads, nodes))
+        bias = _bias(mapping, bias, proj)
         if mapping != "gfusedmax":
             parallel = pays(nodes * heads, "pooling")
             with lock_for(parallel):
                 layer.plain_backward_flat(
-                    parallel, _LAYER_KINDS[mapping], norm, ptr, proj, p0, bounds, gamma, grad_out, state.z,
+                    parallel, _LAYER_KINDS[mapping], norm, ptr, proj, p0, bounds, gamma, bias, grad_out, state.z,
                     state.weights, state.spread, grad_scores, 0, grad_proj, gw, gf, grad_gamma,
                 )  # fmt: skip
             return None, grad_gamma

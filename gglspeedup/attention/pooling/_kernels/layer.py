@@ -20,20 +20,22 @@ standardisation, map and pooling steps without the fused lasso, whose mere prese
 kernel cost about 15 us a call on a small batch.
 
 The problem bodies live in :mod:`.sparsemax` and :mod:`.fused_lasso`; Numba's on-disk cache checks
-only this file, so a change there comes with a line here (last: sparsemax shifted by its largest
-score, so its support never empties).
+only this file, so a change there comes with a line here (last: the softmax layer's problem in
+fewer passes, :mod:`.softmax_layer`).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
 from ...._parallel import parallel_and_serial
 from ...._threading import prefer_tbb
 from .fused_lasso import FusedWork, fused_lasso_problem, fused_lasso_vjp_problem
+from .softmax_layer import softmax_backward_problem, softmax_forward_problem
 from .sparsemax import softmax_problem, softmax_vjp_problem, sparsemax_problem, sparsemax_vjp_problem
 from .structure import BatchArrays
 
@@ -120,16 +122,18 @@ def layer_forward_problem(
 
 
 @register_jitable
-def plain_forward_problem(g, h, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, z, weights, spread, out):
+def plain_forward_problem(g, h, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, bias, z, weights, spread, out):
     """:func:`layer_forward_problem` of softmax (``kind`` SOFTMAX) or sparsemax, the same steps
     without the fused lasso: a kernel that holds the fused lasso's code pays about 15 us a call on
-    a small batch even when it never runs it (measured on my-test: 17 us against 2 us)."""
+    a small batch even when it never runs it (measured on my-test: 17 us against 2 us). Softmax
+    adds ``bias`` (empty: none) where it reads and returns the scores' sum
+    (:func:`.softmax_layer.softmax_forward_problem`); sparsemax takes no bias and returns 0."""
+    if kind == SOFTMAX:  # the same steps in fewer passes (:mod:`.softmax_layer`)
+        return softmax_forward_problem(g, h, norm, ptr, scores, s0, proj, p0, bounds, bias, z, weights, spread, out)
     _standardize(g, h, norm, ptr, scores, s0, z, spread)
-    if kind == SOFTMAX:
-        softmax_problem(g, h, ptr, z, weights)
-    else:
-        sparsemax_problem(g, h, ptr, z, gamma[h], weights)
+    sparsemax_problem(g, h, ptr, z, gamma[h], weights)
     _pool(g, h, ptr, proj, p0, bounds, weights, out)
+    return 0.0
 
 
 @register_jitable
@@ -196,16 +200,18 @@ def layer_backward_problem(
 
 @register_jitable
 def plain_backward_problem(
-    g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, weights, spread, grad_out, gw, gf, grad_scores, s0, grad_proj
-):
+    g, h, kind, norm, ptr, proj, p0, bounds, gamma, bias, z, weights, spread, grad_out, gw, gf, grad_scores, s0,
+    grad_proj,
+):  # fmt: skip
     """:func:`layer_backward_problem` of softmax or sparsemax (see :func:`plain_forward_problem`);
     returns ``dL/dgamma`` of this problem."""
-    _pool_backward(g, h, ptr, proj, p0, bounds, weights, grad_out, gw, grad_proj)
-    grad_gamma = 0.0
     if kind == SOFTMAX:
-        softmax_vjp_problem(g, h, ptr, weights, gw, gf)
-    else:
-        grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
+        softmax_backward_problem(
+            g, h, norm, ptr, proj, p0, bounds, bias, z, weights, spread, grad_out, gw, gf, grad_scores, s0, grad_proj
+        )
+        return 0.0
+    _pool_backward(g, h, ptr, proj, p0, bounds, weights, grad_out, gw, grad_proj)
+    grad_gamma = sparsemax_vjp_problem(g, h, ptr, z, weights, gamma[h], gw, gf)
     _standardize_backward(g, h, norm, ptr, z, spread, gf, grad_scores, s0)
     return grad_gamma
 
@@ -304,38 +310,41 @@ def backward_flat(
 
 
 # The softmax and sparsemax layers' kernels (:func:`plain_forward_problem`): ``inputs`` is
-# ``(scores, s0, proj, p0, bounds, gamma)`` forward and ``(proj, p0, bounds, gamma, grad_out)``
-# backward, ``state`` ``(z, weights, spread)``, ``outputs`` ``out`` forward and ``(grad_scores, s0,
-# grad_proj, gw, gf, grad_gamma)`` backward.
+# ``(scores, s0, proj, p0, bounds, gamma, bias)`` forward and ``(proj, p0, bounds, gamma, bias,
+# grad_out)`` backward, ``state`` ``(z, weights, spread)``, ``outputs`` ``(out, sums)`` forward and
+# ``(grad_scores, s0, grad_proj, gw, gf, grad_gamma)`` backward.
 @register_jitable
-def _plain_forward_step(p, kind, norm, ptr, inputs, state, out):
-    scores, s0, proj, p0, bounds, gamma = inputs
+def _plain_forward_step(p, kind, norm, ptr, inputs, state, outputs):
+    scores, s0, proj, p0, bounds, gamma, bias = inputs
     z, weights, spread = state
+    out, sums = outputs
     graphs = ptr.shape[0] - 1
-    plain_forward_problem(
-        p % graphs, p // graphs, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, z, weights, spread, out
+    h = p // graphs
+    g = p % graphs
+    sums[h, g] = plain_forward_problem(
+        g, h, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, bias, z, weights, spread, out
     )
 
 
 @register_jitable
 def _plain_backward_step(p, kind, norm, ptr, inputs, state, outputs):
-    proj, p0, bounds, gamma, grad_out = inputs
+    proj, p0, bounds, gamma, bias, grad_out = inputs
     z, weights, spread = state
     grad_scores, s0, grad_proj, gw, gf, grad_gamma = outputs
     graphs = ptr.shape[0] - 1
     h = p // graphs
     g = p % graphs
     grad_gamma[h, g] = plain_backward_problem(
-        g, h, kind, norm, ptr, proj, p0, bounds, gamma, z, weights, spread, grad_out, gw, gf, grad_scores, s0,
+        g, h, kind, norm, ptr, proj, p0, bounds, gamma, bias, z, weights, spread, grad_out, gw, gf, grad_scores, s0,
         grad_proj,
     )  # fmt: skip
 
 
-def plain_forward(kind, norm, ptr, inputs, state, out):
+def plain_forward(kind, norm, ptr, inputs, state, outputs):
     """Every (head, graph) problem of a softmax / sparsemax layer's forward (``prange``; a serial
     twin below)."""
     for p in prange(state[0].shape[0] * (ptr.shape[0] - 1)):
-        _plain_forward_step(p, kind, norm, ptr, inputs, state, out)
+        _plain_forward_step(p, kind, norm, ptr, inputs, state, outputs)
 
 
 def plain_backward(kind, norm, ptr, inputs, state, outputs):
@@ -350,23 +359,31 @@ plain_backward, plain_backward_serial = parallel_and_serial(plain_backward)
 
 
 @njit(nogil=True)  # not cached: see forward_flat
-def plain_forward_flat(parallel, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, z, weights, spread, out):
-    """:func:`plain_forward` (``parallel``) or its serial twin, on flat arrays."""
-    inputs = (scores, s0, proj, p0, bounds, gamma)
+def plain_forward_flat(
+    parallel, kind, norm, ptr, scores, s0, proj, p0, bounds, gamma, bias, z, weights, spread, out
+):  # fmt: skip
+    """:func:`plain_forward` (``parallel``) or its serial twin, on flat arrays; returns whether
+    every (head, graph) problem's sum of scores was finite (always true for sparsemax)."""
+    inputs = (scores, s0, proj, p0, bounds, gamma, bias)
     state = (z, weights, spread)
+    sums = np.empty(spread.shape)
     if parallel:
-        plain_forward(kind, norm, ptr, inputs, state, out)
+        plain_forward(kind, norm, ptr, inputs, state, (out, sums))
     else:
-        plain_forward_serial(kind, norm, ptr, inputs, state, out)
+        plain_forward_serial(kind, norm, ptr, inputs, state, (out, sums))
+    for value in sums.ravel():
+        if not math.isfinite(value):
+            return False
+    return True
 
 
 @njit(nogil=True)  # not cached: see forward_flat
 def plain_backward_flat(
-    parallel, kind, norm, ptr, proj, p0, bounds, gamma, grad_out, z, weights, spread, grad_scores, s0, grad_proj, gw,
-    gf, grad_gamma,
+    parallel, kind, norm, ptr, proj, p0, bounds, gamma, bias, grad_out, z, weights, spread, grad_scores, s0,
+    grad_proj, gw, gf, grad_gamma,
 ):  # fmt: skip
     """:func:`plain_backward` (``parallel``) or its serial twin, on flat arrays."""
-    inputs = (proj, p0, bounds, gamma, grad_out)
+    inputs = (proj, p0, bounds, gamma, bias, grad_out)
     state = (z, weights, spread)
     outputs = (grad_scores, s0, grad_proj, gw, gf, grad_gamma)
     if parallel:
