@@ -25,6 +25,8 @@ from .outputs import to_torch
 
 __all__ = ["FeatureStore"]
 
+_UNSET = TensorAttr().group_name  # PyG's marker of a field left unset (its class is private)
+
 
 @dataclass
 class _Entry:
@@ -163,6 +165,24 @@ class FeatureStore(PyGFeatureStore):
 
     def get_tensor_size(self, *args, **kwargs):
         return super().get_tensor_size(*_torch_index(args, kwargs), **kwargs)
+
+    def multi_get_tensor(self, attrs: list, convert_type: bool = False) -> list:
+        """PyG's ``multi_get_tensor`` (what its loaders call once per batch), with the same
+        ``ValueError`` for an attribute left unset. PyG tests each field with ``!=``, which on a
+        tensor index is a failed elementwise comparison that Python then answers by identity
+        (29 us for 53k ids, 1-3% of a loader batch); here the fields are compared by identity
+        directly."""
+        attrs = [self._tensor_attr_cls.cast(attr) for attr in attrs]
+        bad_attrs = [attr for attr in attrs if any(getattr(attr, key) is _UNSET for key in attr.__dataclass_fields__)]
+        if bad_attrs:
+            raise ValueError(
+                f"The input TensorAttr(s) '{bad_attrs}' are not fully specified. Please fully-specify them by "
+                "specifying all 'UNSET' fields"
+            )
+        tensors = self._multi_get_tensor(attrs)
+        if convert_type:
+            tensors = [self._to_type(attr, tensor) for attr, tensor in zip(attrs, tensors)]
+        return tensors
 
     def _put_tensor(self, tensor, attr: TensorAttr) -> bool:
         if attr.index is None or (isinstance(attr.index, slice) and attr.index == slice(None)):
