@@ -25,14 +25,13 @@ from ..._rng import hop_state, row_state
 from ..._stop import stop_requested
 from ...validation import BYTES_PER_DRAW, available_memory, check_draws
 from .blocks import block_rows, draw_buffers, row_blocks
-from .disjoint import sample_tree_hop
+from .disjoint import sample_tree_hop, split_virtual
 from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_inputs
 from .records import (
     Drawn,
     GraphArrays,
     SampleOptions,
-    from_virtual,
     graph_arrays,
     to_virtual,
     with_markers,
@@ -164,7 +163,7 @@ class CPUDriver:
                 hops.append((edge_index, e_id, (len(n_id), num_targets)))
                 if options.expand_new:
                     first = num_targets
-        n_id, batch = from_virtual(n_id, stride)
+        n_id, batch = split_virtual(n_id, stride)
         return Drawn(n_id, hops, batch)
 
     def negatives(

@@ -25,7 +25,7 @@ from ..._rng import mix64, row_state
 from .blocks import block_rows, draw_buffers, prefix_sum, row_blocks
 from .rows import row_finish, row_window, split, window_count, window_fill
 
-__all__ = ["new_table", "relabel_per_tree", "sample_tree_hop", "sample_typed_tree_hop"]
+__all__ = ["new_table", "relabel_per_tree", "sample_tree_hop", "sample_typed_tree_hop", "split_virtual"]
 
 _PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 8  # rows ahead whose window the count pass announces (their offsets twice as far)
@@ -168,6 +168,31 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, first):
 
     n_id_next, size = relabel_per_tree(n_id, first, offsets, col, stride, edge_index)
     return n_id_next[:size], edge_index, e_id, corrupt[0] != 0
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def split_virtual(n_id, stride):
+    """``(nodes, trees)`` of the virtual ids ``n_id`` (int64, exactly :func:`.records.from_virtual`'s),
+    in parallel and without a division per id: the quotient is estimated in float64, then
+    corrected until ``0 <= node < stride`` (quotients of 2**50 or more are divided); NumPy's
+    int64 division over a batch's ids cost 4% of a temporal batch. Ids must be virtual ids
+    whose ``(tree + 1) * stride`` fits int64 (:func:`.records.to_virtual`'s)."""
+    nodes = np.empty(n_id.shape[0], np.int64)
+    trees = np.empty(n_id.shape[0], np.int64)
+    inverse = 1.0 / np.float64(stride)
+    for i in prange(n_id.shape[0]):
+        estimate = np.float64(n_id[i]) * inverse  # within one of the quotient below 2**50
+        tree = np.int64(estimate) if estimate < 2.0**50 else n_id[i] // stride
+        node = n_id[i] - tree * stride
+        while node < 0:
+            tree -= 1
+            node += stride
+        while node >= stride:
+            tree += 1
+            node -= stride
+        trees[i] = tree
+        nodes[i] = node
+    return nodes, trees
 
 
 @njit(parallel=True, cache=True, nogil=True)
