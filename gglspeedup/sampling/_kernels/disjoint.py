@@ -27,7 +27,6 @@ from .rows import row_finish, row_window, split, window_count, window_fill
 
 __all__ = ["new_table", "relabel_per_tree", "sample_tree_hop", "sample_typed_tree_hop", "split_virtual"]
 
-_PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 8  # rows ahead whose window the count pass announces (their offsets twice as far)
 _EMPTY = -1
 _TREES_PER_CHUNK = 16  # trees deduplicated by one parallel iteration (one small table allocated)
