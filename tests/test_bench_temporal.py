@@ -26,6 +26,8 @@ def test_temporal_command_runs_end_to_end(tmp_path, capsys, kind):
         "temporal uniform, sorted rows",
         "temporal last, sorted rows",
         "temporal uniform, unsorted rows",
+        "temporal uniform, built in time order",
+        "temporal last, built in time order",
     ]
     for name in ours:
         row = rows[name]
@@ -35,6 +37,9 @@ def test_temporal_command_runs_end_to_end(tmp_path, capsys, kind):
     # The sampler sorts the unsorted graph's rows into the very graph given sorted: same draws
     sorted_rows, unsorted_rows = rows["temporal uniform, sorted rows"], rows["temporal uniform, unsorted rows"]
     assert sorted_rows["round_edges"] == unsorted_rows["round_edges"]
+    for strategy in ("uniform", "last"):  # the same rows without edge ids: the same draws
+        built = rows[f"temporal {strategy}, built in time order"]
+        assert built["round_edges"] == rows[f"temporal {strategy}, sorted rows"]["round_edges"]
     assert all(sum(rows[name]["round_edges"]) > 0 for name in ours)
     for name in ("pyg temporal uniform", "pyg temporal last", "pyg plain", "dgl temporal"):
         assert rows[name]["status"] == "ok" or rows[name]["status"].startswith("unavailable: "), name

@@ -16,7 +16,11 @@ rounds (``time_contenders``):
   carries edge ids (the sort's permutation, so ``e_id`` stays the original edge): the temporal
   rows' own hop and graph without the window search, i.e. what they cost without times;
 - ``temporal <strategy>, sorted rows``: the graph handed over with every row already ascending
-  in time (the sampler checks it once and uses it as is);
+  in time (the sampler checks it once and uses it as is), the sorted copy with its edge ids;
+- ``temporal <strategy>, built in time order``: the same rows without edge ids (``e_id`` are
+  positions, as in ``plain``'s graph; edge times given per position): a graph the caller built
+  from its events in time order (``CSRGraph.from_edge_index(..., keep_edge_ids=False)``, whose
+  stable sort keeps each row in event order), which the sampler samples as is;
 - ``temporal uniform, unsorted rows``: the graph as generated; the sampler sorts a copy of its
   rows once at construction (its ``setup s`` is that cost; the draws are the sorted case's);
 - ``pyg plain`` / ``pyg temporal <strategy>`` (``--peers pyg``, where pyg-lib is installed):
@@ -38,7 +42,7 @@ import time
 
 import numpy as np
 
-__all__ = ["add_arguments", "run", "make_times"]
+__all__ = ["add_arguments", "run", "make_times", "time_ordered"]
 
 PLAIN = "plain"
 PEERS = ("pyg", "dgl")
@@ -70,6 +74,19 @@ def make_times(graph, kind: str, seed: int) -> np.ndarray:
     rng = np.random.default_rng([seed, 20])
     count = graph.num_nodes if kind == "node" else graph.num_edges
     return rng.integers(0, TIME_RANGE, count, dtype=np.int64)
+
+
+def time_ordered(sorted_graph, given: dict) -> tuple:
+    """``(graph, times)``: ``sorted_graph``'s rows without its edge ids (a graph built in time order,
+    whose ``e_id`` are positions) and ``given``'s times for it (edge times moved to positions)."""
+    from ..graph import CSRGraph
+
+    if sorted_graph.edge_ids is None:
+        return sorted_graph, given
+    graph = CSRGraph(sorted_graph.indptr, sorted_graph.indices, _checked=True)
+    if "edge_time" in given:
+        return graph, {"edge_time": given["edge_time"][sorted_graph.edge_ids]}
+    return graph, given
 
 
 def _validate(args):
@@ -221,6 +238,12 @@ def run(args) -> dict:
     for strategy in strategies:
         note = f"{args.time}_time, rows given sorted"
         add(f"temporal {strategy}, sorted rows", our_sampler(sorted_graph, note, **given, temporal_strategy=strategy))
+    built, built_times = time_ordered(sorted_graph, given)
+    for strategy in strategies:
+        sampler = our_sampler(
+            built, f"{args.time}_time, rows in time order, no edge ids", **built_times, temporal_strategy=strategy
+        )
+        add(f"temporal {strategy}, built in time order", sampler)
     add(
         f"temporal {strategies[0]}, unsorted rows",
         our_sampler(graph, f"{args.time}_time, rows sorted by the sampler", **given, temporal_strategy=strategies[0]),

@@ -25,14 +25,13 @@ from ..._rng import hop_state, row_state
 from ..._stop import stop_requested
 from ...validation import BYTES_PER_DRAW, available_memory, check_draws
 from .blocks import block_rows, draw_buffers, row_blocks
-from .disjoint import new_table, sample_tree_hop
+from .disjoint import sample_tree_hop, split_virtual
 from .exclusion import row_flagged, rows_ascending
 from .links import draw_negatives, match_positions, negative_inputs
 from .records import (
     Drawn,
     GraphArrays,
     SampleOptions,
-    from_virtual,
     graph_arrays,
     to_virtual,
     with_markers,
@@ -152,20 +151,19 @@ class CPUDriver:
         hops = []
         with kernel_threads() as region:
             n_id = np.ascontiguousarray(to_virtual(np, seeds, stride), dtype=np.int64)
-            keys, values = new_table(n_id, np.zeros(len(n_id), np.int64), 4 * len(n_id))
             first = 0
             for hop, k in enumerate(fanouts):
                 num_targets = len(n_id)
                 region.fit((num_targets - first) * (k if k > 0 else 16))
-                n_id, edge_index, e_id, keys, values, corrupt = sample_tree_hop(
-                    self.graph, options, n_id, k, hop_state(self.seed, key, hop), keys, values, first
+                n_id, edge_index, e_id, corrupt = sample_tree_hop(
+                    self.graph, options, n_id, k, hop_state(self.seed, key, hop), first
                 )
                 if corrupt:
                     raise self.corrupt_error()
                 hops.append((edge_index, e_id, (len(n_id), num_targets)))
                 if options.expand_new:
                     first = num_targets
-        n_id, batch = from_virtual(n_id, stride)
+        n_id, batch = split_virtual(n_id, stride)
         return Drawn(n_id, hops, batch)
 
     def negatives(

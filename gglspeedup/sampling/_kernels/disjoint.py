@@ -7,8 +7,11 @@ them (:func:`.rows.split`), draw with the state of the *node* (never the tree: t
 trees draws what the shared sample draws) in the row's window (:func:`.rows.row_window`: a
 temporal sampler's eligible prefix, at the tree's seed time), and the relabel enters each new
 ``(tree, node)`` pair in ``n_id`` in order of first appearance, as shared sampling does for
-nodes. The relabel map is an open-addressing hash table over the virtual ids (a dense map over
-``trees * nodes`` would not fit), kept across the hops of a call and grown as they add nodes.
+nodes. A pair can only repeat inside its tree, so the untyped hop deduplicates each tree on its
+own, in a small table of that tree's entries (:func:`relabel_per_tree`; a dense map over all
+trees' nodes would not fit, and one hash table over all virtual ids missed the cache per draw).
+The typed hop keeps one open-addressing hash table over the virtual ids (:func:`new_table`), kept
+across the hops of a call and grown as they add nodes.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from ..._rng import mix64, row_state
 from .blocks import block_rows, draw_buffers, prefix_sum, row_blocks
 from .rows import row_finish, row_window, split, window_count, window_fill
 
-__all__ = ["new_table", "sample_tree_hop", "sample_typed_tree_hop"]
+__all__ = ["new_table", "relabel_per_tree", "sample_tree_hop", "sample_typed_tree_hop", "split_virtual"]
 
-_PREFETCH_DISTANCE = 16
 _ROW_PREFETCH = 8  # rows ahead whose window the count pass announces (their offsets twice as far)
 _EMPTY = -1
+_TREES_PER_CHUNK = 16  # trees deduplicated by one parallel iteration (one small table allocated)
 
 
 @register_jitable
@@ -38,6 +41,16 @@ def _home(key, mask):
 def _find(keys, key, mask):
     """The slot holding ``key``, or the empty slot where it goes (linear probing)."""
     slot = _home(key, mask)
+    while keys[slot] != _EMPTY and keys[slot] != key:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@register_jitable
+def _tree_slot(keys, key, mask):
+    """:func:`_find` for a tree's own table: a Fibonacci hash (one multiply; its high bits) where
+    the shared table's keys need :func:`mix64` (measured 10% off the per-tree relabel)."""
+    slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
     while keys[slot] != _EMPTY and keys[slot] != key:
         slot = (slot + 1) & mask
     return slot
@@ -109,13 +122,13 @@ def _overload_prefetch_window(graph, options, node):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
-    """One disjoint hop for the targets ``n_id[first:]`` (virtual ids, ``options.stride > 0``).
+def sample_tree_hop(graph, options, n_id, k, hop_state_, first):
+    """One disjoint hop for the targets ``n_id[first:]`` (virtual ids, ``options.stride > 0``;
+    each ``(tree, node)`` at most once in ``n_id``, the seeds' trees numbered ``0, 1, ...``).
 
-    Returns ``(n_id_next, edge_index, e_id, keys, values, corrupt)`` as :func:`.cpu.sample_hop`
-    (positions in ``n_id_next``), plus the relabel table (``keys`` / ``values``, grown when
-    needed), which must map every id of ``n_id`` to its position on entry; ``corrupt``: a
-    neighbour id outside ``[0, num_nodes)`` was met (the output is then meaningless).
+    Returns ``(n_id_next, edge_index, e_id, corrupt)`` as :func:`.cpu.sample_hop` (positions in
+    ``n_id_next``, relabelled by :func:`relabel_per_tree`); ``corrupt``: a neighbour id outside
+    ``[0, num_nodes)`` was met (the output is then meaningless).
     """
     stride = options.stride
     indptr = graph.indptr
@@ -158,32 +171,122 @@ def sample_tree_hop(graph, options, n_id, k, hop_state_, keys, values, first):
             for q in range(start, start + count):
                 edge_index[1, q] = first + i
         row_finish(graph, options, e_id, col, offsets[lo], offsets[hi])
-        for i in range(lo, hi):  # neighbours as virtual ids of their target's tree: the table keys
-            base = trees[i] * stride
-            for q in range(offsets[i], offsets[i + 1]):
-                if np.uint64(col[q]) >= num_nodes:  # a corrupt graph: the id would name no row
-                    corrupt[0] = 1
-                col[q] += base
+        for q in range(offsets[lo], offsets[hi]):
+            if np.uint64(col[q]) >= num_nodes:  # a corrupt graph: the id would name no row
+                corrupt[0] = 1
 
-    keys, values = _grow(keys, values, num_known + num_edges)
-    mask = keys.shape[0] - 1
+    n_id_next, size = relabel_per_tree(n_id, first, offsets, col, stride, edge_index)
+    return n_id_next[:size], edge_index, e_id, corrupt[0] != 0
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def split_virtual(n_id, stride):
+    """``(nodes, trees)`` of the virtual ids ``n_id`` (int64, exactly :func:`.records.from_virtual`'s),
+    in parallel and without a division per id: the quotient is estimated in float64, then
+    corrected until ``0 <= node < stride`` (quotients of 2**50 or more are divided); NumPy's
+    int64 division over a batch's ids cost 4% of a temporal batch. Ids must be virtual ids
+    whose ``(tree + 1) * stride`` fits int64 (:func:`.records.to_virtual`'s)."""
+    nodes = np.empty(n_id.shape[0], np.int64)
+    trees = np.empty(n_id.shape[0], np.int64)
+    inverse = 1.0 / np.float64(stride)
+    for i in prange(n_id.shape[0]):
+        estimate = np.float64(n_id[i]) * inverse  # within one of the quotient below 2**50
+        tree = np.int64(estimate) if estimate < 2.0**50 else n_id[i] // stride
+        node = n_id[i] - tree * stride
+        while node < 0:
+            tree -= 1
+            node += stride
+        while node >= stride:
+            tree += 1
+            node -= stride
+        trees[i] = tree
+        nodes[i] = node
+    return nodes, trees
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def relabel_per_tree(n_id, first, offsets, col, stride, edge_index):
+    """Relabel a disjoint hop's draws: ``(n_id_next, size)``, ``n_id`` then each new ``(tree,
+    node)`` pair in order of first appearance in ``col`` (``n_id_next[:size]``), and
+    ``edge_index[0]`` set to each draw's position in it.
+
+    ``n_id``: the known virtual ids (every ``(tree, node)`` at most once); target ``i`` is
+    ``n_id[first + i]`` and drew ``col[offsets[i] : offsets[i + 1]]`` (node ids of its tree,
+    overwritten here with their virtual ids). A pair can only repeat inside its tree, so each
+    tree is deduplicated on its own (trees in parallel) in a table of its own entries, a few
+    hundred slots that stay in L1, where one table over every tree's virtual ids missed the cache
+    once per draw; a serial pass then numbers the new pairs in draw order, so ``n_id`` and every
+    position are those of one table filled draw by draw.
+    """
+    num_known = n_id.shape[0]
+    num_edges = col.shape[0]
+    known_tree = np.empty(num_known, np.int64)
+    for p in prange(num_known):
+        known_tree[p] = n_id[p] // stride
+    num_trees = 0
+    for p in range(num_known):
+        num_trees = max(num_trees, known_tree[p] + 1)
+    # Each tree's known positions, ascending (a counting sort), and its entries (known + drawn)
+    start = np.zeros(num_trees + 1, np.int64)
+    entries = np.zeros(num_trees, np.int64)
+    for p in range(num_known):
+        start[known_tree[p] + 1] += 1
+        if p >= first:
+            entries[known_tree[p]] += offsets[p - first + 1] - offsets[p - first]
+    prefix_sum(start, num_trees)
+    members = np.empty(num_known, np.int64)
+    fill = start[:num_trees].copy()
+    for p in range(num_known):
+        members[fill[known_tree[p]]] = p
+        fill[known_tree[p]] += 1
+
+    # ref[q]: the position of draw q's pair in n_id, or -(q' + 1) for the draw q' that met it first
+    ref = np.empty(num_edges, np.int64)
+    num_chunks = (num_trees + _TREES_PER_CHUNK - 1) // _TREES_PER_CHUNK
+    for chunk in prange(num_chunks):
+        lo = chunk * _TREES_PER_CHUNK
+        hi = min(lo + _TREES_PER_CHUNK, num_trees)
+        largest = 0
+        for t in range(lo, hi):
+            largest = max(largest, start[t + 1] - start[t] + entries[t])
+        keys = np.empty(_capacity(largest), np.int64)
+        values = np.empty(keys.shape[0], np.int64)
+        for t in range(lo, hi):
+            mask = _capacity(start[t + 1] - start[t] + entries[t]) - 1
+            keys[: mask + 1] = _EMPTY
+            base = t * stride
+            for j in range(start[t], start[t + 1]):
+                p = members[j]
+                slot = _tree_slot(keys, n_id[p] - base, mask)
+                keys[slot] = n_id[p] - base
+                values[slot] = p
+            for j in range(start[t], start[t + 1]):  # the tree's targets in order: its draws in order
+                i = members[j] - first
+                if i < 0:
+                    continue
+                for q in range(offsets[i], offsets[i + 1]):
+                    node = col[q]
+                    slot = _tree_slot(keys, node, mask)
+                    if keys[slot] == _EMPTY:
+                        keys[slot] = node
+                        values[slot] = -(q + 1)
+                    ref[q] = values[slot]
+                    col[q] = node + base
+
     n_id_next = np.empty(num_known + num_edges, np.int64)
     n_id_next[:num_known] = n_id
     size = num_known
-    for q in range(num_edges):
-        if q + _PREFETCH_DISTANCE < num_edges:  # the table reads are the loop's misses
-            home = _home(col[q + _PREFETCH_DISTANCE], mask)
-            prefetch(keys, home)
-            prefetch(values, home)
-        key = col[q]
-        slot = _find(keys, key, mask)
-        if keys[slot] == _EMPTY:
-            keys[slot] = key
-            values[slot] = size
-            n_id_next[size] = key
+    for q in range(num_edges):  # a pair's first draw comes before its repeats: resolved by then
+        position = ref[q]
+        if position == -(q + 1):
+            position = size
+            n_id_next[size] = col[q]
             size += 1
-        edge_index[0, q] = values[slot]
-    return n_id_next[:size], edge_index, e_id, keys, values, corrupt[0] != 0  # the table is safe with any id
+        elif position < 0:
+            position = ref[-position - 1]
+        ref[q] = position
+        edge_index[0, q] = position
+    return n_id_next, size
 
 
 @njit(parallel=True, cache=True, nogil=True)
