@@ -69,15 +69,15 @@ def pytest_generate_tests(metafunc):
 # Ray tests share one Ray instance per process (service_netns.py) and a second one would double
 # Ray's processes on two cores.
 XDIST_GROUPS = {"ray": ("test_service_ray_",)}
-# The longest units start first, in this order, so that none is still running when the other
-# worker has run out of work (ordering by the count of `slow` tests alone had started the Ray
-# group and test_cuda_typing's one 112 s test after 17 other files). Their seconds on one worker
-# of the idle 2-core CI machine: service sampling ~210 and test_cuda_typing ~115 (fde65e0's log),
-# the Ray files ~150 (alone on one worker, measured in the round that grouped them). The Ray
-# group goes after test_cuda_typing: by then test_service_sampling (on the other worker) has
-# compiled the partition servers' kernels into the cache, which the Ray actors then load
-# instead of compiling them at the same moment.
-FIRST_UNITS = ("test_service_sampling.py", "test_cuda_typing.py", "ray")
+# The two longest files start first, one on each worker, so that neither is still running when
+# the other worker has run out of work (ordering by the count of `slow` tests alone had started
+# test_cuda_typing's one 112 s test after 17 other files). Their seconds on one worker of the
+# idle 2-core CI machine (fde65e0's log): service sampling ~210, test_cuda_typing ~115. The Ray
+# group (~150 s) is not among them: started beside test_service_sampling on a clean clone at
+# load 5 it took 695 s (its bench test 190 s, under 10 s in the idle CI), most likely its actors
+# compiling the partition servers' kernels while test_service_sampling compiled the same ones
+# (not logged); after the files with slow tests it finds them in the cache.
+FIRST_UNITS = ("test_service_sampling.py", "test_cuda_typing.py")
 # These assert that Ctrl-C reaches the caller within a second: they run after the parallel pass,
 # alone on the machine, as ``-m serial`` on these files only (scripts/test.sh's SERIAL_FILES).
 SERIAL_FILES = ("test_interrupts.py",)
