@@ -110,11 +110,13 @@ def _link(graph) -> None:
 
     pairs = _edges(graph, 3)
     # The demos' graphs keep edge ids; the synthetic ones (--graph powerlaw:..., the benches) do not.
-    for sampler in (NeighborSampler(graph, [3, 2]), NeighborSampler(_graph(keep_edge_ids=False), [3, 2])):
+    for each in (graph, _graph(keep_edge_ids=False)):
+        sampler = NeighborSampler(each, [3, 2])
         for negatives in (None, "binary", "per_source", "triplet"):
             for exclude in ("self", "reverse", None):
                 sampler.sample_links(pairs, negatives=negatives, exclude=exclude)
-    NeighborSampler(graph, [_LONG_FANOUT]).sample_links(pairs[:, :1], negatives="binary", exclude="reverse")
+        # a large link batch: long hops excluding the batch's edges
+        NeighborSampler(each, [_LONG_FANOUT]).sample_links(pairs[:, :1], negatives="binary", exclude="reverse")
 
 
 def _typed_graph(keep_edge_ids: bool):

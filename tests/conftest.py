@@ -69,8 +69,17 @@ def pytest_generate_tests(metafunc):
 # Ray tests share one Ray instance per process (service_netns.py) and a second one would double
 # Ray's processes on two cores.
 XDIST_GROUPS = {"ray": ("test_service_ray_",)}
+# The two longest files start first, one on each worker, so that neither is still running when
+# the other worker has run out of work (ordering by the count of `slow` tests alone had started
+# test_cuda_typing's one 112 s test after 17 other files). Their seconds on one worker of the
+# idle 2-core CI machine (fde65e0's log): service sampling ~210, test_cuda_typing ~115. The Ray
+# group (~150 s) is not among them: started beside test_service_sampling on a clean clone at
+# load 5 it took 695 s (its bench test 190 s, under 10 s in the idle CI), most likely its actors
+# compiling the partition servers' kernels while test_service_sampling compiled the same ones
+# (not logged); after the files with slow tests it finds them in the cache.
+FIRST_UNITS = ("test_service_sampling.py", "test_cuda_typing.py")
 # These assert that Ctrl-C reaches the caller within a second: they run after the parallel pass,
-# alone on the machine, as ``-m serial`` (scripts/test.sh).
+# alone on the machine, as ``-m serial`` on these files only (scripts/test.sh's SERIAL_FILES).
 SERIAL_FILES = ("test_interrupts.py",)
 
 
@@ -101,6 +110,38 @@ def pytest_xdist_make_scheduler(config, log):
     return UnitScheduling(config, log)
 
 
+# Per xdist worker (on the controller): seconds spent in tests, when its first test started and
+# its last one ended, and its units (files or groups) with their seconds; printed at the end of
+# the run so that a log shows whether the two workers ended together.
+_WORKERS: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    node = getattr(report, "node", None)  # set by xdist on the controller's copy of a worker's report
+    if node is None:
+        return
+    first = {"seconds": 0.0, "start": report.start, "stop": report.stop, "units": {}}
+    busy = _WORKERS.setdefault(node.gateway.id, first)
+    busy["seconds"] += report.duration
+    busy["start"], busy["stop"] = min(busy["start"], report.start), max(busy["stop"], report.stop)
+    unit = _unit(report.nodeid)
+    busy["units"][unit] = busy["units"].get(unit, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _WORKERS:
+        return
+    begin = min(busy["start"] for busy in _WORKERS.values())
+    terminalreporter.section("xdist workers: busy seconds, and when each ended (s after the first test)")
+    for worker, busy in sorted(_WORKERS.items()):
+        units = sorted(busy["units"].items(), key=lambda unit: -unit[1])
+        longest = ", ".join(f"{os.path.basename(unit)} {seconds:.0f}" for unit, seconds in units[:8])
+        terminalreporter.write_line(
+            f"{worker}: {busy['seconds']:.0f} s in {len(units)} units, ended at {busy['stop'] - begin:.0f} s; "
+            f"longest: {longest}"
+        )
+
+
 def pytest_collection_modifyitems(config, items):
     skip_hw = pytest.mark.skip(reason="needs a real CUDA GPU")
     groups = {}
@@ -114,17 +155,20 @@ def pytest_collection_modifyitems(config, items):
         if "cuda" in item.keywords and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason="no CUDA GPU and the CUDA simulator is off"))
     # Longest first: xdist hands each worker the next unit as it finishes one, in this order, so
-    # the wall ends with whichever unit started last. Units holding `slow` tests run first (most
-    # slow tests first), then the named groups (several files each), then the other files by
-    # their number of tests, most first, so the two workers end on small files, together.
+    # the wall ends with whichever unit started last. FIRST_UNITS run first, in their order; then
+    # other units holding `slow` tests (most slow tests first), then the named groups,
+    # then the other files by their number of tests, most first, so the two workers end on small
+    # files, together.
     slow = collections.Counter(groups[item] for item in items if item.get_closest_marker("slow"))
     counts = collections.Counter(groups.values())
 
     def rank(item):
         group = groups[item]
+        if os.path.basename(group) in FIRST_UNITS:
+            return (0, FIRST_UNITS.index(os.path.basename(group)))
         if group in slow:
-            return (0, -slow[group])
-        return (1 if group in XDIST_GROUPS else 2, -counts[group])
+            return (1, -slow[group])
+        return (2 if group in XDIST_GROUPS else 3, -counts[group])
 
     items.sort(key=rank)
 
