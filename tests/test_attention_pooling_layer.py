@@ -60,6 +60,35 @@ def test_fused_layer_equals_the_composed_layer(mapping, heads, norm):
         torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
 
 
+@pytest.mark.parametrize("mapping", ["softmax", "sparsemax"])
+def test_fused_layer_reads_parametrized_linear_maps(mapping):
+    # torch.nn.utils.parametrize (weight norm, spectral norm, ...) moves a weight out of the
+    # Linear's _parameters into a property: the fast path must read it there, and its gradient
+    # must reach the parametrization's own tensor
+    from torch.nn.utils import parametrize
+
+    class Doubled(torch.nn.Module):
+        def forward(self, weight):
+            return 2.0 * weight
+
+    torch.manual_seed(3)
+    x, edges = batch_inputs(1)
+    plain = AttentionPooling(6, 7, mapping, heads=1).double()
+    layer = AttentionPooling(6, 7, mapping, heads=1).double()
+    layer.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        layer.proj_func.weight.mul_(0.5)
+        layer.score_func.bias.mul_(0.5)
+    parametrize.register_parametrization(layer.proj_func, "weight", Doubled())
+    parametrize.register_parametrization(layer.score_func, "bias", Doubled())
+    out = layer(x, sizes=SIZES, edge_index=edges)
+    torch.testing.assert_close(out, plain(x, sizes=SIZES, edge_index=edges), atol=1e-13, rtol=0)
+    out.sum().backward()
+    original = layer.proj_func.parametrizations.weight.original
+    assert original.grad is not None and torch.isfinite(original.grad).all()
+    assert layer.score_func.parametrizations.bias.original.grad is not None
+
+
 def test_fused_layer_with_activations_and_in_float32():
     torch.manual_seed(5)
     x, edges = batch_inputs(5)

@@ -19,7 +19,7 @@ import torch
 from ...device import Device
 from ._state import GAMMA_MIN, CertificateError, check_finite, driver_for, per_head, reduce_heads
 
-__all__ = ["pool_layer", "linear_pool_layer"]
+__all__ = ["pool_layer", "linear_pool_layer", "linear_parameters"]
 
 _NO_PARAM = np.zeros(0)
 
@@ -189,7 +189,18 @@ def linear_pool_layer(x, score_func, proj_func, batch, mapping, norm, lam, gamma
     """:func:`pool_layer` of ``score_func(x)`` and ``proj_func(x)`` (two ``torch.nn.Linear``, no
     activation), the linear maps inside the one autograd Function; computed in ``x``'s dtype (the
     layers' parameters widened to it). Same returns as :func:`pool_layer`."""
-    score, proj = score_func._parameters, proj_func._parameters  # not Module.__getattr__: ~1 us a lookup
+    (score_weight, score_bias), (proj_weight, proj_bias) = linear_parameters(score_func), linear_parameters(proj_func)
     return _LinearPoolLayer.apply(
-        x, score["weight"], proj["weight"], score["bias"], proj["bias"], lam, gamma, mapping, bool(norm), batch, bounds
+        x, score_weight, proj_weight, score_bias, proj_bias, lam, gamma, mapping, bool(norm), batch, bounds
     )
+
+
+def linear_parameters(layer):
+    """``(weight, bias)`` of a ``torch.nn.Linear`` (``bias`` None without one): read from its
+    ``_parameters`` where both are there (not ``Module.__getattr__``: about 1 us a lookup), else
+    as attributes, since a parametrized tensor (``torch.nn.utils.parametrize``: weight norm,
+    spectral norm, ...) leaves ``_parameters`` and is computed by a property."""
+    params = layer._parameters
+    if "weight" in params and "bias" in params:
+        return params["weight"], params["bias"]
+    return layer.weight, layer.bias

@@ -32,6 +32,7 @@ import torch
 
 from ...device import reject_meta
 from ...validation import check_int
+from ._layer import linear_parameters
 from ._state import per_head
 from .batch import GraphBatch, graph_batch
 from .maps import gfusedmax, softmax, sparsemax
@@ -178,7 +179,7 @@ class AttentionPooling(torch.nn.Module):
     def _check_x(self, x) -> None:
         """Raise naming ``x`` unless it is a float tensor ``(N, input_size)`` of the layer's dtype."""
         proj_func = self._modules["proj_func"]  # not Module.__getattr__: about 1 us a lookup
-        size, dtype = proj_func.in_features, proj_func._parameters["weight"].dtype
+        size, dtype = proj_func.in_features, linear_parameters(proj_func)[0].dtype
         if not torch.is_tensor(x):
             raise TypeError(f"x must be a torch.Tensor (N, input_size = {size}), got {type(x).__name__}")
         reject_meta("x", x)
