@@ -18,6 +18,13 @@ namespace, as ``bench service`` starts it) and reports, per batch, the trainer's
 one Numba thread) piece by piece: its kernels, the transport's call (sending: ``Connection.request``;
 receiving: ``_wait``, the frames read, the copy out of the shared memory), and the CPU of every
 process (each thread's scheduler time), the trainer's and each server's.
+
+``--ray --threads``: also every thread of the trainer and of each server, per batch: CPU and
+run-queue wait (ms, ``/proc/<pid>/task/<tid>/schedstat``), time slices, minor page faults and
+voluntary / involuntary context switches (``stat`` and ``status``), the busiest threads first.
+``--trainer-threads N`` runs the trainer on N Numba threads (default 1, so that the pieces
+above are the main thread's; the node's cores show what a user's trainer spends, its TBB worker
+included).
 """
 
 from __future__ import annotations
@@ -71,7 +78,52 @@ def in_process(graph, folder, book, batches, count: int) -> dict:
     return {**totals, **spans}
 
 
-def through_ray(folder, batches, count: int) -> dict:
+_COUNTERS = ("CPU ms", "wait ms", "slices", "minor faults", "voluntary", "involuntary")
+
+
+def thread_counters(pid: int) -> dict:
+    """``{tid: (name, CPU ms, wait ms, slices, minor faults, voluntary, involuntary switches)}``
+    of every thread of process ``pid`` now (threads that end while read are left out)."""
+    counters = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return counters
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/stat") as stat:
+                text = stat.read()
+            with open(f"{base}/schedstat") as sched:
+                run, wait, slices = (int(value) for value in sched.read().split()[:3])
+            with open(f"{base}/status") as status:
+                switches = dict(line.split(":", 1) for line in status if "ctxt_switches:" in line)
+        except (OSError, ValueError):
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        minor = int(text.rsplit(")", 1)[1].split()[7])
+        voluntary, involuntary = (int(switches[f"{kind}_ctxt_switches"]) for kind in ("voluntary", "nonvoluntary"))
+        counters[int(tid)] = (name, run / 1e6, wait / 1e6, slices, minor, voluntary, involuntary)
+    return counters
+
+
+def print_thread_counters(label: str, before: dict, after: dict, count: int) -> None:
+    """Each thread's counters per batch between two :func:`thread_counters` readings (threads
+    using under 1 us of CPU a batch left out), the busiest first, and the process's sum."""
+    rows, total = [], [0.0] * len(_COUNTERS)
+    for tid, (name, *now) in after.items():
+        then = before.get(tid, (name,) + (0,) * len(_COUNTERS))[1:]
+        per_batch = [(a - b) / count for a, b in zip(now, then)]
+        total = [t + x for t, x in zip(total, per_batch)]
+        if per_batch[0] >= 1e-3:
+            rows.append((per_batch, tid, name))
+    print(f"{label} (per batch): " + ", ".join(_COUNTERS))
+    for per_batch, tid, name in sorted(rows, reverse=True):
+        print(f"  {tid:>8} {name[:22]:22s}" + "".join(f"{x:9.3f}" for x in per_batch))
+    print(f"  {'all':>8} {'':22s}" + "".join(f"{x:9.3f}" for x in total))
+
+
+def through_ray(folder, batches, count: int, threads: bool = False, trainer_threads: int = 1) -> dict:
     import numba
 
     from gglspeedup.bench.service import _cpu_times, _cpu_used, ray_here
@@ -82,7 +134,7 @@ def through_ray(folder, batches, count: int) -> dict:
     timed = _timer(spans)
     with ray_here(None), serve(folder, 2) as cluster:
         remote = cluster.sampler([15, 10])
-        numba.set_num_threads(1)
+        numba.set_num_threads(trainer_threads)
         for key, seeds in enumerate(batches[:5]):
             remote.sample(seeds, key=key)
         for name in ("dedup_mapped", "route", "gather", "relabel_shared"):
@@ -94,10 +146,14 @@ def through_ray(folder, batches, count: int) -> dict:
         timed(_wire.FrameReader, "_copy_shared", "transport copy out of shared memory")
         pids = [os.getpid()] + [server.pid for server in cluster.servers]
         before = {pid: _cpu_times([pid]) for pid in pids}
+        per_thread = {pid: thread_counters(pid) for pid in pids} if threads else {}
         start = time.thread_time()
         for key, seeds in enumerate(batches[5:]):
             remote.sample(seeds, key=key)
         totals = {"trainer main thread": time.thread_time() - start}
+        for i, pid in enumerate(per_thread):
+            label = "trainer" if i == 0 else f"server {i - 1}"
+            print_thread_counters(f"{label}, pid {pid}", per_thread[pid], thread_counters(pid), count)
         for i, pid in enumerate(pids):
             used = _cpu_used(before[pid], _cpu_times([pid]))
             totals["process: trainer" if i == 0 else f"process: server {i - 1}"] = used
@@ -109,6 +165,8 @@ def main(argv=None) -> None:
     parser.add_argument("--graph", default="powerlaw:2000000:32")
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--ray", action="store_true", help="serve the parts from two Ray actors (see the notes)")
+    parser.add_argument("--threads", action="store_true", help="with --ray: every thread's counters (see the notes)")
+    parser.add_argument("--trainer-threads", type=int, default=1, help="with --ray: the trainer's Numba threads")
     args = parser.parse_args(argv)
 
     from gglspeedup.bench._common import load_graph, seed_batches
@@ -120,7 +178,7 @@ def main(argv=None) -> None:
     book = partition(graph, folder, 2, method="range", memory="1G")
     batches = seed_batches(graph.num_nodes, 1024, 5 + args.batches, 0)
     if args.ray:
-        figures = through_ray(folder, batches, args.batches)
+        figures = through_ray(folder, batches, args.batches, args.threads, args.trainer_threads)
     else:
         figures = in_process(graph, folder, book, batches, args.batches)
     for name, seconds in figures.items():
