@@ -1,4 +1,4 @@
-"""Node orders that keep hot rows together, and the kernels that relabel a CSR graph by one.
+"""Node orders that keep hot rows together, and the mapping of ids, features and labels by one.
 
 A sampler reads row ``u`` each time ``u`` is drawn, and ``u`` is drawn in proportion to how often it
 appears in ``indices`` (its out-degree for an ``"in"`` graph). On a graph of billions of edges the
@@ -20,7 +20,6 @@ Orders (``ORDERS``):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 __all__ = [
     "ORDERS",
@@ -29,7 +28,6 @@ __all__ = [
     "degree_order",
     "bfs_order",
     "inverse_order",
-    "relabel_rows",
     "map_ids",
     "rows_in_order",
     "reorder_arrays",
@@ -115,33 +113,9 @@ def degree_order(counts: np.ndarray) -> np.ndarray:
 def bfs_order(indptr: np.ndarray, indices: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """int64 ``order`` visiting the graph breadth-first from its hottest nodes (``counts``
     descending, as :func:`degree_order`), neighbours in row order."""
-    return _bfs(np.asarray(indptr), np.asarray(indices), degree_order(counts))
+    from ._reorder_kernels import bfs
 
-
-@njit(cache=True, nogil=True)
-def _bfs(indptr, indices, starts):
-    n = starts.shape[0]
-    order = np.empty(n, np.int64)
-    seen = np.zeros(n, np.bool_)
-    tail = 0
-    for s in range(n):
-        root = starts[s]
-        if seen[root]:
-            continue
-        seen[root] = True
-        head = tail
-        order[tail] = root
-        tail += 1
-        while head < tail:
-            v = order[head]
-            head += 1
-            for p in range(indptr[v], indptr[v + 1]):
-                u = indices[p]
-                if not seen[u]:
-                    seen[u] = True
-                    order[tail] = u
-                    tail += 1
-    return order
+    return bfs(np.asarray(indptr), np.asarray(indices), degree_order(counts))
 
 
 def inverse_order(order: np.ndarray) -> np.ndarray:
@@ -149,27 +123,6 @@ def inverse_order(order: np.ndarray) -> np.ndarray:
     rank = np.empty(order.shape[0], np.int64)
     rank[order] = np.arange(order.shape[0], dtype=np.int64)
     return rank
-
-
-def relabel_rows(indptr: np.ndarray, indices: np.ndarray, order: np.ndarray, rank: np.ndarray, width):
-    """``(indptr, indices)`` of the graph with new row ``i`` = old row ``order[i]`` and every
-    entry ``u`` written as ``rank[u]`` (rows keep their order), ``indices`` of dtype ``width``."""
-    degree = np.diff(np.asarray(indptr))[order]
-    new_indptr = np.zeros(order.shape[0] + 1, np.int64)
-    np.cumsum(degree, out=new_indptr[1:])
-    new_indices = np.empty(int(new_indptr[-1]), width)
-    _relabel(np.asarray(indptr), np.asarray(indices), order, rank, new_indptr, new_indices)
-    return new_indptr, new_indices
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _relabel(indptr, indices, order, rank, new_indptr, new_indices):
-    for i in prange(order.shape[0]):
-        v = order[i]
-        q = new_indptr[i]
-        for p in range(indptr[v], indptr[v + 1]):
-            new_indices[q] = rank[indices[p]]
-            q += 1
 
 
 def reorder_arrays(arrays: dict, reorder: str, num_src_nodes) -> tuple[dict, np.ndarray]:
