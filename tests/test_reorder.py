@@ -236,3 +236,38 @@ def test_a_failed_renumbered_build_leaves_nothing(tmp_path):
     with pytest.raises(ValueError, match=r"source chunk 5, edge 7 .* is out of range for num_nodes = 2000"):
         build_csr(chunks, tmp_path / "g", NUM_NODES, memory="1M", reorder="degree")
     assert os.listdir(tmp_path) == []
+
+
+def test_papers_like_degree_order_is_the_same_graph_hubs_first_in_its_own_folder(tmp_path):
+    from gglspeedup.datasets.papers_like import load_papers_like
+
+    plain, _ = load_papers_like(5000, 1, folder=tmp_path, memory="1M")
+    graph, built = load_papers_like(5000, 1, folder=tmp_path, memory="1M", reorder="degree")
+    assert built and sorted(os.listdir(tmp_path)) == ["papers-like-5000-1", "papers-like-5000-1-degree"]
+    order = graph.node_order
+    for i in range(graph.num_nodes):  # rows are sorted and deduplicated in each numbering
+        row = np.sort(order[graph.indices[graph.indptr[i] : graph.indptr[i + 1]]])
+        assert np.array_equal(row, plain.indices[plain.indptr[order[i]] : plain.indptr[order[i] + 1]])
+    assert graph.degree()[0] == plain.degree().max()  # the hub first
+    again, built = load_papers_like(5000, 1, folder=tmp_path, reorder="degree")
+    assert not built and np.array_equal(again.node_order, order)
+    with pytest.raises(ValueError, match=r"reorder must be None or one of \('degree',\), got 'bfs'"):
+        load_papers_like(5000, 1, folder=tmp_path, reorder="bfs")
+    with pytest.raises(ValueError, match=r"reorder='degree' needs out="):
+        gg.datasets.synthetic_powerlaw(100, 4.0, reorder="degree")
+
+
+def test_bench_scale_reorder_samples_the_ordered_graph_beside_the_unordered_one(tmp_path, capsys):
+    import json
+
+    from gglspeedup.bench import main as bench_main
+
+    out = tmp_path / "scale.json"
+    argv = ["scale", "--nodes", "6000", "--base-nodes", "3000", "--batches", "2", "--repeats", "1",
+            "--feature-dim", "0", "--folder", str(tmp_path), "--reorder", "degree", "--json", str(out)]  # fmt: skip
+    assert bench_main(argv) == 0
+    results = json.loads(out.read_text())
+    assert results["ordered_build"]["built"] and results["ordered_build"]["path"].endswith("papers-like-6000-0-degree")
+    row = results["sampling"]["big, in memory, degree order"]
+    assert row["edges_per_s"] > 0 and row["of_base"] > 0 and row["of_unordered"] > 0
+    assert "big, in memory, degree order:" in capsys.readouterr().out
