@@ -271,3 +271,22 @@ def test_bench_scale_reorder_samples_the_ordered_graph_beside_the_unordered_one(
     row = results["sampling"]["big, in memory, degree order"]
     assert row["edges_per_s"] > 0 and row["of_base"] > 0 and row["of_unordered"] > 0
     assert "big, in memory, degree order:" in capsys.readouterr().out
+
+
+def test_an_unknown_node_count_grows_the_read_counts_with_the_degrees(tmp_path):
+    edges = _edges(seed=13)
+    graph = build_csr(_chunks(edges), tmp_path / "g", memory="1M", reorder="degree")  # num_nodes found on the way
+    assert graph.num_nodes == edges.max() + 1
+    _assert_same_graph_renumbered(graph, gg.CSRGraph.from_edge_index(edges, keep_edge_ids=False))
+
+
+def test_a_saved_order_of_the_wrong_length_is_named_on_load(tmp_path):
+    from gglspeedup import _storage
+
+    graph = gg.CSRGraph.from_edge_index([[0, 1, 2], [1, 2, 0]], reorder="degree")
+    with _storage.FolderWriter(tmp_path / "g", "CSRGraph", {"num_nodes": 3, "num_src_nodes": 3, "num_edges": 3}) as out:
+        for name in ("indptr", "indices"):
+            out.add(name, getattr(graph, name))
+        out.add("node_order", graph.node_order[:2])
+    with pytest.raises(ValueError, match=r"'.*g': node_order must have num_nodes = 3 entries, got 2"):
+        gg.CSRGraph.load(tmp_path / "g")

@@ -15,7 +15,9 @@ What it reports, in one run:
    cache warmed first) and, when it fits, read into memory (huge pages), beside the same generator
    at ``--base-nodes`` in memory, interleaved rounds; the ratio big / base. DGL beside them where it
    can hold the graph (its int64 CSC with edge ids: 16 bytes per edge); where it cannot, the memory
-   it would need, not a number.
+   it would need, not a number. ``--reorder degree``: the same graph built renumbered hubs first
+   (``build_csr(..., reorder=)``, its own cached folder) is sampled in memory beside them, from the
+   same seeds mapped to its ids; its row gives its share of the base and of the unordered copy.
 3. **Huge pages**: the base graph and a ``base-nodes x 128`` float32 table copied twice, with
    NumPy's huge-page advice off and on; sampling and gathers of each, interleaved.
 4. **Features on disk** (``--feature-dim``, ``--feature-dtype``): a table written next to the graph,
