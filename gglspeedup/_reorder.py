@@ -2,10 +2,13 @@
 
 A sampler reads row ``u`` each time ``u`` is drawn, and ``u`` is drawn in proportion to how often it
 appears in ``indices`` (its out-degree for an ``"in"`` graph). On a graph of billions of edges the
-rows are scattered over gigabytes, so almost every row read misses the caches and the TLB;
-numbering the nodes so that the rows read most often sit next to each other keeps the hot part
-of ``indptr`` and ``indices`` in a few megabytes. An *order* is an int64 array ``order`` with
-``order[new_id] = original_id``; its inverse ``rank[original_id] = new_id``.
+rows are scattered over gigabytes, so almost every row read misses the caches; numbering the
+nodes so that the rows read most often sit next to each other packs the hot part of ``indptr``
+and of the short rows together. What it buys on a power-law graph is small (about 3% of the
+sampling CPU time at 40M nodes; a long row's draws stay scattered): BENCHMARKS.md, "Node order".
+
+An *order* is an int64 array ``order`` with ``order[new_id] = original_id``; its inverse
+``rank[original_id] = new_id``.
 
 Orders (``ORDERS``):
 
