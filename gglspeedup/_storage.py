@@ -6,7 +6,7 @@ A saved graph is a folder::
       header.json      {"format": "gglspeedup", "version": 1, "kind": "CSRGraph", "meta": {...},
                         "arrays": {"indices": {"file": "indices.npy", "dtype": "<i4",
                                                "shape": [E], "xxh3_64": "9f..."}, ...}}
-      indptr.npy  indices.npy  [edge_ids.npy]  [weights.npy]
+      indptr.npy  indices.npy  [edge_ids.npy]  [weights.npy]  [node_order.npy]
 
 Each array is a plain ``.npy`` file, so :func:`numpy.load` with ``mmap_mode="r"`` maps it in O(1)
 (no zip member table to walk, no copy), and other tools can read it. The header holds each array's
@@ -349,16 +349,16 @@ def _verify(path: str, name: str, array: np.ndarray, entry: dict) -> None:
 
 
 def save_graph_arrays(path, kind: str, meta: dict, graph, *, overwrite: bool = True) -> None:
-    """Write ``graph``'s CSR arrays (``indptr``, ``indices`` and, where present, ``edge_ids`` and
-    ``weights``), streamed to the host, to the folder ``path`` as a saved ``kind`` with header
+    """Write ``graph``'s CSR arrays (``indptr``, ``indices`` and, where present, ``edge_ids``,
+    ``weights`` and ``node_order``), streamed to the host, to the folder ``path`` as a saved ``kind`` with header
     ``meta`` (atomically, replacing only a graph this library wrote: see :class:`FolderWriter`)."""
     from .device import to_numpy
 
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike naming a folder, got {type(path).__name__}")
     with FolderWriter(path, kind, meta, overwrite=check_bool("overwrite", overwrite)) as out:
-        for name in ("indptr", "indices", "edge_ids", "weights"):
-            if getattr(graph, name) is not None:
+        for name in ("indptr", "indices", "edge_ids", "weights", "node_order"):
+            if getattr(graph, name, None) is not None:
                 out.add(name, to_numpy(getattr(graph, name)))
 
 

@@ -58,6 +58,9 @@ class CSRGraph:
         The id reported as ``e_id`` for each CSR position (default: the position itself).
     weights : float array, shape (num_edges,), optional
         Non-negative, finite edge weights for weighted sampling.
+    node_order : int array, shape (num_nodes,), optional
+        Node ``i`` is the user's node ``node_order[i]`` (``reorder=``, :meth:`permute`); samples
+        are in graph ids: :meth:`new_ids`, :meth:`original_ids`, :meth:`rows_in_order` convert.
 
     Examples
     --------
@@ -65,6 +68,9 @@ class CSRGraph:
     >>> g.num_nodes, g.num_edges, g.degree().tolist()
     (3, 3, [2, 1, 0])
     """
+
+    node_order = None  # class defaults: views made with __new__ (HeteroGraph relations) have none
+    _node_rank = None
 
     def __init__(
         self,
@@ -76,6 +82,7 @@ class CSRGraph:
         *,
         num_src_nodes=None,
         dtype=None,
+        node_order=None,
         _checked=False,
     ):
         self.indptr = as_index_array("indptr", indptr)
@@ -101,6 +108,10 @@ class CSRGraph:
         self.indices = self.indices.astype(width, copy=False)
         if self.edge_ids is not None:
             self.edge_ids = _edge_id_array(self.edge_ids, width)
+        if node_order is not None:
+            from ._reorder import check_node_order
+
+            self.node_order = check_node_order(node_order, self.num_nodes, self.num_src_nodes, full=not _checked)
 
     @staticmethod
     def _as_weights(weights) -> np.ndarray:
@@ -152,6 +163,7 @@ class CSRGraph:
         num_src_nodes=None,
         keep_edge_ids: bool = True,
         dtype=None,
+        reorder=None,
     ) -> CSRGraph:
         """Build from a ``[2, E]`` edge list (``edge_index[0]`` sources, ``edge_index[1]`` targets).
 
@@ -170,14 +182,23 @@ class CSRGraph:
         The rows are sorted by a parallel, stable counting sort (O(E), every id checked on the
         way; memory: the output, the input and O(threads * N)).
 
+        ``reorder`` (``"degree"``, ``"bfs"``; default ``None``) renumbers the nodes so that rows
+        read together sit together, as ``datasets.build_csr(..., reorder=)`` (``"bfs"``:
+        breadth-first from the hubs, in memory only); the graph keeps the order
+        (:attr:`node_order`) and its ids are the new ones (O(E) more memory while building).
+
         >>> g = CSRGraph.from_edge_index([[1, 2, 0, 2], [0, 0, 1, 1]], keep_edge_ids=False)
         >>> g.indptr.tolist(), g.indices.tolist(), g.indices.dtype.name, g.edge_ids is None
         ([0, 2, 4, 4], [1, 2, 0, 2], 'int32', True)
         """
         from ._csr_build import edge_index_arrays
+        from ._reorder import check_order_name, reorder_arrays
 
+        order, reorder = None, check_order_name("reorder", reorder)
         arrays = edge_index_arrays(edge_index, num_nodes, direction, weights, num_src_nodes, keep_edge_ids, dtype)
-        return cls(**arrays, num_src_nodes=num_src_nodes, _checked=True)
+        if reorder is not None:
+            arrays, order = reorder_arrays(arrays, reorder, num_src_nodes)
+        return cls(**arrays, num_src_nodes=num_src_nodes, node_order=order, _checked=True)
 
     @classmethod
     def from_scipy(cls, matrix, weighted: bool = False) -> CSRGraph:
@@ -245,33 +266,31 @@ class CSRGraph:
 
         Returns ``(graph, perm)`` with ``perm[old_id] == new_id`` (the inverse of ``order``):
         features follow as ``x[order]`` and ids as ``perm[ids]``. Edge ids are carried over, so
-        ``e_id`` still names the original edges.
+        ``e_id`` still names the original edges, and so is the numbering: the result's
+        :attr:`node_order` is ``order`` (composed with this graph's own order, if it has one).
 
         >>> g = CSRGraph([0, 1, 2], [1, 0])
         >>> h, perm = g.permute([1, 0])
         >>> perm.tolist(), h.indices.tolist()
         ([1, 0], [1, 0])
         """
-        order = as_index_array("order", order)
-        n = self.num_nodes
-        if self.num_src_nodes != n:
-            raise ValueError("permute needs a square graph; this one is bipartite (num_src_nodes != num_nodes)")
-        if len(order) != n:
-            raise ValueError(f"order must have num_nodes = {n} entries, got {len(order)}")
-        if n and (order.min() < 0 or order.max() >= n):
-            position = _first_bad((order < 0) | (order >= n))
-            raise ValueError(f"order[{position}] = {order[position]} is out of range [0, {n})")
-        perm = np.full(n, -1, dtype=np.int64)
-        perm[order] = np.arange(n, dtype=np.int64)
-        if n and (perm < 0).any():
-            raise ValueError(f"order must be a permutation of range({n}): node {_first_bad(perm < 0)} is missing")
         from ._csr_build import permuted_rows
+        from ._reorder import check_node_order, inverse_order
+
+        if self.num_src_nodes != self.num_nodes:
+            raise ValueError("permute needs a square graph; this one is bipartite (num_src_nodes != num_nodes)")
+        order = check_node_order(order, self.num_nodes, self.num_src_nodes, full=True, name="order")
+        perm = inverse_order(order)
 
         host = self.to("cpu")
         indptr, positions = permuted_rows(host, order)
         edge_ids = positions if host.edge_ids is None else host.edge_ids[positions]
         weights = None if host.weights is None else host.weights[positions]
-        graph = CSRGraph(indptr, perm[host.indices[positions]], edge_ids=edge_ids, weights=weights, _checked=True)
+        # The new graph remembers the user's numbering: composed with an order this one carries.
+        known = order if self.node_order is None else self.node_order[order]
+        graph = CSRGraph(
+            indptr, perm[host.indices[positions]], edge_ids=edge_ids, weights=weights, node_order=known, _checked=True
+        )
         return graph, perm
 
     def to(self, device="cpu", placement: str | None = None) -> CSRGraph:
@@ -315,9 +334,31 @@ class CSRGraph:
                     moved[name] = device.xp.array(host)  # simulator: a private NumPy copy
         graph = CSRGraph.__new__(CSRGraph)
         graph.__dict__.update(moved)
-        graph.num_src_nodes = self.num_src_nodes
+        graph.num_src_nodes, graph.node_order = self.num_src_nodes, self.node_order  # the order stays on the host
         graph.device, graph.placement = device, placement
         return graph
+
+    # ------------------------------------------------------------------ node order
+    def new_ids(self, ids) -> np.ndarray:
+        """int64 graph ids of the user's node ids ``ids`` (any shape; a copy of ``ids`` without a
+        :attr:`node_order`): seeds go in through this. ``IndexError`` names an id out of range."""
+        from . import _reorder
+
+        return _reorder.map_ids(self, ids, to_original=False)
+
+    def original_ids(self, ids) -> np.ndarray:
+        """int64 user's node ids of graph ids ``ids`` (any shape), e.g. a sample's ``n_id`` to index
+        the user's own feature table. ``IndexError`` as :meth:`new_ids`."""
+        from . import _reorder
+
+        return _reorder.map_ids(self, ids, to_original=True)
+
+    def rows_in_order(self, array):
+        """``array[node_order]``: ``num_nodes`` rows indexed by the user's ids (features, labels)
+        renumbered as this graph (a copy); ``array`` itself without a :attr:`node_order`."""
+        from . import _reorder
+
+        return _reorder.rows_in_order(self, array)
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike, *, overwrite: bool = True) -> None:
@@ -372,6 +413,7 @@ class CSRGraph:
                 weights=arrays.get("weights"),
                 num_src_nodes=meta.get("num_src_nodes"),
                 dtype=arrays["indices"].dtype,
+                node_order=arrays.get("node_order"),
                 _checked=trusted,
             )
         except (TypeError, ValueError) as error:

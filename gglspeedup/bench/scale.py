@@ -15,7 +15,9 @@ What it reports, in one run:
    cache warmed first) and, when it fits, read into memory (huge pages), beside the same generator
    at ``--base-nodes`` in memory, interleaved rounds; the ratio big / base. DGL beside them where it
    can hold the graph (its int64 CSC with edge ids: 16 bytes per edge); where it cannot, the memory
-   it would need, not a number.
+   it would need, not a number. ``--reorder degree``: the same graph built renumbered hubs first
+   (``build_csr(..., reorder=)``, its own cached folder) is sampled in memory beside them, from the
+   same seeds mapped to its ids; its row gives its share of the base and of the unordered copy.
 3. **Huge pages**: the base graph and a ``base-nodes x 128`` float32 table copied twice, with
    NumPy's huge-page advice off and on; sampling and gathers of each, interleaved.
 4. **Features on disk** (``--feature-dim``, ``--feature-dtype``): a table written next to the graph,
@@ -43,7 +45,7 @@ import json, resource, sys, time
 from gglspeedup.datasets.papers_like import load_papers_like
 start = time.perf_counter()
 graph, built = load_papers_like(int(sys.argv[1]), int(sys.argv[2]), folder=sys.argv[3], memory=sys.argv[4],
-                                rebuild=sys.argv[5] == "1")
+                                rebuild=sys.argv[5] == "1", reorder=sys.argv[6] or None)
 print(json.dumps({"seconds": time.perf_counter() - start, "built": built, "num_edges": graph.num_edges,
                   "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 """
@@ -60,6 +62,13 @@ def add_arguments(parser) -> None:
         "--folder", default=None, help="cache folder (default $GGLSPEEDUP_CACHE or ~/.cache/gglspeedup)"
     )
     parser.add_argument("--rebuild", action="store_true", help="build the graphs even when cached")
+    parser.add_argument(
+        "--reorder",
+        choices=["degree"],
+        default=None,
+        help="also build papers-like:NODES renumbered hubs first (build_csr(..., reorder=)) and sample it in "
+        "memory beside the unordered copy, from the same seeds mapped to its ids",
+    )
     add_common_arguments(
         parser, fanouts="15,10,5", batch=1024, batches=20, repeats=(3, "interleaved rounds; the median is reported")
     )
@@ -85,6 +94,9 @@ def run(args) -> dict:
     _progress(f"building (or finding) papers-like:{args.nodes} and :{args.base_nodes} in {folder}")
     results["build"] = _build(args, folder, args.nodes)
     results["base_build"] = _build(args, folder, args.base_nodes)
+    reorder = getattr(args, "reorder", None)
+    if reorder:
+        results["ordered_build"] = _build(args, folder, args.nodes, reorder)
     from ..graph import CSRGraph
 
     big = CSRGraph.load(results["build"]["path"], mmap=True)
@@ -92,7 +104,8 @@ def run(args) -> dict:
     base = CSRGraph.load(results["base_build"]["path"], mmap=False)
     results["graph"] = _sizes(big, results["build"]["path"])
     _progress("sampling")
-    results["sampling"] = _sampling(args, fanouts, big, base)
+    ordered = CSRGraph.load(results["ordered_build"]["path"], mmap=True) if reorder else None
+    results["sampling"] = _sampling(args, fanouts, big, base, ordered)
     _progress("huge pages")
     results["huge_pages"] = _huge_pages(args, fanouts, base)
     if args.feature_dim:
@@ -106,13 +119,13 @@ def _progress(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
-def _build(args, folder, nodes) -> dict:
+def _build(args, folder, nodes, reorder=None) -> dict:
     command = [sys.executable, "-c", _BUILD, str(nodes), str(args.seed), folder, str(args.memory)]
-    done = subprocess.run([*command, "1" if args.rebuild else "0"], capture_output=True, text=True)
+    done = subprocess.run([*command, "1" if args.rebuild else "0", reorder or ""], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"bench scale: building papers-like:{nodes} failed:\n{done.stderr[-2000:]}")
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    report["path"] = os.path.join(folder, f"papers-like-{nodes}-{args.seed}")
+    report["path"] = os.path.join(folder, f"papers-like-{nodes}-{args.seed}" + (f"-{reorder}" if reorder else ""))
     return report
 
 
@@ -192,7 +205,7 @@ def _paired(rows, name, base_name) -> float:
     return ratios[len(ratios) // 2]
 
 
-def _sampling(args, fanouts, big, base) -> dict:
+def _sampling(args, fanouts, big, base, ordered=None) -> dict:
     _warm(args.big_path)
     contenders = {
         "big, mapped": (
@@ -212,6 +225,17 @@ def _sampling(args, fanouts, big, base) -> dict:
         contenders["big, in memory"] = (_contender(loaded, fanouts, args.seed), big.num_nodes, None, touch)
     else:
         rows["big, in memory"] = {"status": f"not run: needs {needed / 2**30:.1f} GiB, too close to available memory"}
+    if ordered is not None:  # the same seeds (drawn from the unordered ids), mapped to the ordered graph's
+        from ..graph import CSRGraph
+
+        name = f"big, in memory, {args.reorder} order"
+        if ordered.nbytes < 0.6 * available_memory():
+            copy = CSRGraph(np.array(ordered.indptr), np.array(ordered.indices), node_order=ordered.node_order,
+                            _checked=True)  # fmt: skip
+            touch = lambda: _touch(copy.indptr, copy.indices)  # noqa: E731
+            contenders[name] = (_contender(copy, fanouts, args.seed), big.num_nodes, copy.new_ids, touch)
+        else:
+            rows[name] = {"status": f"not run: needs {ordered.nbytes / 2**30:.1f} GiB, too close to available memory"}
     touch_base = lambda: _touch(base.indptr, base.indices)  # noqa: E731
     contenders["base, in memory"] = (_contender(base, fanouts, args.seed), base.num_nodes, None, touch_base)
     for label, graph in (("big", big), ("base", base)):
@@ -223,6 +247,10 @@ def _sampling(args, fanouts, big, base) -> dict:
         base_name = "dgl, base" if name.startswith("dgl") else "base, in memory"
         if "edges_per_s" in rows.get(name, {}) and "edges_per_s" in rows.get(base_name, {}):
             rows[name]["of_base"] = _paired(rows, name, base_name)
+    for name in [n for n in rows if n.startswith("big, in memory, ") and "edges_per_s" in rows[n]]:
+        rows[name]["of_base"] = _paired(rows, name, "base, in memory")
+        if "edges_per_s" in rows.get("big, in memory", {}):
+            rows[name]["of_unordered"] = _paired(rows, name, "big, in memory")
     return rows
 
 
@@ -358,6 +386,7 @@ def _print(results: dict) -> None:
     for name, row in results["sampling"].items():
         if "edges_per_s" in row:
             share = f", {row['of_base']:.2f} of base" if "of_base" in row else ""
+            share += f", {row['of_unordered']:.2f} of unordered" if "of_unordered" in row else ""
             rate = f"{row['edges_per_s'] / 1e6:.2f} M edges/s, {row['ms_per_batch']:.1f} ms/batch"
             print(f"  sampling {name}: {rate}{share}")
         else:

@@ -40,15 +40,23 @@ def cache_folder() -> str:
     return os.environ.get("GGLSPEEDUP_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gglspeedup")
 
 
-def load_papers_like(num_nodes: int = PAPERS_NODES, seed: int = 0, *, folder=None, memory="2G", rebuild=False):
+def load_papers_like(
+    num_nodes: int = PAPERS_NODES, seed: int = 0, *, folder=None, memory="2G", rebuild=False, reorder=None
+):
     """The ``papers-like`` graph with ``num_nodes`` nodes: ``(graph, built)``, ``graph`` a
     memory-mapped :class:`~gglspeedup.CSRGraph` and ``built`` whether this call built it (else it
-    was found in ``folder``, default :func:`cache_folder`)."""
+    was found in ``folder``, default :func:`cache_folder`). ``reorder="degree"``: the same graph
+    renumbered hubs first (``build_csr(..., reorder=)``; its own folder, ``...-degree``), its
+    ``node_order`` mapping back to the ids of the graph without ``reorder``."""
     num_nodes = check_int("num_nodes", num_nodes, minimum=1)
     seed = check_int("seed", seed, minimum=0)
+    from .._reorder import check_order_name
+    from .build import BUILD_ORDERS
+
+    reorder = check_order_name("reorder", reorder, BUILD_ORDERS)
     folder = cache_folder() if folder is None else os.fspath(folder)
     os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, f"papers-like-{num_nodes}-{seed}")
+    path = os.path.join(folder, f"papers-like-{num_nodes}-{seed}" + (f"-{reorder}" if reorder else ""))
     if os.path.isdir(path) and not rebuild:
         from ..graph import CSRGraph
 
@@ -58,7 +66,7 @@ def load_papers_like(num_nodes: int = PAPERS_NODES, seed: int = 0, *, folder=Non
             pass  # an unreadable cache entry is rebuilt
     from .synthetic import synthetic_powerlaw
 
-    return synthetic_powerlaw(num_nodes, PAPERS_DEGREE, seed=seed, out=path, memory=memory), True
+    return synthetic_powerlaw(num_nodes, PAPERS_DEGREE, seed=seed, out=path, memory=memory, reorder=reorder), True
 
 
 def papers_like_labels(num_nodes: int, *, num_classes: int = 172, seed: int = 0) -> np.ndarray:

@@ -30,7 +30,7 @@ def _check_seed(seed) -> int:
 
 
 def synthetic_powerlaw(
-    num_nodes: int, avg_degree: float, seed: int = 0, exponent: float = 2.5, *, out=None, memory="2G"
+    num_nodes: int, avg_degree: float, seed: int = 0, exponent: float = 2.5, *, out=None, memory="2G", reorder=None
 ) -> CSRGraph:
     """A symmetric Chung-Lu style power-law graph, built directly in CSR form.
 
@@ -67,6 +67,10 @@ def synthetic_powerlaw(
         else there raises ``FileExistsError`` (as ``build_csr``).
     memory : int or str
         With ``out``: the build's buffer budget (see ``build_csr``).
+    reorder : {None, "degree"}
+        With ``out``: renumber the nodes as ``build_csr(..., reorder=)`` does, by how often each
+        node was drawn (repeated pairs included, so hubs first; ties by id); the graph keeps the
+        order (``node_order``: new id -> the id this generator gives without ``reorder``).
 
     Notes
     -----
@@ -84,13 +88,15 @@ def synthetic_powerlaw(
     if not np.isfinite(exponent) or exponent <= 2:
         raise ValueError(f"exponent must be a finite number > 2, got {exponent!r}")
     seed = _check_seed(seed)
+    if reorder is not None and out is None:
+        raise ValueError(f"reorder={reorder!r} needs out= (the out-of-core build); got out=None")
     num_pairs = int(num_nodes * float(avg_degree) / 2)
     check_allocation("num_nodes", num_nodes, 24)  # the id shuffle, degree counts and indptr
     if out is not None:
         from .build import build_csr
 
         pairs = PowerlawPairs(num_nodes, num_pairs, seed, float(exponent))
-        return build_csr(pairs, out, num_nodes, memory=memory, _unique_rows=True)
+        return build_csr(pairs, out, num_nodes, memory=memory, reorder=reorder, _unique_rows=True)
     check_allocation("num_nodes * avg_degree", num_pairs, 40)  # two int64 endpoints, draws and a fill per pair
     rng = np.random.default_rng(seed)
     src = np.empty(num_pairs, dtype=np.int64)
