@@ -292,7 +292,12 @@ class SequencePattern:
             weight = np.where(distance > self.window // 2, np.maximum(distance, 1.0) ** -self.exponent, 0.0)
             cdf = np.cumsum(weight)
         rows = count * seq_len
-        upper = self._edge_bound(lengths, gcount)
+        # the index width needs the edge bound only near 2**31: a cruder one first (Python ints)
+        upper = rows * (
+            min(self.window + 1 + self.num_random + self.num_global, seq_len) + min(self.num_global, seq_len)
+        )
+        if upper >= 2**31:
+            upper = self._edge_bound(lengths, gcount)
         index_dtype = _pick(index_dtype, rows, "nodes")
         indptr_dtype = np.int32 if upper < 2**31 and index_dtype == np.int32 else np.int64
         xp = self.device.xp

@@ -19,8 +19,8 @@ import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import register_jitable
 
-from ...._rng import row_state
-from .pattern_rows import _draw_key, window_bounds
+from ...._rng import draw, row_state, uniform_below
+from .pattern_rows import RANDOM_UNIFORM, _draw_key, window_bounds
 
 __all__ = ["bitmap_words", "globals_bits", "row_fill_bits"]
 
@@ -48,6 +48,21 @@ def globals_bits(gptr, gids, bits):
     for s in range(bits.shape[0]):
         for g in range(gptr[s], gptr[s + 1]):
             _bit_set(bits[s], gids[g])
+
+
+@register_jitable
+def _take(bitmap, key, lo, hi, valid):
+    """1 when the draw ``key`` (``>= 0``) is ``valid`` and a new key (then set in ``bitmap``), 0
+    when rejected: in the window ``[lo, hi)`` or set already. Without a branch: about one draw in
+    six is rejected, at random, and a branch on it mispredicted often enough to double the draws'
+    time."""
+    at = np.uint64(key)
+    word = at >> _SIX
+    bit = _ONE << (at & _LOW6)
+    w = bitmap[word]
+    ok = valid & ((key < lo) | (key >= hi)) & ((w & bit) == 0)
+    bitmap[word] = w | (bit * np.uint64(ok))
+    return np.int64(ok)
 
 
 @register_jitable
@@ -111,24 +126,20 @@ def row_fill_bits(lengths, seq_len, layout, half, num_random, mode, cdf, states,
         return
     lo, hi = window_bounds(layout, half, i, n)
     words = (n + 63) >> 6
-    own = gbits[s]
     for word in range(words):
-        bitmap[word] = own[word]
+        bitmap[word] = gbits[s, word]
     state = row_state(states[s], i)
     count = 0
     attempt = 0
-    while count < num_random:
-        # accept or reject without a branch (about one draw in six is rejected, at random: a
-        # branch on it mispredicted often enough to double the draws' time)
-        x = _draw_key(state, attempt, mode, n, i, half, cdf)
-        attempt += 1
-        key = np.uint64(max(x, 0))
-        word = key >> _SIX
-        bit = _ONE << (key & _LOW6)
-        w = bitmap[word]
-        ok = (x >= 0) & ((x < lo) | (x >= hi)) & ((w & bit) == 0)
-        bitmap[word] = w | (bit * np.uint64(ok))
-        count += np.int64(ok)
+    if mode == RANDOM_UNIFORM:  # _draw_key's uniform draw, without its other mode's branches
+        while count < num_random:
+            count += _take(bitmap, uniform_below(draw(state, attempt), n), lo, hi, True)
+            attempt += 1
+    else:
+        while count < num_random:
+            x = _draw_key(state, attempt, mode, n, i, half, cdf)  # -1: off the sequence
+            count += _take(bitmap, max(x, 0), lo, hi, x >= 0)
+            attempt += 1
     # keys below the window (their extra branch-free writes land in the window's slots), the
     # window as a run (whatever globals lie in it), keys above it; about as many branch-free
     # steps a word as there are keys a word
