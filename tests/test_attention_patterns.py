@@ -99,9 +99,10 @@ def test_cpu_and_simulated_gpu_build_the_same_pattern(device):
 
 def test_rows_of_few_keys_a_word_and_of_many_are_read_off_alike(device):
     # The CPU reads a row off its key bitmap around the window (written as a run): a few bits a
-    # word without a branch (as many as the row has keys a word: 1 at 300 tokens, 2 at 40, 16 with
-    # 60 draws a row at 200), then a loop per bit; the last word of a row is read by the loop alone
-    # (so nothing lands in the next row's slots). All must give the rule's rows and the GPU's.
+    # word without a branch (the row's keys a word and two more, 4 to 16: 4 at 300 tokens, 7 at
+    # 40, 16 with 60 draws a row at 200), then a loop per bit; the last word of a row is read by
+    # the loop alone (so nothing lands in the next row's slots). All must give the rule's rows and
+    # the GPU's.
     for seq_len, num_random, num_global in ((300, 3, 2), (40, 3, 2), (200, 60, 9)):
         options = dict(window=4, num_random=num_random, num_global=num_global, seed=13)
         cpu = SequencePattern(**options).csc(seq_len, batch=2, step=6, lengths=[seq_len, seq_len - 7])
