@@ -79,9 +79,15 @@ def fill_rows(rows, indptr, out, words):
 
 
 @njit(cache=True, nogil=True)
-def draw_globals(states, lengths, window, num_global, gptr, gids):
-    """Sequence ``s``: ``min(num_global, lengths[s] - window)`` distinct tokens of
-    ``[window, lengths[s])``, uniform (Floyd's algorithm), sorted, into ``gids[gptr[s]:]``."""
+def draw_globals(states, lengths, window, num_global):
+    """``(gptr, gids)``: sequence ``s`` has ``min(num_global, lengths[s] - window)`` distinct tokens
+    of ``[window, lengths[s])`` (none when that is empty), uniform (Floyd's algorithm), sorted, in
+    ``gids[gptr[s]:gptr[s + 1]]`` (int64; ``gids`` holds at least one entry). One call, where the
+    counts, their scan and the arrays had been six NumPy calls a build."""
+    gptr = np.zeros(states.shape[0] + 1, np.int64)
+    for s in range(states.shape[0]):
+        gptr[s + 1] = gptr[s] + min(num_global, max(lengths[s] - window, 0))
+    gids = np.zeros(max(gptr[-1], 1), np.int64)
     for s in range(states.shape[0]):
         population = lengths[s] - window
         count = gptr[s + 1] - gptr[s]
@@ -102,6 +108,7 @@ def draw_globals(states, lengths, window, num_global, gptr, gids):
             taken += 1
         for k in range(base, base + count):
             gids[k] += window
+    return gptr, gids
 
 
 class CPUPatternDriver(PatternDriverBase):
