@@ -4,13 +4,14 @@ insertion instead; both accept and reject the same draws, so the rows are identi
 
 What a build repeats for every row is done once: the global tokens are set once per sequence
 (``globals_bits``: one bitmap row per sequence, copied a word at a time into a row's bitmap
-instead of set key by key in every row), the window is a range test
-on the draws and a contiguous run written between the keys below and above it (never set in, nor
-read off, the bitmap), and the row's degree and shape come from ``indptr`` (the count pass's:
-``n`` keys for a row of every key, 0 for padding, else ``num_random`` draws) instead of five
-searches of the global tokens. Draw ``a`` of a row is the GPU's draw ``a`` (``_draw_key``), and a
-draw is rejected exactly when the GPU body rejects it (off the sequence, in the window, a global
-token, or drawn before).
+instead of set key by key in every row), the window is a range test on the draws and a
+contiguous run written between the keys below and above it (never set in, nor read off, the
+bitmap), and the row's degree and shape come from ``indptr`` (the count pass's: ``n`` keys for a
+row of every key, 0 for padding, else ``num_random`` draws) instead of five searches of the
+global tokens. Draw ``a`` of a row is the GPU's draw ``a`` (``_draw_key``; its uniform branch
+inlined for uniform patterns), and a draw is rejected exactly when the GPU body rejects it (off
+the sequence, in the window, a global token, or drawn before). Rows are read off the bitmap with
+``tzcnt`` (Numba's ``trailing_zeros``; this module is compiled for the CPU only).
 """
 
 from __future__ import annotations
