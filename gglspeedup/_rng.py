@@ -55,8 +55,12 @@ def hop_state(seed: int, key: int, hop: int) -> np.uint64:
 def hop_states(seed: int, key: int, hops: np.ndarray) -> np.ndarray:
     """:func:`hop_state` of every entry of ``hops`` (a uint64 array), as a uint64 array: the same
     bits, one array operation (an attention pattern's per-sequence states: hop = sequence)."""
+    start = _key_state(seed, key)
+    if hops.shape[0] <= 16:  # Python ints: the array expression under errstate costs ~10 us a call
+        gamma = int(GAMMA)
+        return np.array([splitmix64((start ^ hop) + gamma) for hop in hops.tolist()], np.uint64)
     with np.errstate(over="ignore"):
-        return _mix64((np.uint64(_key_state(seed, key)) ^ hops) + GAMMA)
+        return _mix64((np.uint64(start) ^ hops) + GAMMA)
 
 
 @register_jitable

@@ -98,11 +98,13 @@ def test_cpu_and_simulated_gpu_build_the_same_pattern(device):
 
 
 def test_rows_of_few_keys_a_word_and_of_many_are_read_off_alike(device):
-    # The CPU reads a row off its key bitmap in two ways: a branch-free pass when a row has about
-    # four keys or fewer per 64-bit word (long sequences: 300 tokens here), a loop per bit when
-    # denser (40 tokens). Both must give the rows the rule defines, and the GPU's rows.
-    for seq_len in (300, 40):
-        options = dict(window=4, num_random=3, num_global=2, seed=13)
+    # The CPU reads a row off its key bitmap around the window (written as a run): a few bits a
+    # word without a branch (the row's keys a word and two more, 4 to 16: 4 at 300 tokens, 7 at
+    # 40, 16 with 60 draws a row at 200), then a loop per bit; the last word of a row is read by
+    # the loop alone (so nothing lands in the next row's slots). All must give the rule's rows and
+    # the GPU's.
+    for seq_len, num_random, num_global in ((300, 3, 2), (40, 3, 2), (200, 60, 9)):
+        options = dict(window=4, num_random=num_random, num_global=num_global, seed=13)
         cpu = SequencePattern(**options).csc(seq_len, batch=2, step=6, lengths=[seq_len, seq_len - 7])
         check_graph(cpu, SequencePattern(**options), seq_len, [seq_len, seq_len - 7])
         with warnings.catch_warnings():
@@ -112,6 +114,47 @@ def test_rows_of_few_keys_a_word_and_of_many_are_read_off_alike(device):
             )
         assert np.array_equal(to_host(cpu.indptr), to_host(other.indptr))
         assert np.array_equal(to_host(cpu.indices), to_host(other.indices))
+
+
+def test_cpu_rows_write_only_their_own_slots(monkeypatch):
+    # Blocks of rows are filled on different threads, so a row must write nothing past its own last
+    # slot (the next row's first may belong to another thread's block; the branch-free reads of the
+    # key bitmap write one slot ahead). Filling the rows last to first, each after the row after
+    # it is written, must then give the build's rows: any write past a row would land on written keys.
+    from numba import njit
+
+    from gglspeedup.attention.sequence._kernels import pattern_bits, pattern_cpu
+
+    @njit
+    def fill_backwards(rows, indptr, out, words):
+        lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states = rows
+        gbits = np.zeros((lengths.shape[0], words), np.uint64)
+        pattern_bits.globals_bits(gptr, gids, gbits)
+        bitmap = np.empty(words, np.uint64)
+        for r in range(indptr.shape[0] - 2, -1, -1):
+            pattern_bits.row_fill_bits(
+                lengths, seq_len, layout, half, num_random, mode, cdf, states, r, indptr[r], indptr[r + 1], out,
+                gbits, bitmap,
+            )  # fmt: skip
+
+    for seq_len, num_random, num_global in ((1100, 64, 16), (200, 60, 9), (300, 3, 2)):
+        pattern = SequencePattern(window=64 if seq_len > 1000 else 4, num_random=num_random, num_global=num_global)
+        lengths = [seq_len, seq_len - 63, seq_len // 2]
+        captured = []
+        real = pattern_cpu.fill_rows
+
+        def spy(rows, indptr, out, words, real=real, captured=captured):
+            captured.append((rows, indptr.copy(), words))
+            real(rows, indptr, out, words)
+
+        monkeypatch.setattr(pattern_cpu, "fill_rows", spy)
+        graph = pattern.csc(seq_len, batch=3, step=9, lengths=lengths)
+        monkeypatch.setattr(pattern_cpu, "fill_rows", real)
+        rows, indptr, words = captured[0]
+        out = np.full(graph.num_edges, -1, graph.indices.dtype)
+        fill_backwards(rows, indptr, out, words)
+        assert np.array_equal(out, graph.indices)
+        check_graph(graph, pattern, seq_len, lengths)
 
 
 def test_index_types_follow_the_size():

@@ -43,11 +43,13 @@ def test_rng_matches_reference_bits():
 
 def test_hop_states_are_hop_state_over_an_array():
     # the attention patterns' per-sequence states (hop = sequence index) are the samplers' hop states
-    hops = np.array([0, 1, 7, 2**64 - 1], np.uint64)
-    for seed, key in [(0, 0), (3, 2**64 - 1), (2**64 - 1, 12)]:
-        states = krng.hop_states(seed, key, hops)
-        assert states.dtype == np.uint64
-        assert [int(s) for s in states] == [reference_hop_state(seed, key, int(h)) for h in hops]
+    # (up to 16 hops on Python ints, more as one array expression: the same bits)
+    few = np.array([0, 1, 7, 2**64 - 1], np.uint64)
+    for hops in (few, np.concatenate([few, np.arange(30, dtype=np.uint64)])):
+        for seed, key in [(0, 0), (3, 2**64 - 1), (2**64 - 1, 12)]:
+            states = krng.hop_states(seed, key, hops)
+            assert states.dtype == np.uint64 and states.shape == hops.shape
+            assert [int(s) for s in states] == [reference_hop_state(seed, key, int(h)) for h in hops]
 
 
 def test_uniform_below_stays_in_range():

@@ -174,7 +174,7 @@ def _attention_kernels():
         indices = types.Array(index, 1, "C")
         shape = (i64, scalar, i64, i64, scalar, scalar, scalar)
         yield f"pattern count ({index})", pattern_cuda._count_kernel, (*shape, scalar, i64), True
-        fill = (*shape, scalar, f64, u64, types.Array(index, 1, "C"), indices, u64, i64, i64)
+        fill = (*shape, scalar, f64, u64, types.Array(index, 1, "C"), indices)
         yield f"pattern fill ({index})", pattern_cuda._fill_kernel, fill, True
     for dtype in ("float32", "float64"):
         value = getattr(types, dtype)

@@ -278,13 +278,9 @@ class SequencePattern:
             return self._build_compat(seq_len, batch, lengths, shared, index_dtype)
         same = step is None
         states = _sequence_states(self.seed, _FIXED_KEY if same else step, count, same)
-        gcount = np.minimum(self.num_global, np.maximum(lengths - self.window, 0))
-        gptr = np.zeros(count + 1, np.int64)
-        np.cumsum(gcount, out=gptr[1:])
-        gids = np.zeros(max(int(gptr[-1]), 1), np.int64)
         from ._kernels.pattern_cpu import draw_globals
 
-        draw_globals(states, lengths, self.window, self.num_global, gptr, gids)
+        gptr, gids = draw_globals(states, lengths, self.window, self.num_global)
         mode = 0 if self.random == "uniform" else 1
         cdf = np.zeros(1, np.float64)
         if mode == 1:
@@ -292,7 +288,12 @@ class SequencePattern:
             weight = np.where(distance > self.window // 2, np.maximum(distance, 1.0) ** -self.exponent, 0.0)
             cdf = np.cumsum(weight)
         rows = count * seq_len
-        upper = self._edge_bound(lengths, gcount)
+        # the index width needs the edge bound only near 2**31: a cruder one first (Python ints)
+        upper = rows * (
+            min(self.window + 1 + self.num_random + self.num_global, seq_len) + min(self.num_global, seq_len)
+        )
+        if upper >= 2**31:
+            upper = self._edge_bound(lengths, np.diff(gptr))
         index_dtype = _pick(index_dtype, rows, "nodes")
         indptr_dtype = np.int32 if upper < 2**31 and index_dtype == np.int32 else np.int64
         xp = self.device.xp

@@ -2,7 +2,8 @@
 and for CUDA. Kernels see arrays, records and scalars only: no validation, no framework imports;
 only this room imports them (``tests/test_layout.py``).
 
-- ``pattern_rows``: count and fill one query row of a sequence attention pattern;
+- ``pattern_rows``: count and fill one query row of a sequence attention pattern (the GPU's fill;
+  ``pattern_bits``: the CPU's, through a key bitmap, the same rows);
   ``pattern_driver``: what the two pattern drivers share (count -> scan -> fill);
   ``pattern_cpu`` / ``pattern_cuda``: their builds (and the host prologue: per-sequence states,
   global tokens);

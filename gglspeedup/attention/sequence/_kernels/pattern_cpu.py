@@ -13,8 +13,9 @@ from numba import njit, prange
 from ...._parallel import kernel_threads
 from ...._rng import draw, row_state, uniform_below
 from ...._search import bisect_left
+from .pattern_bits import bitmap_words, globals_bits, row_fill_bits
 from .pattern_driver import PatternDriverBase
-from .pattern_rows import _DEBRUIJN_INDEX, bitmap_words, count_arguments, fill_arguments, row_count, row_fill
+from .pattern_rows import count_arguments, fill_arguments, window_bounds
 
 __all__ = ["CPUPatternDriver", "count_rows", "fill_rows", "draw_globals"]
 
@@ -23,14 +24,36 @@ _GLOBAL_ROW = np.int64(-1)  # row id of the global-token draws (never a query to
 
 @njit(cache=True, nogil=True)
 def count_rows(shape, num_rows, indptr):
-    """``indptr`` of the rows: the scan of :func:`row_count` (closed form, no draws: one thread
-    does it in a fraction of the fill's time, so a build is a single parallel region). ``shape``:
-    :func:`~.pattern_rows.count_arguments`."""
-    running = 0
+    """``indptr`` of the rows: the scan of :func:`~.pattern_rows.row_count` (``shape``:
+    :func:`~.pattern_rows.count_arguments`), in one sweep per sequence: the window's bounds and the
+    query only grow along a sequence, so three cursors into its global tokens replace the row
+    count's three searches a row (the same counts; the GPU counts with ``row_count``). One thread
+    does it in a fraction of the fill's time, so a build is a single parallel region."""
+    lengths, seq_len, gptr, gids, layout, half, num_random = shape
     indptr[0] = 0
-    for r in range(num_rows):
-        running += row_count(*shape, r)
-        indptr[r + 1] = running
+    running = 0
+    for s in range(num_rows // seq_len):
+        n = np.int64(lengths[s])
+        g0 = gptr[s]
+        g1 = gptr[s + 1]
+        below_lo = g0  # first global token >= lo, >= hi, >= the query
+        below_hi = g0
+        below_i = g0
+        for i in range(seq_len):
+            if i < n:
+                lo, hi = window_bounds(layout, half, i, n)
+                while below_lo < g1 and gids[below_lo] < lo:
+                    below_lo += 1
+                while below_hi < g1 and gids[below_hi] < hi:
+                    below_hi += 1
+                while below_i < g1 and gids[below_i] < i:
+                    below_i += 1
+                outside = (g1 - g0) - (below_hi - below_lo)
+                if (below_i < g1 and gids[below_i] == i) or n - (hi - lo) - outside <= num_random:
+                    running += n
+                else:
+                    running += (hi - lo) + outside + num_random
+            indptr[s * seq_len + i + 1] = running
 
 
 _ROWS_PER_BLOCK = 64
@@ -38,22 +61,33 @@ _KEYS_PER_ROW = 64  # about: what a build's work (gglspeedup._parallel's "draws"
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def fill_rows(rows, indptr, out, words, table):
-    """Fill every row; blocks of rows share one key bitmap (cleared as each row is read off it) and
-    one row scratch.
+def fill_rows(rows, indptr, out, words):
+    """Fill every row (:func:`~.pattern_bits.row_fill_bits`); the global tokens are set into one
+    bitmap per sequence first, and blocks of rows share one key bitmap.
     ``rows``: :func:`~.pattern_rows.fill_arguments`."""
+    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states = rows
     num_rows = indptr.shape[0] - 1
+    gbits = np.zeros((lengths.shape[0], words), np.uint64)
+    globals_bits(gptr, gids, gbits)
     for block in prange((num_rows + _ROWS_PER_BLOCK - 1) // _ROWS_PER_BLOCK):
-        bitmap = np.zeros(words, np.uint64)
-        scratch = np.empty(64 * words + 4, np.int64)
+        bitmap = np.empty(words, np.uint64)
         for r in range(block * _ROWS_PER_BLOCK, min(num_rows, (block + 1) * _ROWS_PER_BLOCK)):
-            row_fill(*rows, r, indptr[r], out, bitmap, scratch, table)
+            row_fill_bits(
+                lengths, seq_len, layout, half, num_random, mode, cdf, states, r, indptr[r], indptr[r + 1], out,
+                gbits, bitmap,
+            )  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
-def draw_globals(states, lengths, window, num_global, gptr, gids):
-    """Sequence ``s``: ``min(num_global, lengths[s] - window)`` distinct tokens of
-    ``[window, lengths[s])``, uniform (Floyd's algorithm), sorted, into ``gids[gptr[s]:]``."""
+def draw_globals(states, lengths, window, num_global):
+    """``(gptr, gids)``: sequence ``s`` has ``min(num_global, lengths[s] - window)`` distinct tokens
+    of ``[window, lengths[s])`` (none when that is empty), uniform (Floyd's algorithm), sorted, in
+    ``gids[gptr[s]:gptr[s + 1]]`` (int64; ``gids`` holds at least one entry). One call, where the
+    counts, their scan and the arrays had been six NumPy calls a build."""
+    gptr = np.zeros(states.shape[0] + 1, np.int64)
+    for s in range(states.shape[0]):
+        gptr[s + 1] = gptr[s] + min(num_global, max(lengths[s] - window, 0))
+    gids = np.zeros(max(gptr[-1], 1), np.int64)
     for s in range(states.shape[0]):
         population = lengths[s] - window
         count = gptr[s + 1] - gptr[s]
@@ -74,6 +108,7 @@ def draw_globals(states, lengths, window, num_global, gptr, gids):
             taken += 1
         for k in range(base, base + count):
             gids[k] += window
+    return gptr, gids
 
 
 class CPUPatternDriver(PatternDriverBase):
@@ -89,4 +124,4 @@ class CPUPatternDriver(PatternDriverBase):
         return indptr
 
     def _fill(self, arrays, indptr, indices) -> None:
-        fill_rows(fill_arguments(arrays), indptr, indices, bitmap_words(arrays.seq_len), _DEBRUIJN_INDEX)
+        fill_rows(fill_arguments(arrays), indptr, indices, bitmap_words(arrays.seq_len))

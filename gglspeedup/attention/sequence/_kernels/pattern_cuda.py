@@ -7,12 +7,11 @@ the indices). Arrays are CuPy on a real GPU and NumPy under the simulator.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import cuda
 
 from ...._launch import launch_rows, to_host
 from .pattern_driver import PatternDriverBase
-from .pattern_rows import _DEBRUIJN_INDEX, count_arguments, fill_arguments, row_count, row_fill
+from .pattern_rows import count_arguments, fill_arguments, row_count, row_fill
 
 __all__ = ["CUDAPatternDriver"]
 
@@ -25,29 +24,10 @@ def _count_kernel(lengths, seq_len, gptr, gids, layout, half, num_random, num_ro
 
 
 @cuda.jit(cache=True)
-def _fill_kernel(
-    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out, nobitmap, noscratch, table
-):
+def _fill_kernel(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, indptr, out):
     r = cuda.grid(1)
     if r < indptr.shape[0] - 1:
-        row_fill(
-            lengths,
-            seq_len,
-            gptr,
-            gids,
-            layout,
-            half,
-            num_random,
-            mode,
-            cdf,
-            states,
-            r,
-            indptr[r],
-            out,
-            nobitmap,
-            noscratch,
-            table,
-        )
+        row_fill(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, r, indptr[r], out)
 
 
 class CUDAPatternDriver(PatternDriverBase):
@@ -66,8 +46,5 @@ class CUDAPatternDriver(PatternDriverBase):
         return int(to_host(indptr[-1:])[0])  # sync: the edge count sizes the indices
 
     def _fill(self, arrays, indptr, indices) -> None:
-        nobitmap = self.xp.zeros(0, np.uint64)  # no bitmap: a thread keeps its drawn keys sorted by insertion
-        table = self.xp.asarray(_DEBRUIJN_INDEX)
-        noscratch = self.xp.zeros(0, np.int64)
-        arguments = (*fill_arguments(arrays), indptr, indices, nobitmap, noscratch, table)
+        arguments = (*fill_arguments(arrays), indptr, indices)  # a thread keeps its draws sorted by insertion
         launch_rows(_fill_kernel, self.device, arrays.num_rows, *arguments)

@@ -25,7 +25,6 @@ from ...._rng import draw, row_state, uniform_01, uniform_below
 from ...._search import bisect_left
 
 __all__ = [
-    "bitmap_words",
     "LAYOUT_DIFFUSER",
     "LAYOUT_SLIDING",
     "RANDOM_UNIFORM",
@@ -41,18 +40,6 @@ LAYOUT_SLIDING = 1  # a true band |key - query| <= h
 RANDOM_UNIFORM = 0
 RANDOM_POWER_LAW = 1
 _ONE = np.uint64(1)
-_SIX = np.uint64(6)
-_LOW6 = np.uint64(63)
-_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_S58 = np.uint64(58)
-# bit position of the lowest set bit of w from ((w & -w) * _DEBRUIJN) >> 58
-_DEBRUIJN_INDEX = np.array(
-    [0, 1, 48, 2, 57, 49, 28, 3, 61, 58, 50, 42, 38, 29, 17, 4, 62, 55, 59, 36, 53, 51, 43, 22, 45, 39, 33, 30, 24, 18,
-     12, 5, 63, 47, 56, 27, 60, 41, 37, 16, 54, 35, 52, 21, 44, 32, 23, 11, 46, 26, 40, 15, 34, 20, 31, 10, 25, 14, 19,
-     9, 13, 8, 7, 6],
-    dtype=np.int64,
-)  # fmt: skip
 
 
 @register_jitable
@@ -144,86 +131,14 @@ def fill_arguments(arrays) -> tuple:
     return (*count_arguments(arrays), arrays.mode, arrays.cdf, arrays.states)
 
 
-def bitmap_words(seq_len: int) -> int:
-    """uint64 words of the CPU fill's per-thread key bitmap for sequences of ``seq_len`` tokens."""
-    return (seq_len + 63) // 64
-
-
 @register_jitable
-def _bit_test(bitmap, x):
-    return (bitmap[np.uint64(x) >> _SIX] >> (np.uint64(x) & _LOW6)) & _ONE
-
-
-@register_jitable
-def _bit_set(bitmap, x):
-    word = np.uint64(x) >> _SIX
-    bitmap[word] = bitmap[word] | (_ONE << (np.uint64(x) & _LOW6))
-
-
-@register_jitable
-def _set_range(bitmap, lo, hi):
-    """Set the bits of keys ``[lo, hi)`` (``lo < hi``), a word at a time."""
-    first = lo >> 6
-    last = (hi - 1) >> 6
-    for word in range(first, last + 1):
-        low = lo - word * 64 if word == first else 0
-        high = hi - word * 64 if word == last else 64  # bits [low, high) of this word
-        mask = _ALL >> np.uint64(64 - (high - low))
-        bitmap[word] = bitmap[word] | (mask << np.uint64(low))
-
-
-@register_jitable
-def _drain(bitmap, n, base, out, start, table):
-    """Write the set bits of ``bitmap`` (keys below ``n``) in order as ``base + key`` from
-    ``out[start]``, clearing the words read."""
-    write = start
-    for word in range((n + 63) >> 6):
-        w = bitmap[word]
-        bitmap[word] = np.uint64(0)
-        while w != 0:
-            low = w & (~w + _ONE)
-            bit = table[np.int64(((low * _DEBRUIJN) & _ALL) >> _S58)]
-            out[write] = base + word * 64 + bit
-            write += 1
-            w = w ^ low
-
-
-@register_jitable
-def _drain_sparse(bitmap, n, base, out, start, table, scratch):
-    """:func:`_drain` for rows of few keys a word (long sequences): four bits a word taken without a
-    branch into ``scratch`` (the steps past a word's last bit write there, unread), the rest of a
-    denser word in a loop; then the row is copied out. Reading ``n / 64`` words a row with a
-    data-dependent loop exit each cost more than the keys themselves."""
-    pos = 0
-    for word in range((n + 63) >> 6):
-        w = bitmap[word]
-        bitmap[word] = np.uint64(0)
-        b = base + word * 64
-        for _ in range(4):
-            low = w & (~w + _ONE)
-            scratch[pos] = b + table[np.int64(((low * _DEBRUIJN) & _ALL) >> _S58)]
-            pos += np.int64(w != 0)
-            w = w ^ low
-        while w != 0:
-            low = w & (~w + _ONE)
-            scratch[pos] = b + table[np.int64(((low * _DEBRUIJN) & _ALL) >> _S58)]
-            pos += 1
-            w = w ^ low
-    for j in range(pos):
-        out[start + j] = scratch[j]
-
-
-@register_jitable
-def row_fill(
-    lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, r, start, out, bitmap, scratch, table
-):
+def row_fill(lengths, seq_len, gptr, gids, layout, half, num_random, mode, cdf, states, r, start, out):
     """Write row ``r``'s keys (node ids ``r - i + key``), sorted, into ``out[start : start + row_count(...)]``.
 
-    ``bitmap``: zeroed scratch of :func:`bitmap_words` uint64 words and ``scratch`` of
-    ``64 * bitmap_words + 4`` int64 (the CPU's: membership in O(1) and the sorted row read off the
-    bits, through ``scratch`` when the row has few keys a word), or both empty (the GPU's: the drawn
-    keys are kept sorted by insertion and merged). Both accept and reject the same draws, so the
-    rows are identical. ``table``: ``_DEBRUIJN_INDEX``."""
+    The GPU's body (one thread a row): the drawn keys are kept sorted by insertion at the head of
+    the row, then merged with the window and the global tokens from the back. The CPU's
+    (:func:`~.pattern_bits.row_fill_bits`) accepts and rejects the same draws, so the rows are
+    identical."""
     n, i, lo, hi, g0, g1, take_all, k = _row_shape(lengths, seq_len, gptr, gids, layout, half, num_random, r)
     if k < 0:
         return
@@ -238,22 +153,6 @@ def row_fill(
     state = row_state(states[r // seq_len], i)
     count = 0
     attempt = 0
-    if bitmap.shape[0] > 0:
-        _set_range(bitmap, lo, hi)
-        for g in range(g0, g1):
-            _bit_set(bitmap, gids[g])
-        while count < k:
-            x = _draw_key(state, attempt, mode, n, i, half, cdf)
-            attempt += 1
-            if x < 0 or _bit_test(bitmap, x):
-                continue
-            _bit_set(bitmap, x)
-            count += 1
-        if 4 * ((n + 63) >> 6) >= fixed + k:  # about four keys a word or fewer
-            _drain_sparse(bitmap, n, base, out, start, table, scratch)
-        else:
-            _drain(bitmap, n, base, out, start, table)
-        return
     while count < k:
         x = _draw_key(state, attempt, mode, n, i, half, cdf)
         attempt += 1
