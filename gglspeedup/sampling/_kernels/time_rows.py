@@ -54,10 +54,11 @@ def row_time_order(indptr, times):
 def with_pairs(arrays, num_nodes: int, num_edges: int):
     """``arrays`` (a CPU :class:`~.records.GraphArrays` whose graph has edge ids) with ``edge_ids``
     replaced by uint64 pairs ``edge id << 32 | neighbour``, one per position, so a draw reads one
-    random line instead of two (measured 8-9% of a temporal batch on the 64M-edge benchmark graph,
-    for 8 more bytes per edge); ``arrays`` unchanged where they do not fit: ``num_nodes >= 2**32 -
-    1``, an edge id outside ``[0, 2**32)``, no edges (``num_edges == 0``). A neighbour id outside ``[0, num_nodes)``
-    (a corrupt graph loaded unverified) packs as ``2**32 - 1``, which the kernels still refuse."""
+    random line instead of two (the temporal hop kernels 1.09x, ``sample()`` 1.04-1.06x on the
+    64M-edge benchmark graph, for 8 more bytes per edge); ``arrays`` unchanged where they do not
+    fit: ``num_nodes >= 2**32 - 1``, an edge id outside ``[0, 2**32)``, no edges (``num_edges ==
+    0``). A neighbour id outside ``[0, num_nodes)`` (a corrupt graph loaded unverified) packs as
+    ``2**32 - 1``, which the kernels still refuse."""
     indices, edge_ids = arrays.indices, arrays.edge_ids
     if num_nodes >= _NO_NODE or num_edges == 0:
         return arrays
