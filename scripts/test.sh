@@ -7,11 +7,33 @@
 # unprivileged user namespaces), so nothing listens on this machine's interfaces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's wall seconds and the CPU seconds (user + sys) of the processes it waited for are
+# printed after it ("-- step: N s wall, M s CPU"), so a log shows where a run's time went.
+# (`times` runs in this shell, into a file: in a $(...) subshell it would count that subshell's
+# children, none.)
+TIMES=$(mktemp)
+trap 'rm -f "$TIMES"' EXIT
+_cpu() {  # CPU=seconds so far
+    times >"$TIMES"
+    CPU=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } printf "%.0f", s }' "$TIMES")
+}
+step() {
+    _cpu
+    STEP=$1 STEP_START=$SECONDS STEP_CPU=$CPU
+}
+step_done() {
+    _cpu
+    echo "-- $STEP: $((SECONDS - STEP_START)) s wall, $((CPU - STEP_CPU)) s CPU"
+}
 source scripts/_venv.sh
+step "install"
 install_venv "test,all,service"
+step_done
 echo "== ruff (lint, then format check; configuration in pyproject.toml)"
+step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
+step_done
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
 # compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
 # worker takes whole files, in tests/conftest.py's order (slow files first). Tests marked
@@ -26,14 +48,22 @@ SLOWEST=(--durations=25)
 # into caches of their own, empty: they prove the cold path.) A failing warm-up does not stop the
 # checks: the tests compile as they go, and test_newcomer.py's warm-ups fail the suite.
 echo "== Numba's kernel cache (python -m gglspeedup warmup)"
+step "warm-up"
 "$VENV/bin/python" -m gglspeedup warmup || echo "== the warm-up failed (exit $?): the tests compile as they go"
+step_done
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
+step "normal suite"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
+step_done
 echo "== the serial tests, alone"
 # Only their files are collected (tests/conftest.py's SERIAL_FILES): collecting the whole suite to
 # deselect it took 14 of this pass's ~40 s of CPU, with the other core idle.
 # exit status 5: extra arguments (-k ...) selected none of them
 SERIAL_FILES=(tests/test_interrupts.py)
+step "serial tests"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SLOWEST[@]}" -m serial "${SERIAL_FILES[@]}" "$@" || [ $? -eq 5 ]
+step_done
 echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1)"
+step "simulator suite"
 NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m cuda tests "$@"
+step_done
