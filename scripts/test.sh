@@ -26,13 +26,35 @@ step_done() {
     echo "-- $STEP: $((SECONDS - STEP_START)) s wall, $((CPU - STEP_CPU)) s CPU"
 }
 source scripts/_venv.sh
-step "install"
+step "install (the package's own requirements)"
+install_venv ""
+step_done
+# The package's own warm-up compiles the kernel variants the loaders, demos and training take into
+# Numba's on-disk cache once; every test process, subprocess and spawned rank then loads them
+# instead of several compiling the same variant at once on a fresh clone. With the cache already
+# full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile into caches of
+# their own, empty: they prove the cold path.) Its Numba-only parts need nothing but the
+# requirements just installed, so they compile on one core while pip installs the test extras
+# (PyTorch, TensorFlow, Paddle, JAX, Ray: downloads and byte-compiling, about one core) on the
+# other; the attention part (PyTorch) follows the install, beside them. It runs from this folder
+# (`python -m` puts it first on sys.path), not from the editable install pip is rewriting. A
+# failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
+# warm-ups fail the suite.
+echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,temporal,gather,disk &
+WARMUP=$!
+trap 'kill "$WARMUP" 2>/dev/null; rm -f "$TIMES"' EXIT
+step "install (the test extras, beside the warm-up)"
 install_venv "test,all,service"
 step_done
 echo "== ruff (lint, then format check; configuration in pyproject.toml)"
 step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
+step_done
+step "warm-up (attention, then the rest's end)"
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention || echo "== the warm-up failed (exit $?): the tests compile as they go"
+wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
 step_done
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
 # compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
@@ -41,16 +63,6 @@ step_done
 WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder)
 # The 25 slowest tests of each pass are listed at its end, so a log shows where the time went.
 SLOWEST=(--durations=25)
-# The package's own warm-up (two processes) compiles the kernel variants the loaders, demos and
-# training take into Numba's on-disk cache once; every test process, subprocess and spawned rank
-# then loads them instead of several compiling the same variant at once on a fresh clone. With
-# the cache already full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile
-# into caches of their own, empty: they prove the cold path.) A failing warm-up does not stop the
-# checks: the tests compile as they go, and test_newcomer.py's warm-ups fail the suite.
-echo "== Numba's kernel cache (python -m gglspeedup warmup)"
-step "warm-up"
-"$VENV/bin/python" -m gglspeedup warmup || echo "== the warm-up failed (exit $?): the tests compile as they go"
-step_done
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
 step "normal suite"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
