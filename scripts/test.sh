@@ -43,7 +43,8 @@ step_done
 echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
 "$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,temporal,gather,disk &
 WARMUP=$!
-trap 'kill "$WARMUP" 2>/dev/null; rm -f "$TIMES"' EXIT
+# (if the install or ruff fails, the warm-up stops with the script)
+trap '[ -z "$WARMUP" ] || kill "$WARMUP" 2>/dev/null; rm -f "$TIMES"' EXIT
 step "install (the test extras, beside the warm-up)"
 install_venv "test,all,service"
 step_done
@@ -55,6 +56,7 @@ step_done
 step "warm-up (attention, then the rest's end)"
 "$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention || echo "== the warm-up failed (exit $?): the tests compile as they go"
 wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
+WARMUP=  # waited for: its id may be reused, nothing to stop at exit
 step_done
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
 # compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
