@@ -7,11 +7,58 @@
 # unprivileged user namespaces), so nothing listens on this machine's interfaces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's wall seconds and the CPU seconds (user + sys) of the processes it waited for are
+# printed after it ("-- step: N s wall, M s CPU"), so a log shows where a run's time went.
+# (`times` runs in this shell, into a file: in a $(...) subshell it would count that subshell's
+# children, none.)
+TIMES=$(mktemp)
+trap 'rm -f "$TIMES"' EXIT
+_cpu() {  # CPU=seconds so far
+    times >"$TIMES"
+    CPU=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } printf "%.0f", s }' "$TIMES")
+}
+step() {
+    _cpu
+    STEP=$1 STEP_START=$SECONDS STEP_CPU=$CPU
+}
+step_done() {
+    _cpu
+    echo "-- $STEP: $((SECONDS - STEP_START)) s wall, $((CPU - STEP_CPU)) s CPU"
+}
 source scripts/_venv.sh
+step "install (the package's own requirements)"
+install_venv ""
+step_done
+# The package's own warm-up compiles the kernel variants the loaders, demos and training take into
+# Numba's on-disk cache once; every test process, subprocess and spawned rank then loads them
+# instead of several compiling the same variant at once on a fresh clone. With the cache already
+# full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile into caches of
+# their own, empty: they prove the cold path.) Its Numba-only parts need nothing but the
+# requirements just installed, so they compile on one core while pip installs the test extras
+# (PyTorch, TensorFlow, Paddle, JAX, Ray: downloads and byte-compiling, about one core) on the
+# other; the attention part (PyTorch) follows the install, beside them. It runs from this folder
+# (`python -m` puts it first on sys.path), not from the editable install pip is rewriting. A
+# failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
+# warm-ups fail the suite.
+echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,temporal,gather,disk &
+WARMUP=$!
+# (if the install or ruff fails, the warm-up stops with the script; `|| true`: under set -e a
+# failing kill in the trap would end the script with status 1 after every check had passed)
+trap '[ -z "$WARMUP" ] || kill "$WARMUP" 2>/dev/null || true; rm -f "$TIMES"' EXIT
+step "install (the test extras, beside the warm-up)"
 install_venv "test,all,service"
+step_done
 echo "== ruff (lint, then format check; configuration in pyproject.toml)"
+step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
+step_done
+step "warm-up (attention, then the rest's end)"
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention || echo "== the warm-up failed (exit $?): the tests compile as they go"
+wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
+WARMUP=  # waited for: its id may be reused, nothing to stop at exit
+step_done
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
 # compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
 # worker takes whole files, in tests/conftest.py's order (slow files first). Tests marked
@@ -19,21 +66,19 @@ echo "== ruff (lint, then format check; configuration in pyproject.toml)"
 WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder)
 # The 25 slowest tests of each pass are listed at its end, so a log shows where the time went.
 SLOWEST=(--durations=25)
-# The package's own warm-up (two processes) compiles the kernel variants the loaders, demos and
-# training take into Numba's on-disk cache once; every test process, subprocess and spawned rank
-# then loads them instead of several compiling the same variant at once on a fresh clone. With
-# the cache already full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile
-# into caches of their own, empty: they prove the cold path.) A failing warm-up does not stop the
-# checks: the tests compile as they go, and test_newcomer.py's warm-ups fail the suite.
-echo "== Numba's kernel cache (python -m gglspeedup warmup)"
-"$VENV/bin/python" -m gglspeedup warmup || echo "== the warm-up failed (exit $?): the tests compile as they go"
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
+step "normal suite"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
+step_done
 echo "== the serial tests, alone"
 # Only their files are collected (tests/conftest.py's SERIAL_FILES): collecting the whole suite to
 # deselect it took 14 of this pass's ~40 s of CPU, with the other core idle.
 # exit status 5: extra arguments (-k ...) selected none of them
 SERIAL_FILES=(tests/test_interrupts.py)
+step "serial tests"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SLOWEST[@]}" -m serial "${SERIAL_FILES[@]}" "$@" || [ $? -eq 5 ]
+step_done
 echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1)"
+step "simulator suite"
 NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m cuda tests "$@"
+step_done

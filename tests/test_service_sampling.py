@@ -71,7 +71,14 @@ def _groups(num_parts, num_groups, rng):
 
 
 def _serve(folder, groups):
-    return LocalTransport([PartServer(folder, list(group)) for group in groups], groups)
+    # warm=False: in-process servers answer without a deadline, so their kernels compile as the
+    # draws use them. Warming (every kind of draw a server may get: with and without a link
+    # batch's exclusions, both count types) compiled about a third more draw variants than these
+    # tests draw, for partition kinds of their own (float edge times, no edge ids, ...), most of
+    # the file's time on a fresh clone; what warming covers is proven by
+    # test_service_sampling_server_answers_read_only_requests_without_compiling_again here and by
+    # the Ray tests, whose servers warm.
+    return LocalTransport([PartServer(folder, list(group), warm=False) for group in groups], groups)
 
 
 def _graph(rng, num_nodes, num_edges, weighted=False, keep_edge_ids=True):
