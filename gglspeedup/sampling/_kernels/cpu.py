@@ -38,7 +38,6 @@ from .records import (
     without_exclusions,
 )
 from .rows import row_count, row_count_unexcluded, row_fill_split, row_finish, row_weight_table
-from .time_rows import with_pairs
 
 __all__ = [
     "CPUDriver",
@@ -85,8 +84,6 @@ class CPUDriver:
     def __init__(self, graph, options: SampleOptions, seed: int, times=None):
         tables = weight_tables(graph.indptr, graph.weights) if options.weighted else None
         self.graph: GraphArrays = graph_arrays(graph, tables, lambda dtype: np.zeros(1, dtype))
-        if times is not None and options.has_edge_ids:  # a temporal sampler's sorted copy: one line a draw
-            self.graph = with_pairs(self.graph, graph.num_nodes, graph.num_edges)
         self.options = with_markers(options, times)
         self.seed = int(seed)
         self.num_nodes, self.num_edges = graph.num_nodes, graph.num_edges

@@ -287,41 +287,16 @@ def _successive(weights, cum, start, deg, state, count, pos, out):
         remaining -= np.float64(weights[p])
 
 
+@register_jitable
 def row_finish(graph, options, pos, col, start, stop):
     """Turn positions ``pos[start:stop]`` into neighbours (``col``) and edge ids (in ``pos``).
 
     The GPU calls it per row; the CPU calls it per chunk of a row-independent pass, where the
-    independent loads overlap better than inside the per-row loop. ``graph.edge_ids`` either
-    holds the edge ids (int64: two random lines a draw, ``indices`` and ``edge_ids``) or, for a
-    CPU temporal sampler (:func:`.time_rows.with_pairs`), both as one uint64 per position,
-    ``edge id << 32 | neighbour``: one line a draw. Compiled code picks the body by that dtype
-    (the overload below); this body is the simulator's.
+    independent loads overlap better than inside the per-row loop.
     """
-    if graph.edge_ids.dtype == np.uint64:
-        _finish_pairs(graph, options, pos, col, start, stop)
-    else:
-        _finish_arrays(graph, options, pos, col, start, stop)
-
-
-def _finish_arrays(graph, options, pos, col, start, stop):
     indices, edge_ids, has_edge_ids = graph.indices, graph.edge_ids, options.has_edge_ids
     for q in range(start, stop):
         p = pos[q]
         col[q] = indices[p]
         if has_edge_ids:
             pos[q] = edge_ids[p]
-
-
-def _finish_pairs(graph, options, pos, col, start, stop):
-    pairs = graph.edge_ids
-    for q in range(start, stop):
-        pair = pairs[pos[q]]
-        col[q] = np.int64(pair & np.uint64(0xFFFFFFFF))
-        pos[q] = np.int64(pair >> np.uint64(32))
-
-
-@overload(row_finish)
-def _overload_row_finish(graph, options, pos, col, start, stop):
-    if graph.types[graph.fields.index("edge_ids")].dtype == types.uint64:
-        return _finish_pairs
-    return _finish_arrays
