@@ -69,21 +69,10 @@ def map_reads(neighbours, local_map):
     return total
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--graph", default="powerlaw:2000000:32")
-    parser.add_argument("--fanouts", default="25,10")
-    parser.add_argument("--batch", type=int, default=1024)
-    parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--peers", default="", help="dgl: time DGL's sampler in the same rounds")
-    args = parser.parse_args()
-    fanouts = [int(k) for k in args.fanouts.split(",")]
-    graph, _ = _common.load_graph(args.graph)
-    batches = _common.seed_batches(graph.num_nodes, args.batch, args.batches, seed=0)
-    sampler = NeighborSampler(graph, fanouts, seed=0)
-
-    hops = []  # per batch: (targets, k, sampled neighbours) per hop
+def capture_hops(sampler, fanouts, batches):
+    """Per batch, per hop (seeds' hop first): ``(targets, k, sampled neighbours)`` of the
+    sampler's batches, the reads :func:`fill_reads` and :func:`map_reads` replay."""
+    hops = []
     for seeds in batches:
         out = sampler.sample(seeds)
         n_id = np.asarray(out.n_id)
@@ -92,7 +81,13 @@ def main():
             targets = np.ascontiguousarray(n_id[: adj.size[1]])
             per_batch.append((targets, k, np.ascontiguousarray(n_id[np.asarray(adj.edge_index[0])])))
         hops.append(per_batch)
-    edges = sum(len(col) for per_batch in hops for _, _, col in per_batch) / len(hops)
+    return hops
+
+
+def replay(graph, sampler, fanouts, batches):
+    """``(hops, floor, ours)``: the batches' hops (:func:`capture_hops`), their reads replayed,
+    and the sampler on the same batches (both uncompiled until first called)."""
+    hops = capture_hops(sampler, fanouts, batches)
     local_map = np.full(graph.num_nodes, -1, np.int32)
     largest = max(len(targets) for per_batch in hops for targets, _, _ in per_batch)
     sums = np.zeros(largest // ROWS_PER_BLOCK + 1, np.int64)
@@ -107,6 +102,25 @@ def main():
         for seeds in batches:
             sampler.sample(seeds)
 
+    return hops, floor, ours
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graph", default="powerlaw:2000000:32")
+    parser.add_argument("--fanouts", default="25,10")
+    parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--peers", default="", help="dgl: time DGL's sampler in the same rounds")
+    args = parser.parse_args()
+    fanouts = [int(k) for k in args.fanouts.split(",")]
+    graph, _ = _common.load_graph(args.graph)
+    batches = _common.seed_batches(graph.num_nodes, args.batch, args.batches, seed=0)
+    sampler = NeighborSampler(graph, fanouts, seed=0)
+
+    hops, floor, ours = replay(graph, sampler, fanouts, batches)
+    edges = sum(len(col) for per_batch in hops for _, _, col in per_batch) / len(hops)
     contenders = {"floor": floor, "gglspeedup": ours}
     if "dgl" in args.peers.split(","):
         dgl = peers.prepare("dgl", graph, fanouts, seed=0)

@@ -24,39 +24,16 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from sample_floor import fill_reads, map_reads
+from sample_floor import replay
 
 from gglspeedup import CSRGraph, NeighborSampler
 from gglspeedup.bench._common import seed_batches
 from gglspeedup.datasets.papers_like import load_papers_like
-from gglspeedup.sampling._kernels.blocks import ROWS_PER_BLOCK
 
 
 def prepare(graph, fanouts, batches):
     """``(floor, ours)``: the batches' reads replayed, and the sampler on the same batches."""
-    sampler = NeighborSampler(graph, fanouts, seed=0)
-    hops = []
-    for seeds in batches:
-        out = sampler.sample(seeds)
-        n_id = np.asarray(out.n_id)
-        per_batch = []
-        for adj, k in zip(reversed(out.adjs), fanouts):  # adjs are outermost hop first
-            targets = np.ascontiguousarray(n_id[: adj.size[1]])
-            per_batch.append((targets, k, np.ascontiguousarray(n_id[np.asarray(adj.edge_index[0])])))
-        hops.append(per_batch)
-    local_map = np.full(graph.num_nodes, -1, np.int32)
-    sums = np.zeros(max(len(t) for p in hops for t, _, _ in p) // ROWS_PER_BLOCK + 1, np.int64)
-
-    def floor():
-        for per_batch in hops:
-            for targets, k, col in per_batch:
-                fill_reads(graph.indptr, graph.indices, targets, k, sums)
-                map_reads(col, local_map)
-
-    def ours():
-        for seeds in batches:
-            sampler.sample(seeds)
-
+    _, floor, ours = replay(graph, NeighborSampler(graph, fanouts, seed=0), fanouts, batches)
     floor(), ours()  # compile and warm
     return floor, ours
 
