@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["edge_index_arrays", "counting_sort", "permuted_rows", "blocks_for", "transpose_csr"]
+__all__ = ["edge_index_arrays", "counting_sort", "permuted_indptr", "permuted_rows", "blocks_for", "transpose_csr"]
 
 _SMALL_EDGES = 1 << 16  # below this many edges NumPy sorts: no Numba import, no parallel launch
 PART_EDGES = 1 << 21  # edges per call of a pass (0.05-0.4 s on two busy cores): Ctrl-C between calls
@@ -237,15 +237,22 @@ def transpose_csr(indptr, indices, num_cols: int):
     return out_indptr, rows, positions
 
 
-def permuted_rows(host, order):
-    """``(indptr, positions)`` of ``host``'s rows taken in ``order``: ``positions[p]`` is the old CSR
-    position of new position ``p`` (vectorised: one repeat and one arange)."""
-    degree = host.degree()[order]
-    indptr = np.zeros(len(order) + 1, dtype=np.int64)
-    np.cumsum(degree, out=indptr[1:])
-    starts = np.asarray(host.indptr)[order]
-    positions = np.repeat(starts - indptr[:-1], degree) + np.arange(host.num_edges, dtype=np.int64)
-    return indptr, positions
+def permuted_indptr(indptr: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """int64 ``indptr`` of the rows of ``indptr`` taken in ``order`` (new row ``i`` = old row
+    ``order[i]``); O(N), so an out-of-core build can take it without the edges."""
+    out = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(np.diff(indptr)[order], out=out[1:])
+    return out
+
+
+def permuted_rows(indptr: np.ndarray, order: np.ndarray):
+    """``(new_indptr, positions)`` of the CSR rows of ``indptr`` taken in ``order``:
+    ``positions[p]`` is the old CSR position of new position ``p`` (vectorised: one repeat and one
+    arange)."""
+    new_indptr = permuted_indptr(indptr, order)
+    degree = np.diff(new_indptr)
+    positions = np.repeat(indptr[order] - new_indptr[:-1], degree) + np.arange(new_indptr[-1], dtype=np.int64)
+    return new_indptr, positions
 
 
 def edge_index_arrays(edge_index, num_nodes, direction, weights, num_src_nodes, keep_edge_ids, dtype) -> dict:

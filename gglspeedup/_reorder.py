@@ -138,12 +138,10 @@ def reorder_arrays(arrays: dict, reorder: str, num_src_nodes) -> tuple[dict, np.
         raise ValueError("reorder needs a square graph; num_src_nodes != num_nodes (a bipartite graph)")
     counts = np.bincount(indices, minlength=num_nodes)
     order = degree_order(counts) if reorder == "degree" else bfs_order(indptr, indices, counts)
+    from ._csr_build import permuted_rows
+
     rank = inverse_order(order)
-    degree = np.diff(indptr)[order]
-    new_indptr = np.zeros(num_nodes + 1, np.int64)
-    np.cumsum(degree, out=new_indptr[1:])
-    # positions[p]: the old CSR position of new position p (as permuted_rows, without a graph)
-    positions = np.repeat(indptr[order] - new_indptr[:-1], degree) + np.arange(indices.shape[0], dtype=np.int64)
+    new_indptr, positions = permuted_rows(indptr, order)  # positions[p]: old position of new p
     out = dict(arrays, indptr=new_indptr, indices=rank[indices[positions]].astype(indices.dtype))
     for name in ("edge_ids", "weights"):
         if arrays[name] is not None:

@@ -283,7 +283,7 @@ class CSRGraph:
         perm = inverse_order(order)
 
         host = self.to("cpu")
-        indptr, positions = permuted_rows(host, order)
+        indptr, positions = permuted_rows(np.asarray(host.indptr), order)
         edge_ids = positions if host.edge_ids is None else host.edge_ids[positions]
         weights = None if host.weights is None else host.weights[positions]
         # The new graph remembers the user's numbering: composed with an order this one carries.

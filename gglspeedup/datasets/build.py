@@ -23,7 +23,7 @@ import uuid
 import numpy as np
 from numba import njit
 
-from .._csr_build import blocks_for
+from .._csr_build import blocks_for, permuted_indptr
 from .._csr_kernels import compact_rows, count_rows, sort_unique_rows
 from .._intrinsics import prefetch
 from .._reorder import check_order_name, degree_order, inverse_order
@@ -157,7 +157,7 @@ def build_csr(
             order = degree_order(reads)
             del reads
             rank = inverse_order(order).astype(width)  # read per edge: the narrow copy halves its footprint
-            indptr = _reordered_indptr(indptr, order)
+            indptr = permuted_indptr(indptr, order)
         meta = {"num_nodes": num_nodes, "num_src_nodes": num_nodes, "num_edges": num_edges}
         with FolderWriter(path, "CSRGraph", meta, overwrite=overwrite, given=given) as out:
             _write_rows(out, edges, weight_source, indptr, width, keep_edge_ids, budget, direction, _unique_rows, rank)
@@ -268,15 +268,6 @@ def _indptr_from_counts(counts, indptr):
         for t in range(counts.shape[0]):
             total += counts[t, v]
         indptr[v + 1] = indptr[v] + total
-
-
-def _reordered_indptr(indptr: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``indptr`` of the rows taken in ``order`` (new row ``i`` = old row ``order[i]``)."""
-    degree = np.diff(indptr)[order]
-    out = np.empty_like(indptr)
-    out[0] = 0
-    np.cumsum(degree, out=out[1:])
-    return out
 
 
 def _buckets(indptr: np.ndarray, capacity: int):
