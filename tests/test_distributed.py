@@ -185,8 +185,14 @@ def _raise_on_rank_one(rank, world_size, port):
     feat = DistFeature(x[part == rank], part)
     if rank == 1:
         raise ValueError("rank 1 gives up on purpose")
-    feat[np.arange(NUM_NODES)]
-    feat[np.arange(NUM_NODES)]
+    try:
+        feat[np.arange(NUM_NODES)]
+        feat[np.arange(NUM_NODES)]
+    except RuntimeError as error:
+        # rank 0 sees its peer go and ends cleanly, so that the run's one failure is rank 1's own
+        # (mp.spawn names whichever failed exit it sees first, and the two end milliseconds apart)
+        if "a peer rank died" not in str(error):
+            raise
 
 
 def test_a_rank_that_raises_makes_the_run_fail_naming_it():
