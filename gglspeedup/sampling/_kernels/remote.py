@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._parallel import kernel_threads
 from ..._rng import hop_state
 from .cpu import MapPool, map_seeds
 from .disjoint import new_table
@@ -97,13 +96,12 @@ def gather(slot, answers: list, first: int = -1):
     else:
         edge_index, col = _NO_EDGE_INDEX, np.empty(num_edges, np.int64)
     lo = 0
-    # A parallel kernel: entered under the one kernel lock (batches in flight gather from several
-    # threads at once) and on one thread below the copy size that pays for a region (_parallel).
-    with kernel_threads(num_edges * (24 if first >= 0 else 16), "bytes"):
-        for answer in answers:
-            nbrs, e_ids = answer["nbrs"], answer["e_id"]
-            gather_rows(slot, offsets, lo, answer["counts"], nbrs, e_ids, col, e_id, edge_index, first)
-            lo += answer["counts"].shape[0]
+    # A serial kernel outside the kernel lock: batches in flight gather from their threads at once
+    # (a parallel region's idle worker spun on the cores the servers draw on: gather_rows).
+    for answer in answers:
+        nbrs, e_ids = answer["nbrs"], answer["e_id"]
+        gather_rows(slot, offsets, lo, answer["counts"], nbrs, e_ids, col, e_id, edge_index, first)
+        lo += answer["counts"].shape[0]
     return (offsets, e_id, edge_index) if first >= 0 else (offsets, col, e_id)
 
 

@@ -132,20 +132,24 @@ def target_offsets(slot, counts):
     return offsets
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gather_rows(slot, offsets, lo, counts, nbrs, e_ids, col, e_id, edge_index, first):
     """Copy one group's answer into target order: slots ``lo .. lo + len(counts)`` are its
     (``counts[s - lo]`` draws each, one after another in ``nbrs`` / ``e_ids``); target ``i`` with
     such a slot gets them at ``offsets[i]`` in ``col`` / ``e_id`` (int64). With ``first >= 0`` (a
     shared hop) the neighbours go to ``edge_index[0]`` instead (:func:`relabel_shared` relabels
     them there) and each draw's target ``first + i`` to ``edge_index[1]``. Each group's answer is
-    read where it arrived (joining the answers first cost a copy of them)."""
+    read where it arrived (joining the answers first cost a copy of them).
+
+    Serial on purpose: a parallel region here left the trainer's TBB worker spinning while the
+    main thread then waited on the servers' next answers, about 1 ms of a core a batch taken from
+    the servers on a shared node, for a copy one thread does at the same CPU cost (svc40g)."""
     num_slots = counts.shape[0]
     starts = np.empty(num_slots + 1, np.int64)
     starts[0] = 0
     for s in range(num_slots):
         starts[s + 1] = starts[s] + counts[s]
-    for i in prange(slot.shape[0]):
+    for i in range(slot.shape[0]):
         s = slot[i] - lo
         if s < 0 or s >= num_slots:
             continue
