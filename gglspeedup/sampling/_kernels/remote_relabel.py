@@ -143,7 +143,8 @@ def gather_rows(slot, offsets, lo, counts, nbrs, e_ids, col, e_id, edge_index, f
 
     Serial on purpose: a parallel region here left the trainer's TBB worker spinning while the
     main thread then waited on the servers' next answers, about 1 ms of a core a batch taken from
-    the servers on a shared node, for a copy one thread does at the same CPU cost (svc40g)."""
+    the servers on a shared node, for a copy one thread does at the same CPU cost (BENCHMARKS,
+    "The trainer's gather on one thread")."""
     num_slots = counts.shape[0]
     starts = np.empty(num_slots + 1, np.int64)
     starts[0] = 0
