@@ -264,10 +264,11 @@ def _pool_loader(data, **options):
     )
 
 
-@pytest.mark.parametrize("prefetch", [0, 2])
-def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetch):
+@pytest.mark.parametrize("prefetch, workers", [(0, 1), (2, 1), (2, 2), (3, 3)])
+def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetch, workers):
     _graph, x, _y = data
-    loader = _pool_loader(data, prefetch=prefetch, backend=None)
+    options = {"workers": workers} if workers > 1 else {}  # workers=1: the option left at its default
+    loader = _pool_loader(data, prefetch=prefetch, backend=None, **options)
     kept = []
     for index, batch in enumerate(loader):
         np.testing.assert_array_equal(batch.x, x[batch.n_id])
@@ -278,7 +279,7 @@ def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetc
     stats = loader.stats()
     assert stats["buffers_reused"] > 0  # dropped batches' buffers did come back
     assert stats["buffers_reused"] + stats["buffers_allocated"] + stats["buffers_unpooled"] == len(loader)
-    assert stats["buffers_allocated"] <= prefetch + 3
+    assert stats["buffers_allocated"] <= prefetch + 3 + 2 * (workers - 1)  # queued, in progress, held
     assert loader._pool.free + len(kept) >= 1
 
 
