@@ -170,11 +170,12 @@ def case_build_csr():
     return call, facts
 
 
-def case_loader():
+def case_loader(workers=1):
     sampler = gg.NeighborSampler(dense_graph(), [300, 300])
     features = gg.FeatureStore(np.zeros((20_000, 4), np.float32))
     compiled(lambda: sampler.sample(np.arange(8)))
-    loader = gg.NodeLoader(sampler, features, np.arange(20_000), batch_size=10_000, prefetch=2, backend=None)
+    options = {"workers": workers} if workers > 1 else {}  # workers=1: the option left at its default
+    loader = gg.NodeLoader(sampler, features, np.arange(20_000), batch_size=10_000, prefetch=2, backend=None, **options)
 
     from gglspeedup.sampling._kernels import cpu
 
@@ -189,6 +190,10 @@ def case_loader():
             raise
 
     return call, facts
+
+
+def case_loader_workers():
+    return case_loader(workers=2)  # SIGINT while one producer is in a hop, the other at the kernel lock
 
 
 SENT = []  # when SIGINT was sent

@@ -60,8 +60,9 @@ def test_ctrl_c_in_a_long_hop_raises_keyboard_interrupt_promptly_and_frees_the_h
 
 
 @pytest.mark.slow
-def test_ctrl_c_while_a_loader_waits_ends_its_producer_thread():
-    report = _run("loader")
+@pytest.mark.parametrize("case", ["loader", "loader_workers"])
+def test_ctrl_c_while_a_loader_waits_ends_its_producer_thread(case):
+    report = _run(case)
     _check(report)
     assert report["threads_at_exception"] == []  # closed before the exception left the loop
 

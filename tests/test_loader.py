@@ -264,10 +264,11 @@ def _pool_loader(data, **options):
     )
 
 
-@pytest.mark.parametrize("prefetch", [0, 2])
-def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetch):
+@pytest.mark.parametrize("prefetch, workers", [(0, 1), (2, 1), (2, 2), (3, 3)])
+def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetch, workers):
     _graph, x, _y = data
-    loader = _pool_loader(data, prefetch=prefetch, backend=None)
+    options = {"workers": workers} if workers > 1 else {}  # workers=1: the option left at its default
+    loader = _pool_loader(data, prefetch=prefetch, backend=None, **options)
     kept = []
     for index, batch in enumerate(loader):
         np.testing.assert_array_equal(batch.x, x[batch.n_id])
@@ -278,7 +279,7 @@ def test_recycled_buffers_never_overwrite_a_batch_the_caller_keeps(data, prefetc
     stats = loader.stats()
     assert stats["buffers_reused"] > 0  # dropped batches' buffers did come back
     assert stats["buffers_reused"] + stats["buffers_allocated"] + stats["buffers_unpooled"] == len(loader)
-    assert stats["buffers_allocated"] <= prefetch + 3
+    assert stats["buffers_allocated"] <= prefetch + 3 + 2 * (workers - 1)  # queued, in progress, held
     assert loader._pool.free + len(kept) >= 1
 
 
@@ -336,3 +337,168 @@ def test_reuse_buffers_off_gathers_into_fresh_memory(data):
     assert loader._pool is None and "buffers_reused" not in loader.stats()
     addresses = {b.x.ctypes.data for b in batches}
     assert len(addresses) == len(batches)
+
+
+# ---------------------------------------------------------------- several producer threads (workers)
+def assert_same_batch(got, want):
+    """Two batches equal field by field: arrays exactly (values and dtype), the rest by ==."""
+    if isinstance(got, dict):
+        assert isinstance(want, dict) and list(got) == list(want)
+        for name in got:
+            assert_same_batch(got[name], want[name])
+    elif isinstance(got, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for a, b in zip(got, want):
+            assert_same_batch(a, b)
+    elif isinstance(got, np.ndarray):
+        assert isinstance(want, np.ndarray) and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert got == want
+
+
+def epochs_of(loader, count=2):
+    return [list(loader) for _ in range(count)]
+
+
+@pytest.mark.parametrize("workers, prefetch", [(2, 2), (2, 1), (3, 2), (4, 5)])
+def test_several_workers_yield_the_one_worker_batches_in_order(data, workers, prefetch):
+    one = epochs_of(make_loader(data, batch_size=4, seed=5))
+    several = make_loader(data, batch_size=4, seed=5, workers=workers, prefetch=prefetch)
+    assert several.workers == workers and len(several) == 6
+    got = epochs_of(several)
+    assert [len(e) for e in got] == [len(e) for e in one] == [6, 6]
+    for epoch_got, epoch_want in zip(got, one):
+        for batch_got, batch_want in zip(epoch_got, epoch_want):
+            assert_same_batch(batch_got, batch_want)
+
+
+def test_more_workers_than_batches_end_the_epoch_in_order(data):
+    one = list(make_loader(data, batch_size=10, shuffle=False))
+    got = list(make_loader(data, batch_size=10, shuffle=False, workers=5))
+    assert len(got) == len(one) == 3
+    for batch_got, batch_want in zip(got, one):
+        assert_same_batch(batch_got, batch_want)
+
+
+class PairedSampler:
+    """Draws only once two calls are in flight at once (a barrier of two, cycled): a loader with
+    one producer thread never has two, and breaks the barrier."""
+
+    def __init__(self, sampler):
+        self.sampler, self.num_nodes = sampler, sampler.num_nodes
+        self.barrier = threading.Barrier(2, timeout=10)
+
+    def sample(self, seeds, key=None):
+        self.barrier.wait()
+        return self.sampler.sample(seeds, key=key)
+
+
+def test_two_workers_keep_two_batches_in_flight(data):
+    graph, x, _y = data
+    sampler = PairedSampler(gg.NeighborSampler(graph, [2]))
+    loader = NodeLoader(sampler, x, np.arange(24), 4, workers=2, shuffle=False, backend=None)
+    reference = gg.NeighborSampler(graph, [2])
+    batches = list(loader)
+    assert len(batches) == 6 and not sampler.barrier.broken
+    for index, batch in enumerate(batches):
+        np.testing.assert_array_equal(batch.n_id, reference.sample(np.arange(4 * index, 4 * index + 4), key=index).n_id)
+
+
+class KeyFailingSampler:
+    """Raises on one key, whichever thread draws it."""
+
+    def __init__(self, sampler, fail_key):
+        self.sampler, self.fail_key, self.num_nodes = sampler, fail_key, sampler.num_nodes
+
+    def sample(self, seeds, key=None):
+        if key == self.fail_key:
+            raise ZeroDivisionError(f"sampler broke on purpose at key {key}")
+        return self.sampler.sample(seeds, key=key)
+
+
+@pytest.mark.parametrize("fail_key", [0, 1, 4])
+def test_an_error_in_any_worker_is_raised_in_its_batchs_place_and_every_worker_ends(data, fail_key):
+    graph, x, y = data
+    sampler = KeyFailingSampler(gg.NeighborSampler(graph, [2]), fail_key)
+    loader = NodeLoader(sampler, x, np.arange(30), 5, labels=y, workers=2, backend=None)
+    before = set(threading.enumerate())
+    got = []
+    with pytest.raises(ZeroDivisionError, match=f"on purpose at key {fail_key}$"):
+        for batch in loader:
+            got.append(batch)
+    assert len(got) == fail_key
+    assert not wait_for_exit(set(threading.enumerate()) - before)
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_closing_or_abandoning_the_iterator_stops_every_worker(data, workers):
+    iterator = iter(make_loader(data, batch_size=1, prefetch=2, workers=workers))
+    next(iterator)
+    threads = list(iterator._threads)
+    assert len(threads) == workers and all(t.ident is not None for t in threads)
+    iterator.close()
+    assert not wait_for_exit(threads)
+    with pytest.raises(StopIteration):
+        next(iterator)
+    iterator = iter(make_loader(data, batch_size=1, prefetch=1, workers=workers))
+    next(iterator)
+    threads = list(iterator._threads)
+    del iterator  # no producer holds a reference to it, so this runs its __del__
+    assert not wait_for_exit(threads)
+
+
+def test_bad_workers_are_refused_by_name_before_any_thread_starts(data):
+    graph, x, _y = data
+    sampler = gg.NeighborSampler(graph, [2])
+    before = set(threading.enumerate())
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        NodeLoader(sampler, x, np.arange(4), 2, workers=0)
+    with pytest.raises(TypeError, match="workers must be an int"):
+        NodeLoader(sampler, x, np.arange(4), 2, workers=2.0)
+    with pytest.raises(TypeError, match="workers must be an int"):
+        NodeLoader(sampler, x, np.arange(4), 2, workers=True)
+    with pytest.raises(ValueError, match="workers=2 needs prefetch >= 1"):
+        NodeLoader(sampler, x, np.arange(4), 2, workers=2, prefetch=0)
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        gg.LinkLoader(sampler, x, [[0, 1], [1, 2]], 2, workers=-1)
+    assert set(threading.enumerate()) == before
+
+
+def test_two_workers_give_the_one_worker_link_batches(data):
+    graph, x, _y = data
+    pairs = np.stack([np.arange(0, 22), np.arange(1, 23)])
+
+    def epochs(**options):
+        sampler = gg.NeighborSampler(graph, [3, 2], seed=2)
+        loader = gg.LinkLoader(
+            sampler, gg.FeatureStore(x), pairs, 4, negatives="binary", exclude="reverse", backend=None, **options
+        )
+        return epochs_of(loader)
+
+    for epoch_got, epoch_want in zip(epochs(workers=2), epochs()):
+        assert len(epoch_got) == len(epoch_want) == 6
+        for batch_got, batch_want in zip(epoch_got, epoch_want):
+            assert_same_batch(batch_got, batch_want)
+
+
+def test_two_workers_give_the_one_worker_typed_batches():
+    from conftest import WRITES, academic_graph
+
+    graph = academic_graph(np.random.default_rng(3), {"paper": 12, "author": 9, "field": 4}, (40, 30, 30, 10))
+    features = {"paper": np.arange(36, dtype=np.float32).reshape(12, 3), "author": np.ones((9, 2), np.float32)}
+    seeds = {"author": np.array([0, 3, 3, 8]), "paper": np.arange(2, 11)}
+    sampler = gg.HeteroNeighborSampler(graph, [2, 1], seed=1)
+
+    def node_epochs(**options):
+        return epochs_of(NodeLoader(sampler, features, seeds, 3, backend=None, **options))
+
+    def link_epochs(**options):
+        pairs = np.array([[0, 1, 2, 3, 4, 5, 6, 7], [0, 2, 4, 6, 8, 10, 11, 1]])
+        return epochs_of(gg.LinkLoader(sampler, features, pairs, 3, edge_type=WRITES, backend=None, **options))
+
+    for epochs in (node_epochs, link_epochs):
+        for epoch_got, epoch_want in zip(epochs(workers=2), epochs()):
+            assert len(epoch_got) == len(epoch_want) >= 3
+            for batch_got, batch_want in zip(epoch_got, epoch_want):
+                assert_same_batch(batch_got, batch_want)

@@ -478,3 +478,28 @@ def test_service_sampling_server_answers_read_only_requests_without_compiling_ag
     answer = server.handle("draw", frozen)
     assert all(np.array_equal(answer[name], expected[name]) for name in ("counts", "nbrs", "e_id"))
     assert len(draw_owned_rows.signatures) == compiled  # nothing compiled against the request's deadline
+
+
+def test_service_sampling_a_loader_with_two_workers_gives_the_local_loaders_batches(tmp_path):
+    rng = np.random.default_rng(11)
+    graph = _graph(rng, 300, 3000)
+    x = rng.random((300, 3)).astype(np.float32)
+    book = partition(graph, tmp_path / "p", 3, method="range")
+    remote = RemoteSampler(_serve(tmp_path / "p", [(0, 2), (1,)]), book, [4, 3], seed=2)
+    local = gg.NeighborSampler(graph, [4, 3], seed=2)
+    seeds = rng.permutation(300)[:70]
+
+    def epochs(sampler, workers):
+        loader = gg.NodeLoader(sampler, x, seeds, 8, workers=workers, backend=None, seed=3)
+        return [list(loader) for _ in range(2)]
+
+    want = epochs(local, 1)
+    for got in (epochs(remote, 2), epochs(local, 2)):
+        for epoch_got, epoch_want in zip(got, want):
+            assert len(epoch_got) == len(epoch_want) == 9
+            for batch, reference in zip(epoch_got, epoch_want):
+                assert np.array_equal(batch.n_id, reference.n_id) and batch.n_id.dtype == reference.n_id.dtype
+                assert np.array_equal(batch.x, reference.x) and batch.batch_size == reference.batch_size
+                for a, b in zip(batch.adjs, reference.adjs, strict=True):
+                    assert a.size == b.size and np.array_equal(a.edge_index, b.edge_index)
+                    assert np.array_equal(a.e_id, b.e_id) and a.e_id.dtype == b.e_id.dtype

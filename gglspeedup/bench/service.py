@@ -18,9 +18,11 @@ moved per batch (the messages' arrays and the frames' headers, both ways) agains
 hop's distinct target ids sent once and its drawn edges (neighbour and edge id) received once, at
 the partition's id widths (plus each distinct row once with ``--dim``). The same rounds also go
 through a :class:`~gglspeedup.NodeLoader` with its default prefetching (one producer thread,
-``prefetch=2``), one over the service's sampler and one over the local sampler, same settings, seeds
-and batches (``loader`` columns): what a training loop over the loader would see when its own step
-takes no time.
+``prefetch=2``: one batch in flight), one over the service's sampler and one over the local
+sampler, same settings, seeds and batches (``loader`` columns): what a training loop over the loader
+would see when its own step takes no time; and again with two producer threads (``workers=2``: two
+batches in flight, both loaders; ``loader x2`` columns), as a user of a remote sampler would run it
+to keep the servers busy while the trainer relabels.
 
 Failure timings (``--failures``, two servers, ``--deadline``): the time from a SIGKILL to the
 named error (no restarts), from a SIGSTOP (once every thread of the server has stopped) to the
@@ -95,14 +97,16 @@ def _pass(sampler, store, batches, pids=()) -> tuple:
     return time.perf_counter() - start, _cpu_used(cpu, _cpu_times(pids))
 
 
-def _loader_pass(sampler, features, timed) -> float:
+def _loader_pass(sampler, features, timed, workers: int = 1) -> float:
     """Seconds of one epoch over the ``timed`` batches through a NodeLoader with its default
-    prefetching (no shuffling, NumPy batches): the loader's thread samples and gathers ahead."""
+    prefetching (no shuffling, NumPy batches): the loader's ``workers`` threads sample and gather
+    ahead."""
     import numpy as np
 
     from ..loader import NodeLoader
 
-    loader = NodeLoader(sampler, features, np.concatenate(timed), len(timed[0]), shuffle=False, backend=None)
+    seeds = np.concatenate(timed)
+    loader = NodeLoader(sampler, features, seeds, len(timed[0]), shuffle=False, backend=None, workers=workers)
     start = time.perf_counter()
     for _ in loader:
         pass
@@ -182,7 +186,7 @@ def _measure(cluster, local, x, batches, args) -> dict:
     _pass(remote, store, warm)
     _pass(local, local_store, warm)
     seconds, cpu = {"service": [], "local": []}, {"service": [], "local": []}
-    looped = {"service": [], "local": []}
+    looped = {"service": [], "local": [], "service_x2": [], "local_x2": []}
     pids = _local_pids(cluster) if args.address is None else [os.getpid()]
     # The loaders' rows: the stores, or zero-wide rows when no features are gathered.
     rows = {"service": store, "local": local_store}
@@ -199,6 +203,8 @@ def _measure(cluster, local, x, batches, args) -> dict:
         cpu["local"].append(used)
         looped["service"].append(_loader_pass(remote, rows["service"], timed))
         looped["local"].append(_loader_pass(local, rows["local"], timed))
+        looped["service_x2"].append(_loader_pass(remote, rows["service"], timed, workers=2))
+        looped["local_x2"].append(_loader_pass(local, rows["local"], timed, workers=2))
     book = cluster.book
     id_bytes = np.dtype(book.meta["index_dtype"]).itemsize
     edge_id_bytes = np.dtype(book.meta["edge_id_dtype"]).itemsize
@@ -206,6 +212,7 @@ def _measure(cluster, local, x, batches, args) -> dict:
     minimum = sum(_minimum(local.sample(s, key=k), id_bytes, edge_id_bytes, row_bytes) for k, s in enumerate(timed))
     service, local_s = np.array(seconds["service"]), np.array(seconds["local"])
     loader_service, loader_local = np.array(looped["service"]), np.array(looped["local"])
+    loader2_service, loader2_local = np.array(looped["service_x2"]), np.array(looped["local_x2"])
     moved_bytes = moved["bytes_sent"] + moved["bytes_received"] + moved.get("header_bytes", 0)
     return {
         "servers": cluster.num_servers,
@@ -222,6 +229,9 @@ def _measure(cluster, local, x, batches, args) -> dict:
         "loader_service_batches_per_s": len(timed) / float(np.median(loader_service)),
         "loader_local_batches_per_s": len(timed) / float(np.median(loader_local)),
         "loader_ratio": float(np.median(loader_local / loader_service)),
+        "loader2_service_batches_per_s": len(timed) / float(np.median(loader2_service)),
+        "loader2_local_batches_per_s": len(timed) / float(np.median(loader2_local)),
+        "loader2_ratio": float(np.median(loader2_local / loader2_service)),
     }
 
 
@@ -278,6 +288,9 @@ _COLUMNS = [
     ("loader_service_batches_per_s", "loader: service", ".1f"),
     ("loader_local_batches_per_s", "local", ".1f"),
     ("loader_ratio", "service / local", ".2f"),
+    ("loader2_service_batches_per_s", "loader x2: service", ".1f"),
+    ("loader2_local_batches_per_s", "local", ".1f"),
+    ("loader2_ratio", "service / local", ".2f"),
     ("bytes_per_batch", "bytes/batch", ",.0f"),
     ("minimum_per_batch", "minimum", ",.0f"),
     ("bytes_vs_minimum", "x minimum", ".3f"),

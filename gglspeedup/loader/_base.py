@@ -27,7 +27,8 @@ from ._prefetch import PrefetchIterator
 __all__ = ["BaseLoader", "gather_rows", "num_nodes_of", "pool_for", "take_labels", "trusted_ids"]
 
 # Pooled feature buffers beyond the prefetch queue: the producer's batch in progress, the
-# caller's current batch, and the previous one (kept alive by autograd until the next step).
+# caller's current batch, and the previous one (kept alive by autograd until the next step);
+# each further worker adds its batch in progress and one more queued (see _max_buffers).
 _SPARE_BUFFERS = 3
 
 
@@ -91,7 +92,18 @@ class BaseLoader:
     _num_items: int = 0
 
     def _setup(
-        self, sampler, features, batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers, typed=False
+        self,
+        sampler,
+        features,
+        batch_size,
+        shuffle,
+        drop_last,
+        prefetch,
+        backend,
+        seed,
+        reuse_buffers,
+        typed=False,
+        workers=1,
     ):
         """Check and keep the shared arguments. ``typed``: the features are typed (checked and
         pooled per type by the loader, :class:`~.hetero.TypedFeatures`), so no untyped pool here."""
@@ -101,6 +113,11 @@ class BaseLoader:
             )
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.prefetch = check_int("prefetch", prefetch, minimum=0)
+        self.workers = check_int("workers", workers, minimum=1)
+        if self.workers > 1 and self.prefetch == 0:
+            raise ValueError(
+                f"workers={self.workers} needs prefetch >= 1: prefetch=0 prepares every batch in the caller's thread"
+            )
         self.seed = check_int("seed", seed, minimum=0)
         self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
         self.reuse_buffers = check_bool("reuse_buffers", reuse_buffers)
@@ -126,8 +143,12 @@ class BaseLoader:
 
     @property
     def _max_buffers(self) -> int:
-        """Pooled buffers per feature source: ``0`` without ``reuse_buffers``."""
-        return self.prefetch + _SPARE_BUFFERS if self.reuse_buffers else 0
+        """Pooled buffers per feature source: ``0`` without ``reuse_buffers``. With several
+        workers the queues hold up to ``prefetch + workers - 1`` batches and each worker has one
+        in progress (``workers = 1``: ``prefetch + 3``, as with one producer)."""
+        if not self.reuse_buffers:
+            return 0
+        return self.prefetch + _SPARE_BUFFERS + 2 * (self.workers - 1)
 
     def _make_pool(self, features):
         """A buffer pool for a host feature source's rows, or ``None`` (no pooling)."""

@@ -85,7 +85,7 @@ class LinkLoader(BaseLoader):
     reverse_edge_type : tuple, optional
         Typed samplers only: the relation holding the reverse edges, for ``exclude="reverse"``
         between two node types.
-    shuffle, drop_last, prefetch, backend, seed, reuse_buffers
+    shuffle, drop_last, prefetch, backend, seed, reuse_buffers, workers
         As for :class:`~gglspeedup.NodeLoader`: ``shuffle`` permutes the pair columns every epoch,
         keyed by ``(seed, epoch)``.
 
@@ -143,6 +143,7 @@ class LinkLoader(BaseLoader):
         backend="torch",
         seed=0,
         reuse_buffers=True,
+        workers=1,
     ):
         check_sampler(sampler, LinkSampler, "sample_links(pairs, labels=None, *, ..., key=None)")
         typed = typed_num_nodes(sampler)
@@ -154,7 +155,7 @@ class LinkLoader(BaseLoader):
                 f"a dict node type -> count), got {type(sampler).__name__}"
             )
         options = (batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
-        self._setup(sampler, features, *options, typed=typed is not None)
+        self._setup(sampler, features, *options, typed=typed is not None, workers=workers)
         self.pairs = np.array(int_array("pairs", pairs, ndim=2), copy=True)
         if self.pairs.shape[0] != 2:
             raise ValueError(f"pairs must have shape (2, E): sources then targets, got shape {self.pairs.shape}")
@@ -205,7 +206,7 @@ class LinkLoader(BaseLoader):
         options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())
         return (
             f"LinkLoader(pairs={self._num_items}, batch_size={self.batch_size}, batches={len(self)}, {options}, "
-            f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, "
+            f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, workers={self.workers}, "
             f"backend={self.backend!r}, epoch={self.epoch})"
         )
 

@@ -88,6 +88,16 @@ class NodeLoader(BaseLoader):
     prefetch : int
         Batches prepared ahead on a background thread; ``0`` prepares each batch in the caller's
         thread (no thread at all, handy for debugging).
+    workers : int
+        Producer threads, each preparing every ``workers``-th batch, so that up to ``workers``
+        batches are in preparation at once (``1``, the default: one producer thread). Threads,
+        not processes as PyG's and DGL's ``num_workers``: the kernels release the GIL, and a
+        remote sampler's batches wait on their servers. Batches still arrive in order, each the
+        batch one producer would make (it depends only on its key); the queues hold
+        ``ceil(prefetch / workers)`` ready batches per worker. An error in any worker is raised
+        in the caller's loop in its batch's place; closing or abandoning the iterator stops
+        every worker. ``workers > 1`` needs ``prefetch >= 1``. The sampler and the features are
+        called from several threads at once (this package's are thread-safe).
     backend : str or None
         Framework of the batches (see :func:`gglspeedup.backends.to`); ``None`` keeps the NumPy /
         CuPy arrays the sampler and the feature store return.
@@ -95,7 +105,8 @@ class NodeLoader(BaseLoader):
         Shuffling seed.
     reuse_buffers : bool
         Gather host feature rows into a pool of at most ``prefetch + 3`` recycled buffers (the
-        queue, the batch being prepared, the caller's current and previous batch) instead of fresh
+        queue, the batch being prepared, the caller's current and previous batch; two more per
+        further worker) instead of fresh
         memory per batch. A buffer returns to the pool when nothing references the batch's ``x``
         any more (the tensor handed to the framework and anything sharing its memory,
         autograd's saved inputs included), so a batch the caller keeps is never overwritten; when
@@ -107,10 +118,11 @@ class NodeLoader(BaseLoader):
     TypeError
         a sampler without ``sample``, features that cannot be indexed, non-integer seeds, a
         non-bool ``shuffle`` / ``drop_last`` / ``reuse_buffers``, a non-int ``batch_size`` /
-        ``prefetch`` / ``seed``; typed seeds with an untyped sampler or the reverse, untyped
+        ``prefetch`` / ``seed`` / ``workers``; typed seeds with an untyped sampler or the reverse, untyped
         features for a typed sampler, one labels array for several seed types.
     ValueError
-        seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range;
+        seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range
+        (``workers > 1`` with ``prefetch=0`` included);
         typed: a node type the sampler does not know (in seeds, labels or features), features of a
         type whose row count is not ``num_nodes[type]``.
     IndexError
@@ -154,6 +166,7 @@ class NodeLoader(BaseLoader):
         backend="torch",
         seed=0,
         reuse_buffers=True,
+        workers=1,
     ):
         check_sampler(sampler, Sampler, "sample(seeds, key=None)")
         typed = typed_num_nodes(sampler)
@@ -163,7 +176,7 @@ class NodeLoader(BaseLoader):
                 f"node type -> count), got {type(sampler).__name__}"
             )
         options = (batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
-        self._setup(sampler, features, *options, typed=typed is not None)
+        self._setup(sampler, features, *options, typed=typed is not None, workers=workers)
         self._typed = None
         if typed is not None:
             self._setup_typed(features, seeds, labels, typed)
@@ -196,7 +209,7 @@ class NodeLoader(BaseLoader):
         seeds = len(self.seeds) if self._typed is None else {t: len(ids) for t, ids in self.seeds.items()}
         return (
             f"NodeLoader(seeds={seeds}, batch_size={self.batch_size}, batches={len(self)}, "
-            f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, "
+            f"shuffle={self.shuffle}, drop_last={self.drop_last}, prefetch={self.prefetch}, workers={self.workers}, "
             f"backend={self.backend!r}, epoch={self.epoch})"
         )
 
