@@ -144,6 +144,8 @@ class DistFeature:
     remote rows (``cache_policy``: typed orders, else degree per byte over a ``HeteroGraph``).
     """
 
+    collective = True  # lookups are collectives: loaders keep them on one producer thread (workers=1)
+
     def __new__(cls, local_rows=None, *args, **kwargs):
         if isinstance(local_rows, dict):
             return _typed_dist_feature(cls, local_rows, *args, **kwargs)

@@ -465,6 +465,58 @@ def test_bad_workers_are_refused_by_name_before_any_thread_starts(data):
     assert set(threading.enumerate()) == before
 
 
+def test_several_workers_refuse_a_collective_feature_source(data):
+    """DistFeature's lookups are collectives every rank issues in the same order: two producer
+    threads would pair one rank's lookup with another rank's lookup for a different batch."""
+    from gglspeedup.distributed import DistFeature
+    from gglspeedup.feature import HeteroFeatureSource
+
+    graph, x, _y = data
+    sampler = gg.NeighborSampler(graph, [2])
+    assert DistFeature.collective is True
+
+    class Collective(gg.FeatureStore):
+        collective = True
+
+    for features in (Collective(x), HeteroFeatureSource({"n": gg.FeatureStore(x)}, collective=True)):
+        with pytest.raises(ValueError, match="workers=2 cannot gather from a collective feature source"):
+            NodeLoader(sampler, features, np.arange(4), 2, workers=2)
+    assert NodeLoader(sampler, Collective(x), np.arange(4), 2, workers=1).workers == 1
+
+
+def test_store_counters_stay_exact_when_workers_gather_at_once(data, tmp_path):
+    """Four threads gather at once from one store (as a loader's workers do): its lookups, calls
+    and RAM-cache hits are four times one thread's (a thread switch every microsecond makes a
+    lost ``+=`` likely)."""
+    import sys
+
+    graph, x, _y = data
+    np.save(tmp_path / "x.npy", x)
+    store = gg.FeatureStore.from_npy(tmp_path / "x.npy", cache_size=(len(x) // 2) * x[0].nbytes, graph=graph)
+    ids = np.arange(len(x), dtype=np.int64)
+
+    def gathers():
+        for i in range(1000):
+            store.gather(ids[i % 7 :])
+
+    gathers()
+    one = store.stats()
+    assert one["hits"] > 0 and one["calls"] == 1000
+    store.reset_stats()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=gathers) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(old)
+    four = store.stats()
+    assert (four["lookups"], four["calls"], four["hits"]) == (4 * one["lookups"], 4 * one["calls"], 4 * one["hits"])
+
+
 def test_two_workers_give_the_one_worker_link_batches(data):
     graph, x, _y = data
     pairs = np.stack([np.arange(0, 22), np.arange(1, 23)])

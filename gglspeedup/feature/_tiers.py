@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._backing import check_backing, check_unchanged
+from .._counts import COUNTS_LOCK
 from .._launch import device_view, launch, synchronize, to_host
 from .._pinned import pin, pinned_empty
 from ..device import aligned_empty
@@ -177,7 +178,9 @@ class HostCacheTier:
             self.gather(ids, staging)
             out.view(np.uint8)[...] = staging.view(np.uint8).reshape(out.shape[0], -1)
             return
-        self.hits += gather_cached(self.cache, self._source, self.location, ids, out.view(self.word))
+        hits = gather_cached(self.cache, self._source, self.location, ids, out.view(self.word))
+        with COUNTS_LOCK:  # loaders' producer threads gather at once (workers > 1)
+            self.hits += hits
 
 
 class CUDATiers:

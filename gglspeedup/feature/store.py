@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._backing import backing_file
+from .._counts import COUNTS_LOCK
 from .._interrupt import interruptible
 from ..device import aligned_empty, array_library, as_device, parse_size
 from ._inputs import as_ids, as_table, check_out, open_npy
@@ -271,8 +272,9 @@ class FeatureStore:
         else:
             check_out(out, count, self.dim, self.out_dtype, self.device)
             self._check_out_apart(out)
-        self._lookups += count
-        self._calls += 1
+        with COUNTS_LOCK:  # loaders' producer threads gather at once (workers > 1)
+            self._lookups += count
+            self._calls += 1
         if count == 0:
             return out
         nbytes = count * self.row_bytes

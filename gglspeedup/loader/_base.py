@@ -118,6 +118,15 @@ class BaseLoader:
             raise ValueError(
                 f"workers={self.workers} needs prefetch >= 1: prefetch=0 prepares every batch in the caller's thread"
             )
+        sources = features.values() if isinstance(features, dict) else (features,)
+        if self.workers > 1 and any(getattr(source, "collective", False) for source in sources):
+            # DistFeature: every rank must issue its lookups in the same order, and several
+            # producer threads would pair one rank's lookup with another's for a different batch
+            raise ValueError(
+                f"workers={self.workers} cannot gather from a collective feature source (DistFeature): its "
+                "lookups are collectives that every rank must issue in the same order, which several producer "
+                "threads do not keep; use workers=1"
+            )
         self.seed = check_int("seed", seed, minimum=0)
         self.shuffle, self.drop_last = check_bool("shuffle", shuffle), check_bool("drop_last", drop_last)
         self.reuse_buffers = check_bool("reuse_buffers", reuse_buffers)

@@ -97,7 +97,9 @@ class NodeLoader(BaseLoader):
         ``ceil(prefetch / workers)`` ready batches per worker. An error in any worker is raised
         in the caller's loop in its batch's place; closing or abandoning the iterator stops
         every worker. ``workers > 1`` needs ``prefetch >= 1``. The sampler and the features are
-        called from several threads at once (this package's are thread-safe).
+        called from several threads at once (this package's are thread-safe; their statistics
+        are counted under one lock). A collective source (``DistFeature``, whose lookups every
+        rank must issue in the same order) is refused with ``workers > 1``.
     backend : str or None
         Framework of the batches (see :func:`gglspeedup.backends.to`); ``None`` keeps the NumPy /
         CuPy arrays the sampler and the feature store return.
@@ -122,7 +124,8 @@ class NodeLoader(BaseLoader):
         features for a typed sampler, one labels array for several seed types.
     ValueError
         seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range
-        (``workers > 1`` with ``prefetch=0`` included);
+        (``workers > 1`` with ``prefetch=0`` included), ``workers > 1`` with a collective feature
+        source (``DistFeature``);
         typed: a node type the sampler does not know (in seeds, labels or features), features of a
         type whose row count is not ``num_nodes[type]``.
     IndexError

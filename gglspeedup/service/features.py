@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._counts import COUNTS_LOCK
 from .._storage import read_folder
 from ..device import aligned_empty, parse_size, to_numpy
 from ..feature import FeatureStore
@@ -183,8 +184,9 @@ class RemoteFeatureStore(FeatureStore):
             out = self._empty(count)
         else:
             self._check_out(out, count)
-        self._lookups += count
-        self._calls += 1
+        with COUNTS_LOCK:  # loaders' producer threads gather at once (workers > 1)
+            self._lookups += count
+            self._calls += 1
         if count == 0:
             return out
         host_ids = np.asarray(to_numpy(ids), dtype=np.int64)
@@ -199,7 +201,9 @@ class RemoteFeatureStore(FeatureStore):
         rows = aligned_empty((unique.shape[0], self._shape[1]), self.dtype)
         if missing.shape[0]:
             self._remote.fetch(missing, rows, np.flatnonzero(~hit))
-        self._hits += int(np.count_nonzero(hit[inverse]))
+        hits = int(np.count_nonzero(hit[inverse]))
+        with COUNTS_LOCK:
+            self._hits += hits
         if xp is np:
             if hit.any():
                 rows[hit] = self._cache[slots[hit]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._counts import COUNTS_LOCK
 from ..device import aligned_empty, to_numpy
 from ._rows import RemoteRows
 
@@ -45,7 +46,8 @@ class RemoteLabels:
         values = np.empty((unique.shape[0], *self.shape[1:]), self.dtype)
         if unique.shape[0]:
             self._remote.fetch(unique, values)
-        self._lookups += int(ids.size)
+        with COUNTS_LOCK:  # loaders' producer threads gather at once (workers > 1)
+            self._lookups += int(ids.size)
         return values[inverse.reshape(-1)].reshape(np.shape(ids) + self.shape[1:])
 
     def gather(self, ids, out=None) -> np.ndarray:
