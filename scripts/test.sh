@@ -57,7 +57,7 @@ step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 step_done
-step "warm-up (attention, then the rest's end)"
+step "warm-up (attention and gather, then the rest's end)"
 "$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention,gather || echo "== the warm-up failed (exit $?): the tests compile as they go"
 wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
 WARMUP=  # waited for: its id may be reused, nothing to stop at exit
