@@ -68,7 +68,14 @@ def pytest_generate_tests(metafunc):
 # files share one thing per worker, so all of them go to one worker as one group: the service's
 # Ray tests share one Ray instance per process (service_netns.py) and a second one would double
 # Ray's processes on two cores.
-XDIST_GROUPS = {"ray": ("test_service_ray_",)}
+# The two attention-pooling files run the same float64 pooling kernels (the NumPy maps and the
+# fused layer): in one process the second file reuses the helpers the first compiled (a fresh
+# process compiles them again beside the variant it cannot find in the cache); the two files
+# took 97 s of CPU in two processes and 74 s in one (warm-up cache, load 4-5).
+XDIST_GROUPS = {
+    "ray": ("test_service_ray_",),
+    "pooling": ("test_attention_pooling.py", "test_attention_pooling_layer.py"),
+}
 # The two longest files start first, one on each worker, so that neither is still running when
 # the other worker has run out of work (ordering by the count of `slow` tests alone had started
 # test_cuda_typing's one 112 s test after 17 other files). Their seconds on one worker of the

@@ -82,11 +82,18 @@ class _Part:
         tables = weight_tables(indptr, weights) if weights is not None and indptr.shape[0] > 1 else None
 
         def present(array, dtype):
-            return np.zeros(1, dtype) if array is None or array.shape[0] == 0 else array
+            # Every field read-only, as the mapped ones are: Numba compiles a kernel apart for
+            # each mix of read-only and writable arrays, so a placeholder or a table built here
+            # (a partition without weights or edges) would compile the draw kernel once more
+            array = np.zeros(1, dtype) if array is None or array.shape[0] == 0 else array
+            if array.flags.writeable:
+                array = array.view()
+                array.flags.writeable = False
+            return array
 
         live, cum = tables if tables is not None else (None, None)
         self.graph = GraphArrays(
-            indptr=indptr,
+            indptr=present(indptr, indptr.dtype),
             indices=present(arrays["indices"], arrays["indices"].dtype),
             edge_ids=present(arrays["edge_ids"], arrays["edge_ids"].dtype),
             weights=present(weights, np.float64),
