@@ -51,6 +51,7 @@ def test_service_ray_bench_self_checks_counts_bytes_and_times_failures_however_l
     assert row["servers"] == 2 and row["calls_per_batch"] == 3  # two hops and one gather
     assert row["service_batches_per_s"] > 0 and row["local_batches_per_s"] > 0
     assert row["loader2_service_batches_per_s"] > 0 and row["loader2_local_batches_per_s"] > 0  # workers=2
+    assert 0 < row["loader_best_ratio"] < float("inf")  # each side at its best setting
     assert row["service_processes"] == 3 and row["service_cpu_ms"] >= 0 and row["local_cpu_ms"] >= 0
     assert 1.0 <= row["bytes_vs_minimum"] <= 1.5  # ids out once, edges and rows back once, plus headers
     failures = results["failures"]
