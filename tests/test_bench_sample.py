@@ -149,7 +149,8 @@ def test_contenders_are_timed_interleaved_after_their_warmup():
     timings = _common.time_contenders(
         {"a": (make("a", 5), [1, 2], [0], None), "b": (make("b", 7), [1, 2], [0], None)}, rounds=2
     )
-    assert calls == [("a", 0), ("b", 0)] + [("a", 1), ("a", 2), ("b", 1), ("b", 2)] * 2
+    # the warm-ups, then each round: every pass after one untimed warm-up batch of its own
+    assert calls == [("a", 0), ("b", 0)] + [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2)] * 2
     assert (timings["a"].edges, timings["b"].edges, timings["a"].batches) == (10, 14, 2)
     assert len(timings["a"].round_seconds) == 2 and timings["a"].seconds in timings["a"].round_seconds
     assert timings["a"].edges_per_s == pytest.approx(10 / timings["a"].seconds)

@@ -289,7 +289,7 @@ def _print_report(results: dict) -> None:
         f"machine: {machine['usable_cores']} usable cores of {machine['cpu_count']}, {threads}, "
         f"OMP_WAIT_POLICY={machine['omp_wait_policy']}; "
         f"{results['batches']} timed batches x {results['repeats']} rounds (median) after {results['warmup']} "
-        f"warm-up batches, seed {results['seed']}"
+        f"warm-up batches (the first again before each pass), seed {results['seed']}"
     )
     columns = edge_columns(
         ("ratio_vs_pyg", "vs PyG's own", ".2f"), rates=("batches_per_s", "ms_per_batch", "edges_per_batch")
