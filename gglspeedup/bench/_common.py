@@ -277,10 +277,8 @@ def time_contenders(contenders: dict, rounds: int = 1) -> dict[str, Timing]:
     times, every contender makes one timed pass over its ``batches`` in turn, so a burst of load
     on a shared machine hits every contender alike; the pass with the median wall time is
     reported for each. Each pass starts with the contender's first warm-up batch, untimed: the
-    contender before it may have read other arrays (pyg-lib's int64 copy of the graph is twice
-    ours and left our graph out of the cache: plain ran 10-15% slower beside it, BENCHMARKS.md,
-    "Each pass warmed"), and a training loop samples one graph batch after batch.
-    """
+    one before it may have evicted its arrays (pyg-lib's graph copy did: BENCHMARKS.md, "Each
+    pass warmed"), and a training loop samples one graph batch after batch."""
     if rounds < 1:
         raise ValueError(f"--repeats must be >= 1, got {rounds}")
     for sample, _, warmup, sync in contenders.values():
