@@ -228,13 +228,13 @@ def wait_for_exit(threads, seconds=5.0):
 
 
 def assert_close_stops_the_producer(loader):
-    """Closing a prefetching loader's iterator after one batch stops its producer thread, and the
+    """Closing a prefetching loader's iterator after one batch stops its producer threads, and the
     closed iterator ends."""
     iterator = iter(loader)
     next(iterator)
-    thread = iterator._thread
+    threads = iterator._threads
     iterator.close()
-    assert not wait_for_exit([thread])
+    assert not wait_for_exit(threads)
     with pytest.raises(StopIteration):
         next(iterator)
 

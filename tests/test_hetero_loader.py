@@ -233,9 +233,9 @@ def test_leaving_early_and_abandoning_the_iterator_stop_the_producer(data):
     assert_close_stops_the_producer(loader)
     iterator = iter(loader)
     next(iterator)
-    thread = iterator._thread
+    threads = iterator._threads
     del iterator  # the producer holds no reference to it: __del__ stops it
-    assert not wait_for_exit([thread])
+    assert not wait_for_exit(threads)
 
 
 def test_a_failing_typed_sampler_raises_in_the_loop(data):

@@ -170,9 +170,9 @@ def test_an_abandoned_iterator_is_collected_and_its_producer_stops(data):
     loader = make_loader(data, batch_size=1, prefetch=1)
     iterator = iter(loader)
     next(iterator)
-    thread = iterator._thread
+    threads = iterator._threads
     del iterator  # the producer holds no reference to it, so this runs its __del__
-    assert not wait_for_exit([thread])
+    assert not wait_for_exit(threads)
 
 
 def test_stats_count_seeds_and_edges(data):

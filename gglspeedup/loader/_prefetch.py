@@ -116,7 +116,6 @@ class PrefetchIterator:
             )
             for worker in range(workers)
         ]
-        self._thread = self._threads[0]
 
     def __len__(self) -> int:
         return self._num_batches
@@ -127,7 +126,7 @@ class PrefetchIterator:
     def __next__(self):
         if self._finished:
             raise StopIteration
-        if self._thread.ident is None:
+        if self._threads[0].ident is None:
             for thread in self._threads:
                 thread.start()
         start = time.perf_counter()
