@@ -189,10 +189,13 @@ def _raise_on_rank_one(rank, world_size, port):
         feat[np.arange(NUM_NODES)]
         feat[np.arange(NUM_NODES)]
     except RuntimeError as error:
-        # rank 0 sees its peer go and ends cleanly, so that the run's one failure is rank 1's own
-        # (mp.spawn names whichever failed exit it sees first, and the two end milliseconds apart)
         if "a peer rank died" not in str(error):
             raise
+        # rank 0 saw its peer go: it waits to be terminated, so that the run's one failure is rank
+        # 1's own. mp.spawn names whichever failed exit it sees first; raising here raced rank 1's
+        # error, and returning did too (gloo's loop thread, still holding the broken pair, aborts
+        # the exiting process with SIGABRT).
+        time.sleep(30)
 
 
 def test_a_rank_that_raises_makes_the_run_fail_naming_it():
