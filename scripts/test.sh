@@ -34,13 +34,13 @@ step_done
 # instead of several compiling the same variant at once on a fresh clone. With the cache already
 # full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile into caches of
 # their own, empty: they prove the cold path.) Its Numba-only parts need nothing but the
-# requirements just installed, so they compile on one core while pip installs the test extras
-# (PyTorch, TensorFlow, Paddle, JAX, Ray: downloads and byte-compiling, about one core) on the
-# other; the attention part (PyTorch) follows the install, beside them, and then the gather part:
+# requirements just installed, so they compile on one core while uv installs the test extras
+# (PyTorch, TensorFlow, Paddle, JAX, Ray: unpacking and byte-compiling, ~60 s of CPU over both
+# cores, ~30 s of wall; scripts/_venv.sh); the attention part (PyTorch) follows the install, beside them, and then the gather part:
 # the idle CI's parts took sample 38, link 32, hetero 46, temporal 18, gather 12, disk 17 and
 # attention 72 s, so with gather in the first process that one ran ~90 s past the install against
 # attention's 72, one core idle for the difference. It runs from this folder
-# (`python -m` puts it first on sys.path), not from the editable install pip is rewriting. A
+# (`python -m` puts it first on sys.path), not from the editable install uv is rewriting. A
 # failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
 # warm-ups fail the suite.
 echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
