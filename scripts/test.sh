@@ -35,16 +35,17 @@ step_done
 # full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile into caches of
 # their own, empty: they prove the cold path.) Its Numba-only parts need nothing but the
 # requirements just installed, so they compile on one core while uv installs the test extras
-# (PyTorch, TensorFlow, Paddle, JAX, Ray: unpacking and byte-compiling, ~60 s of CPU over both
-# cores, ~30 s of wall; scripts/_venv.sh); the attention part (PyTorch) follows the install, beside them, and then the gather part:
-# the idle CI's parts took sample 38, link 32, hetero 46, temporal 18, gather 12, disk 17 and
-# attention 72 s, so with gather in the first process that one ran ~90 s past the install against
-# attention's 72, one core idle for the difference. It runs from this folder
-# (`python -m` puts it first on sys.path), not from the editable install uv is rewriting. A
-# failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
-# warm-ups fail the suite.
+# (PyTorch, TensorFlow, Paddle, JAX, Ray: unpacking and byte-compiling, ~50 s of CPU over both
+# cores, ~40 s of wall at load 4; scripts/_venv.sh); the attention part (PyTorch) follows the
+# install, beside them, and then the temporal and disk parts. Parts on the idle CI: sample 38,
+# link 32, hetero 46, gather 12 (these four first, 128 s) and attention 72, temporal 18, disk 17
+# (107 s, after the install). With temporal and disk in the first process (pip's 80 s install
+# beside it), that one ran 45 s past the second at load 4 once uv's install took 40 s. It runs from
+# this folder (`python -m` puts it first on sys.path), not from the editable install uv is
+# rewriting. A failing warm-up does not stop the checks: the tests compile as they go, and
+# test_newcomer.py's warm-ups fail the suite.
 echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,temporal,disk &
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,gather &
 WARMUP=$!
 # (if the install or ruff fails, the warm-up stops with the script; `|| true`: under set -e a
 # failing kill in the trap would end the script with status 1 after every check had passed)
@@ -57,8 +58,8 @@ step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 step_done
-step "warm-up (attention and gather, then the rest's end)"
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention,gather || echo "== the warm-up failed (exit $?): the tests compile as they go"
+step "warm-up (attention, temporal and disk, then the rest's end)"
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention,temporal,disk || echo "== the warm-up failed (exit $?): the tests compile as they go"
 wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
 WARMUP=  # waited for: its id may be reused, nothing to stop at exit
 step_done
