@@ -54,6 +54,24 @@ def _clock() -> int:
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
+def _queued() -> int:
+    """Nanoseconds this thread has waited in a run queue (``/proc/thread-self/schedstat``)."""
+    with open("/proc/thread-self/schedstat") as stat:
+        return int(stat.read().split()[1])
+
+
+def _waits(pid: int) -> dict:
+    """``{tid: ns waited in a run queue}`` of every thread of ``pid``."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                out[tid] = int(stat.read().split()[1])
+        except OSError:
+            pass
+    return out
+
+
 def _instrument(events: list, sampler_type) -> None:
     """Wrap the trainer's steps so that each call appends ``(tid, step, start_ns, end_ns)``."""
     from gglspeedup.sampling._kernels import remote as trainer_side
@@ -63,11 +81,13 @@ def _instrument(events: list, sampler_type) -> None:
         function = getattr(owner, name)
 
         def timed(*a, **k):
-            start, cpu = _clock(), time.thread_time_ns()
+            start, cpu, queued = _clock(), time.thread_time_ns(), _queued() if step == "batch" else 0
             try:
                 return function(*a, **k)
             finally:
-                events.append((threading.get_native_id(), step, start, _clock(), time.thread_time_ns() - cpu))
+                end, cpu = _clock(), time.thread_time_ns() - cpu
+                queued = _queued() - queued if step == "batch" else 0
+                events.append((threading.get_native_id(), step, start, end, cpu, queued))
 
         setattr(owner, name, timed)
 
@@ -139,13 +159,15 @@ def record(args) -> None:
         epoch()  # warm: kernels loaded, connections open, pools filled
         _instrument(events, RemoteSampler)
         pids = {"trainer": os.getpid(), **{f"server {i}": s.pid for i, s in enumerate(cluster.servers)}}
-        window, walls, lines = [], [], []
+        window, walls, lines, labels = [], [], [], []
         nice = [int(n) for n in args.servers_nice.split(",")] if args.servers_nice else [None]
         for i in range(args.epochs):
             level, workers = nice[i % len(nice)], cycle[i % len(cycle)]
+            labels.append(f"(workers {workers}, servers' niceness {level})")
             if level is not None:
                 _renice([s.pid for s in cluster.servers], level)
             before = {label: _cpu_times([pid]) for label, pid in pids.items()}
+            queued = {label: _waits(pid) for label, pid in pids.items() if label != "trainer"}
             start = _clock()
             epoch(workers)
             end = _clock()
@@ -161,11 +183,20 @@ def record(args) -> None:
             used["producers"] = (
                 sum(e[4] for e in events if e[1] == "batch" and start <= e[2] < end) / 1e6 / args.batches
             )
+            waited = {
+                label: sum(v - queued[label].get(t, v) for t, v in _waits(pid).items()) / 1e6 / args.batches
+                for label, pid in pids.items()
+                if label != "trainer"
+            }
+            waited["producers"] = (
+                sum(e[5] for e in events if e[1] == "batch" and start <= e[2] < end) / 1e6 / args.batches
+            )
             lines.append(
                 f"epoch {i} (workers {workers}, servers' niceness {level}): "
                 f"{args.batches / walls[-1]:.1f} batches/s, CPU ms a batch "
                 + ", ".join(f"{label} {ms:.2f}" for label, ms in used.items())
-                + f", all {sum(used.values()):.2f}"
+                + f", all {sum(used.values()):.2f}; run-queue wait ms a batch "
+                + ", ".join(f"{label} {ms:.2f}" for label, ms in waited.items())
             )
         threads = {label: [int(t) for t in os.listdir(f"/proc/{pid}/task")] for label, pid in pids.items()}
     out = {
@@ -175,6 +206,7 @@ def record(args) -> None:
         "events": events,
         "batches": args.batches,
         "workers": args.workers,
+        "labels": labels,
     }
     with open(args.out, "w") as handle:
         json.dump(out, handle)
@@ -273,7 +305,7 @@ def report(args) -> None:
     for p in batch_tids:
         for kind in ("steps", "batches"):
             items = sorted(
-                (a, b, step) for tid, step, a, b, _ in events if tid == p and (step == "batch") == (kind == "batches")
+                (a, b, step) for tid, step, a, b, *_ in events if tid == p and (step == "batch") == (kind == "batches")
             )
             spans.setdefault(p, {})[kind] = ([a for a, _, _ in items], items)
     total_idle = collections.Counter()
@@ -308,7 +340,7 @@ def report(args) -> None:
             per[who] += ns
     print("core-ms a batch: " + ", ".join(f"{who} {ns / 1e6 / batches:.3f}" for who, ns in per.most_common()))
     steps = collections.defaultdict(lambda: [0, 0, 0])
-    for _, step, a, b, cpu in events:
+    for _, step, a, b, cpu, _ in events:
         steps[step][0] += 1
         steps[step][1] += b - a
         steps[step][2] += cpu
@@ -324,8 +356,8 @@ def report(args) -> None:
     changes = _runnable(args.data, mine)
     wanting = collections.Counter()
     short = collections.Counter()
-    for start, end in run["window"]:
-        state, last = {}, start
+    for number, (start, end) in enumerate(run["window"]):
+        state, last, epoch = {}, start, collections.Counter()
         own = [p for p in batch_tids if start <= first[p] < end]
         for ns, tid, up in changes:
             if ns > end:
@@ -333,6 +365,7 @@ def report(args) -> None:
             if ns > start and ns > last:
                 count = sum(state.values())
                 wanting[min(count, 3)] += ns - last
+                epoch[min(count, 3)] += ns - last
                 if count < 2:
                     who = ",".join(
                         sorted(producers.get(t) or _who(t, tgid_of, pids, producers) for t, u in state.items() if u)
@@ -341,6 +374,11 @@ def report(args) -> None:
                     short[key] += ns - last
                 last = ns
             state[tid] = up
+        label = run.get("labels", [""] * len(run["window"]))[number]
+        print(
+            f"epoch {number} {label}: service threads wanting a core "
+            + ", ".join(f"{k}{'+' if k == 3 else ''}: {100 * v / (end - start):.1f}%" for k, v in sorted(epoch.items()))
+        )
     total = sum(wanting.values())
     print(
         "service threads wanting a core: "
