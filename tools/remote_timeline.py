@@ -27,7 +27,8 @@ prints: each core's busy share and who ran on it (each producer, the trainer's o
 each server, anything else by name); the producers' steps (wall and CPU a batch); the idle
 core-ms a batch by what the producers were doing then; how often 0, 1, 2 or 3+ of the service's
 threads wanted a core (running or queued: under 2 is an idle core on an idle 2-core machine,
-whatever else runs) and, for under 2, who wanted one and the producers' steps; with ``--show N``,
+whatever else runs) and how long every producer waited on the servers at once, per epoch; for
+under 2, who wanted one and the producers' steps; with ``--show N``,
 N ms of the timeline in 0.25 ms rows (each core's thread, each producer's step).
 
 Needs Ray and ``perf``; ``record`` runs only inside a private network namespace.
@@ -378,6 +379,7 @@ def report(args) -> None:
         print(
             f"epoch {number} {label}: service threads wanting a core "
             + ", ".join(f"{k}{'+' if k == 3 else ''}: {100 * v / (end - start):.1f}%" for k, v in sorted(epoch.items()))
+            + f"; every producer waiting on the servers {100 * _all_waiting(spans, own) / (end - start):.0f}%"
         )
     total = sum(wanting.values())
     print(
@@ -389,6 +391,17 @@ def report(args) -> None:
         print(f"  {ns / 1e6 / batches:7.3f}  {key[0]:28s} | " + " | ".join(key[1:]))
     if args.show:
         _show(run, switches, spans, batch_tids, tgid_of, pids, producers, args.show)
+
+
+def _all_waiting(spans: dict, producers: list) -> int:
+    """Nanoseconds during which every one of ``producers`` was in an exchange at once."""
+    if not producers:
+        return 0
+    common = [(a, b) for a, b, step in spans[producers[0]]["steps"][1] if step == "exchange"]
+    for p in producers[1:]:
+        mine = [(a, b) for a, b, step in spans[p]["steps"][1] if step == "exchange"]
+        common = [(max(a, c), min(b, d)) for a, b in common for c, d in mine if min(b, d) > max(a, c)]
+    return sum(b - a for a, b in common)
 
 
 def _step_at(spans: dict, t: int) -> str:
