@@ -79,11 +79,12 @@ def _sample_row(start, deg, weights, k, replace, weighted, state):
             j = next((j for j, c in enumerate(cum) if c > target), None)
             picks.append(live[-1] if j is None else start + j)
         return picks
-    if not weighted:  # Floyd's algorithm
-        chosen = []
+    if not weighted:  # Floyd's algorithm (a set beside the draws: a list's `in` made it O(k^2))
+        chosen, seen = [], set()
         for c, j in enumerate(range(deg - k, deg)):
             p = start + _below(_draw(state, c), j + 1)
-            chosen.append(start + j if p in chosen else p)
+            chosen.append(start + j if p in seen else p)
+            seen.add(chosen[-1])
         return chosen
     return _successive(start, deg, weights, k, state)
 

@@ -210,11 +210,15 @@ def graph_arrays(graph, tables, placeholder) -> GraphArrays:
 
     ``tables`` is ``(live, cum)`` for weighted sampling, else ``None``; ``placeholder(dtype)``
     makes a one-element array where the kernels will run, standing in for every absent array
-    (and for an empty ``indices`` or ``cum``: kernels index arrays that must not be empty).
+    (and for an empty ``indices`` or ``cum``: kernels index arrays that must not be empty). An
+    empty array's placeholder keeps its dtype, so a graph without edges takes the kernel variants
+    of a graph of its index width (an int64 stand-in compiled every hop kernel again for it).
     """
 
     def present(array, dtype):
-        return placeholder(dtype) if array is None or array.shape[0] == 0 else array
+        if array is None:
+            return placeholder(dtype)
+        return placeholder(array.dtype) if array.shape[0] == 0 else array
 
     live, cum = tables if tables is not None else (None, None)
     return GraphArrays(
