@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Set up (first run) and run every check: ruff (lint and format), the normal suite with the
-# package's doctests and, beside it at the lowest priority, the GPU kernels on numba's CUDA simulator
-# (NUMBA_ENABLE_CUDASIM=1), then the serial tests alone. On a machine with a GPU the normal suite
-# already runs the GPU cases on the real device. Extra pytest arguments are passed to every pytest
-# run. The service's Ray tests (tests/test_service_ray_*.py) run Ray inside a private network
-# namespace they make themselves (tests/service_netns.py; root, or unprivileged user namespaces), so
-# nothing listens on this machine's interfaces.
+# package's doctests, the serial tests alone, then the GPU kernels on numba's CUDA simulator
+# (NUMBA_ENABLE_CUDASIM=1). On a machine with a GPU the normal suite already runs the GPU cases on
+# the real device. Extra pytest arguments are passed to every pytest run. The service's Ray tests
+# (tests/test_service_ray_*.py) run Ray inside a private network namespace they make themselves
+# (tests/service_netns.py; root, or unprivileged user namespaces), so nothing listens on this
+# machine's interfaces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step's wall seconds and the CPU seconds (user + sys) of the processes it waited for are
@@ -71,29 +71,10 @@ step_done
 WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder)
 # The 25 slowest tests of each pass are listed at its end, so a log shows where the time went.
 SLOWEST=(--durations=25)
-echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine), the simulator suite beside it"
-# The CUDA-simulator suite (the GPU kernels on NUMBA_ENABLE_CUDASIM=1, one process) runs beside the
-# normal suite at niceness 19, so it takes only the CPU the suite's workers leave (their waits on
-# subprocesses, spawned ranks and Ray; the last file's tail). After them, on two workers of its
-# own, it had taken 29 s of wall; beside them the idle CI took 761 s against 768 (one run each: the
-# workers leave little CPU). Its output follows the normal suite's; the serial tests run after both.
-SIMLOG=$(mktemp)
-SIM=
-trap '[ -z "$WARMUP" ] || kill "$WARMUP" 2>/dev/null || true; [ -z "$SIM" ] || kill "$SIM" 2>/dev/null || true; rm -f "$TIMES" "$SIMLOG"' EXIT
-NUMBA_ENABLE_CUDASIM=1 nice -n 19 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SLOWEST[@]}" -m cuda tests "$@" >"$SIMLOG" 2>&1 &
-SIM=$!
+echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
 step "normal suite"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
 step_done
-echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1), run beside the normal suite"
-step "simulator suite (what was left of it after the normal suite)"
-SIM_STATUS=0
-wait "$SIM" || SIM_STATUS=$?
-SIM=  # waited for: nothing to stop at exit
-cat "$SIMLOG"
-step_done
-# exit status 5: extra arguments (-k ...) selected none of its tests
-[ "$SIM_STATUS" -eq 0 ] || [ "$SIM_STATUS" -eq 5 ] || { echo "== the simulator suite failed (exit $SIM_STATUS)"; exit "$SIM_STATUS"; }
 echo "== the serial tests, alone"
 # Only their files are collected (tests/conftest.py's SERIAL_FILES): collecting the whole suite to
 # deselect it took 14 of this pass's ~40 s of CPU, with the other core idle.
@@ -101,4 +82,11 @@ echo "== the serial tests, alone"
 SERIAL_FILES=(tests/test_interrupts.py)
 step "serial tests"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SLOWEST[@]}" -m serial "${SERIAL_FILES[@]}" "$@" || [ $? -eq 5 ]
+step_done
+# (After the normal suite, not beside it: run beside it at niceness 19 the idle CI took 761 s
+# against 768, inside the runs' spread, and in the next run a Ray test that checks all of /dev/shm
+# for leftovers failed on 8 `psm_` segments another process of the run had made.)
+echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1)"
+step "simulator suite"
+NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m cuda tests "$@" || [ $? -eq 5 ]
 step_done
