@@ -17,14 +17,16 @@
 
 _uv_args() {  # UV_ARGS=(...): pip's configured sources as uv options
     UV_ARGS=(--index-strategy unsafe-best-match)
-    local line key value item
+    local line key value item items
     while IFS= read -r line; do
         key=${line%%=*}
         key=${key#*.}
         value=${line#*=}
         value=${value#\'}
         value=${value%\'}
-        for item in $value; do
+        # split on blanks only: an unquoted $value would also expand a glob character in a path
+        read -ra items <<<"$value"
+        for item in "${items[@]}"; do
             case $key in
                 index-url) UV_ARGS+=(--index-url "$item") ;;
                 extra-index-url) UV_ARGS+=(--extra-index-url "$item") ;;
