@@ -10,6 +10,15 @@ machine's namespace (so the rest of the session runs where it always did).
 
 Where namespaces cannot be made (not root, and no user namespaces), the tests that need Ray skip,
 saying so; run them as root or under ``unshare -rn``.
+
+The same thread also gets a mount namespace of its own whose ``/dev/shm`` is a fresh tmpfs
+(:class:`PrivateSharedMemory`), so the tests that check Ray and the servers left no shared-memory
+segment behind read only what this session's processes made: the machine's ``/dev/shm`` is shared
+with the other test worker (and any other process), whose segments once failed such a check.
+Where the mount namespace cannot be made, the machine's ``/dev/shm`` is used as before. Linux lets
+the thread back into the machine's mount namespace only once no thread started inside shares its
+filesystem state, and Ray's driver leaves such threads running after its shutdown: the thread then
+keeps the private ``/dev/shm`` for the rest of the session (the processes it starts share it).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ class RaySession:
             self.network = private_network()
         except PermissionError as error:
             pytest.skip(f"no private network namespace for Ray: {error}")
+        self.shared_memory = private_shared_memory()  # after the network: it may need its user namespace
         from gglspeedup.service._actors import RAY_SYSTEM_CONFIG
 
         os.environ.update(RAY_ENV)
@@ -58,7 +68,7 @@ class RaySession:
                 _system_config=RAY_SYSTEM_CONFIG,  # as serve() starts Ray
             )
         except BaseException:
-            self.network.close()
+            self._leave()
             raise
         self.address = ray.get_runtime_context().gcs_address
         self.stopped = False
@@ -77,7 +87,69 @@ class RaySession:
             _wait_gone(self.processes(), seconds=10.0)
         finally:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+            self._leave()
+
+    def _leave(self) -> None:
+        try:
+            if self.shared_memory is not None:
+                self.shared_memory.close()
+        finally:
             self.network.close()
+
+
+class PrivateSharedMemory:
+    """The calling thread moved into a new mount namespace whose ``/dev/shm`` is an empty tmpfs of
+    its own; processes the thread starts afterwards (Ray's) inherit it. :meth:`close` returns the
+    thread to the mount namespace it came from; the tmpfs goes with the last process inside.
+
+    As root, or inside a user namespace (``private_network``'s unprivileged way); otherwise
+    ``OSError``. Linux refuses the return while another thread started inside still runs (it
+    shares the thread's filesystem state; Ray's driver leaves such threads after its shutdown):
+    the thread then stays, with this ``/dev/shm``."""
+
+    def __init__(self):
+        self._outer = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        self.outer_id = os.fstat(self._outer).st_ino
+        try:
+            _libc("unshare", CLONE_NEWNS)  # implies unsharing the thread's filesystem state
+            _libc("mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)  # mounts made here stay here
+            _libc("mount", b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._outer < 0:
+            return
+        try:
+            if os.stat("/proc/thread-self/ns/mnt").st_ino != self.outer_id:
+                _libc("setns", self._outer, CLONE_NEWNS)
+        except OSError:
+            pass  # see the class's notes: the thread keeps the private /dev/shm
+        finally:
+            os.close(self._outer)
+            self._outer = -1
+
+
+CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 0x2, 0x4, 0x4000, 1 << 18
+
+
+def _libc(name: str, *args) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{name}: {os.strerror(code)}")
+
+
+def private_shared_memory() -> PrivateSharedMemory | None:
+    """A :class:`PrivateSharedMemory` for the calling thread, or ``None`` where no mount namespace
+    can be made (then ``/dev/shm`` is the machine's)."""
+    try:
+        return PrivateSharedMemory()
+    except OSError:
+        return None
 
 
 _SESSION: list = []

@@ -81,12 +81,15 @@ EMBEDDED = textwrap.dedent(
     from gglspeedup.service.netns import private_network
 
     folder, num_nodes = sys.argv[1], int(sys.argv[2])
-    shm_before = set(os.listdir("/dev/shm"))
     try:
         network = private_network()
     except PermissionError as error:
         print(json.dumps({"skip": str(error)}))
         sys.exit(0)
+    sys.path.insert(0, sys.argv[3])
+    from service_netns import private_shared_memory
+    private_shared_memory()  # this process's own /dev/shm: another test's segments are not counted
+    shm_before = set(os.listdir("/dev/shm"))
     with network:
         import ray
         cluster = serve(folder, 2, deadline="10s")
@@ -107,7 +110,7 @@ EMBEDDED = textwrap.dedent(
 def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_path_factory):
     folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
     result = subprocess.run(
-        [sys.executable, "-c", EMBEDDED, folder, str(graph.num_nodes)],
+        [sys.executable, "-c", EMBEDDED, folder, str(graph.num_nodes), os.path.dirname(os.path.abspath(__file__))],
         capture_output=True,
         text=True,
         timeout=300,

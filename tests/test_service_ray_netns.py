@@ -3,7 +3,8 @@
 The session's Ray (``service_netns``) runs in a network namespace pytest's main thread made; these
 tests prove it: Ray's processes share that namespace, its one interface is ``lo``, every socket
 they hold is bound to (and connected to) a loopback address, and Ray registered 127.0.0.1 as the
-node's address. Token authentication stays on.
+node's address. Token authentication stays on. Its ``/dev/shm`` is a tmpfs of its own, which Ray's
+processes share and no process outside sees.
 """
 
 import ipaddress
@@ -50,6 +51,22 @@ def test_service_ray_keeps_token_authentication_on(ray_session):  # noqa: F811
 
     assert "RAY_AUTH_MODE" not in os.environ or os.environ["RAY_AUTH_MODE"].lower() == "token"
     assert get_authentication_mode() == AuthenticationMode.TOKEN
+
+
+def test_service_ray_shares_a_private_dev_shm_no_outside_process_sees(ray_session):  # noqa: F811
+    shared_memory = ray_session.shared_memory
+    if shared_memory is None:
+        pytest.skip("no mount namespace here (neither root nor a user namespace): the machine's /dev/shm is used")
+    inside = os.stat("/proc/thread-self/ns/mnt").st_ino
+    assert inside != shared_memory.outer_id
+    assert all(os.stat(f"/proc/{pid}/ns/mnt").st_ino == inside for pid in ray_session.processes())
+    name = f"gglspeedup-test-{os.getpid()}"
+    with open(f"/dev/shm/{name}", "w"):
+        try:
+            assert name in os.listdir(f"/proc/{ray_session.processes()[0]}/root/dev/shm")  # Ray's view
+            assert name not in os.listdir(f"/proc/{os.getppid()}/root/dev/shm")  # the parent's: outside
+        finally:
+            os.unlink(f"/dev/shm/{name}")
 
 
 def test_service_private_network_is_per_thread_and_returns_where_it_came_from():
