@@ -33,24 +33,35 @@ step_done
 # The package's own warm-up compiles the kernel variants the loaders, demos and training take into
 # Numba's on-disk cache once; every test process, subprocess and spawned rank then loads them
 # instead of several compiling the same variant at once on a fresh clone. With the cache already
-# full it takes seconds. (test_warmup.py and test_cuda_typing.py still compile into caches of
-# their own, empty: they prove the cold path.) Its Numba-only parts need nothing but the
-# requirements just installed, so they compile on one core while uv installs the test extras
-# (PyTorch, TensorFlow, Paddle, JAX, Ray: unpacking and byte-compiling, ~55 s of CPU over both
-# cores, ~45 s of wall on the idle CI; scripts/_venv.sh); the attention part (PyTorch) follows the
-# install, beside them, and then the temporal and disk parts. Parts on the idle CI: sample 38,
-# link 32, hetero 46, gather 12 (these four first, 128 s) and attention 72, temporal 18, disk 17
-# (107 s, after the install). With temporal and disk in the first process (pip's 80 s install
-# beside it), that one ran 45 s past the second at load 4 once uv's install took 40 s. It runs from
-# this folder (`python -m` puts it first on sys.path), not from the editable install uv is
-# rewriting. A failing warm-up does not stop the checks: the tests compile as they go, and
-# test_newcomer.py's warm-ups fail the suite.
+# full it takes seconds. The cache is $NUMBA_CACHE_DIR (default: numba-cache in the environment's
+# folder), absolute, as every test's subprocess inherits it whatever its working folder.
+# Its Numba-only parts need nothing but the requirements just installed, so link, hetero, temporal
+# and disk compile on one core while uv installs the test extras (PyTorch, TensorFlow, Paddle, JAX,
+# Ray: unpacking and byte-compiling, ~55 s of CPU over both cores, ~45 s of wall on the idle CI;
+# scripts/_venv.sh). It runs from this folder (`python -m` puts it first on sys.path), not from the
+# editable install uv is rewriting. A failing warm-up does not stop the checks: the tests compile
+# as they go, and test_newcomer.py's warm-ups fail the suite.
+# The two tests that prove the cold path (test_warmup.py's first, which warms sample and gather
+# into an empty cache, and test_cuda_typing.py, which compiles the attention kernels' CPU paths
+# into one before typing every CUDA kernel) run next, beside that, into empty folders of their own
+# (GGLSPEEDUP_COLD_CACHES: tests/numba_cache.py); once nothing compiles any more, what they
+# compiled is added to the cache, and the warm-up's sample, gather and attention parts then
+# compile only what is still missing. Before, the warm-up compiled the same kernels a second time
+# (sample and gather ~47 s of CPU; ~38 of the attention part's ~64 s). They are deselected from
+# the suite below, which they are part of.
+mkdir -p "${NUMBA_CACHE_DIR:=$VENV/numba-cache}"
+NUMBA_CACHE_DIR=$(cd "$NUMBA_CACHE_DIR" && pwd)
+export NUMBA_CACHE_DIR
+COLD_TESTS=(tests/test_cuda_typing.py::test_every_kernel_types_for_a_gpu_after_the_cpu_paths_ran
+            tests/test_warmup.py::test_warmup_takes_every_compile_off_the_first_epoch)
+COLD_CACHES=$(mktemp -d)
 echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,gather &
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts link,hetero,temporal,disk &
 WARMUP=$!
+COLD=
 # (if the install or ruff fails, the warm-up stops with the script; `|| true`: under set -e a
 # failing kill in the trap would end the script with status 1 after every check had passed)
-trap '[ -z "$WARMUP" ] || kill "$WARMUP" 2>/dev/null || true; rm -f "$TIMES"' EXIT
+trap '[ -z "$WARMUP$COLD" ] || kill $WARMUP $COLD 2>/dev/null || true; rm -rf "$TIMES" "$COLD_CACHES"' EXIT
 step "install (the test extras, beside the warm-up)"
 install_venv "test,all,service"
 step_done
@@ -59,10 +70,22 @@ step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 step_done
-step "warm-up (attention, temporal and disk, then the rest's end)"
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention,temporal,disk || echo "== the warm-up failed (exit $?): the tests compile as they go"
+echo "== the cold-cache tests (beside the warm-up), then the warm-up's sample, gather and attention"
+step "cold-cache tests and the warm-up"
+FAILED=0
+GGLSPEEDUP_COLD_CACHES=$COLD_CACHES "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${COLD_TESTS[0]}" "$@" &
+COLD=$!
+GGLSPEEDUP_COLD_CACHES=$COLD_CACHES "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${COLD_TESTS[1]}" "$@" \
+    || [ $? -eq 5 ] || FAILED=1
+wait "$COLD" || [ $? -eq 5 ] || FAILED=1
+COLD=  # waited for: its id may be reused, nothing to stop at exit
 wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
-WARMUP=  # waited for: its id may be reused, nothing to stop at exit
+WARMUP=
+for folder in "$COLD_CACHES"/*/; do
+    [ -d "$folder" ] && "$VENV/bin/python" tests/numba_cache.py merge "$folder" "$NUMBA_CACHE_DIR"
+done
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,gather,attention \
+    || echo "== the warm-up failed (exit $?): the tests compile as they go"
 step_done
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
 # compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
@@ -73,7 +96,8 @@ WORKERS=(-n "${GGLSPEEDUP_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reor
 SLOWEST=(--durations=25)
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
 step "normal suite"
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules gglspeedup tests "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules \
+    "${COLD_TESTS[@]/#/--deselect=}" gglspeedup tests "$@"
 step_done
 echo "== the serial tests, alone"
 # Only their files are collected (tests/conftest.py's SERIAL_FILES): collecting the whole suite to
@@ -90,3 +114,7 @@ echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1)"
 step "simulator suite"
 NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m cuda tests "$@" || [ $? -eq 5 ]
 step_done
+if [ "$FAILED" != 0 ]; then
+    echo "== the cold-cache tests failed (their output is above the normal suite's)"
+    exit 1
+fi

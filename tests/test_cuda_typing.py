@@ -5,7 +5,8 @@ on an H200 the diffusion layer's kernels failed to type (``floordiv(omitted, omi
 process that had first compiled the CPU path with a cold cache, because the CPU overloads of the
 shared dot-product helper were inlined overloads whose IR was reused for the CUDA target. This
 runs ``tools/compile_ptx.py --typing-only --cpu-first`` in a fresh process with an empty numba
-cache: numba's typing and lowering of all kernel variants, no GPU, no toolkit.
+cache: numba's typing and lowering of all kernel variants, no GPU, no toolkit. (Under
+``scripts/test.sh`` the empty cache is one the script then adds to the suite's: ``numba_cache.py``.)
 """
 
 import os
@@ -13,13 +14,14 @@ import subprocess
 import sys
 
 import pytest
+from numba_cache import cold_cache
 
 
 @pytest.mark.slow
 def test_every_kernel_types_for_a_gpu_after_the_cpu_paths_ran(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-    env["NUMBA_CACHE_DIR"] = str(tmp_path)  # cold: the failure needed the CPU kernels compiled afresh
+    env["NUMBA_CACHE_DIR"] = cold_cache(tmp_path, "cuda-typing")  # the failure needed the CPU kernels compiled afresh
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     script = os.path.join(root, "tools", "compile_ptx.py")
     done = subprocess.run(

@@ -2,7 +2,8 @@
 compiles nothing, and the cache works when the package folder is read-only.
 
 Each test runs fresh processes with ``NUMBA_DEBUG_CACHE=1``, which makes Numba print ``data saved
-to`` for every kernel it compiles and caches, and ``data loaded from`` for every one it loads.
+to`` for every kernel it compiles and caches, and ``data loaded from`` for every one it loads; the
+first starts from an empty cache of its own (``numba_cache.cold_cache``).
 """
 
 import os
@@ -11,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from numba_cache import cold_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,7 +46,7 @@ def clean_env(**extra):
 
 @pytest.mark.slow
 def test_warmup_takes_every_compile_off_the_first_epoch(tmp_path):
-    env = clean_env(NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=ROOT)
+    env = clean_env(NUMBA_CACHE_DIR=cold_cache(tmp_path, "warmup"), PYTHONPATH=ROOT)
     warm = run(["-m", "gglspeedup", "warmup", "--parts", "sample,gather"], env, ROOT)
     assert "data saved to" in warm  # it compiled into the empty cache
     epoch = run(EPOCH, env, ROOT)
