@@ -35,28 +35,30 @@ step_done
 # instead of several compiling the same variant at once on a fresh clone. With the cache already
 # full it takes seconds. The cache is $NUMBA_CACHE_DIR (default: numba-cache in the environment's
 # folder), absolute, as every test's subprocess inherits it whatever its working folder.
-# Its Numba-only parts need nothing but the requirements just installed, so link, hetero, temporal
-# and disk compile on one core while uv installs the test extras (PyTorch, TensorFlow, Paddle, JAX,
-# Ray: unpacking and byte-compiling, ~55 s of CPU over both cores, ~45 s of wall on the idle CI;
-# scripts/_venv.sh). It runs from this folder (`python -m` puts it first on sys.path), not from the
-# editable install uv is rewriting. A failing warm-up does not stop the checks: the tests compile
-# as they go, and test_newcomer.py's warm-ups fail the suite.
-# The two tests that prove the cold path (test_warmup.py's first, which warms sample and gather
-# into an empty cache, and test_cuda_typing.py, which compiles the attention kernels' CPU paths
-# into one before typing every CUDA kernel) run next, beside that, into empty folders of their own
-# (GGLSPEEDUP_COLD_CACHES: tests/numba_cache.py); once nothing compiles any more, what they
-# compiled is added to the cache, and the warm-up's sample, gather and attention parts then
-# compile only what is still missing. Before, the warm-up compiled the same kernels a second time
-# (sample and gather ~47 s of CPU; ~38 of the attention part's ~64 s). They are deselected from
-# the suite below, which they are part of.
+# Its Numba-only parts need nothing but the requirements just installed, so they compile on one
+# core while uv installs the test extras (PyTorch, TensorFlow, Paddle, JAX, Ray: unpacking and
+# byte-compiling, ~55 s of CPU over both cores, ~45 s of wall on the idle CI; scripts/_venv.sh);
+# the attention part (PyTorch) follows the install, beside them, and then the temporal and disk
+# parts. Parts on the idle CI: sample 38, link 32, hetero 46, gather 12 (these four first, 128 s)
+# and attention 72, temporal 18, disk 17 (107 s, after the install). It runs from this folder
+# (`python -m` puts it first on sys.path), not from the editable install uv is rewriting. A
+# failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
+# warm-ups fail the suite.
+# Beside them, after the install, runs test_cuda_typing.py, whose one test compiles the attention
+# kernels' CPU paths into an empty cache before typing every CUDA kernel (it proves the cold path;
+# ~128 s of CPU, the suite's longest), into a folder named here (GGLSPEEDUP_COLD_CACHES,
+# tests/cold_cache.py); the overloads it compiled are then added to the cache. The warm-up's
+# attention part compiles few of them (its float32 layers; with them added it still took 60 of its
+# 64 s), but the attention tests take the rest: test_attention_{diffusion,pooling,pooling_layer,
+# face,sharded}.py took 105 s of CPU with them in the cache and 154 s without. The test is
+# deselected from the suite below.
 mkdir -p "${NUMBA_CACHE_DIR:=$VENV/numba-cache}"
 NUMBA_CACHE_DIR=$(cd "$NUMBA_CACHE_DIR" && pwd)
 export NUMBA_CACHE_DIR
-COLD_TESTS=(tests/test_cuda_typing.py::test_every_kernel_types_for_a_gpu_after_the_cpu_paths_ran
-            tests/test_warmup.py::test_warmup_takes_every_compile_off_the_first_epoch)
+COLD_TEST=tests/test_cuda_typing.py::test_every_kernel_types_for_a_gpu_after_the_cpu_paths_ran
 COLD_CACHES=$(mktemp -d)
 echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts link,hetero,temporal,disk &
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,gather &
 WARMUP=$!
 COLD=
 # (if the install or ruff fails, the warm-up stops with the script; `|| true`: under set -e a
@@ -70,22 +72,19 @@ step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 step_done
-echo "== the cold-cache tests (beside the warm-up), then the warm-up's sample, gather and attention"
-step "cold-cache tests and the warm-up"
-FAILED=0
-GGLSPEEDUP_COLD_CACHES=$COLD_CACHES "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${COLD_TESTS[0]}" "$@" &
+echo "== the warm-up's attention, temporal and disk parts, beside $COLD_TEST"
+step "warm-up (attention, temporal and disk, then the rest's end) and the cold-cache test"
+GGLSPEEDUP_COLD_CACHES=$COLD_CACHES "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$COLD_TEST" "$@" &
 COLD=$!
-GGLSPEEDUP_COLD_CACHES=$COLD_CACHES "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${COLD_TESTS[1]}" "$@" \
-    || [ $? -eq 5 ] || FAILED=1
-wait "$COLD" || [ $? -eq 5 ] || FAILED=1
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention,temporal,disk || echo "== the warm-up failed (exit $?): the tests compile as they go"
+COLD_STATUS=0
+wait "$COLD" || COLD_STATUS=$?
 COLD=  # waited for: its id may be reused, nothing to stop at exit
+for folder in "$COLD_CACHES"/*/; do
+    [ ! -d "$folder" ] || "$VENV/bin/python" tests/cold_cache.py merge "$folder" "$NUMBA_CACHE_DIR"
+done
 wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
 WARMUP=
-for folder in "$COLD_CACHES"/*/; do
-    [ -d "$folder" ] && "$VENV/bin/python" tests/numba_cache.py merge "$folder" "$NUMBA_CACHE_DIR"
-done
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,gather,attention \
-    || echo "== the warm-up failed (exit $?): the tests compile as they go"
 step_done
 # Two pytest-xdist workers (GGLSPEEDUP_TEST_WORKERS to change): most of the suite's time is Numba
 # compiles, subprocesses and spawned ranks, which a second worker overlaps on two cores. Each
@@ -97,24 +96,36 @@ SLOWEST=(--durations=25)
 echo "== normal suite and doctests (CPU; GPU cases run here only on a GPU machine)"
 step "normal suite"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m "not serial" --doctest-modules \
-    "${COLD_TESTS[@]/#/--deselect=}" gglspeedup tests "$@"
+    --deselect="$COLD_TEST" gglspeedup tests "$@"
 step_done
-echo "== the serial tests, alone"
+echo "== the serial tests, alone on their core, beside the CUDA-simulator suite at niceness 19"
 # Only their files are collected (tests/conftest.py's SERIAL_FILES): collecting the whole suite to
 # deselect it took 14 of this pass's ~40 s of CPU, with the other core idle.
 # exit status 5: extra arguments (-k ...) selected none of them
+# The simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1, two workers) runs beside them at
+# niceness 19: a core the serial tests want is theirs (CFS weighs niceness 19 at 15 against 1024),
+# and the simulator takes the other one, then both. One after the other they took 21 + 42 s of
+# wall for 22 + 67 s of CPU on the 2-core CI machine. (Beside the normal suite it bought 7 s, and
+# a Ray test that checked all of /dev/shm for leftovers failed on another process's segments;
+# the Ray tests now have a /dev/shm of their own, tests/service_netns.py.) Its output follows the
+# serial tests'.
 SERIAL_FILES=(tests/test_interrupts.py)
-step "serial tests"
+step "serial tests, beside the simulator suite"
+SIMULATOR_LOG=$(mktemp)
+SIMULATOR=
+trap '[ -z "$SIMULATOR" ] || kill "$SIMULATOR" 2>/dev/null || true; rm -rf "$TIMES" "$COLD_CACHES" "$SIMULATOR_LOG"' EXIT
+NUMBA_ENABLE_CUDASIM=1 nice -n 19 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" \
+    -m cuda tests "$@" >"$SIMULATOR_LOG" 2>&1 &
+SIMULATOR=$!
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SLOWEST[@]}" -m serial "${SERIAL_FILES[@]}" "$@" || [ $? -eq 5 ]
+echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1; its output)"
+SIMULATOR_STATUS=0
+wait "$SIMULATOR" || SIMULATOR_STATUS=$?
+SIMULATOR=
+cat "$SIMULATOR_LOG"
+[ "$SIMULATOR_STATUS" -eq 0 ] || [ "$SIMULATOR_STATUS" -eq 5 ]
 step_done
-# (After the normal suite, not beside it: run beside it at niceness 19 the idle CI took 761 s
-# against 768, inside the runs' spread, and in the next run a Ray test that checks all of /dev/shm
-# for leftovers failed on 8 `psm_` segments another process of the run had made.)
-echo "== CUDA-simulator suite (GPU kernels on NUMBA_ENABLE_CUDASIM=1)"
-step "simulator suite"
-NUMBA_ENABLE_CUDASIM=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${WORKERS[@]}" "${SLOWEST[@]}" -m cuda tests "$@" || [ $? -eq 5 ]
-step_done
-if [ "$FAILED" != 0 ]; then
-    echo "== the cold-cache tests failed (their output is above the normal suite's)"
+if [ "$COLD_STATUS" != 0 ] && [ "$COLD_STATUS" != 5 ]; then
+    echo "== $COLD_TEST failed (its output is above the normal suite's)"
     exit 1
 fi

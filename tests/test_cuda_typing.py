@@ -6,7 +6,7 @@ process that had first compiled the CPU path with a cold cache, because the CPU 
 shared dot-product helper were inlined overloads whose IR was reused for the CUDA target. This
 runs ``tools/compile_ptx.py --typing-only --cpu-first`` in a fresh process with an empty numba
 cache: numba's typing and lowering of all kernel variants, no GPU, no toolkit. (Under
-``scripts/test.sh`` the empty cache is one the script then adds to the suite's: ``numba_cache.py``.)
+``scripts/test.sh`` the empty cache is one the script then adds to the suite's: ``cold_cache.py``.)
 """
 
 import os
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from numba_cache import cold_cache
+from cold_cache import cold_cache
 
 
 @pytest.mark.slow

@@ -1,81 +1,67 @@
-"""``tests/numba_cache.py``: the cold cache the cold-path tests use, and adding a cache to another
-(scripts/test.sh adds what those tests compiled to the suite's cache)."""
+"""Numba's on-disk cache under processes that compile at once (gglspeedup._numba_cache).
 
-import os
-import subprocess
-import sys
-
-import pytest
-from numba_cache import COLD_CACHES, cold_cache, merge
-
-KERNEL = """
-import numba
-
-@numba.njit(cache=True)
-def twice(x):
-    return 2 * x
+Two savers of different overloads of one kernel must not both name their data file ``.1.nbc``:
+the index would then drop one of them or map one signature to the other's machine code.
 """
 
+import subprocess
+import sys
+import threading
+import time
 
-def _write(path, text: bytes = b"") -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as file:
-        file.write(text)
+import pytest
+
+import gglspeedup  # noqa: F401  (installs the lock)
+
+caching = pytest.importorskip("numba.core.caching")
 
 
-def _read(path) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
+def test_concurrent_saves_of_two_overloads_keep_each_its_own_data(tmp_path, monkeypatch):
+    cls = caching.IndexDataCacheFile
+    assert getattr(cls.save, "gglspeedup_locked", False)
+    save_index = cls._save_index
 
+    def slow_save_index(self, overloads):
+        time.sleep(0.3)  # widen the window between reading the index and writing it
+        save_index(self, overloads)
 
-def test_merge_takes_a_function_whole_or_not_at_all(tmp_path):
-    source, target = tmp_path / "source", tmp_path / "target"
-    files = {"x.py311.nbi": b"x index", "x.py311.1.nbc": b"x one", "x.py311.2.nbc": b"x two"}
-    files.update({"y.py311.nbi": b"y index", "y.py311.1.nbc": b"y one", "z.py311.nbi.lock": b""})
-    for name, text in files.items():
-        _write(source / "pkg" / name, text)
-    _write(target / "pkg" / "y.py311.nbi", b"target's y index")
-    _write(target / "pkg" / "y.py311.1.nbc", b"target's y one")
-    _write(target / "pkg" / "x.py311.1.nbc", b"a data file no index names")  # Numba writes data first
-    assert merge(str(source), str(target)) == 1
-    folder = target / "pkg"
-    assert sorted(os.listdir(folder)) == [
-        "x.py311.1.nbc",
-        "x.py311.2.nbc",
-        "x.py311.nbi",
-        "y.py311.1.nbc",
-        "y.py311.nbi",
+    monkeypatch.setattr(cls, "_save_index", slow_save_index)
+    files = [cls(str(tmp_path), "kernel-1.py311", "stamp") for _ in range(2)]  # one per "process"
+    savers = [
+        threading.Thread(target=files[0].save, args=("float32 signature", b"float32 code")),
+        threading.Thread(target=files[1].save, args=("float64 signature", b"float64 code")),
     ]
-    assert [_read(folder / n) for n in ("x.py311.nbi", "x.py311.1.nbc", "x.py311.2.nbc")] == [
-        b"x index",
-        b"x one",
-        b"x two",
-    ]
-    assert _read(folder / "y.py311.nbi") == b"target's y index" and _read(folder / "y.py311.1.nbc") == b"target's y one"
-    assert merge(str(source), str(target)) == 0  # nothing left to add
+    for saver in savers:
+        saver.start()
+        time.sleep(0.05)
+    for saver in savers:
+        saver.join()
+    reader = cls(str(tmp_path), "kernel-1.py311", "stamp")
+    assert reader.load("float32 signature") == b"float32 code"
+    assert reader.load("float64 signature") == b"float64 code"
+    assert sorted(p.name for p in tmp_path.glob("*.nbc")) == ["kernel-1.py311.1.nbc", "kernel-1.py311.2.nbc"]
 
 
-def test_a_merged_kernel_loads_in_a_process_that_uses_the_target(tmp_path):
-    _write(tmp_path / "src" / "kernels.py", KERNEL.encode())
-    code = "import kernels; assert kernels.twice(3) == 6"
-
-    def run(cache):
-        env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), NUMBA_DEBUG_CACHE="1", PYTHONPATH=str(tmp_path / "src"))
-        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout + done.stderr
-
-    assert "data saved to" in run(tmp_path / "cold")
-    assert merge(str(tmp_path / "cold"), str(tmp_path / "suite")) == 1
-    loaded = run(tmp_path / "suite")
-    assert "data loaded from" in loaded and "data saved to" not in loaded
+def _printed(code: str) -> list:
+    """The words a fresh Python process running ``code`` printed."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
 
 
-def test_cold_cache_is_an_empty_folder_of_the_tests_or_the_named_one(tmp_path, monkeypatch):
-    monkeypatch.delenv(COLD_CACHES, raising=False)
-    assert cold_cache(tmp_path, "a") == str(tmp_path / "numba-cache")
-    monkeypatch.setenv(COLD_CACHES, str(tmp_path / "named"))
-    assert cold_cache(tmp_path, "a") == str(tmp_path / "named" / "a")
-    _write(tmp_path / "named" / "a" / "left.nbi")
-    with pytest.raises(AssertionError, match="not a cold cache"):
-        cold_cache(tmp_path, "a")
+def test_the_lock_holds_when_numba_was_imported_before_gglspeedup():
+    code = (
+        "import numba, numba.core.caching as c\n"
+        "assert not getattr(c.IndexDataCacheFile.save, 'gglspeedup_locked', False)\n"
+        "import gglspeedup\n"
+        "print(getattr(c.IndexDataCacheFile.save, 'gglspeedup_locked', False))\n"
+    )
+    assert _printed(code) == ["True"]
+
+
+def test_import_gglspeedup_leaves_numba_unimported_and_locks_it_when_it_loads():
+    code = (
+        "import sys, gglspeedup\n"
+        "print('numba' in sys.modules)\n"
+        "import numba.core.caching as c\n"
+        "print(getattr(c.IndexDataCacheFile.save, 'gglspeedup_locked', False))\n"
+    )
+    assert _printed(code) == ["False", "True"]
