@@ -86,7 +86,8 @@ XDIST_GROUPS = {
 # (not logged); after the files with slow tests it finds them in the cache.
 FIRST_UNITS = ("test_service_sampling.py", "test_cuda_typing.py")
 # These assert that Ctrl-C reaches the caller within a second: they run after the parallel pass,
-# alone on the machine, as ``-m serial`` on these files only (scripts/test.sh's SERIAL_FILES).
+# as ``-m serial`` on these files only (scripts/test.sh's SERIAL_FILES), with only the simulator
+# suite beside them, at niceness 19.
 SERIAL_FILES = ("test_interrupts.py",)
 
 
