@@ -38,20 +38,20 @@ step_done
 # Its Numba-only parts need nothing but the requirements just installed, so they compile on one
 # core while uv installs the test extras (PyTorch, TensorFlow, Paddle, JAX, Ray: unpacking and
 # byte-compiling, ~55 s of CPU over both cores, ~45 s of wall on the idle CI; scripts/_venv.sh);
-# the attention part (PyTorch) follows the install, beside them, and then the temporal and disk
-# parts. Parts on the idle CI: sample 38, link 32, hetero 46, gather 12 (these four first, 128 s)
-# and attention 72, temporal 18, disk 17 (107 s, after the install). It runs from this folder
+# the temporal and disk parts follow the install, beside them, and then the attention part
+# (PyTorch). Parts on the idle CI: sample 38, link 32, hetero 46, gather 12 (these four first,
+# 128 s) and attention 72, temporal 18, disk 17 (107 s, after the install). It runs from this folder
 # (`python -m` puts it first on sys.path), not from the editable install uv is rewriting. A
 # failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
 # warm-ups fail the suite.
 # Beside them, after the install, runs test_cuda_typing.py, whose one test compiles the attention
 # kernels' CPU paths into an empty cache before typing every CUDA kernel (it proves the cold path;
 # ~128 s of CPU, the suite's longest), into a folder named here (GGLSPEEDUP_COLD_CACHES,
-# tests/cold_cache.py); the overloads it compiled are then added to the cache. The warm-up's
-# attention part compiles few of them (its float32 layers; with them added it still took 60 of its
-# 64 s), but the attention tests take the rest: test_attention_{diffusion,pooling,pooling_layer,
-# face,sharded}.py took 105 s of CPU with them in the cache and 154 s without. The test is
-# deselected from the suite below.
+# tests/cold_cache.py); the overloads it compiled are added to the cache as soon as its CPU paths
+# ran (tools/compile_ptx.py --cpu-done), and the warm-up's attention part starts from them (57
+# against 96 s of CPU alone), as do the attention tests: test_attention_{diffusion,pooling,
+# pooling_layer,face,sharded}.py took 105 s of CPU with them in the cache and 154 s without. The
+# test is deselected from the suite below.
 mkdir -p "${NUMBA_CACHE_DIR:=$VENV/numba-cache}"
 NUMBA_CACHE_DIR=$(cd "$NUMBA_CACHE_DIR" && pwd)
 export NUMBA_CACHE_DIR
@@ -72,17 +72,29 @@ step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 step_done
-echo "== the warm-up's attention, temporal and disk parts, beside $COLD_TEST"
-step "warm-up (attention, temporal and disk, then the rest's end) and the cold-cache test"
+echo "== the warm-up's temporal, disk and attention parts, beside $COLD_TEST"
+step "warm-up (temporal, disk and attention, then the rest's end) and the cold-cache test"
 GGLSPEEDUP_COLD_CACHES=$COLD_CACHES "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$COLD_TEST" "$@" &
 COLD=$!
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention,temporal,disk || echo "== the warm-up failed (exit $?): the tests compile as they go"
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts temporal,disk || echo "== the warm-up failed (exit $?): the tests compile as they go"
+# The attention part waits for the test's CPU paths (their marker; or the test's end) and starts
+# from their overloads, beside the test's typing of the CUDA kernels (57 against 96 s of CPU).
+while [ ! -e "$COLD_CACHES/cuda-typing/cpu-paths-done" ] && kill -0 "$COLD" 2>/dev/null; do
+    sleep 1
+done
+merge_cold_caches() {
+    local folder
+    for folder in "$COLD_CACHES"/*/; do
+        [ ! -d "$folder" ] || "$VENV/bin/python" tests/cold_cache.py merge "$folder" "$NUMBA_CACHE_DIR" \
+            || echo "== merging $folder failed (exit $?): the tests compile what it held"
+    done
+}
+merge_cold_caches
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention || echo "== the warm-up failed (exit $?): the tests compile as they go"
 COLD_STATUS=0
 wait "$COLD" || COLD_STATUS=$?
 COLD=  # waited for: its id may be reused, nothing to stop at exit
-for folder in "$COLD_CACHES"/*/; do
-    [ ! -d "$folder" ] || "$VENV/bin/python" tests/cold_cache.py merge "$folder" "$NUMBA_CACHE_DIR"
-done
+merge_cold_caches  # anything it cached after the marker
 wait "$WARMUP" || echo "== the warm-up failed (exit $?): the tests compile as they go"
 WARMUP=
 step_done

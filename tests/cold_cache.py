@@ -82,13 +82,17 @@ def _merge_index(folder: str, into: str, stem: str, stamp, overloads: dict) -> i
     new = {key: name for key, name in overloads.items() if key not in have}
     used = set(have.values())
     numbers = (index._data_name(i) for i in itertools.count(1))
+    added = 0
     for key, name in new.items():
+        if not os.path.exists(os.path.join(folder, name)):
+            continue  # its process is writing it (Numba writes the index first): taken next time
         free = next(candidate for candidate in numbers if candidate not in used)
         _copy(os.path.join(folder, name), os.path.join(into, free))
         have[key] = free
-    if new:
+        added += 1
+    if added:
         index._save_index(have)
-    return len(new)
+    return added
 
 
 def _copy(source: str, target: str) -> None:

@@ -21,12 +21,18 @@ from cold_cache import cold_cache
 def test_every_kernel_types_for_a_gpu_after_the_cpu_paths_ran(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-    env["NUMBA_CACHE_DIR"] = cold_cache(tmp_path, "cuda-typing")  # the failure needed the CPU kernels compiled afresh
+    cache = env["NUMBA_CACHE_DIR"] = cold_cache(tmp_path, "cuda-typing")  # the failure needed a cold CPU compile
+    done_marker = os.path.join(cache, "cpu-paths-done")  # scripts/test.sh takes their kernels from here meanwhile
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     script = os.path.join(root, "tools", "compile_ptx.py")
     done = subprocess.run(
-        [sys.executable, script, "--typing-only", "--cpu-first"], capture_output=True, text=True, env=env, timeout=900
+        [sys.executable, script, "--typing-only", "--cpu-first", "--cpu-done", done_marker],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
     last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     assert done.returncode == 0, f"{last}\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
     assert last.endswith("kernels typed and lowered; 0 failure(s)"), last
+    assert os.path.exists(done_marker)

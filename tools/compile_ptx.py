@@ -22,7 +22,9 @@ what the simulator accepts) and so needs no NVVM library at all; ``--cpu-first``
 paths of the kernels that share jitted helpers with the CUDA ones before anything is typed, as a
 user's process does (the CUDA kernels of the diffusion layer once failed to type on an H200 only
 after the CPU's float32 path had compiled in the same process, with a cold cache: an overload
-inlined for the CPU was reused for CUDA). ``tests/test_cuda_typing.py`` runs both in a fresh process.
+inlined for the CPU was reused for CUDA). ``tests/test_cuda_typing.py`` runs both in a fresh process;
+``--cpu-done PATH`` creates ``PATH`` once the CPU paths ran, so a script can take their kernels
+from the cache while the typing goes on (``scripts/test.sh`` does).
 """
 
 from __future__ import annotations
@@ -289,6 +291,12 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--cpu-first", action="store_true", help="run the CPU paths that share helpers with the kernels first"
     )
+    parser.add_argument(
+        "--cpu-done",
+        default=None,
+        metavar="PATH",
+        help="with --cpu-first: create PATH once the CPU paths ran (their kernels are in Numba's cache)",
+    )
     args = parser.parse_args(argv)
     if args.list:
         variants = list(_kernels())
@@ -301,6 +309,9 @@ def main(argv=None) -> int:
     cc = tuple(int(part) for part in args.cc.split("."))
     if args.cpu_first:
         _run_cpu_paths()
+        if args.cpu_done:
+            os.makedirs(os.path.dirname(os.path.abspath(args.cpu_done)), exist_ok=True)
+            open(args.cpu_done, "w").close()
     _fake_device(cc)
     from numba import cuda
 
