@@ -38,9 +38,11 @@ step_done
 # Its Numba-only parts need nothing but the requirements just installed, so they compile on one
 # core while uv installs the test extras (PyTorch, TensorFlow, Paddle, JAX, Ray: unpacking and
 # byte-compiling, ~55 s of CPU over both cores, ~45 s of wall on the idle CI; scripts/_venv.sh);
-# the temporal and disk parts follow the install, beside them, and then the attention part
-# (PyTorch). Parts on the idle CI: sample 38, link 32, hetero 46, gather 12 (these four first,
-# 128 s) and attention 72, temporal 18, disk 17 (107 s, after the install). It runs from this folder
+# the temporal and disk parts follow the install, beside them, and then the attention and gather
+# parts. Their CPU seconds in a clean-clone CI (3 processes on the 2 cores after the install):
+# sample, link and hetero 152 (beside the install; with gather 172 s, and that process then ended
+# 35 s after the others), temporal and disk 57, attention 44 (starting from the CPU-path overloads
+# below), gather 12-20. It runs from this folder
 # (`python -m` puts it first on sys.path), not from the editable install uv is rewriting. A
 # failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
 # warm-ups fail the suite.
@@ -58,7 +60,7 @@ export NUMBA_CACHE_DIR
 COLD_TEST=tests/test_cuda_typing.py::test_every_kernel_types_for_a_gpu_after_the_cpu_paths_ran
 COLD_CACHES=$(mktemp -d)
 echo "== Numba's kernel cache (python -m gglspeedup warmup), beside the rest of the install"
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero,gather &
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts sample,link,hetero &
 WARMUP=$!
 COLD=
 # (if the install or ruff fails, the warm-up stops with the script; `|| true`: under set -e a
@@ -72,8 +74,8 @@ step "ruff"
 "$VENV/bin/python" -m ruff check .
 "$VENV/bin/python" -m ruff format --check .
 step_done
-echo "== the warm-up's temporal, disk and attention parts, beside $COLD_TEST"
-step "warm-up (temporal, disk and attention, then the rest's end) and the cold-cache test"
+echo "== the warm-up's temporal, disk, attention and gather parts, beside $COLD_TEST"
+step "warm-up (temporal, disk, attention and gather, then the rest's end) and the cold-cache test"
 GGLSPEEDUP_COLD_CACHES=$COLD_CACHES "$VENV/bin/python" -m pytest -q -p no:cacheprovider "$COLD_TEST" "$@" &
 COLD=$!
 "$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts temporal,disk || echo "== the warm-up failed (exit $?): the tests compile as they go"
@@ -90,7 +92,7 @@ merge_cold_caches() {
     done
 }
 merge_cold_caches
-"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention || echo "== the warm-up failed (exit $?): the tests compile as they go"
+"$VENV/bin/python" -m gglspeedup warmup --jobs 1 --parts attention,gather || echo "== the warm-up failed (exit $?): the tests compile as they go"
 COLD_STATUS=0
 wait "$COLD" || COLD_STATUS=$?
 COLD=  # waited for: its id may be reused, nothing to stop at exit
