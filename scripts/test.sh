@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Set up (first run) and run every check: ruff (lint and format), the normal suite with the
-# package's doctests, the serial tests alone, then the GPU kernels on numba's CUDA simulator
-# (NUMBA_ENABLE_CUDASIM=1). On a machine with a GPU the normal suite already runs the GPU cases on
-# the real device. Extra pytest arguments are passed to every pytest run. The service's Ray tests
-# (tests/test_service_ray_*.py) run Ray inside a private network namespace they make themselves
-# (tests/service_netns.py; root, or unprivileged user namespaces), so nothing listens on this
-# machine's interfaces.
+# Set up (first run) and run every check: ruff (lint and format), tests/test_cuda_typing.py beside
+# the warm-up, the normal suite with the package's doctests, then the serial tests with the GPU
+# kernels on numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) beside them. On a machine with a GPU
+# the normal suite already runs the GPU cases on the real device. Extra pytest arguments are
+# passed to every pytest run. The service's Ray tests (tests/test_service_ray_*.py) run Ray inside
+# a private network namespace they make themselves (tests/service_netns.py; root, or unprivileged
+# user namespaces), so nothing listens on this machine's interfaces, with a /dev/shm of their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step's wall seconds and the CPU seconds (user + sys) of the processes it waited for are
@@ -42,10 +42,9 @@ step_done
 # parts. Their CPU seconds in a clean-clone CI (3 processes on the 2 cores after the install):
 # sample, link and hetero 152 (beside the install; with gather 172 s, and that process then ended
 # 35 s after the others), temporal and disk 57, attention 44 (starting from the CPU-path overloads
-# below), gather 12-20. It runs from this folder
-# (`python -m` puts it first on sys.path), not from the editable install uv is rewriting. A
-# failing warm-up does not stop the checks: the tests compile as they go, and test_newcomer.py's
-# warm-ups fail the suite.
+# below), gather 12-20. It runs from this folder (`python -m` puts it first on sys.path), not from
+# the editable install uv is rewriting. A failing warm-up does not stop the checks: the tests
+# compile as they go, and test_newcomer.py's warm-ups fail the suite.
 # Beside them, after the install, runs test_cuda_typing.py, whose one test compiles the attention
 # kernels' CPU paths into an empty cache before typing every CUDA kernel (it proves the cold path;
 # ~128 s of CPU, the suite's longest), into a folder named here (GGLSPEEDUP_COLD_CACHES,
