@@ -4,9 +4,10 @@ suite's cache.
 ``tests/test_cuda_typing.py`` compiles the attention kernels' CPU paths into an empty cache of its
 own (:func:`cold_cache`) before typing every CUDA kernel: that is what it proves. Under
 ``scripts/test.sh`` the folder is one the script names (``GGLSPEEDUP_COLD_CACHES``); the script
-runs that test before the suite and then adds what it compiled to the suite's cache
-(``NUMBA_CACHE_DIR``) with :func:`merge`, so its warm-up does not compile the same kernels a second
-time. Elsewhere the folder is the test's ``tmp_path``::
+runs that test beside its warm-up and, as soon as the test marks its CPU paths compiled
+(``tools/compile_ptx.py --cpu-done``), adds what it compiled to the suite's cache
+(``NUMBA_CACHE_DIR``) with :func:`merge`, so the warm-up's attention part does not compile the same
+kernels a second time. Elsewhere the folder is the test's ``tmp_path``::
 
     python tests/cold_cache.py merge SOURCE TARGET
 """

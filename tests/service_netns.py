@@ -32,6 +32,8 @@ import time
 
 import pytest
 
+from gglspeedup.service.netns import _libc_call
+
 RAY_CPUS = 2
 OBJECT_STORE_BYTES = 256 << 20
 RAY_ENV = {"RAY_DEDUP_LOGS": "0"}
@@ -111,9 +113,9 @@ class PrivateSharedMemory:
         self._outer = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         self.outer_id = os.fstat(self._outer).st_ino
         try:
-            _libc("unshare", CLONE_NEWNS)  # implies unsharing the thread's filesystem state
-            _libc("mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)  # mounts made here stay here
-            _libc("mount", b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777")
+            _libc_call("unshare", CLONE_NEWNS)  # implies unsharing the thread's filesystem state
+            _libc_call("mount", b"none", b"/", None, MS_REC | MS_PRIVATE, None)  # mounts made here stay here
+            _libc_call("mount", b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=1777")
         except BaseException:
             self.close()
             raise
@@ -123,7 +125,7 @@ class PrivateSharedMemory:
             return
         try:
             if os.stat("/proc/thread-self/ns/mnt").st_ino != self.outer_id:
-                _libc("setns", self._outer, CLONE_NEWNS)
+                _libc_call("setns", self._outer, CLONE_NEWNS)
         except OSError:
             pass  # see the class's notes: the thread keeps the private /dev/shm
         finally:
@@ -132,15 +134,6 @@ class PrivateSharedMemory:
 
 
 CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x00020000, 0x2, 0x4, 0x4000, 1 << 18
-
-
-def _libc(name: str, *args) -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if getattr(libc, name)(*args) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{name}: {os.strerror(code)}")
 
 
 def private_shared_memory() -> PrivateSharedMemory | None:
