@@ -28,7 +28,7 @@ import numpy as np
 from numba import prange
 
 from ._aggregate_row import aggregate_row
-from ._parallel import kernel_threads, parallel_and_serial
+from ._parallel import kernel_threads, parallel_and_serial, read_only
 
 __all__ = ["csr_aggregate", "TABLE_DTYPES"]
 
@@ -162,5 +162,6 @@ def csr_aggregate(indptr, indices, table, start=0, stop=None, *, mean=False, sca
     work = (int(indptr[stop]) - int(indptr[start])) * table.shape[1] if rows else 0
     with kernel_threads(work, "products") as region:
         kernel = _rows_parallel if region.current > 1 else _rows_serial
+        indptr, indices, table, scale = (read_only(a) for a in (indptr, indices, table, scale))  # one variant
         kernel(start, indptr, indices, table, scale, use_scale, bool(skip_loops), bool(mean), out)
     return out

@@ -15,6 +15,10 @@ fused attention passes) enters its parallel regions through this module, so they
   does. :func:`pays` reads it.
 - :class:`kernel_threads`, the region itself: holds the lock, fits Numba's thread count (of the
   calling thread) to each call's work, and restores it on the way out.
+- :func:`read_only`, the arguments' flag. Numba compiles a kernel apart for every mix of read-only
+  and writable arrays, and a graph or table loaded memory-mapped is read-only: the drivers hand
+  kernels every array they only read (a graph's, a feature table) as a read-only view, so data in
+  memory and the same data mapped run one compiled variant, the one the warm-up takes.
 
 Importing this module imports Numba (the kernel modules import it; ``import gglspeedup`` does not)
 and makes a pip-installed TBB loadable first (:func:`gglspeedup._threading.prefer_tbb`).
@@ -34,10 +38,20 @@ import threading
 import types
 
 import numba
+import numpy as np
 
 from ._threading import prefer_tbb
 
-__all__ = ["KERNEL_LOCK", "PARALLEL_MIN", "pays", "lock_for", "kernel_threads", "use_threads", "parallel_and_serial"]
+__all__ = [
+    "KERNEL_LOCK",
+    "PARALLEL_MIN",
+    "pays",
+    "lock_for",
+    "kernel_threads",
+    "use_threads",
+    "parallel_and_serial",
+    "read_only",
+]
 
 prefer_tbb()  # before any parallel launch: see gglspeedup._threading
 
@@ -139,3 +153,13 @@ def parallel_and_serial(loop):
     serial = types.FunctionType(loop.__code__, loop.__globals__, f"{loop.__name__}_serial", loop.__defaults__)
     serial.__qualname__ = f"{loop.__qualname__}_serial"
     return numba.njit(parallel=True, cache=True, nogil=True)(loop), numba.njit(cache=True, nogil=True)(serial)
+
+
+def read_only(array):
+    """``array`` as a read-only view when it is a writable NumPy array, else ``array`` itself (the
+    module's notes: one compiled variant for data in memory and mapped)."""
+    if not isinstance(array, np.ndarray) or not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view

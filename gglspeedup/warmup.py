@@ -70,8 +70,9 @@ def _sample(graph) -> None:
     NeighborSampler(graph, [3, 2], expand="new").sample(seeds)  # gglspeedup.pyg's hop rule
     NeighborSampler(graph, [3, 2], disjoint=True).sample(seeds)
     with tempfile.TemporaryDirectory(prefix="gglspeedup-warmup-") as folder:
-        # A graph saved without edge ids and loaded memory-mapped (read-only arrays: kernels of
-        # their own), as train_sage_papers_like.py samples its graph.
+        # A graph saved without edge ids and loaded memory-mapped, as train_sage_papers_like.py
+        # samples its graph: its arrays are read-only, and so are the views the CPU drivers hand
+        # the kernels of a graph in memory (_parallel.read_only), so this loads the variants above.
         _graph(keep_edge_ids=False).save(os.path.join(folder, "graph"))
         mapped = CSRGraph.load(os.path.join(folder, "graph"))
         NeighborSampler(mapped, [3, -1]).sample(seeds)

@@ -280,12 +280,21 @@ def test_neighbours_do_not_depend_on_seed_order():
 
 
 def test_memory_mapped_graph(tmp_path):
-    # CSRGraph.load memory-maps read-only arrays by default; the kernels must accept them.
+    # CSRGraph.load memory-maps read-only arrays by default; the kernels must accept them, and run
+    # the variant the same graph in memory took: the CPU drivers hand the kernels read-only views
+    # of every graph (records.read_only), so a loaded graph compiles nothing again.
+    from gglspeedup.sampling._kernels.cpu import sample_hop
+
     graph = random_graph(np.random.default_rng(11), 50, 400, zero_weight_share=0)
+    expected = reference_sample(graph, [1, 2, 3], [3, 2], seed=4, key=1)
+    assert_same_sample(gg.NeighborSampler(graph, [3, 2], seed=4).sample([1, 2, 3], key=1), expected)
+    variants = set(sample_hop.signatures)
     graph.save(tmp_path / "graph.npz")
     mapped = gg.CSRGraph.load(tmp_path / "graph.npz", mmap=True)
+    assert not mapped.indptr.flags.writeable and not mapped.indices.flags.writeable
     out = gg.NeighborSampler(mapped, [3, 2], seed=4).sample([1, 2, 3], key=1)
-    assert_same_sample(out, reference_sample(graph, [1, 2, 3], [3, 2], seed=4, key=1))
+    assert_same_sample(out, expected)
+    assert set(sample_hop.signatures) == variants
 
 
 def test_with_fanouts_shares_the_graph_and_continues_the_batch_counter():

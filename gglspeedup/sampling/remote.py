@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._parallel import KERNEL_LOCK, kernel_threads
+from .._parallel import KERNEL_LOCK, kernel_threads, read_only
 from ._kernels.cpu import weight_tables
 from ._kernels.exclusion import row_filter, rows_ascending
 from ._kernels.links import match_positions
@@ -82,14 +82,10 @@ class _Part:
         tables = weight_tables(indptr, weights) if weights is not None and indptr.shape[0] > 1 else None
 
         def present(array, dtype):
-            # Every field read-only, as the mapped ones are: Numba compiles a kernel apart for
-            # each mix of read-only and writable arrays, so a placeholder or a table built here
-            # (a partition without weights or edges) would compile the draw kernel once more
-            array = np.zeros(1, dtype) if array is None or array.shape[0] == 0 else array
-            if array.flags.writeable:
-                array = array.view()
-                array.flags.writeable = False
-            return array
+            # Every field read-only, as the mapped ones are (_parallel.read_only): a placeholder or
+            # a table built here (a partition without weights or edges) would otherwise compile
+            # the draw kernel once more
+            return read_only(np.zeros(1, dtype) if array is None or array.shape[0] == 0 else array)
 
         live, cum = tables if tables is not None else (None, None)
         self.graph = GraphArrays(

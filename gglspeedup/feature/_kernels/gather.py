@@ -30,7 +30,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..._intrinsics import prefetch, prefetch_row, store_fence, stream_line
-from ..._parallel import lock_for, pays
+from ..._parallel import lock_for, pays, read_only
 
 __all__ = [
     "copy_row",
@@ -153,8 +153,9 @@ def gather_host(table, ids, out) -> None:
     ``table`` and ``out`` are word views as the kernels take them; ``ids`` are in range.
     """
     parallel = pays(out.nbytes, "bytes")
-    with lock_for(parallel):
-        (gather_cpu if parallel else gather_serial)(table, ids, out, out.nbytes >= STREAM_BYTES)
+    kernel = gather_cpu if parallel else gather_serial
+    with lock_for(parallel):  # read-only views: a mapped table's variant (_parallel.read_only)
+        kernel(read_only(table), read_only(ids), out, out.nbytes >= STREAM_BYTES)
 
 
 @register_jitable(inline="always")
@@ -212,6 +213,7 @@ def gather_cached(cache, table, location, ids, out) -> int:
     parallel = pays(out.nbytes, "bytes")
     with lock_for(parallel):
         driver = _gather_cached_parallel if parallel else _gather_cached_serial
+        cache, table, ids = read_only(cache), read_only(table), read_only(ids)
         return int(driver(cache, table, location, ids, out, out.nbytes >= STREAM_BYTES))
 
 

@@ -20,7 +20,7 @@ from ..._hugepages import huge_empty
 from ..._integrity import corrupt_indices_error
 from ..._interrupt import interruptible
 from ..._intrinsics import prefetch
-from ..._parallel import kernel_threads
+from ..._parallel import kernel_threads, read_only
 from ..._rng import hop_state, row_state
 from ..._stop import stop_requested
 from ...validation import BYTES_PER_DRAW, available_memory, check_draws
@@ -83,8 +83,10 @@ class CPUDriver:
 
     def __init__(self, graph, options: SampleOptions, seed: int, times=None):
         tables = weight_tables(graph.indptr, graph.weights) if options.weighted else None
-        self.graph: GraphArrays = graph_arrays(graph, tables, lambda dtype: np.zeros(1, dtype))
-        self.options = with_markers(options, times)
+        # Read-only views throughout (gglspeedup._parallel.read_only): one variant, mapped or not.
+        arrays = graph_arrays(graph, tables, lambda dtype: np.zeros(1, dtype))
+        self.graph: GraphArrays = GraphArrays(*map(read_only, arrays))
+        self.options = with_markers(options, read_only(times))
         self.seed = int(seed)
         self.num_nodes, self.num_edges = graph.num_nodes, graph.num_edges
         self.maps = MapPool(graph.num_nodes)
