@@ -3,12 +3,15 @@
 The streamed path copies each output row's 64-byte-aligned lines with non-temporal stores and its
 unaligned head and tail with plain ones, so it is checked at every head offset a row can have:
 row widths that are and are not multiples of 64 bytes, output buffers offset from a 64-byte
-boundary, and every word size. Bytes outside the output rows must stay untouched.
+boundary, and every word size. Bytes outside the output rows must stay untouched. The kernels get
+their table and ids read-only, as the drivers hand them over (``gglspeedup._parallel.read_only``):
+the variants the warm-up compiled.
 """
 
 import numpy as np
 import pytest
 
+from gglspeedup._parallel import read_only
 from gglspeedup.device import aligned_empty
 from gglspeedup.feature import FeatureStore
 from gglspeedup.feature._kernels.gather import (
@@ -25,7 +28,7 @@ WORDS = [np.uint64, np.uint32, np.uint16, np.uint8]
 
 def _words(rows, width, word, seed=0):
     info = np.iinfo(word)
-    return np.random.default_rng(seed).integers(0, info.max, (rows, width), dtype=word, endpoint=True)
+    return read_only(np.random.default_rng(seed).integers(0, info.max, (rows, width), dtype=word, endpoint=True))
 
 
 def _offset_out(count, width, word, offset_bytes):
@@ -46,7 +49,7 @@ def test_gather_kernels_equal_numpy_at_every_alignment(driver, stream, word, wid
     size = np.dtype(word).itemsize
     width = width_bytes // size
     table = _words(97, width, word, seed=width_bytes)
-    ids = np.random.default_rng(1).integers(0, 97, 1203)  # > 2 parallel blocks, repeats
+    ids = read_only(np.random.default_rng(1).integers(0, 97, 1203))  # > 2 parallel blocks, repeats
     for offset in sorted({0, size, 8, 24, 40, 56}):  # every word size divides these
         out, backing = _offset_out(len(ids), width, word, offset)
         driver(table, ids, out, stream)
@@ -58,7 +61,7 @@ def test_gather_kernels_equal_numpy_at_every_alignment(driver, stream, word, wid
 def test_int32_ids_and_last_rows_prefetched_past_the_table_end(stream):
     # The last row of the table prefetches lines past its end (a hint that never faults).
     table = _words(33, 100, np.uint64)
-    ids = np.array([32, 0, 32, 31, 32] * 300, dtype=np.int32)
+    ids = read_only(np.array([32, 0, 32, 31, 32] * 300, dtype=np.int32))
     out, _ = _offset_out(len(ids), 100, np.uint64, 8)
     gather_cpu(table, ids, out, stream)
     np.testing.assert_array_equal(out, table[ids])
