@@ -10,8 +10,10 @@ inputs, so that first process is this command instead of a training run::
     python -m gglspeedup warmup                 # everything (see PARTS)
     python -m gglspeedup warmup --parts sample,gather
 
-From an empty cache on 2 cores the full run took 250 s of CPU in its two processes (141 s and
-109 s; README, "What to expect"); a second run loads everything from the cache in about 4 s.
+From an empty cache on an idle 2-core machine the full run took 96 s of wall time and 180 s of CPU
+in its two processes (README, "What to expect"); a second run loads everything from the cache in
+about 4 s. A graph loaded memory-mapped samples with the variants compiled here for one in memory
+(the kernels get read-only views of what they only read: ``gglspeedup._parallel.read_only``).
 
 Where the cache goes is Numba's choice, made per kernel: beside the package's sources
 (``__pycache__``) when that folder is writable, else the user cache folder
