@@ -41,6 +41,22 @@ def test_gathers_from_a_mapped_table_equal_x_of_ids(table_file, dtype, dim, cach
     assert stats["hits"] == expected_hits and stats["rows_host"] == len(ids) - expected_hits
 
 
+def test_a_mapped_table_gathers_with_the_kernels_of_the_same_table_in_memory(table_file):
+    # The gathers get read-only views (gglspeedup._parallel.read_only), so a mapped table (read-only
+    # pages) runs the variants its in-memory twin compiled, the ones the warm-up takes.
+    from gglspeedup.feature._kernels.gather import gather_cpu, gather_serial
+
+    path, x = table_file(np.float32, (600, 8))
+    ids = np.random.default_rng(3).integers(0, 600, 40_000)  # 1.3 MB: the parallel kernel; 7: the serial
+    in_memory = gg.FeatureStore(x.copy())
+    assert np.array_equal(in_memory[ids], x[ids]) and np.array_equal(in_memory[ids[:7]], x[ids[:7]])
+    variants = set(gather_cpu.signatures), set(gather_serial.signatures)
+    mapped = gg.FeatureStore.from_npy(path, cache_size=0)
+    assert isinstance(mapped._tier, HostTier)
+    assert np.array_equal(mapped[ids], x[ids]) and np.array_equal(mapped[ids[:7]], x[ids[:7]])
+    assert all(variants) and (set(gather_cpu.signatures), set(gather_serial.signatures)) == variants
+
+
 def test_a_misaligned_out_buffer_is_filled_exactly(table_file):
     path, x = table_file(np.float32, (600, 8))
     store = gg.FeatureStore.from_npy(path, cache_size=100 * 32, policy=np.arange(600))
