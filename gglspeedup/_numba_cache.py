@@ -19,6 +19,7 @@ as Numba wrote them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.abc
 import importlib.util
@@ -30,25 +31,38 @@ try:
 except ImportError:  # Windows: Numba's own behaviour
     fcntl = None
 
-__all__ = ["install", "locked_save"]
+__all__ = ["install", "locked_save", "index_lock"]
 
 _MODULE = "numba.core.caching"
 
 
+@contextlib.contextmanager
+def index_lock(index_path: str):
+    """An exclusive ``flock`` on ``<index_path>.lock``, held for the block: what every save of that
+    index takes (and ``tests/cold_cache.py``'s merge of one cache into another). Raises
+    ``OSError`` before the block where the lock file cannot be made."""
+    fd = os.open(index_path + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def locked_save(save):
-    """``IndexDataCacheFile.save`` run under an exclusive ``flock`` on ``<index>.lock``."""
+    """``IndexDataCacheFile.save`` run under :func:`index_lock` of its index."""
 
     @functools.wraps(save)
     def locked(self, key, data):
+        lock = index_lock(self._index_path)
         try:
-            fd = os.open(self._index_path + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+            lock.__enter__()
         except OSError:  # an unwritable cache folder: Numba's save reports or skips it itself
             return save(self, key, data)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
             return save(self, key, data)
         finally:
-            os.close(fd)  # releases the lock
+            lock.__exit__(None, None, None)
 
     locked.gglspeedup_locked = True
     return locked

@@ -14,11 +14,12 @@ kernels a second time. Elsewhere the folder is the test's ``tmp_path``::
 
 from __future__ import annotations
 
-import fcntl
 import itertools
 import os
 import shutil
 import sys
+
+from gglspeedup._numba_cache import index_lock
 
 COLD_CACHES = "GGLSPEEDUP_COLD_CACHES"
 
@@ -43,7 +44,7 @@ def merge(source: str, target: str) -> int:
     index does not use (written beside its place and renamed, so a reader never sees half a file),
     then the target's index rewritten with it (by Numba's own ``IndexDataCacheFile``). A target
     index of another source stamp (stale) is replaced. Each function's read and write hold the lock
-    Numba's saves take (``gglspeedup._numba_cache``), so processes may go on compiling into
+    Numba's saves take (``gglspeedup._numba_cache.index_lock``), so processes may go on compiling into
     ``target`` meanwhile."""
     added = 0
     for folder, _, files in os.walk(source):
@@ -54,12 +55,8 @@ def merge(source: str, target: str) -> int:
                 continue
             stamp, overloads = read
             os.makedirs(into, exist_ok=True)
-            lock = os.open(os.path.join(into, index + ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with index_lock(os.path.join(into, index)):
                 added += _merge_index(folder, into, index[: -len(".nbi")], stamp, overloads)
-            finally:
-                os.close(lock)  # releases the lock
     return added
 
 
