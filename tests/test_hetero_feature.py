@@ -277,6 +277,12 @@ def test_unknown_types_and_wrong_kinds_of_input_are_named():
     [
         (lambda x, g: HeteroFeatureStore(x["author"], graph=g), TypeError, "x must be a dict node type"),
         (lambda x, g: HeteroFeatureStore({1: x["author"]}), TypeError, "keys must be node type names"),
+        (
+            lambda x, g: HeteroFeatureStore(x, cache_size=40, graph=gg.CSRGraph([0] * 7, [])),
+            TypeError,
+            r"graph must be a HeteroGraph .*got CSRGraph",
+        ),
+        (lambda x, g: HeteroFeatureStore(x, graph=g.num_nodes), TypeError, r"graph must be a HeteroGraph .*got dict"),
         (lambda x, g: HeteroFeatureStore({"venue": None}), ValueError, "at least one node type"),
         (
             lambda x, g: HeteroFeatureStore({**x, "paper": x["paper"][:5]}, graph=g),

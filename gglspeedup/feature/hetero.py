@@ -13,6 +13,7 @@ import numpy as np
 
 from .._backing import backing_file
 from ..device import as_device, parse_size
+from ..heterograph import HeteroGraph
 from ._inputs import as_table, open_npy
 from .hetero_policies import resolve_hetero_policy, split_budget, typed_hit_rate
 from .store import FeatureStore
@@ -30,7 +31,8 @@ def check_tables(x, graph=None) -> dict:
     Raises
     ------
     TypeError
-        ``x`` not a dict, a key not a str, a table :func:`~gglspeedup.feature.as_table` rejects.
+        ``x`` not a dict, a key not a str, a table :func:`~gglspeedup.feature.as_table` rejects,
+        ``graph`` not a :class:`~gglspeedup.HeteroGraph`.
     ValueError
         no type with features; with ``graph``, a type it lacks or a row count that differs from
         ``graph.num_nodes[type]`` (both named).
@@ -39,6 +41,8 @@ def check_tables(x, graph=None) -> dict:
         raise TypeError(
             f"x must be a dict node type -> feature table (None for a type without features), got {type(x).__name__}"
         )
+    if graph is not None and not isinstance(graph, HeteroGraph):
+        raise TypeError(f"graph must be a HeteroGraph (node counts per type), got {type(graph).__name__}")
     known = None if graph is None else dict(graph.num_nodes)
     tables = {}
     for node_type, table in x.items():
