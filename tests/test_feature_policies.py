@@ -145,6 +145,11 @@ def test_presample_scores_keep_the_degree_prior_when_counts_are_noise():
             ValueError,
             "unknown presample option",
         ),
+        (
+            dict(policy="presample", graph=_star_graph(), presample=[("batch_size", 4)]),
+            TypeError,
+            r"presample must be a dict of options .*got list",
+        ),
     ],
 )
 def test_bad_policies_raise(kwargs, error, message):

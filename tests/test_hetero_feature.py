@@ -306,6 +306,11 @@ def test_unknown_types_and_wrong_kinds_of_input_are_named():
             "unknown presample option",
         ),
         (lambda x, g: HeteroFeatureStore(x, graph=g, presample={"seed": 1}), ValueError, "only used with"),
+        (
+            lambda x, g: HeteroFeatureStore(x, policy="presample", graph=g, presample=[("seed", 1)]),
+            TypeError,
+            r"presample must be a dict of options .*got list",
+        ),
     ],
 )
 def test_bad_arguments_raise_before_any_kernel(make, error, message):

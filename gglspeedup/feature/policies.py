@@ -221,6 +221,10 @@ def checked_policy(policy, graph, presample, expected: str, graph_kind: str, nam
     checked here: one of ``names`` (else the error says it must be ``expected``), given
     ``graph`` (``graph_kind``) unless ``"none"``, and ``presample`` options only for
     ``"presample"``."""
+    if presample is not None and not isinstance(presample, dict):
+        raise TypeError(
+            f"presample must be a dict of options (e.g. {{'fanouts': [10, 5]}}), got {type(presample).__name__}"
+        )
     if policy is None:
         policy = "degree" if graph is not None else "none"
     if isinstance(policy, str):
