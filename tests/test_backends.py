@@ -155,6 +155,18 @@ def test_dtypes_dlpack_cannot_carry_raise_a_type_error_naming_them(name):
         backends.to(name, {"labels": [np.array(["z"])]})
 
 
+@pytest.mark.parametrize("name", BACKENDS)
+def test_byte_swapped_arrays_raise_a_type_error_naming_the_dtype_except_for_numpy(name):
+    swapped = np.arange(6, dtype=">f4").reshape(2, 3)  # e.g. the rows of a big-endian table
+    if name == "numpy":
+        assert backends.to(name, swapped) is swapped  # NumPy holds it as it is
+        return
+    with pytest.raises(TypeError, match=r"dtype >f4 to \w+: its bytes are swapped .*newbyteorder"):
+        backends.to(name, swapped)
+    native = backends.to(name, swapped.astype(swapped.dtype.newbyteorder("=")))
+    np.testing.assert_array_equal(as_numpy(native), swapped)
+
+
 @pytest.mark.parametrize("name", ["torch", "tensorflow", "paddle"])
 def test_numpy_bfloat16_reaches_frameworks_as_bfloat16_without_a_copy(name):
     ml_dtypes = pytest.importorskip("ml_dtypes")

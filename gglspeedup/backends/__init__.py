@@ -137,6 +137,12 @@ def _checked(convert, backend: str):
 
     def leaf(array):
         dtype = getattr(array, "dtype", None)
+        if isinstance(dtype, np.dtype) and not dtype.isnative and backend != "numpy":
+            raise TypeError(
+                f"cannot convert a {type(array).__name__} of dtype {dtype} to {backend}: its bytes are swapped "
+                "(big-endian) and DLPack carries native byte order only; convert it first, e.g. "
+                "array.astype(array.dtype.newbyteorder('='))"
+            )
         if not isinstance(dtype, np.dtype) or dtype.kind in _DLPACK_KINDS:
             return convert(array)
         if dtype.name == "bfloat16" and isinstance(array, np.ndarray):
@@ -182,7 +188,8 @@ def to(name: str, obj: Any) -> Any:
         when the framework is not installed (the message names the pip extra).
     TypeError
         for leaves that are not arrays or tensors, and for arrays of a dtype DLPack cannot carry
-        (strings, objects, datetimes, records): the message names the dtype.
+        (strings, objects, datetimes, records, byte-swapped numbers for any backend but
+        ``"numpy"``): the message names the dtype.
     """
     module = adapter(name)
     return map_arrays(obj, _checked(module.from_array, _canonical(name)))
