@@ -148,6 +148,20 @@ def _configure(kernel, grid, block, stream):
         return kernel[grid, block, stream]
 
 
+def _simulator_args(args: tuple) -> tuple:
+    """``args`` with every read-only host array wrapped as numba's ``cuda.In``: the simulator copies
+    each array argument back after the kernel, which a read-only array (a memory-mapped table
+    registered in place, ids in a read-only buffer) refuses with NumPy's "assignment destination is
+    read-only". The kernels never write their read-only inputs, so nothing is lost."""
+    if not any(isinstance(arg, np.ndarray) and arg.ndim and not arg.flags.writeable for arg in args):
+        return args
+    from numba import cuda
+
+    return tuple(
+        cuda.In(arg) if isinstance(arg, np.ndarray) and arg.ndim and not arg.flags.writeable else arg for arg in args
+    )
+
+
 def launch(kernel, device, grid: int, block: int, *args) -> None:
     """Launch ``kernel[grid, block]`` on ``device``'s current CuPy stream with ``args``.
 
@@ -160,7 +174,7 @@ def launch(kernel, device, grid: int, block: int, *args) -> None:
         _count("launches")
         with warnings.catch_warnings():  # NumPy scalar uint64 wrap-around in the RNG
             warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
-            _configure(kernel, grid, block, current_stream(device))(*args)
+            _configure(kernel, grid, block, current_stream(device))(*_simulator_args(args))
         return
     _count("launches")
     if _direct.launch(kernel, grid, block, args):

@@ -102,6 +102,18 @@ def test_misaligned_out_buffer_still_exact(device):
     _same(out, x[ids])
 
 
+@pytest.mark.parametrize("pin", ["copy", "register"])
+def test_read_only_ids_and_a_read_only_mapped_table_registered_in_place(device, pin, tmp_path):
+    x = _table(12, 3, np.float32)
+    np.save(tmp_path / "x.npy", x)
+    store = FeatureStore.from_npy(tmp_path / "x.npy", device=device, cache_size=2 * x[0].nbytes, policy=[3, 4], pin=pin)
+    ids = np.array([0, 3, 11, 4, 0])
+    ids.flags.writeable = False  # e.g. ids from np.frombuffer or a mapped split file
+    _same(store[ids], x[ids])
+    _same(store[np.array([5, 3])], x[[5, 3]])  # writable ids too, whatever the table's tier
+    assert store.stats()["rows_device"] == 3  # the cached rows 3, 4, 3: GPU cache, or RAM cache before the mapping
+
+
 def test_stats_add_up_and_reset(device):
     x = _table(12, 4, np.float32)
     cached = np.array([2, 7, 11])
