@@ -229,6 +229,9 @@ def test_labels_seeds_and_flags_are_checked_at_construction(data):
         NodeLoader(sampler, x, [0, n], 2)
     with pytest.raises(IndexError, match=r"seeds\[0\] = -1"):
         NodeLoader(sampler, x, [-1], 2)
+    for bad in (np.array([None] * n), [None] + [1] * (n - 1)):  # no batch can copy Python objects
+        with pytest.raises(TypeError, match=r"labels must hold numbers .*got dtype object"):
+            NodeLoader(sampler, x, np.arange(4), 2, labels=bad)
     for name in ("shuffle", "drop_last", "reuse_buffers"):
         for value in ("no", "yes", 1, None):
             with pytest.raises(TypeError, match=f"{name} must be a bool"):

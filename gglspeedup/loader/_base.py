@@ -70,14 +70,19 @@ def check_sampler(sampler, protocol: type, method: str) -> None:
 
 def label_array(name: str, labels):
     """``labels`` as an array (NumPy, or the framework's via DLPack); ``TypeError`` naming ``name``
-    for anything that is not an array (a number, a string, a dict)."""
+    for anything that is not an array (a number, a string, a dict) and for an array of Python
+    objects (batches copy labels into fresh buffers, which cannot hold references)."""
     if isinstance(labels, (list, tuple)):
-        return np.asarray(labels)
-    if isinstance(labels, (str, bytes, dict, int, float, bool, np.generic)) or not (
+        array = np.asarray(labels)
+    elif isinstance(labels, (str, bytes, dict, int, float, bool, np.generic)) or not (
         hasattr(labels, "__dlpack__") or hasattr(labels, "__array__") or hasattr(labels, "__cuda_array_interface__")
     ):
         raise TypeError(f"{name} must be an array with one entry per node, got {type(labels).__name__}")
-    return backends.from_(labels)
+    else:
+        array = backends.from_(labels)
+    if array.dtype == object:
+        raise TypeError(f"{name} must hold numbers (or fixed-size values), got dtype object")
+    return array
 
 
 class BaseLoader:
