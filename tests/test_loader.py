@@ -238,6 +238,16 @@ def test_labels_seeds_and_flags_are_checked_at_construction(data):
                 NodeLoader(sampler, x, np.arange(4), 2, **{name: value})
 
 
+def test_typed_features_for_an_untyped_sampler_raise_at_construction(data):
+    graph, x, _ = data
+    sampler = gg.NeighborSampler(graph, [2])
+    for typed in ({"paper": x}, gg.HeteroFeatureStore({"paper": x})):  # gave KeyError 0 on the first batch
+        with pytest.raises(TypeError, match=rf"untyped sampler needs untyped features.*got {type(typed).__name__}"):
+            NodeLoader(sampler, typed, np.arange(4), 2)
+        with pytest.raises(TypeError, match="untyped sampler needs untyped features"):
+            gg.LinkLoader(sampler, typed, [[0, 1], [1, 2]], 2)
+
+
 class _SamplerWithoutSize:
     def __init__(self, sampler):
         self.sampler = sampler

@@ -116,6 +116,12 @@ class BaseLoader:
             raise TypeError(
                 f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}"
             )
+        if not typed and (isinstance(features, dict) or isinstance(getattr(features, "shape", None), dict)):
+            # typed features (a dict, a HeteroFeatureStore) would fail on the first batch's n_id
+            raise TypeError(
+                "an untyped sampler needs untyped features: a FeatureStore or an array of shape (num_nodes, F), "
+                f"got {type(features).__name__} of node types (use a typed sampler, e.g. a HeteroNeighborSampler)"
+            )
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.prefetch = check_int("prefetch", prefetch, minimum=0)
         self.workers = check_int("workers", workers, minimum=1)
