@@ -205,6 +205,22 @@ def test_a_global_ranking_of_pairs_is_taken_as_given():
     _check_every_row(store, x, seed=1)
 
 
+def test_on_the_cpu_only_tables_on_disk_share_the_budget(tmp_path):
+    graph, x = _graph(), _tables()
+    np.save(tmp_path / "author.npy", x["author"])
+    mapped = {**x, "author": np.load(tmp_path / "author.npy", mmap_mode="r")}  # paper, term stay in memory
+    ranking = [("paper", 0), ("term", 3), ("author", 4), ("paper", 1), ("author", 1), ("author", 0)]
+    store = HeteroFeatureStore(mapped, cache_size=32, policy=ranking, graph=graph)
+    # paper's and term's rows have no RAM cache to go to: they spend nothing, so author's two hottest fit
+    assert {t: v.tolist() for t, v in store.cached_ids.items()} == {"author": [4, 1], "paper": [], "term": []}
+    assert store.policy_info["num_cached"] == {"author": 2, "paper": 0, "term": 0}
+    assert store.cached_bytes == 32
+    _check_every_row(store, x)
+    store.reset_stats()
+    _same(store[("author", [4, 1, 0, 4])], x["author"][[4, 1, 0, 4]])
+    assert store.stats()["hits"] == 3  # rows 4, 1, 4 from RAM, row 0 from the mapping
+
+
 def test_stats_per_type_add_up_to_the_total_and_reset(device):
     graph, x = _graph(), _tables()
     store = HeteroFeatureStore(x, device=device, cache_size=60, graph=graph)

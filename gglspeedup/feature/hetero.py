@@ -306,10 +306,13 @@ class HeteroFeatureStore(HeteroFeatureSource):
         cached = {t: np.empty(0, np.int64) for t in featured}
         if self.device.is_cuda:
             self.device.check_available()  # before a presample run, not after it
-        # A cache exists on a GPU, and on the CPU in front of tables on disk (memory-mapped).
-        if self.device.is_cuda or any(backing_file(table) is not None for table in featured.values()):
+        # A cache exists on a GPU, and on the CPU in front of tables on disk (memory-mapped) only.
+        cacheable = [t for t, table in featured.items() if self.device.is_cuda or backing_file(table) is not None]
+        if cacheable:
             if name != "none" and self.cache_size:
                 ranking, info = compute(self.cache_size)
+                if len(cacheable) < len(featured):  # rows of tables in memory would spend budget and be cached nowhere
+                    ranking = ranking.only(np.isin(ranking.type_index, [ranking.types.index(t) for t in cacheable]))
                 cached = split_budget(ranking, self.row_bytes, self.cache_size)
                 counts = info.pop("counts", None)
                 if counts is not None:
