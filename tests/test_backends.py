@@ -239,6 +239,17 @@ def test_tensorflow_gets_an_aligned_copy_of_under_aligned_input(source):
     assert data_ptr(out) % 64 == 0
 
 
+def test_torch_gets_a_compact_copy_of_negatively_strided_input_only():
+    torch = pytest.importorskip("torch")
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for view in (base[::-1], base[:, ::-1], base[::-2, 1::2]):  # unhandled, torch.from_dlpack aborts the process
+        out = backends.to("torch", view)
+        assert isinstance(out, torch.Tensor) and out.dtype == torch.float32
+        np.testing.assert_array_equal(out.numpy(), view)
+    for view in (base, base[:, ::2], base.T):  # positive strides: still shared
+        assert data_ptr(backends.to("torch", view)) == view.ctypes.data
+
+
 def test_paddle_cpu_tensor_is_wrapped_to_report_device_zero():
     paddle = pytest.importorskip("paddle")
     tensor = paddle.to_tensor(np.arange(4, dtype=np.int64))
