@@ -54,6 +54,9 @@ SIM_THREADS_PER_BLOCK = 32  # the simulator pays ~1 ms per thread, idle ones inc
 _lock = threading.Lock()
 _counts = {"launches": 0, "syncs": 0}
 _quiet_lock = threading.Lock()
+# numba's simulator runs one kernel at a time per process (it swaps a module-wide kernel context):
+# two threads launching at once (a loader's workers) crash inside it
+_simulator_lock = threading.Lock()
 
 
 def counters() -> dict:
@@ -172,7 +175,7 @@ def launch(kernel, device, grid: int, block: int, *args) -> None:
         return
     if device.simulated:
         _count("launches")
-        with warnings.catch_warnings():  # NumPy scalar uint64 wrap-around in the RNG
+        with _simulator_lock, warnings.catch_warnings():  # NumPy scalar uint64 wrap-around in the RNG
             warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
             _configure(kernel, grid, block, current_stream(device))(*_simulator_args(args))
         return

@@ -394,6 +394,17 @@ def test_more_workers_than_batches_end_the_epoch_in_order(data):
         assert_same_batch(batch_got, batch_want)
 
 
+def test_several_workers_on_the_store_s_device_yield_the_one_worker_batches(device):
+    graph = small_graph(num_nodes=10, num_edges=24)  # on the simulator: kernels from three threads at once
+    data = (graph, np.arange(30, dtype=np.float32).reshape(10, 3), np.arange(10) % 3)
+    one = list(make_loader(data, np.arange(9), batch_size=2, device=device, shuffle=False))
+    several = list(make_loader(data, np.arange(9), batch_size=2, device=device, shuffle=False, workers=3, prefetch=3))
+    assert len(one) == len(several) == 5
+    for a, b in zip(one, several):
+        for field in ("x", "n_id"):
+            np.testing.assert_array_equal(to_host(getattr(a, field)), to_host(getattr(b, field)))
+
+
 class PairedSampler:
     """Draws only once two calls are in flight at once (a barrier of two, cycled): a loader with
     one producer thread never has two, and breaks the barrier."""
