@@ -208,6 +208,9 @@ class CSRGraph:
         """
         import scipy.sparse as sp
 
+        from .validation import check_bool
+
+        weighted = check_bool("weighted", weighted)  # a string such as "no" is not read as true
         if not sp.issparse(matrix):
             raise TypeError(f"matrix must be a scipy sparse matrix, got {type(matrix).__name__}")
         if matrix.shape[0] != matrix.shape[1]:

@@ -200,6 +200,8 @@ def test_from_scipy_rejects_bad_input():
         CSRGraph.from_scipy(sp.csr_matrix((2, 3)))
     with pytest.raises(ValueError, match=r"weights must be finite and >= 0"):
         CSRGraph.from_scipy(sp.csr_matrix(np.array([[0.0, -1.0], [1.0, 0.0]])), weighted=True)
+    with pytest.raises(TypeError, match=r"weighted must be a bool \(True or False\), got str 'no'"):
+        CSRGraph.from_scipy(sp.csr_matrix(np.array([[0.0, 2.0], [1.0, 0.0]])), weighted="no")
 
 
 def test_as_csr_graph():
