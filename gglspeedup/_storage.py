@@ -374,6 +374,7 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
     """
     if not isinstance(path, (str, os.PathLike)):  # an int is a file descriptor to os.path.exists
         raise TypeError(f"path must be a str or os.PathLike naming a saved graph, got {type(path).__name__}")
+    mmap, verify = check_bool("mmap", mmap), check_bool("verify", verify)  # "no" is not read as true
     if not os.path.exists(path):
         raise FileNotFoundError(f"no saved graph at {os.fspath(path)!r}")
     if os.path.isdir(path):
@@ -392,7 +393,13 @@ def load_graph_arrays(path, kind: str, *, mmap: bool, verify: bool) -> tuple[dic
             except (UnicodeDecodeError, ValueError) as error:
                 raise ValueError(f"{os.fspath(path)!r}: its meta member is not readable JSON ({error})") from None
         elif "num_src_nodes" in arrays:
-            meta["num_src_nodes"] = int(arrays.pop("num_src_nodes"))
+            count = np.asarray(arrays.pop("num_src_nodes"))
+            if count.shape != () or count.dtype.kind not in "iu":  # int() would fail, or truncate 1.5
+                raise ValueError(
+                    f"{os.fspath(path)!r}: its num_src_nodes member must be one integer, got {count.dtype} "
+                    f"shape {count.shape}"
+                )
+            meta["num_src_nodes"] = int(count)
     missing = {"indptr", "indices"} - set(arrays)
     if missing:
         raise ValueError(f"{os.fspath(path)!r} is not a saved {kind}: missing {sorted(missing)}")

@@ -188,6 +188,23 @@ def test_old_npz_files_still_load_and_are_checked(tmp_path):
     assert gg.HeteroGraph.load(tmp_path / "h.npz").num_edges == _typed().num_edges
 
 
+@pytest.mark.parametrize("count", [np.array([7, 8]), np.array(7.5), np.array(True)], ids=["1-D", "float", "bool"])
+def test_an_old_npz_whose_num_src_nodes_is_not_one_integer_is_refused_naming_it(tmp_path, count):
+    path = tmp_path / "g.npz"
+    np.savez(path, indptr=np.array([0, 1, 2]), indices=np.array([1, 0]), num_src_nodes=count)
+    for mapped in (True, False):  # not int()'s TypeError, nor 7.5 read as 7
+        with pytest.raises(ValueError, match=r"g\.npz': its num_src_nodes member must be one integer"):
+            gg.CSRGraph.load(path, mmap=mapped)
+
+
+@pytest.mark.parametrize("flag", ["mmap", "verify"])
+def test_load_refuses_flags_that_are_not_bools(tmp_path, flag):
+    _graph().save(tmp_path / "g")
+    for load in (gg.CSRGraph.load, gg.HeteroGraph.load):
+        with pytest.raises(TypeError, match=rf"{flag} must be a bool \(True or False\), got str 'no'"):
+            load(tmp_path / "g", **{flag: "no"})  # "no" would have been read as true
+
+
 @pytest.mark.parametrize(
     "edge_types, options, message",
     [
