@@ -236,6 +236,8 @@ def test_empty_pairs_give_an_empty_output(device):
         (dict(num_negatives=0), ValueError, "num_negatives must be >= 1"),
         (dict(num_negatives=1.5), TypeError, "num_negatives must be an int"),
         (dict(strict_negatives="yes"), TypeError, "strict_negatives must be a bool"),
+        (dict(pairs=[[0], [40]], check=None), TypeError, "check must be a bool"),  # not a skipped range scan
+        (dict(pairs=[[0], [40]], check=0), TypeError, "check must be a bool"),
         (dict(key=-1), ValueError, "key must be an int"),
     ],
 )

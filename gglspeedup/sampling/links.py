@@ -286,7 +286,8 @@ def check_link_call(
     ``bounds``, errors naming ``names``; the range scan only with ``check``), ``labels``, the
     options, the negatives' memory.
     Returns ``(pairs, labels, negatives, num_negatives, strict, exclude)``."""
-    pairs = check_pairs(pairs, bounds, device, names, check)
+    # check=None or 0 must not skip the range scan unnoticed: unchecked ids read outside the graph
+    pairs = check_pairs(pairs, bounds, device, names, check_bool("check", check))
     count = int(pairs.shape[1])
     if labels is not None:
         labels = check_labels(labels, count, device)
