@@ -209,7 +209,7 @@ def layerwise(
         tensor (a list, a tuple).
     ValueError
         no layers, ``batch_size < 1``, ``x`` rows differing from the graph's nodes, a layer
-        returning the wrong number of rows or not a 2-D array.
+        returning the wrong number of rows or not a 2-D array, or a later batch of other columns or dtype.
     FileExistsError
         ``out_dir/layer{i}.npy`` already exists for some layer ``i``.
 
@@ -293,6 +293,8 @@ def _run_layers(layers, graph, store, batch_size, device, backend, activation, c
                 table = _empty_output(num_nodes, rows.shape[1], rows.dtype, paths, index, created)
             elif rows.shape[1] != table.shape[1]:
                 raise ValueError(f"layers[{index}] returned {rows.shape[1]} columns, earlier batches {table.shape[1]}")
+            elif rows.dtype != table.dtype:  # the table has the first batch's dtype: 1.5 into int64 would be 1
+                raise ValueError(f"layers[{index}] returned dtype {rows.dtype}, earlier batches {table.dtype}")
             table[start : start + count] = rows
             bar.update(index, count)
         bar.layer_done(index, time.perf_counter() - started)

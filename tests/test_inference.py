@@ -191,6 +191,15 @@ def test_bad_inputs(tmp_path):
         gg.inference.layerwise([conv], graph, x, out_dir=tmp_path / "missing")
     with pytest.raises(ValueError, match=r"layers\[0\] must return a 2-D output with one row per target"):
         gg.inference.layerwise([lambda block, edge_index: block[0]], graph, x, batch_size=8)
+    # a later batch of another dtype is refused, not cast into the first batch's table (1.5 -> 1)
+    calls = []
+
+    def drifting(block, edge_index):
+        calls.append(1)
+        return np.full((len(block[1]), 2), 1.5 if len(calls) > 1 else 1, np.float64 if len(calls) > 1 else np.int64)
+
+    with pytest.raises(ValueError, match=r"layers\[0\] returned dtype float64, earlier batches int64"):
+        gg.inference.layerwise([drifting], graph, x, batch_size=8, backend="numpy")
 
 
 def test_sage_demo_layerwise_matches_full_neighbourhood_test_accuracy():
