@@ -118,6 +118,11 @@ class HeteroGraph:
         n_src, n_dst = self.num_nodes[src], self.num_nodes[dst]
         if isinstance(value, CSRGraph):
             graph = value.to("cpu")
+            if graph.node_order is not None:  # its ids are renumbered; the typed graph would keep them unmapped
+                raise ValueError(
+                    f"relation {edge_type!r}: its CSRGraph is renumbered (node_order, from reorder= or permute), "
+                    "but a HeteroGraph's ids are the caller's local ids; pass the relation without reorder"
+                )
             if graph.num_nodes != n_dst:
                 raise ValueError(
                     f"relation {edge_type!r}: its CSRGraph has {graph.num_nodes} rows but num_nodes[{dst!r}] = {n_dst}"

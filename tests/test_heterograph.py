@@ -151,6 +151,12 @@ def test_from_pyg_hetero_data():
             ValueError,
             r"indices\[0\] = 3",
         ),
+        (  # renumbered ids would be taken for the caller's, with the order dropped
+            {("paper", "cites", "paper"): gg.CSRGraph.from_edge_index([[0, 1, 1], [1, 2, 0]], 4, reorder="degree")},
+            {"author": 3, "paper": 4},
+            ValueError,
+            r"relation \('paper', 'cites', 'paper'\): its CSRGraph is renumbered \(node_order",
+        ),
     ],
 )
 def test_bad_relations_name_the_relation_and_position(relations, num_nodes, error, match):
