@@ -205,7 +205,7 @@ def layerwise(
     ------
     TypeError
         ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, ``fused``
-        not a bool, a layer (or the activation) returning something other than an array or
+        or ``progress`` not a bool, a layer (or the activation) returning something other than an array or
         tensor (a list, a tuple).
     ValueError
         no layers, ``batch_size < 1``, ``x`` rows differing from the graph's nodes, a layer
@@ -227,6 +227,8 @@ def layerwise(
     layers = _check_layers(layers, activation)
     if not isinstance(fused, (bool, np.bool_)):
         raise TypeError(f"fused must be a bool, got {type(fused).__name__}")
+    if not isinstance(progress, (bool, np.bool_)):  # progress="no" would report
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
     device = as_device(device)
     cache_size = parse_size(cache_size, "cache_size")

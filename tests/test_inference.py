@@ -181,6 +181,8 @@ def test_bad_inputs(tmp_path):
         gg.inference.layerwise([conv], graph, x, activation="relu")
     with pytest.raises(ValueError, match="batch_size"):
         gg.inference.layerwise([conv], graph, x, batch_size=0)
+    with pytest.raises(TypeError, match="progress must be a bool, got str"):
+        gg.inference.layerwise([conv], graph, x, progress="no")
     with pytest.raises(TypeError, match="batch_size"):
         gg.inference.layerwise([conv], graph, x, batch_size=2.5)
     with pytest.raises(ValueError, match=r"one row per graph node \(60\), got 59"):
