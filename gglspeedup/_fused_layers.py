@@ -66,6 +66,14 @@ class DeviceGraph:
         self.indptr = self.xp.asarray(graph.indptr)
         self.indices = self.xp.asarray(graph.indices)
         self._scales = {}
+        # The fused kernel reads table rows at these ids unchecked: a graph loaded without verify
+        # may hold corrupt ones (a read past the table, or a segfault), so bound them once per call.
+        if self.indices.shape[0]:
+            low, high = int(self.indices.min()), int(self.indices.max())  # sync: once per layerwise call
+            if low < 0 or high >= graph.num_nodes:
+                from ._integrity import corrupt_indices_error
+
+                raise corrupt_indices_error(self.indices, [(0, self.indices.shape[0], graph.num_nodes, "")])
 
     def gcn_scale(self, self_loops: bool):
         """float32 ``deg ** -0.5`` (0 where ``deg`` is 0): ``deg`` counts a node's in-edges, its

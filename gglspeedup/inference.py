@@ -205,11 +205,12 @@ def layerwise(
     ------
     TypeError
         ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, ``fused``
-        or ``progress`` not a bool, a layer (or the activation) returning something other than an array or
-        tensor (a list, a tuple).
+        or ``progress`` not a bool, a layer (or the activation) returning something other than an
+        array or tensor (a list, a tuple).
     ValueError
-        no layers, ``batch_size < 1``, ``x`` rows differing from the graph's nodes, a layer
-        returning the wrong number of rows or not a 2-D array, or a later batch of other columns or dtype.
+        no layers, ``batch_size < 1``, a bipartite graph, ``x`` rows differing from the graph's nodes, a
+        corrupt neighbour id (a graph loaded without ``verify``), a layer returning the wrong number of
+        rows or not a 2-D array, or a later batch of other columns or dtype.
     FileExistsError
         ``out_dir/layer{i}.npy`` already exists for some layer ``i``.
 
@@ -234,6 +235,11 @@ def layerwise(
     cache_size = parse_size(cache_size, "cache_size")
     graph = as_csr_graph(graph)
     num_nodes = graph.num_nodes
+    if graph.num_src_nodes != num_nodes:  # the sources would index rows x does not have
+        raise ValueError(
+            f"graph is bipartite (num_src_nodes = {graph.num_src_nodes}, num_nodes = {num_nodes}): layer-wise "
+            "inference reads every layer's output rows as the next layer's sources, so it needs a square graph"
+        )
     paths = _output_paths(out_dir, len(layers))
     shape = getattr(x, "shape", None)
     rows = len(x) if shape is None else (int(shape[0]) if len(shape) else None)

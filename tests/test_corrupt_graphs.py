@@ -61,6 +61,13 @@ for case in cases:
                 sampler.sample(nodes, seed_time=np.ones(len(nodes), np.int64))
             elif case == "node_time":
                 gg.NeighborSampler(graph, [-1], node_time=np.arange(graph.num_nodes))
+            elif case in ("fused", "blocks"):  # layer-wise inference: the fused kernel reads rows unchecked
+                import torch
+                from gglspeedup.examples.torch_models import SAGEConv
+
+                with torch.no_grad():
+                    x = np.ones((graph.num_nodes, 4), np.float32)
+                    gg.inference.layerwise([SAGEConv(4, 2)], graph, x, fused=case == "fused")
         print(json.dumps([case, "no error", ""]), flush=True)
     except Exception as error:
         print(json.dumps([case, type(error).__name__, str(error)]), flush=True)
@@ -119,6 +126,15 @@ def test_a_corrupt_id_is_named_by_every_untyped_cpu_path(tmp_path, value):
         assert outcomes["node_time"] == ("ValueError", expected)
     with pytest.raises(ValueError, match=r"array 'indices' fails its checksum"):
         gg.CSRGraph.load(folder, verify=True)
+
+
+@pytest.mark.parametrize("value", [BAD_ID, 40, -3], ids=["huge", "just-past", "negative"])
+def test_layerwise_names_a_corrupt_id_fused_or_on_blocks(tmp_path, value):
+    pytest.importorskip("torch")
+    folder = _untyped_folder(tmp_path / "g", 123, value)  # fused, BAD_ID segfaulted; 40 and -3 read other memory
+    outcomes = _run_child(folder, "untyped", "cpu", ["fused", "blocks"])
+    expected = f"graph.indices holds id {value} outside [0, num_src_nodes = 40) at CSR position 123; {HINT}"
+    assert outcomes == {"fused": ("ValueError", expected), "blocks": ("ValueError", expected)}
 
 
 def test_a_corrupt_id_is_named_by_every_typed_cpu_path(tmp_path):

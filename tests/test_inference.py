@@ -189,6 +189,10 @@ def test_bad_inputs(tmp_path):
         gg.inference.layerwise([conv], graph, x[:59])
     with pytest.raises(TypeError, match="graph must be a CSRGraph"):
         gg.inference.layerwise([conv], [[0, 1], [1, 0]], x)
+    bipartite = gg.CSRGraph.from_edge_index([[4, 3], [1, 0]], num_nodes=2, num_src_nodes=5)
+    for fused in (True, False):  # fused, sources 3 and 4 were read past x's 2 rows
+        with pytest.raises(ValueError, match=r"graph is bipartite \(num_src_nodes = 5, num_nodes = 2\)"):
+            gg.inference.layerwise([conv], bipartite, x[:2], fused=fused)
     with pytest.raises(ValueError, match="out_dir must be an existing directory"):
         gg.inference.layerwise([conv], graph, x, out_dir=tmp_path / "missing")
     with pytest.raises(ValueError, match=r"layers\[0\] must return a 2-D output with one row per target"):
