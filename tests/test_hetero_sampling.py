@@ -222,6 +222,9 @@ def test_weighted_needs_weights(rng):
         gg.HeteroNeighborSampler(typed_graph(rng), [2], weighted=True)
     with pytest.raises(TypeError, match="HeteroGraph"):
         gg.HeteroNeighborSampler(gg.CSRGraph([0, 0], []), [2])
+    relation = gg.CSRGraph.from_edge_index([[0, 1], [0, 0]], num_nodes=1, num_src_nodes=2, weights=[1e308, 1e308])
+    with pytest.raises(ValueError, match=r"weights of row 0 sum past the float64 range"):  # drew wrongly
+        gg.HeteroNeighborSampler(gg.HeteroGraph({("a", "r", "b"): relation}, {"a": 2, "b": 1}), [1], weighted=True)
 
 
 class _DeviceArray(np.ndarray):

@@ -140,6 +140,18 @@ def test_all_zero_weights_yield_nothing():
         assert adjs[0].edge_index[1].tolist() == ([1] if not replace else [1, 1])
 
 
+def test_weights_whose_row_sum_overflows_are_refused_naming_the_row():
+    # Each weight is finite, row 1's sum is not: its running sums were inf and it always drew edge 3.
+    graph = gg.CSRGraph([0, 1, 4], [0, 0, 1, 1], weights=[1e308, 1e308, 1e308, 1.0])
+    with pytest.raises(ValueError, match=r"weights of row 1 sum past the float64 range \(inf\)"):
+        gg.NeighborSampler(graph, [1], weighted=True)
+    gg.NeighborSampler(graph, [1])  # unweighted sampling never reads the sums
+    big = gg.CSRGraph([0, 2, 4], [0, 1, 0, 1], weights=[1e308, 1e307, 1e308, 1e307])  # each row fits
+    sampler = gg.NeighborSampler(big, [1], weighted=True)  # the graph's total overflows, no row's does
+    counts = np.bincount([sampler.sample([1], key=k).adjs[0].e_id[0] for k in range(400)], minlength=4)
+    assert counts.tolist()[:2] == [0, 0] and counts[2] > counts[3] > 0
+
+
 def test_keys_advance_and_replay():
     graph = random_graph(np.random.default_rng(3), 200, 3000)
     seeds = np.arange(0, 200, 7)

@@ -19,6 +19,7 @@ __all__ = [
     "check_not_bipartite",
     "check_replace_fanouts",
     "check_last",
+    "check_weight_sums",
     "check_tree_count",
     "place_like",
     "resolve_placement",
@@ -57,6 +58,27 @@ def check_not_bipartite(graph):
             "relation's source ids are not; sample it as a relation of a HeteroGraph (HeteroNeighborSampler)"
         )
     return graph
+
+
+def check_weight_sums(graph) -> None:
+    """Raise ``ValueError`` naming the first row of ``graph`` (a CSRGraph; a typed graph's stacked
+    one) whose weights, each finite, sum past float64's range: weighted draws read each row's
+    running sum, and an infinite one draws wrongly (``[1e308, 1e308, 1.0]`` always drew the last
+    edge). O(num_edges), once, at construction; the tables are built only when the total is large."""
+    weights = to_numpy(graph.weights)
+    if weights.size == 0 or float(np.sum(weights, dtype=np.float64)) < np.finfo(np.float64).max / 2:
+        return  # no row's running sum comes near the range, whatever the rounding
+    from ._kernels.cpu import weight_tables
+
+    indptr = to_numpy(graph.indptr)
+    _live, cum = weight_tables(indptr, weights)  # the running sums the kernels read
+    infinite = np.isinf(cum)
+    if infinite.any():
+        row = int(np.searchsorted(indptr, int(np.argmax(infinite)), side="right")) - 1
+        raise ValueError(
+            f"weights of row {row} sum past the float64 range (inf): weighted sampling draws from each "
+            "row's running sum of its weights; scale the weights down"
+        )
 
 
 def check_last(strategy: str, weighted: bool) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 from ..heterograph import HeteroGraph, check_edge_type
 from ..validation import check_fanouts
 from .base import SamplerBase
-from .common import check_replace_fanouts, check_seeds
+from .common import check_replace_fanouts, check_seeds, check_weight_sums
 from .plan import HopPlan, hop_plan, typed_output
 from .temporal import typed_tree_times
 from .types import HeteroLinkSampleOutput, HeteroSampleOutput
@@ -72,6 +72,7 @@ class HeteroNeighborSampler(SamplerBase):
     def _check_weights(graph) -> None:
         if not graph.weighted:
             raise ValueError("weighted=True needs a graph whose relations have weights")
+        check_weight_sums(graph.stacked)
 
     @staticmethod
     def _csr(graph):

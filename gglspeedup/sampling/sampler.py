@@ -13,6 +13,7 @@ from .common import (
     check_replace_fanouts,
     check_seeds,
     check_tree_count,
+    check_weight_sums,
     place_like,
     resolve_placement,
 )
@@ -137,6 +138,7 @@ class NeighborSampler(SamplerBase):
     def _check_weights(graph) -> None:
         if graph.weights is None:
             raise ValueError("weighted=True needs a graph with weights (CSRGraph(..., weights=w))")
+        check_weight_sums(graph)
 
     def _tree_stride(self) -> int:
         return max(self.num_nodes, 1)
