@@ -115,3 +115,14 @@ def test_service_remote_stores_refuse_a_folder_without_features(tmp_path, served
         RemoteFeatureStore(bare, str(tmp_path / "bare"))
     with pytest.raises(ValueError, match="holds no labels"):
         RemoteLabels(bare, gg.service.PartitionBook.load(tmp_path / "bare"))
+
+
+def test_service_remote_store_refuses_a_table_without_columns_when_made(tmp_path, served):
+    # partition takes (N, 0) features; the store refused them only at its first gather, naming an
+    # ``x`` the caller never passed (its FeatureStore over the fetched rows), cache or none
+    graph = served[1]
+    partition(graph, tmp_path / "flat", 2, features=np.zeros((200, 0), np.float32), method="range")
+    flat = LocalTransport([PartServer(tmp_path / "flat", [0, 1], warm=False)], [(0, 1)])
+    for cache_size in (0, 1024):
+        with pytest.raises(ValueError, match=r"at least one column, the folder holds shape \(200, 0\)"):
+            RemoteFeatureStore(flat, str(tmp_path / "flat"), cache_size=cache_size)

@@ -90,6 +90,8 @@ class RemoteFeatureStore(FeatureStore):
         self._remote = RemoteRows(transport, book, "x", node_type)
         if len(self._remote.shape) != 2:
             raise ValueError(f"features must be a table of rows (2-D), the folder holds shape {self._remote.shape}")
+        if self._remote.shape[1] == 0:  # as FeatureStore refuses x, before a gather meets it
+            raise ValueError(f"features must have at least one column, the folder holds shape {self._remote.shape}")
         self._shape = self._remote.shape
         self.dtype, self.row_bytes = self._remote.dtype, self._remote.row_bytes
         self.cache_size = parse_size(cache_size)
