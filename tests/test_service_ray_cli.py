@@ -127,6 +127,72 @@ def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_pa
     assert report["n_id"] == expected.tolist()
 
 
+AFTER_SHUTDOWN = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    import psutil
+    from gglspeedup.service import ServerUnavailable, serve
+    from gglspeedup.service.netns import private_network
+
+    folder, num_nodes = sys.argv[1], int(sys.argv[2])
+    try:
+        network = private_network()
+    except PermissionError as error:
+        print(json.dumps({"skip": str(error)}))
+        sys.exit(0)
+    with network:
+        import ray
+        first = serve(folder, 2, deadline="2s")  # starts Ray here
+        second = serve(folder, 2, deadline="2s")  # on the same connection
+        sampler, features = second.sampler([4, 3], seed=1), second.features()
+        sampler.sample(np.arange(0, num_nodes, 11), key=0)
+        children = [p.pid for p in psutil.Process().children(recursive=True)]
+        first.close()  # stops the Ray instance it started, and with it the second cluster's servers
+        failures = []
+        for ask in (lambda: sampler.sample(np.arange(0, num_nodes, 11), key=7), lambda: features[[0, 1]]):
+            began = time.monotonic()
+            try:
+                ask()
+                failures.append(["answered", "", 0.0])
+            except Exception as error:
+                failures.append([type(error).__name__, str(error), time.monotonic() - began])
+        alive = [server.alive for server in second.servers]
+        second.close()
+        left = [pid for pid in children if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        started = [p.pid for p in psutil.Process().children(recursive=True)
+                   if p.status() != psutil.STATUS_ZOMBIE]
+    print(json.dumps({"failures": failures, "connected": ray.is_initialized(), "alive": alive,
+                      "left": left, "started": started}))
+    """
+)
+
+
+def test_service_ray_cluster_whose_ray_was_shut_down_names_its_servers_and_starts_no_ray(tmp_path_factory):
+    # Two clusters on one connection, the first (which started Ray) closed first: the second's
+    # servers are gone with Ray. Its requests went through Ray to probe them, which started a new
+    # local Ray instance (seconds, outside the namespace's settings) and raised Ray's own
+    # "Failed to submit task" Exception; close() started one too and left it running.
+    folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
+    result = subprocess.run(
+        [sys.executable, "-c", AFTER_SHUTDOWN, folder, str(graph.num_nodes)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if "skip" in report:
+        pytest.skip(f"no private network namespace for Ray: {report['skip']}")
+    (kind, message, seconds), (features_kind, features_message, _) = report["failures"]
+    assert kind == "ServerUnavailable" and "for batch key 7: died" in message and seconds < 2.0 + 1.0
+    assert features_kind == "ServerUnavailable" and "died" in features_message
+    assert len(report["alive"]) == 2  # what was last known: asked through Ray, they started it again
+    assert not report["connected"] and report["left"] == [] and report["started"] == []
+
+
 CLIENT_DRIVER = textwrap.dedent(
     """
     import json, os, pickle, sys

@@ -167,6 +167,8 @@ def refresh_replicas(transport: RayTransport, seconds: float = 1.0) -> None:
     """Ask every replica that answers requests who it is (pid, node) now, waiting at most
     ``seconds`` (or the deadline if shorter); replicas that do not answer keep what was known."""
     ray = import_ray()
+    if not ray.is_initialized():  # Ray shut down here: asking would start a new local instance
+        return
     asked = {}
     for replica in transport.all_replicas():
         if replica.state in ("ok", "suspect"):

@@ -228,7 +228,8 @@ class RayTransport:
         if not self.owner:
             return
         ray = import_ray()
-        for replica in self.all_replicas():
+        # Ray shut down in this process took the servers with it (a kill would start a new instance)
+        for replica in self.all_replicas() if ray.is_initialized() else ():
             try:
                 ray.kill(replica.handle, no_restart=True)
             except Exception:  # already gone, or Ray disconnected: nothing to kill
@@ -344,6 +345,12 @@ class RayTransport:
         with replica.lock:
             if replica.state != "check":
                 return replica.state == "ok"
+            if not ray.is_initialized():
+                # Ray was shut down in this process (ray.shutdown(), or the close() of a cluster that
+                # started it, which stopped these servers too): a call through Ray would start a new
+                # local instance, and fail unnamed there
+                replica.state = "dead"
+                return False
             limit = time.monotonic() + (self.startup if replica.restarts_left > 0 else self.deadline)
             while True:
                 remaining = limit - time.monotonic()
