@@ -150,6 +150,7 @@ def test_service_partition_server_refuses_ids_it_does_not_own(tmp_path):
         ({"features": np.zeros((59, 2))}, ValueError, "features must have one row per node"),
         ({"labels": np.zeros(61)}, ValueError, "labels must have one row per node"),
         ({"features": np.array(["a"] * 60)}, TypeError, "features must be a numeric array"),
+        ({"labels": [[1, 2], [3]] * 30}, TypeError, "labels must be a numeric array with one row per node, got a list"),
         ({"method": "random"}, ValueError, "method must be one of"),
         ({"node_time": np.zeros(5)}, ValueError, "node_time must have one entry per node"),
         ({"node_time": np.zeros(60), "edge_time": np.zeros(400)}, ValueError, "not both"),

@@ -154,7 +154,10 @@ def _check_tables(name: str, tables, rel, prefix: str) -> dict:
         t = 0 if node_type is None else rel.node_types.index(node_type)
         reject_meta(where, table)
         if isinstance(table, list):
-            table = np.asarray(table)
+            try:
+                table = np.asarray(table)
+            except ValueError as error:  # ragged rows
+                raise TypeError(f"{where} must be a numeric array with one row per node, got a list: {error}") from None
         array = table if isinstance(table, np.ndarray) else to_numpy(table)
         if array.dtype.kind not in "biuf" or array.ndim < 1:
             raise TypeError(f"{where} must be a numeric array with one row per node, got dtype {array.dtype}")
