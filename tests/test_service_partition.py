@@ -182,6 +182,12 @@ def test_service_partition_refuses_an_existing_non_empty_path(tmp_path):
         partition(_typed(), tmp_path / "q", 1, features=np.zeros((9, 2)), method="range")
     with pytest.raises(ValueError, match="names node type 'nope'"):
         partition(_typed(), tmp_path / "q", 1, features={"nope": np.zeros(3)}, method="range")
+    # an edge time's key that is no tuple: named (was Python's "'int' object is not iterable")
+    with pytest.raises(TypeError, match=r"edge_time's key must be a \(src_type, name, dst_type\) tuple of str, got 5"):
+        partition(_typed(), tmp_path / "q", 1, edge_time={5: np.zeros(40)}, method="range")
+    with pytest.raises(ValueError, match=r"edge_time's key \('paper', 'cites', 'author'\) is not an edge type"):
+        partition(_typed(), tmp_path / "q", 1, edge_time={("paper", "cites", "author"): np.zeros(40)}, method="range")
+    assert not (tmp_path / "q").exists()
 
 
 def test_service_partition_failed_write_leaves_nothing(tmp_path, monkeypatch):

@@ -293,6 +293,14 @@ def test_service_sampling_refuses_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="differs from the times"):
         RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30)[::-1])
     RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30))  # the partition's own: accepted
+    typed = _typed_graph(rng, {"a": 3, "b": 4, "c": 2})
+    cites = ("b", "cites", "b")
+    times = np.arange(typed.num_edges[cites])
+    typed_book = partition(typed, tmp_path / "typed_timed", 1, method="range", edge_time={cites: times})
+    typed_transport = _serve(tmp_path / "typed_timed", [(0,)])
+    with pytest.raises(TypeError, match="edge_time's key must be a \\(src_type, name, dst_type\\) tuple of str, got 5"):
+        RemoteHeteroSampler(typed_transport, typed_book, [1], edge_time={5: times})  # was "'int' ... not iterable"
+    RemoteHeteroSampler(typed_transport, typed_book, [1], edge_time={cites: times})  # the partition's own: accepted
 
 
 def test_service_sampling_server_refuses_draws_it_cannot_answer(tmp_path):

@@ -190,6 +190,7 @@ class _Times:
 
 def _check_times(rel, node_time, edge_time):
     """The :class:`_Times` of ``node_time`` / ``edge_time`` (checked as the samplers check them), or None."""
+    from ..heterograph import check_edge_type
     from ..sampling.temporal import common_dtype, time_array
 
     if node_time is None and edge_time is None:
@@ -213,10 +214,10 @@ def _check_times(rel, node_time, edge_time):
             where = name if key is None else f"node_time[{key!r}]"
             per_type[t] = time_array(where, values, rel.counts[t], "node")
         else:
-            if rel.typed and tuple(key) not in rel.edge_types:
-                raise ValueError(f"edge_time names edge type {key!r}, which the graph does not have")
-            r = rel.edge_types.index(tuple(key)) if rel.typed else 0
-            where = name if key is None else f"edge_time[{tuple(key)!r}]"
+            if rel.typed:  # a (src_type, name, dst_type) tuple of str, as the typed sampler checks it
+                key = check_edge_type(key, rel.edge_types, "edge_time's key")
+            r = rel.edge_types.index(key) if rel.typed else 0
+            where = name if key is None else f"edge_time[{key!r}]"
             per_type[r] = _check_edge_time(where, time_array(where, values), rel, r)
     dtype = common_dtype(per_type.values())
     per_type = {k: v.astype(dtype, copy=False) for k, v in per_type.items()}

@@ -105,6 +105,7 @@ def _book_timeline(book: PartitionBook, strategy: str) -> Timeline:
 
 def _check_same_times(book: PartitionBook, kind: str, values) -> None:
     """Refuse times that are not those the partition was sorted by (compared by digest)."""
+    from ..heterograph import check_edge_type
     from .partitioning import times_digest
 
     name = f"{kind}_time"
@@ -116,7 +117,8 @@ def _check_same_times(book: PartitionBook, kind: str, values) -> None:
         keys = book.node_types if kind == "node" else book.edge_types
         per = {}
         for key, array in values.items():
-            key = key if kind == "node" else tuple(key)
+            if kind == "edge":  # a (src_type, name, dst_type) tuple of str, as the typed sampler checks it
+                key = check_edge_type(key, keys, f"{name}'s key")
             if key not in keys:
                 raise ValueError(f"{name} names {key!r}, which the partition does not have")
             per[keys.index(key)] = time_array(f"{name}[{key!r}]", array)
