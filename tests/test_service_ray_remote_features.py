@@ -126,3 +126,15 @@ def test_service_remote_store_refuses_a_table_without_columns_when_made(tmp_path
     for cache_size in (0, 1024):
         with pytest.raises(ValueError, match=r"at least one column, the folder holds shape \(200, 0\)"):
             RemoteFeatureStore(flat, str(tmp_path / "flat"), cache_size=cache_size)
+
+
+def test_service_remote_typed_cluster_features_refuse_presample_by_name(tmp_path):
+    # the typed stores were made without the cluster's sampler, so "presample" failed saying
+    # "needs a sampler (cluster.features passes the cluster's)"
+    rng = np.random.default_rng(0)
+    graph = gg.HeteroGraph({("a", "to", "b"): rng.integers(0, 5, (2, 20))}, {"a": 5, "b": 5})
+    book = partition(graph, tmp_path / "t", 2, features={"a": rng.random((5, 2))}, method="range")
+    cluster = gg.service.Cluster(book, LocalTransport([PartServer(tmp_path / "t", [0, 1], warm=False)], [(0, 1)]))
+    with pytest.raises(ValueError, match=r"policy='presample' is not available for a typed graph's cluster\.features"):
+        cluster.features(cache_size=64, policy="presample")
+    assert cluster.features(cache_size=64)["a"].policy_info == {"policy": "degree", "num_cached": 4}

@@ -256,7 +256,7 @@ class Cluster:
         """Feature rows through the servers (see :class:`~.features.RemoteFeatureStore`): a
         cache of ``cache_size`` bytes on ``device`` holds the rows ``policy`` ranks first
         (``None``: ``"degree"``), every other row is asked of its server; typed graphs: a dict
-        node type -> store, the budget shared by row bytes."""
+        node type -> store, the budget shared by row bytes (``policy`` not ``"presample"``)."""
         self._check_open()
         from .features import remote_features
 

@@ -276,6 +276,11 @@ def remote_features(cluster, device, cache_size, policy, presample):
             presample=presample,
             sampler=_presample_sampler(cluster, policy, presample),
         )
+    if isinstance(policy, str) and policy == "presample":  # it counts an untyped sampler's n_id
+        raise ValueError(
+            "policy='presample' is not available for a typed graph's cluster.features: use 'degree' (the default), "
+            "'none' or an order array"
+        )
     types = [t for i, t in enumerate(book.node_types) if f"x_{i}" in book.meta["tables"]]
     if not types:
         raise ValueError("the partitioned folder holds no features")
