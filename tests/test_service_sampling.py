@@ -511,3 +511,23 @@ def test_service_sampling_a_loader_with_two_workers_gives_the_local_loaders_batc
                 for a, b in zip(batch.adjs, reference.adjs, strict=True):
                     assert a.size == b.size and np.array_equal(a.edge_index, b.edge_index)
                     assert np.array_equal(a.e_id, b.e_id) and a.e_id.dtype == b.e_id.dtype
+
+
+def test_service_sampling_server_warmed_by_its_first_part_compiles_nothing_for_an_edgeless_one(tmp_path):
+    from gglspeedup.sampling._kernels.remote_rows import draw_owned_rows
+
+    # float32 weights; range parts [0], [1] hold every edge, part 2 (nodes 2 .. 19) none. A server
+    # warms on its first part alone ("every part has the same array types"), but an edgeless part's
+    # placeholder weights were float64: a request there compiled a kernel against its deadline
+    rng = np.random.default_rng(0)
+    edge_index = np.stack((rng.integers(0, 20, 40), np.repeat([0, 1], 20)))
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=20, weights=rng.random(40).astype(np.float32))
+    book = partition(graph, tmp_path / "p", 3, method="range")
+    assert [size["edges"] for size in book.part_sizes] == [20, 20, 0]
+    server = PartServer(tmp_path / "p", [0, 1, 2])
+    compiled = len(draw_owned_rows.signatures)
+    transport = LocalTransport([server], [(0, 1, 2)])
+    for options in ({}, {"weighted": True}):
+        remote = RemoteSampler(transport, book, [2], seed=1, **options).sample(np.arange(20), key=3)
+        _same(remote, gg.NeighborSampler(graph, [2], seed=1, **options).sample(np.arange(20), key=3))
+    assert len(draw_owned_rows.signatures) == compiled

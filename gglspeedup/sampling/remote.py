@@ -92,7 +92,8 @@ class _Part:
             indptr=present(indptr, indptr.dtype),
             indices=present(arrays["indices"], arrays["indices"].dtype),
             edge_ids=present(arrays["edge_ids"], arrays["edge_ids"].dtype),
-            weights=present(weights, np.float64),
+            # an edgeless part's placeholder in the folder's weight type, as the part that warmed has
+            weights=present(weights, np.float64 if weights is None else weights.dtype),
             live=present(live, np.int64),
             cum=present(cum, np.float64),
         )
