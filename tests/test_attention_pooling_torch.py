@@ -199,3 +199,43 @@ def test_sparsemax_with_a_tiny_gamma_is_the_argmax_with_ties_shared(gamma):
     torch.testing.assert_close(grad, torch.tensor([0, 0, 0, 0, 0.5, -0.5, 0], dtype=torch.float64) / gamma)
     fused = gfusedmax(x, ptr, [[[0, 1]], [[0, 1]]], lam=0.0, gamma=gamma)
     assert fused.tolist() == weights.tolist()
+
+
+def test_a_none_lam_or_gamma_is_refused_by_name_by_the_torch_and_numpy_maps():
+    # NumPy: None reached the kernels (a Numba TypingError, an IndexError on the CUDA simulator);
+    # torch: lam=None silently meant lam = 0 (plain sparsemax), not the default 1.0
+    from gglspeedup.attention import fused_lasso_numpy, sparsemax_numpy
+
+    x = scores(2)
+    array = x.detach().numpy()
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    for name, call in (
+        ("gamma", lambda: sparsemax(x, ptr, gamma=None)),
+        ("lam", lambda: gfusedmax(x, ptr, EDGES, lam=None)),
+        ("gamma", lambda: gfusedmax(x, ptr, EDGES, gamma=None)),
+        ("lam", lambda: fused_lasso(x, ptr, EDGES, lam=None)),
+        ("gamma", lambda: sparsemax_numpy(array, ptr, gamma=None)),
+        ("lam", lambda: gfusedmax_numpy(array, ptr, EDGES, lam=None)),
+        ("gamma", lambda: gfusedmax_numpy(array, ptr, EDGES, gamma=None)),
+        ("lam", lambda: fused_lasso_numpy(array, ptr, EDGES, lam=None)),
+    ):
+        with pytest.raises(TypeError, match=rf"^{name} must be a real number.* got None"):
+            call()
+
+
+def test_lam_and_gamma_one_per_head_as_a_list_or_array_are_taken_as_documented():
+    # "numbers, one per head, or tensors": a list or an array per head was refused (TypeError)
+    x = scores(2)
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    lam, gamma = torch.tensor([0.31, 0.07], dtype=torch.float64), torch.tensor([0.8, 1.9], dtype=torch.float64)
+    expected = gfusedmax(x, ptr, EDGES, lam=lam, gamma=gamma)
+    assert torch.equal(gfusedmax(x, ptr, EDGES, lam=[0.31, 0.07], gamma=(0.8, 1.9)), expected)
+    assert torch.equal(gfusedmax(x, ptr, EDGES, lam=lam.numpy(), gamma=gamma.numpy()), expected)
+    assert torch.equal(sparsemax(x, ptr, gamma=[0.8, 1.9]), sparsemax(x, ptr, gamma=gamma))
+    assert torch.equal(fused_lasso(x, ptr, EDGES, lam=[0.31, 0.07]), fused_lasso(x, ptr, EDGES, lam=lam))
+    with pytest.raises(ValueError, match=r"^gamma must be a number or have one entry per head \(2\), got shape \(3,\)"):
+        sparsemax(x, ptr, gamma=[0.8, 1.9, 1.0])
+    with pytest.raises(ValueError, match=r"^lam must be finite and >= 0, got -0.07"):
+        gfusedmax(x, ptr, EDGES, lam=[0.31, -0.07])
+    with pytest.raises(TypeError, match=r"^gamma must be a real number, one per head, or a tensor, got \['a'\]"):
+        sparsemax(x, ptr, gamma=["a"])

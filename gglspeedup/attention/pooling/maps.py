@@ -94,9 +94,13 @@ def _parameter(name, value, reference):
     if torch.is_tensor(value):
         reject_meta(name, value)
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, one per head, or a tensor, got {value!r}")
-    return torch.tensor(float(value), dtype=torch.float64, device=reference.device)
+    if isinstance(value, (list, tuple, np.ndarray)):  # one per head: checked with the heads (``per_head``)
+        array = np.asarray(value)
+        if array.dtype.kind in "iuf":
+            return torch.tensor(array.astype(np.float64), device=reference.device)
+    elif not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)):
+        return torch.tensor(float(value), dtype=torch.float64, device=reference.device)
+    raise TypeError(f"{name} must be a real number, one per head, or a tensor, got {value!r}")
 
 
 class _MapFunction:
@@ -174,8 +178,9 @@ def _apply(kind, scores, ptr, edge_index, sizes, lam, gamma):
     batch = graph_batch(ptr, edge_index, sizes=sizes, num_nodes=scores.shape[0])
     if kind in ("gfusedmax", "fused_lasso") and not batch.has_edges:
         raise ValueError(f"{kind} needs the graphs' edges: give edge_index")
-    lam_t = _parameter("lam", 0.0 if lam is None else lam, scores)
-    gamma_t = _parameter("gamma", 1.0 if gamma is None else gamma, scores)
+    # a map's own parameters are checked as given (None refused by name); the others are placeholders
+    lam_t = _parameter("lam", lam if kind in ("gfusedmax", "fused_lasso") else 0.0, scores)
+    gamma_t = _parameter("gamma", gamma if kind in ("sparsemax", "gfusedmax") else 1.0, scores)
     return _MapFunction.get().apply(scores, lam_t, gamma_t, kind, batch)
 
 

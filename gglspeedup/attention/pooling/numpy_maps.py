@@ -91,8 +91,9 @@ def _run(kind, scores, ptr, edge_index, sizes, lam, gamma, device) -> PoolingRes
     if kind in ("gfusedmax", "fused_lasso") and not batch.has_edges:
         raise ValueError(f"{kind} needs the graphs' edges: give edge_index")
     check_finite(x, np)
-    lam_h = per_head("lam", lam, heads, positive=False) if lam is not None else None
-    gamma_h = per_head("gamma", gamma, heads, positive=True) if gamma is not None else None
+    # checked wherever the map takes them (None included: refused by name, not handed to the kernels)
+    lam_h = per_head("lam", lam, heads, positive=False) if kind in ("gfusedmax", "fused_lasso") else None
+    gamma_h = per_head("gamma", gamma, heads, positive=True) if kind in ("sparsemax", "gfusedmax") else None
     driver = driver_for(device)
     state = MappingState(kind, driver, batch, driver.xp.asarray(x), lam_h, gamma_h)
     return PoolingResult(
