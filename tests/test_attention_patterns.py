@@ -246,6 +246,19 @@ def test_bad_csc_arguments_name_the_argument():
         compat.csc(64)
 
 
+def test_csc_refuses_a_non_bool_shared_and_an_unreadable_index_dtype_by_name():
+    # shared="no" was read as true (one shared graph instead of batch copies); index_dtype="bogus"
+    # raised NumPy's own "data type 'bogus' not understood", naming no argument
+    pattern = SequencePattern(window=4, num_random=1, num_global=1)
+    for shared in ("no", 1, None):
+        with pytest.raises(TypeError, match=r"^shared must be a bool \(True or False\)"):
+            pattern.csc(10, batch=2, shared=shared)
+    assert pattern.csc(10, batch=2, shared=np.bool_(True)) is pattern.csc(10, batch=2, shared=True)
+    assert pattern.csc(10, batch=2, shared=np.bool_(True)).num_nodes == 10
+    with pytest.raises(TypeError, match=r"^index_dtype must be None, numpy.int32 or numpy.int64, got 'bogus'"):
+        pattern.csc(10, index_dtype="bogus")
+
+
 def test_attention_graph_is_exported():
     assert isinstance(SequencePattern(window=4, num_random=0, num_global=0).csc(4), AttentionGraph)
 

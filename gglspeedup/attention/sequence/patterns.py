@@ -24,7 +24,7 @@ import numpy as np
 
 from ..._splitmix import MASK
 from ...device import as_device
-from ...validation import available_memory, check_int, int_array
+from ...validation import available_memory, check_bool, check_int, int_array
 from .graph import AttentionGraph
 
 __all__ = ["SequencePattern", "LAYOUTS", "RANDOM_MODES"]
@@ -208,6 +208,7 @@ class SequencePattern:
         batch = check_int("batch", batch, minimum=1)
         if step is not None:
             step = check_int("step", step, minimum=0, below=2**63)
+        shared = check_bool("shared", shared)  # a string such as "no" is not read as true
         if shared and lengths is not None:
             raise ValueError("shared=True needs lengths=None (one pattern for every sequence of the batch)")
         if lengths is not None:
@@ -222,7 +223,7 @@ class SequencePattern:
                 raise ValueError("compat='diffuser' patterns are fixed: step must be None")
             if seq_len > self.max_len:
                 raise ValueError(f"seq_len must be <= max_len = {self.max_len} with compat='diffuser', got {seq_len}")
-        if index_dtype is not None and np.dtype(index_dtype) not in (np.dtype(np.int32), np.dtype(np.int64)):
+        if index_dtype is not None and _dtype_or_none(index_dtype) not in (np.dtype(np.int32), np.dtype(np.int64)):
             raise TypeError(f"index_dtype must be None, numpy.int32 or numpy.int64, got {index_dtype!r}")
         rows = seq_len if shared else seq_len * batch
         if index_dtype is not None and np.dtype(index_dtype) == np.int32 and rows >= 2**31:
@@ -353,6 +354,14 @@ class SequencePattern:
             self.device,
             _check=False,
         )
+
+
+def _dtype_or_none(value):
+    """``np.dtype(value)``, or None where NumPy reads no dtype in it (``"bogus"``: refused by name)."""
+    try:
+        return np.dtype(value)
+    except TypeError:
+        return None
 
 
 def _pick(index_dtype, rows: int, what: str):
