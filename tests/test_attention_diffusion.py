@@ -204,6 +204,31 @@ def test_bad_inputs_name_the_argument():
         diffusion_attention(bad, k, v, graph)
 
 
+def test_numpy_scalars_are_taken_for_alpha_dropout_and_gamma_and_non_numbers_refused_by_type():
+    # np.float32(0.1) was refused as "alpha must be a float in [0, 1]" (a ValueError), and so were
+    # a string and a tensor, which are no number at all
+    graph = graph_for(False)
+    q, k, v = make_inputs()
+    expected = diffusion_attention(q, k, v, graph, hops=3, alpha=0.25)
+    assert torch.equal(diffusion_attention(q, k, v, graph, hops=3, alpha=np.float32(0.25)), expected)
+    torch.manual_seed(4)
+    dropped = diffusion_attention(q, k, v, graph, dropout=0.375)
+    torch.manual_seed(4)
+    assert torch.equal(diffusion_attention(q, k, v, graph, dropout=np.float32(0.375)), dropped)
+    fractional = fractional_attention(q, k, v, graph, gamma=0.5)
+    assert torch.equal(fractional_attention(q, k, v, graph, gamma=np.float32(0.5)), fractional)
+    for name, call in (
+        ("alpha", lambda value: diffusion_attention(q, k, v, graph, alpha=value)),
+        ("dropout", lambda value: diffusion_attention(q, k, v, graph, dropout=value)),
+        ("gamma", lambda value: fractional_attention(q, k, v, graph, gamma=value)),
+    ):
+        for value, kind in (("0.1", "str"), (torch.tensor(0.1), "Tensor"), (True, "bool"), (None, "NoneType")):
+            with pytest.raises(TypeError, match=rf"^{name} must be a float in .* got {kind} "):
+                call(value)
+        with pytest.raises(ValueError, match=rf"^{name} must be a float in .* got nan"):
+            call(np.float32("nan"))
+
+
 @pytest.mark.parametrize("shared", [False, True])
 def test_diffusion_dropout_equals_the_dense_reference_with_the_recomputed_masks(shared):
     from gglspeedup.testing.attention import dropout_masks

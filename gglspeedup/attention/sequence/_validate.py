@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["check_inputs"]
+__all__ = ["check_inputs", "check_fraction"]
 
 
 def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
@@ -57,10 +57,8 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
             f"on a GPU heads must be <= 16 and head_dim <= 128 (per-thread scratch), got {heads} and {depth}"
         )
     hops = check_int("hops", hops, minimum=0)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be a float in [0, 1], got {alpha!r}")
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+    check_fraction("alpha", alpha, "[0, 1]", lambda a: 0.0 <= a <= 1.0)
+    check_fraction("dropout", dropout, "[0, 1)", lambda p: 0.0 <= p < 1.0)
     pad = None
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
@@ -72,6 +70,18 @@ def check_inputs(q, k, v, graph, key_padding_mask, hops, alpha, dropout):
                 f"got {tuple(key_padding_mask.shape)}"
             )
         pad = key_padding_mask.to(device=q.device).reshape(-1).to(torch.uint8).contiguous()
-    if not math.isfinite(float(alpha)):
-        raise ValueError(f"alpha must be finite, got {alpha}")
     return batch, length, heads, depth, pad, repeats
+
+
+def check_fraction(name, value, interval, inside) -> float:
+    """``value`` (a Python or NumPy real number, not a bool) as a float for which ``inside`` holds,
+    or raise naming ``name``: ``TypeError`` for anything else, ``ValueError`` outside ``interval``
+    (NaN included)."""
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a float in {interval}, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and inside(value)):
+        raise ValueError(f"{name} must be a float in {interval}, got {value!r}")
+    return value

@@ -41,7 +41,7 @@ import math
 import torch
 
 from ._ops import MODE_EXP, MODE_SCORE, graph_ops
-from ._validate import check_inputs
+from ._validate import check_fraction, check_inputs
 from .diffusion import EdgeScores
 
 __all__ = ["fractional_attention", "binomial_coefficients"]
@@ -172,13 +172,13 @@ def fractional_attention(
     -------
     torch.Tensor (B, L, H, D)
     """
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 < gamma <= 1.0:
-        raise ValueError(f"gamma must be a float in (0, 1], got {gamma!r}")
+    gamma = check_fraction("gamma", gamma, "(0, 1]", lambda g: 0.0 < g <= 1.0)
     from ...validation import check_int
 
     terms = check_int("terms", terms, minimum=1)
     steps = check_int("steps", steps, minimum=1)
     batch, length, heads, depth, pad, repeats = check_inputs(q, k, v, graph, key_padding_mask, 0, 0.0, dropout)
+    dropout = float(dropout)  # a NumPy float32 would keep 1 / (1 - dropout) in float32
     ops = graph_ops(graph, repeats, heads, depth)
     flat = [t.reshape(batch * length, heads, depth).contiguous() for t in (q, k, v)]
     edges_per_sequence = _edges_per_sequence(graph, batch).to(q.device)
