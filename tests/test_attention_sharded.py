@@ -98,3 +98,37 @@ def test_a_plan_reads_only_what_its_rows_point_at():
     assert set(plan.remote.tolist()) == {int(x) for x in keys if not plan.lo <= x < plan.hi}
     with pytest.raises(ValueError, match="shared=False"):
         ShardPlan(SequencePattern(window=4, num_random=1, num_global=1).csc(8, batch=2, shared=True), 0, 2)
+
+
+def test_bad_sharded_inputs_name_the_argument_before_anything_is_fetched():
+    # hops = -1, alpha = 5 and integer q, k, v were computed with; a key_padding_mask one row short
+    # was read past its end by the kernels
+    q, k, v, pad, _ = inputs()
+    init_gloo(0, 1, free_port(), 60)
+    try:
+        plan = ShardPlan(pattern(), 0, 1)
+        plan.exchange_requests(None)
+        expected = sharded_diffusion_attention(q, k, v, plan, hops=2, alpha=0.25, key_padding_mask=pad)
+        numpy_scalars = {"hops": np.int64(2), "alpha": np.float32(0.25)}
+        assert torch.equal(sharded_diffusion_attention(q, k, v, plan, **numpy_scalars, key_padding_mask=pad), expected)
+        for kwargs, error, match in (
+            ({"hops": -1}, ValueError, r"^hops must be >= 0, got -1"),
+            ({"hops": 2.5}, TypeError, r"^hops must be an int, got float 2.5"),
+            ({"alpha": 5.0}, ValueError, r"^alpha must be a float in \[0, 1\], got 5.0"),
+            ({"alpha": float("nan")}, ValueError, r"^alpha must be a float in \[0, 1\], got nan"),
+            ({"alpha": "0.1"}, TypeError, r"^alpha must be a float in \[0, 1\], got str '0.1'"),
+            ({"key_padding_mask": pad[:-1]}, ValueError, r"^key_padding_mask must have shape \(local rows,\) = \(48"),
+            ({"key_padding_mask": pad.double()}, TypeError, r"^key_padding_mask must be a bool torch.Tensor"),
+        ):
+            with pytest.raises(error, match=match):
+                sharded_diffusion_attention(q, k, v, plan, **kwargs)
+        with pytest.raises(TypeError, match=r"^q must be float32 or float64, got torch.int64"):
+            sharded_diffusion_attention(q.long(), k.long(), v.long(), plan)
+        with pytest.raises(TypeError, match=r"^q, k and v must have one dtype"):
+            sharded_diffusion_attention(q, k.float(), v, plan)
+        with pytest.raises(TypeError, match=r"^q must be a torch.Tensor, got ndarray"):
+            sharded_diffusion_attention(q.numpy(), k, v, plan)
+        with pytest.raises(ValueError, match=r"^q, k and v must hold this rank's 48 rows with one shape"):
+            sharded_diffusion_attention(q[None], k[None], v[None], plan)
+    finally:
+        dist.destroy_process_group()

@@ -118,13 +118,8 @@ def sharded_diffusion_attention(
     """
     if plan.send_index is None:
         raise ValueError("call plan.exchange_requests(group) once before sharded_diffusion_attention")
-    from ...device import reject_meta
-
-    for name, tensor in (("q", q), ("k", k), ("v", v), ("key_padding_mask", key_padding_mask)):
-        reject_meta(name, tensor)  # no data for the kernels to read
     local = plan.hi - plan.lo
-    if q.shape[0] != local or k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"q, k and v must hold this rank's {local} rows with one shape, got {tuple(q.shape)}")
+    hops, alpha = _check_inputs(q, k, v, local, hops, alpha, key_padding_mask)
     ops = graph_ops(plan.graph, 1, q.shape[1], q.shape[2])
     pad = None
     if key_padding_mask is not None:
@@ -138,3 +133,38 @@ def sharded_diffusion_attention(
         h = _Hop.apply(attn, h_ext.contiguous(), v_ext.contiguous(), ops, float(alpha))[:local]
         h_ext = plan.fetch(h, group)
     return h
+
+
+def _check_inputs(q, k, v, local, hops, alpha, key_padding_mask):
+    """``(hops, alpha)`` checked, with ``q, k, v`` and the mask (as :func:`~._validate.check_inputs`
+    checks the single-device call), or raise naming the argument before anything is fetched."""
+    from ...device import reject_meta
+    from ...validation import check_int
+    from ._validate import check_fraction
+
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+        reject_meta(name, tensor)  # no data for the kernels to read
+        if tensor.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{name} must be float32 or float64, got {tensor.dtype}")
+    if q.dim() != 3 or q.shape[0] != local or k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(
+            f"q, k and v must hold this rank's {local} rows with one shape (local rows, heads, head_dim), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TypeError(f"q, k and v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.device != k.device or q.device != v.device:
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    hops = check_int("hops", hops, minimum=0)
+    alpha = check_fraction("alpha", alpha, "[0, 1]", lambda a: 0.0 <= a <= 1.0)
+    if key_padding_mask is not None:
+        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
+            raise TypeError("key_padding_mask must be a bool torch.Tensor (True at padding tokens)")
+        reject_meta("key_padding_mask", key_padding_mask)
+        if tuple(key_padding_mask.shape) != (local,):
+            raise ValueError(
+                f"key_padding_mask must have shape (local rows,) = ({local},), got {tuple(key_padding_mask.shape)}"
+            )
+    return hops, alpha
