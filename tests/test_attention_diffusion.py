@@ -345,3 +345,16 @@ def test_layer_id_past_attention_window_names_both():
             layer(config(), layer_id=-1)
     single = types.SimpleNamespace(**{**vars(config()), "attention_window": 4})  # one window for every layer
     assert DiffuserSelfAttention(single, layer_id=7).layer_id == 7
+
+
+def test_a_config_of_no_heads_or_a_non_int_size_is_refused_by_name():
+    # num_attention_heads = 0 raised a bare ZeroDivisionError (integer modulo by zero)
+    for layer in (DiffuserSelfAttention, DiffuserFracSelfAttention):
+        with pytest.raises(ValueError, match=r"^config.num_attention_heads must be >= 1, got 0"):
+            layer(config(heads=0), layer_id=0)
+        with pytest.raises(TypeError, match=r"^config.num_attention_heads must be an int, got float 2.0"):
+            layer(config(heads=2.0), layer_id=0)
+        with pytest.raises(TypeError, match=r"^config.hidden_size must be an int, got float 8.0"):
+            layer(config(hidden=8.0), layer_id=0)
+        with pytest.raises(ValueError, match=r"^The hidden size \(8\) is not a multiple of the number"):
+            layer(config(heads=3), layer_id=0)

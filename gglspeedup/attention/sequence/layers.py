@@ -40,6 +40,8 @@ class LayerIndexError(IndexError, ValueError):
 class _SelfAttentionBase(nn.Module):
     def __init__(self, config, layer_id: int):
         super().__init__()
+        check_int("config.num_attention_heads", config.num_attention_heads, minimum=1)  # before the modulo below
+        check_int("config.hidden_size", config.hidden_size, minimum=1)
         if config.hidden_size % config.num_attention_heads != 0:
             raise ValueError(
                 f"The hidden size ({config.hidden_size}) is not a multiple of the number of attention "
