@@ -190,6 +190,24 @@ def test_hand_offs_share_the_rows():
     assert edge_index[0].tolist() == graph.indices.tolist()
 
 
+def test_to_torch_csr_takes_one_value_per_edge_and_refuses_other_lengths_by_name():
+    # the tensor is made with check_invariants=False: one value short was read past the end
+    # (a product with it returned garbage), one too many and a (num_edges, 2) matrix were taken
+    torch = pytest.importorskip("torch")
+    graph = SequencePattern(window=4, num_random=2, num_global=1).csc(12, batch=2, step=3)
+    values = torch.arange(1, graph.num_edges + 1, dtype=torch.float64)
+    dense = graph.to_torch_csr(values).to_dense()
+    for y, row in enumerate(rows_of(graph)):
+        start = int(graph.indptr[y])
+        assert dense[y, row].tolist() == values[start : start + row.shape[0]].tolist()
+    expected = rf"^values must have one value per edge, shape \(num_edges,\) = \({graph.num_edges},\), got "
+    for bad in (values[:-1], torch.ones(graph.num_edges + 1), torch.ones(graph.num_edges, 2), torch.tensor(1.0)):
+        with pytest.raises(ValueError, match=expected):
+            graph.to_torch_csr(bad)
+    with pytest.raises(TypeError, match=r"^values must be a torch.Tensor \(num_edges,\), got ndarray"):
+        graph.to_torch_csr(values.numpy())
+
+
 def test_to_dgl_hands_over_the_csc_arrays_without_a_sort(monkeypatch):
     torch = pytest.importorskip("torch")
     calls = {}

@@ -161,7 +161,8 @@ class AttentionGraph:
         return dgl.graph(("csc", (indptr, indices, empty)), num_nodes=self.num_nodes)
 
     def to_torch_csr(self, values=None):
-        """``torch.sparse_csr_tensor`` with rows = queries, columns = keys (``values``: ones)."""
+        """``torch.sparse_csr_tensor`` with rows = queries, columns = keys (``values``: ones, or a
+        tensor ``(num_edges,)``, one value per edge in :attr:`indices` order)."""
         import torch
 
         indptr, indices = self._torch(self.indptr), self._torch(self.indices)
@@ -169,6 +170,15 @@ class AttentionGraph:
             indptr = indptr.to(indices.dtype)
         if values is None:
             values = torch.ones(indices.shape[0], dtype=torch.float32, device=indices.device)
+        else:  # the tensor is made without torch's invariant check: values of another length would be read past
+            if not isinstance(values, torch.Tensor):
+                raise TypeError(f"values must be a torch.Tensor (num_edges,), got {type(values).__name__}")
+            reject_meta("values", values)
+            if tuple(values.shape) != (indices.shape[0],):
+                raise ValueError(
+                    f"values must have one value per edge, shape (num_edges,) = ({indices.shape[0]},), "
+                    f"got {tuple(values.shape)}"
+                )
         return torch.sparse_csr_tensor(
             indptr, indices, values, size=(self.num_nodes, self.num_nodes), check_invariants=False
         )
