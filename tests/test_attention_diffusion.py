@@ -358,3 +358,22 @@ def test_a_config_of_no_heads_or_a_non_int_size_is_refused_by_name():
             layer(config(hidden=8.0), layer_id=0)
         with pytest.raises(ValueError, match=r"^The hidden size \(8\) is not a multiple of the number"):
             layer(config(heads=3), layer_id=0)
+
+
+def test_a_second_derivative_through_the_attention_functions_raises_by_name():
+    # with create_graph=True the first derivatives came back without a graph (out.sum()'s incoming
+    # gradient is a constant, which once_differentiable does not catch): a gradient penalty's
+    # second-order terms were dropped without a word
+    graph = graph_for(False)
+    q, k, v = (t.detach().requires_grad_() for t in make_inputs())
+    upstream = torch.randn(B, L, H, D, dtype=torch.float64)
+    for name, function in (
+        ("diffusion_attention", lambda: diffusion_attention(q, k, v, graph, hops=2)),
+        ("(fractional_attention|the attention scores .*)", lambda: fractional_attention(q, k, v, graph)),
+    ):
+        first = torch.autograd.grad((function() * upstream).sum(), (q, k, v))
+        again = torch.autograd.grad((function() * upstream).sum(), (q, k, v), create_graph=True)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))  # the first derivatives are unchanged
+        penalty = sum(g.pow(2).sum() for g in torch.autograd.grad(function().sum(), (q, k, v), create_graph=True))
+        with pytest.raises(RuntimeError, match=rf"^{name} has first derivatives only"):
+            penalty.backward()

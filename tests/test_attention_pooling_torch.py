@@ -239,3 +239,23 @@ def test_lam_and_gamma_one_per_head_as_a_list_or_array_are_taken_as_documented()
         gfusedmax(x, ptr, EDGES, lam=[0.31, -0.07])
     with pytest.raises(TypeError, match=r"^gamma must be a real number, one per head, or a tensor, got \['a'\]"):
         sparsemax(x, ptr, gamma=["a"])
+
+
+def test_a_second_derivative_through_the_maps_and_the_layer_raises_by_name():
+    # a gradient penalty on out.sum() (a constant incoming gradient, which once_differentiable does
+    # not catch) got first derivatives without a graph: its second-order terms were silently dropped
+    from gglspeedup.attention import AttentionPooling
+
+    x = scores(0)
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    (grad,) = torch.autograd.grad(gfusedmax(x, ptr, EDGES).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"^the pooling map has first derivatives only"):
+        grad.pow(2).sum().backward()
+    features = torch.randn(sum(SIZES), 3, dtype=torch.float64, requires_grad=True)
+    for mapping in ("softmax", "sparsemax", "gfusedmax"):
+        layer = AttentionPooling(3, 4, mapping, heads=2).double()
+        (plain,) = torch.autograd.grad(layer(features, ptr, EDGES).sum(), features)
+        (grad,) = torch.autograd.grad(layer(features, ptr, EDGES).sum(), features, create_graph=True)
+        assert torch.equal(grad, plain)
+        with pytest.raises(RuntimeError, match=r"^AttentionPooling \(its CPU path\) has first derivatives only"):
+            grad.pow(2).sum().backward()

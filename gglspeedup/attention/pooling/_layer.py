@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ...device import Device
+from .._autograd import first_order_only
 from ._state import GAMMA_MIN, CertificateError, check_finite, driver_for, per_head, reduce_heads
 
 __all__ = ["pool_layer", "linear_pool_layer", "linear_parameters"]
@@ -61,6 +62,7 @@ class _PoolLayer(torch.autograd.Function):
         return out
 
     @staticmethod
+    @first_order_only("AttentionPooling (its CPU path)")
     def backward(ctx, grad_out):
         (proj,) = ctx.saved_tensors
         needs = ctx.needs_input_grad
@@ -97,6 +99,7 @@ class _LinearPoolLayer(torch.autograd.Function):
         return out
 
     @staticmethod
+    @first_order_only("AttentionPooling (its CPU path)")
     def backward(ctx, grad_out):
         both, x, weight = ctx.saved_tensors
         needs = ctx.needs_input_grad

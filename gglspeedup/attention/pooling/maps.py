@@ -113,7 +113,7 @@ class _MapFunction:
     def get(cls):
         if cls._cls is None:
             torch = _torch()
-            from torch.autograd.function import once_differentiable
+            from .._autograd import first_order_only
 
             class PoolingMap(torch.autograd.Function):
                 @staticmethod
@@ -136,7 +136,7 @@ class _MapFunction:
                     return output
 
                 @staticmethod
-                @once_differentiable
+                @first_order_only("the pooling map")
                 def backward(ctx, grad_output):
                     state = ctx.state
                     with _stream(grad_output):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import torch
 
+from .._autograd import first_order_only
 from ._ops import MODE_SOFTMAX, graph_ops
 from ._validate import check_inputs
 
@@ -42,6 +43,7 @@ class EdgeScores(torch.autograd.Function):
         return attn
 
     @staticmethod
+    @first_order_only("the attention scores (fractional / sharded attention)")
     def backward(ctx, grad_attn):
         q, k, attn = ctx.saved_tensors
         ops = ctx.ops
@@ -83,6 +85,7 @@ class DiffusionAttention(torch.autograd.Function):
         return states[-1] if hops > 0 else v.clone()
 
     @staticmethod
+    @first_order_only("diffusion_attention")
     def backward(ctx, grad_out):
         q, k, weights, *states = ctx.saved_tensors  # weights: the attention in the out-CSR's order
         ops, alpha, hops, edges, nodes = ctx.ops, ctx.alpha, ctx.hops, ctx.edges, ctx.nodes

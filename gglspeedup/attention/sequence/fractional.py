@@ -40,6 +40,7 @@ import math
 
 import torch
 
+from .._autograd import first_order_only
 from ._ops import MODE_EXP, MODE_SCORE, graph_ops
 from ._validate import check_fraction, check_inputs
 from .diffusion import EdgeScores
@@ -75,6 +76,7 @@ class ShiftedWeights(torch.autograd.Function):
         return weights, shift
 
     @staticmethod
+    @first_order_only("fractional_attention")
     def backward(ctx, grad_weights, _grad_shift):
         return EdgeScores.backward(ctx, grad_weights)
 
@@ -88,6 +90,7 @@ class ColumnSums(torch.autograd.Function):
         return ops.colsum(weights, weights.shape[1])
 
     @staticmethod
+    @first_order_only("fractional_attention")
     def backward(ctx, grad):
         sources = ctx.ops.sources().to(grad.device)
         return grad.index_select(0, sources), None
@@ -110,6 +113,7 @@ class Series(torch.autograd.Function):
         return u
 
     @staticmethod
+    @first_order_only("fractional_attention")
     def backward(ctx, grad_out):
         weights, diag, *inputs = ctx.saved_tensors
         ops, a = ctx.ops, ctx.coefficients

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ...device import to_numpy
+from .._autograd import first_order_only
 from ._ops import MODE_SOFTMAX, graph_ops
 from .diffusion import EdgeScores
 from .graph import AttentionGraph
@@ -99,6 +100,7 @@ class _Hop(torch.autograd.Function):
         return ops.spmm(attn, h, 1.0 - alpha, self_rows=v, self_scale=alpha)
 
     @staticmethod
+    @first_order_only("sharded_diffusion_attention")
     def backward(ctx, grad):
         attn, h = ctx.saved_tensors
         grad = grad.contiguous()
