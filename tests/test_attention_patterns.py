@@ -277,6 +277,22 @@ def test_csc_refuses_a_non_bool_shared_and_an_unreadable_index_dtype_by_name():
         pattern.csc(10, index_dtype="bogus")
 
 
+def test_globals_of_takes_a_sequence_of_the_batch_and_refuses_others_by_name():
+    # -1 gave an empty list, 1.5 sequence 1's, and one past the batch NumPy's bare IndexError
+    pattern = SequencePattern(window=4, num_random=1, num_global=2, seed=1)
+    for graph in (pattern.csc(12, batch=3, step=2), pattern.csc(12, batch=3), pattern.csc(12, batch=3, shared=True)):
+        lists = [graph.globals_of(s).tolist() for s in range(3)]
+        assert lists == [graph.globals_of(np.int64(s)).tolist() for s in range(3)]
+        assert all(len(positions) == 2 for positions in lists)
+        for sequence in (-1, 3):
+            with pytest.raises(IndexError, match=rf"^sequence must be an int in \[0, 3\), got {sequence}"):
+                graph.globals_of(sequence)
+        with pytest.raises(TypeError, match=r"^sequence must be an int, got float 1.5"):
+            graph.globals_of(1.5)
+    stepped = pattern.csc(12, batch=3, step=2)
+    assert len({tuple(stepped.globals_of(s).tolist()) for s in range(3)}) > 1  # fresh globals per sequence
+
+
 def test_attention_graph_is_exported():
     assert isinstance(SequencePattern(window=4, num_random=0, num_global=0).csc(4), AttentionGraph)
 

@@ -106,8 +106,10 @@ class AttentionGraph:
         return (self.indptr[1:] - self.indptr[:-1]).astype(np.int64)
 
     def globals_of(self, sequence: int = 0) -> np.ndarray:
-        """Global-token positions of ``sequence`` (int64, sorted)."""
-        s = 0 if self.global_ptr.shape[0] == 2 else int(sequence)
+        """Global-token positions of ``sequence`` (int64, sorted); ``sequence`` in ``[0, batch)``
+        (``IndexError`` past it: -1 is no last sequence here)."""
+        s = check_int("sequence", sequence, minimum=0, below=self.batch, error=IndexError)
+        s = 0 if self.global_ptr.shape[0] == 2 else s
         return self.global_ids[self.global_ptr[s] : self.global_ptr[s + 1]]
 
     def transpose(self):
