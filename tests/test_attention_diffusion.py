@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gglspeedup.attention import (  # noqa: E402
+    AttentionGraph,
     DiffuserFracSelfAttention,
     DiffuserSelfAttention,
     SequencePattern,
@@ -377,3 +378,21 @@ def test_a_second_derivative_through_the_attention_functions_raises_by_name():
         penalty = sum(g.pow(2).sum() for g in torch.autograd.grad(function().sum(), (q, k, v), create_graph=True))
         with pytest.raises(RuntimeError, match=rf"^{name} has first derivatives only"):
             penalty.backward()
+
+
+def test_sequences_of_no_tokens_attend_to_nothing_with_and_without_dropout():
+    # a hand-built graph may have seq_len = 0: dropout's backward failed to reshape its 0 keep bits
+    # ("cannot reshape tensor of 0 elements"), fractional_attention stepped indptr by 0 ("slice step
+    # cannot be zero")
+    graph = AttentionGraph(np.zeros(1, np.int64), np.zeros(0, np.int64), seq_len=0, batch=2, shared=False)
+    for call in (
+        lambda q: diffusion_attention(q, q, q, graph),
+        lambda q: diffusion_attention(q, q, q, graph, dropout=0.5),
+        lambda q: fractional_attention(q, q, q, graph),
+        lambda q: fractional_attention(q, q, q, graph, dropout=0.5),
+    ):
+        q = torch.zeros(2, 0, H, D, dtype=torch.float64, requires_grad=True)
+        out = call(q)
+        assert out.shape == (2, 0, H, D)
+        out.sum().backward()
+        assert q.grad.shape == (2, 0, H, D)

@@ -131,7 +131,7 @@ def _node_dropout_grad(grad, nodes):
     """``grad * keep * scale`` with the keep bits of one hop (``(rows, ceil(H * D / 8))`` bytes)."""
     rows, heads, depth = grad.shape
     shifts = torch.arange(8, dtype=torch.uint8, device=grad.device)
-    keep = ((nodes.bits[:, :, None] >> shifts) & 1).reshape(rows, -1)[:, : heads * depth]
+    keep = ((nodes.bits[:, :, None] >> shifts) & 1).reshape(rows, 8 * nodes.bits.shape[1])[:, : heads * depth]
     scale = torch.tensor(nodes.scale, dtype=grad.dtype)
     return torch.where(keep.reshape(rows, heads, depth).bool(), grad * scale, torch.zeros((), dtype=grad.dtype))
 

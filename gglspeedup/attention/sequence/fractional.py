@@ -183,6 +183,8 @@ def fractional_attention(
     steps = check_int("steps", steps, minimum=1)
     batch, length, heads, depth, pad, repeats = check_inputs(q, k, v, graph, key_padding_mask, 0, 0.0, dropout)
     dropout = float(dropout)  # a NumPy float32 would keep 1 / (1 - dropout) in float32
+    if length == 0:  # sequences of no tokens: nothing to attend (and no largest weight per sequence)
+        return v.clone()
     ops = graph_ops(graph, repeats, heads, depth)
     flat = [t.reshape(batch * length, heads, depth).contiguous() for t in (q, k, v)]
     edges_per_sequence = _edges_per_sequence(graph, batch).to(q.device)
