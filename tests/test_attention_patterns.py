@@ -293,6 +293,31 @@ def test_globals_of_takes_a_sequence_of_the_batch_and_refuses_others_by_name():
     assert len({tuple(stepped.globals_of(s).tolist()) for s in range(3)}) > 1  # fresh globals per sequence
 
 
+@pytest.mark.parametrize("copy_of", ["pickle", "deepcopy"])
+def test_patterns_and_graphs_pickle_and_deep_copy(copy_of):
+    # their locks made pickle, copy.deepcopy and so a deep copy of a model holding its pattern fail
+    import copy
+    import pickle
+
+    def again(obj):
+        return pickle.loads(pickle.dumps(obj)) if copy_of == "pickle" else copy.deepcopy(obj)
+
+    pattern = SequencePattern(window=4, num_random=2, num_global=1, layout="sliding", seed=7)
+    graph = pattern.csc(12, batch=2, step=3)
+    graph.transpose()
+    fixed = pattern.csc(12)
+    other = again(pattern)
+    assert repr(other) == repr(pattern)
+    rebuilt = other.csc(12, batch=2, step=3)
+    assert np.array_equal(rebuilt.indptr, graph.indptr) and np.array_equal(rebuilt.indices, graph.indices)
+    assert other.csc(12) is other.csc(12) and np.array_equal(other.csc(12).indices, fixed.indices)
+    copied = again(graph)
+    assert np.array_equal(copied.indices, graph.indices)
+    assert copied.globals_of(1).tolist() == graph.globals_of(1).tolist()
+    for mine, theirs in zip(copied.transpose(), graph.transpose()):
+        assert np.array_equal(to_host(mine), to_host(theirs))
+
+
 def test_attention_graph_is_exported():
     assert isinstance(SequencePattern(window=4, num_random=0, num_global=0).csc(4), AttentionGraph)
 

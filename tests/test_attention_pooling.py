@@ -196,6 +196,22 @@ def test_batch_structure_is_cached_by_content():
     assert first.arrays is again.arrays  # the structure is built once
 
 
+@pytest.mark.parametrize("copy_of", ["pickle", "deepcopy"])
+def test_a_batch_structure_pickles_and_deep_copies(copy_of):
+    # its lock made pickle and copy.deepcopy fail ("cannot pickle '_thread.lock' object")
+    import copy
+    import pickle
+
+    batch = graph_batch(sizes=[3, 2, 0], edge_index=[np.array([[0, 1], [1, 2]]), np.array([[1, 0]]), []])
+    scores = np.array([0.5, 0.4, -1.0, 2.0, 2.5])
+    expected = gfusedmax_numpy(scores, batch, lam=0.3)
+    other = pickle.loads(pickle.dumps(batch)) if copy_of == "pickle" else copy.deepcopy(batch)
+    assert other is not batch and np.array_equal(other.ptr, batch.ptr)
+    assert np.array_equal(other.edge_index, batch.edge_index)
+    result = gfusedmax_numpy(scores, other, lam=0.3)
+    assert np.array_equal(result.output, expected.output) and np.array_equal(result.groups, expected.groups)
+
+
 def test_float32_scores_are_computed_in_float64():
     rng = np.random.default_rng(9)
     sizes, edges, scores = random_batch(rng)

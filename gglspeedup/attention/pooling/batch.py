@@ -104,6 +104,18 @@ class GraphBatch:
                 value = self._placed.setdefault(key, value)
         return value
 
+    def __getstate__(self) -> dict:
+        """Pickle / ``copy.deepcopy``: the checked structure, without the lock and the per-device
+        copies (:meth:`placed`: made again on first use where it is loaded)."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_placed"] = {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         edges = f", num_edges={self.num_edges}" if self.has_edges else ""
         return f"GraphBatch(num_graphs={self.num_graphs}, num_nodes={self.num_nodes}{edges})"

@@ -88,6 +88,16 @@ class AttentionGraph:
         if _check:
             _check_graph(self)
 
+    def __getstate__(self) -> dict:
+        """Pickle / ``copy.deepcopy``: every field but the lock (made anew on loading)."""
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def num_nodes(self) -> int:
         return int(self.indptr.shape[0] - 1)

@@ -159,6 +159,18 @@ class SequencePattern:
         self._cache: dict = {}
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:
+        """Pickle / ``copy.deepcopy`` (a model holding its pattern): the rule without the lock, and
+        without the cache (its graphs are a pure function of the rule: rebuilt on first use)."""
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_cache"] = {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         extra = f", compat={self.compat!r}, max_len={self.max_len}" if self.compat else ""
         return (
