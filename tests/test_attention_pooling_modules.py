@@ -182,3 +182,22 @@ def test_topk_keeps_attpool2s_default_and_the_whole_graph_at_ratio_one():
     assert TopK().ratio == TopK(ratio=0).ratio == 0.5
     everyone = TopK(ratio=1.0)(x, [3, 2])
     torch.testing.assert_close(everyone, torch.tanh(x) / torch.tensor([3.0, 3, 3, 2, 2]))
+
+
+def test_standardize_scores_takes_a_batch_or_its_ptr_and_names_a_batch_that_does_not_cover_the_scores():
+    # a ptr list raised AttributeError ('list' object has no attribute 'placed'), and a batch of
+    # another node count torch's index_add_ RuntimeError
+    from gglspeedup.attention import graph_batch, standardize_scores
+
+    ptr = [0, 1, 4, 4, 7]
+    scores = torch.tensor(np.random.default_rng(5).standard_normal((7, 2)), dtype=torch.float64)
+    expected = standardize_scores(scores, graph_batch(ptr))
+    assert torch.equal(standardize_scores(scores, ptr), expected)
+    assert torch.equal(standardize_scores(scores[:, 1], ptr), expected[:, 1])
+    assert expected[0].tolist() == [0.0, 0.0]  # a one-node graph standardises to 0
+    for graph in expected[1:4], expected[4:]:
+        torch.testing.assert_close(graph.mean(0), torch.zeros(2, dtype=torch.float64), rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match=r"^ptr must cover the scores: ptr\[-1\] = 7 nodes, but the scores have 5"):
+        standardize_scores(scores[:5], graph_batch(ptr))
+    with pytest.raises(ValueError, match=r"^give the graphs' node offsets as ptr"):
+        standardize_scores(scores, None)

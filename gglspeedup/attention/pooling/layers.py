@@ -77,7 +77,9 @@ def _index(batch: GraphBatch, device):
 
 def standardize_scores(scores, batch: GraphBatch, eps: float = 1e-7):
     """``(s - mean) / (std + eps)`` inside each graph (and head), ``std`` unbiased; a one-node
-    graph, or one with equal scores, gives 0 (with a finite gradient)."""
+    graph, or one with equal scores, gives 0 (with a finite gradient). ``batch``: a
+    :class:`GraphBatch` or its ``ptr``, covering the scores' rows."""
+    batch = graph_batch(batch, num_nodes=scores.shape[0])  # a GraphBatch as it is: two checks
     index, sizes = _index(batch, scores.device)
     shape = (batch.num_graphs,) + tuple(scores.shape[1:])
     counts = sizes.to(scores.dtype).reshape((-1,) + (1,) * (scores.dim() - 1))
