@@ -100,6 +100,23 @@ def test_a_plan_reads_only_what_its_rows_point_at():
         ShardPlan(SequencePattern(window=4, num_random=1, num_global=1).csc(8, batch=2, shared=True), 0, 2)
 
 
+def test_a_plan_names_a_rank_outside_the_world_and_a_graph_of_another_type():
+    # rank -1 of 2 made a plan of rows 48 .. 0 (no error), rank 2 of 2 and world 0 raised NumPy's
+    # bare IndexError, a float rank NumPy's "only integers ... are valid indices"
+    graph = pattern()
+    assert (ShardPlan(graph, np.int64(1), 2).lo, ShardPlan(graph, 1, 2).hi) == (24, 48)
+    for rank, world, error, match in (
+        (-1, 2, ValueError, r"^rank must be an int in \[0, 2\), got -1"),
+        (2, 2, ValueError, r"^rank must be an int in \[0, 2\), got 2"),
+        (0, 0, ValueError, r"^world must be >= 1, got 0"),
+        (1.0, 2, TypeError, r"^rank must be an int, got float 1.0"),
+    ):
+        with pytest.raises(error, match=match):
+            ShardPlan(graph, rank, world)
+    with pytest.raises(TypeError, match=r"^graph must be an AttentionGraph \(SequencePattern.csc\), got str"):
+        ShardPlan("graph", 0, 1)
+
+
 def test_bad_sharded_inputs_name_the_argument_before_anything_is_fetched():
     # hops = -1, alpha = 5 and integer q, k, v were computed with; a key_padding_mask one row short
     # was read past its end by the kernels

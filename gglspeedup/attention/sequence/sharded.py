@@ -34,6 +34,12 @@ class ShardPlan:
     """What rank ``rank`` of ``world`` computes and fetches for ``graph`` (a batched, CPU pattern)."""
 
     def __init__(self, graph: AttentionGraph, rank: int, world: int):
+        from ...validation import check_int
+
+        if not isinstance(graph, AttentionGraph):
+            raise TypeError(f"graph must be an AttentionGraph (SequencePattern.csc), got {type(graph).__name__}")
+        world = check_int("world", world, minimum=1)
+        rank = check_int("rank", rank, minimum=0, below=world)  # -1 made a plan of rows num_nodes .. 0
         if graph.shared:
             raise ValueError("sharded attention needs a batched pattern (shared=False): rows are split over ranks")
         indptr, indices = to_numpy(graph.indptr).astype(np.int64), to_numpy(graph.indices).astype(np.int64)
