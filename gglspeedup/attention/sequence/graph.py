@@ -3,8 +3,9 @@
 :class:`AttentionGraph` is what :meth:`SequencePattern.csc` returns. Row ``v`` lists the tokens
 query ``v`` attends to (DGL's CSC: ``indptr`` over destinations, ``indices`` = sources), each row
 sorted. Hand-offs share memory where the target allows it: :meth:`to_dgl` (a CSC-only DGL graph,
-nothing to sort), :meth:`to_torch_csr`, :meth:`to_pyg` (an ``EdgeIndex`` sorted by column: the
-destination row is expanded, the sources are shared), and the raw arrays speak DLPack.
+nothing to sort), :meth:`to_torch_csr`, and the raw arrays speak DLPack; :meth:`to_pyg` (an
+``EdgeIndex`` sorted by column) is one int64 ``(2, num_edges)`` copy: PyG's layout puts both rows in
+one tensor, so neither the sources nor the expanded destinations can be shared.
 
 A graph built by hand is checked at construction (``O(num_nodes + num_edges)`` once, before any
 kernel can read it): the kernels index memory with ``indptr`` and ``indices`` unchecked, so a key
