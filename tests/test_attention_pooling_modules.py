@@ -201,3 +201,20 @@ def test_standardize_scores_takes_a_batch_or_its_ptr_and_names_a_batch_that_does
         standardize_scores(scores[:5], graph_batch(ptr))
     with pytest.raises(ValueError, match=r"^give the graphs' node offsets as ptr"):
         standardize_scores(scores, None)
+
+
+@pytest.mark.parametrize(
+    "sizes, error, match",
+    [
+        ((-1, 4), ValueError, r"^input_size must be >= 0, got -1"),
+        ((3.0, 4), TypeError, r"^input_size must be an int, got float 3.0"),
+        ((3, 0), ValueError, r"^output_size must be >= 1, got 0"),
+        ((3, 4.0), TypeError, r"^output_size must be an int, got float 4.0"),
+    ],
+)
+def test_layer_sizes_are_checked_by_name(sizes, error, match):
+    # input_size -1 raised torch's "negative dimension", output_size 0 blamed heads ("heads must be an
+    # int in [1, output_size = 0], got 1"), a float output_size reached torch.nn.Linear
+    with pytest.raises(error, match=match):
+        AttentionPooling(*sizes)
+    assert AttentionPooling(np.int64(3), np.int64(4), heads=2).output_size == 4

@@ -129,6 +129,9 @@ class AttentionPooling(torch.nn.Module):
         proj_activation=None,
     ):
         super().__init__()
+        # named before torch.nn.Linear sees them (-1: its "negative dimension"; 0 outputs: no head fits)
+        input_size = check_int("input_size", input_size, minimum=0)
+        output_size = check_int("output_size", output_size, minimum=1)
         if mapping not in MAPPINGS:
             raise ValueError(f"mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
         if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= output_size:
