@@ -71,13 +71,11 @@ def test_service_ray_command_serves_until_stopped_and_trainers_use_its_servers(r
             process.wait()
 
 
-EMBEDDED = textwrap.dedent(
+# The head of a script run in a child process: its own network namespace (or a "skip" report),
+# ``folder`` and ``num_nodes`` from its arguments; the script's last line of output is its report.
+IN_NAMESPACE = textwrap.dedent(
     """
-    import json, os, sys
-    import numpy as np
-    import psutil
-    import gglspeedup as gg
-    from gglspeedup.service import serve
+    import json, sys
     from gglspeedup.service.netns import private_network
 
     folder, num_nodes = sys.argv[1], int(sys.argv[2])
@@ -86,6 +84,34 @@ EMBEDDED = textwrap.dedent(
     except PermissionError as error:
         print(json.dumps({"skip": str(error)}))
         sys.exit(0)
+    """
+)
+
+
+def run_in_namespace(script: str, folder: str, graph, *more) -> dict:
+    """The report of ``IN_NAMESPACE + script`` run in a child process (skips without a namespace)."""
+    result = subprocess.run(
+        [sys.executable, "-c", IN_NAMESPACE + script, folder, str(graph.num_nodes), *more],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if "skip" in report:
+        pytest.skip(f"no private network namespace for Ray: {report['skip']}")
+    return report
+
+
+EMBEDDED = textwrap.dedent(
+    """
+    import os
+    import numpy as np
+    import psutil
+    import gglspeedup as gg
+    from gglspeedup.service import serve
+
     sys.path.insert(0, sys.argv[3])
     from service_netns import private_shared_memory
     private_shared_memory()  # this process's own /dev/shm: another test's segments are not counted
@@ -109,17 +135,7 @@ EMBEDDED = textwrap.dedent(
 
 def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_path_factory):
     folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
-    result = subprocess.run(
-        [sys.executable, "-c", EMBEDDED, folder, str(graph.num_nodes), os.path.dirname(os.path.abspath(__file__))],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    if "skip" in report:
-        pytest.skip(f"no private network namespace for Ray: {report['skip']}")
+    report = run_in_namespace(EMBEDDED, folder, graph, os.path.dirname(os.path.abspath(__file__)))
     expected = gg.NeighborSampler(graph, [4, 3], seed=1).sample(np.arange(0, graph.num_nodes, 11), key=3).n_id
     assert report["started"] and not report["connected"] and report["servers"] == 2
     assert report["children"] >= 3  # Ray's own processes and the servers, all started by serve()
@@ -129,18 +145,11 @@ def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_pa
 
 AFTER_SHUTDOWN = textwrap.dedent(
     """
-    import json, sys, time
+    import time
     import numpy as np
     import psutil
-    from gglspeedup.service import ServerUnavailable, serve
-    from gglspeedup.service.netns import private_network
+    from gglspeedup.service import serve
 
-    folder, num_nodes = sys.argv[1], int(sys.argv[2])
-    try:
-        network = private_network()
-    except PermissionError as error:
-        print(json.dumps({"skip": str(error)}))
-        sys.exit(0)
     with network:
         import ray
         first = serve(folder, 2, deadline="2s")  # starts Ray here
@@ -175,17 +184,7 @@ def test_service_ray_cluster_whose_ray_was_shut_down_names_its_servers_and_start
     # local Ray instance (seconds, outside the namespace's settings) and raised Ray's own
     # "Failed to submit task" Exception; close() started one too and left it running.
     folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
-    result = subprocess.run(
-        [sys.executable, "-c", AFTER_SHUTDOWN, folder, str(graph.num_nodes)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
-    if "skip" in report:
-        pytest.skip(f"no private network namespace for Ray: {report['skip']}")
+    report = run_in_namespace(AFTER_SHUTDOWN, folder, graph)
     (kind, message, seconds), (features_kind, features_message, _) = report["failures"]
     assert kind == "ServerUnavailable" and "for batch key 7: died" in message and seconds < 2.0 + 1.0
     assert features_kind == "ServerUnavailable" and "died" in features_message
