@@ -37,7 +37,7 @@ import json
 import os
 import warnings
 
-__all__ = ["ABSENT", "EMPTY", "FOLDER", "NPZ", "check_replaceable", "folder_files", "remove_replaced"]
+__all__ = ["ABSENT", "EMPTY", "FOLDER", "NPZ", "check_parent", "check_replaceable", "folder_files", "remove_replaced"]
 
 ABSENT, EMPTY, FOLDER, NPZ = "absent", "empty", "folder", "npz"
 _HEADER = "header.json"  # gglspeedup._storage.HEADER (not imported: _storage imports this module)
@@ -90,6 +90,26 @@ def _is_graph_npz(path: str) -> bool:
     except (OSError, zipfile.BadZipFile, ValueError):
         return False
     return {"indptr.npy", "indices.npy"} <= names <= _NPZ_MEMBERS
+
+
+def check_parent(path, *, given=None) -> None:
+    """Raise unless the folder that is to hold ``path`` exists, is a folder and can be written
+    (a writer creates its temporary folder there): checked before any work, so a long build never
+    fails at its end for a typo in the path. ``given`` as in :func:`check_replaceable`.
+
+    Raises
+    ------
+    FileNotFoundError, NotADirectoryError, PermissionError
+        naming ``path`` and its parent folder.
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent, shown = os.path.dirname(path), _shown(path, given)
+    if not os.path.isdir(parent):
+        what = "is not a folder" if os.path.lexists(parent) else "does not exist"
+        error = NotADirectoryError if os.path.lexists(parent) else FileNotFoundError
+        raise error(f"cannot write {shown}: its parent folder {parent!r} {what}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"cannot write {shown}: its parent folder {parent!r} is not writable")
 
 
 def check_replaceable(path, *, overwrite: bool = True, given=None) -> str:

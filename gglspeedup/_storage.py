@@ -34,7 +34,7 @@ import numpy as np
 
 from ._integrity import check_indptr
 from ._npz import read_npz
-from ._replace import ABSENT, check_replaceable, remove_replaced
+from ._replace import ABSENT, check_parent, check_replaceable, remove_replaced
 from .validation import check_bool
 
 __all__ = [
@@ -140,7 +140,8 @@ class FolderWriter:
     renamed into place and the old one removed. On an exception (a bad chunk, a full disk, Ctrl-C)
     the temporary folder is removed and ``path`` is left as it was.
 
-    What stands at ``path`` is checked at construction (before any work) and again just before
+    The parent folder of ``path`` must exist and be writable, and what stands at ``path`` is
+    checked, at construction (before any work) and again just before
     the swap (:func:`gglspeedup._replace.check_replaceable`): only nothing, an empty folder or,
     with ``overwrite=True``, a graph this library wrote may be replaced; anything else raises
     ``FileExistsError`` naming ``path`` (``given``: the path as the caller wrote it).
@@ -151,8 +152,7 @@ class FolderWriter:
         self.kind, self.meta = kind, meta
         self.overwrite, self.given = overwrite, path if given is None else given
         parent, name = os.path.split(self.path)
-        if not os.path.isdir(parent):
-            raise FileNotFoundError(f"cannot save to {self.path!r}: folder {parent!r} does not exist")
+        check_parent(self.path, given=self.given)
         check_replaceable(self.path, overwrite=overwrite, given=self.given)
         self.tmp = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
         self.entries: dict[str, dict] = {}

@@ -187,6 +187,27 @@ def test_build_never_replaces_what_it_did_not_write(tmp_path, monkeypatch):
     assert build_csr([np.array([[1], [0]])], tmp_path / "g", num_nodes=2).indices.tolist() == [1]  # ours: replaced
 
 
+def test_a_bad_parent_folder_is_refused_before_the_source_is_read(tmp_path):
+    def untouched():  # a one-pass source: it used to create the missing folder on its first pass
+        raise AssertionError("the source was read")
+        yield
+
+    (tmp_path / "file").write_text("x")
+    for target, error, message in [
+        (tmp_path / "missing" / "g", FileNotFoundError, r"its parent folder '.*missing' does not exist"),
+        (tmp_path / "file" / "g", NotADirectoryError, r"its parent folder '.*file' is not a folder"),
+    ]:
+        for source in (untouched(), [np.array([[0], [1]])]):
+            with pytest.raises(error, match=r"^cannot write '.*g': " + message):
+                build_csr(source, target, num_nodes=2)
+    if os.geteuid() != 0:  # root writes anywhere
+        (tmp_path / "locked").mkdir(mode=0o555)
+        with pytest.raises(PermissionError, match=r"its parent folder '.*locked' is not writable"):
+            build_csr(untouched(), tmp_path / "locked" / "g", num_nodes=2)
+    assert sorted(os.listdir(tmp_path)) == sorted(["file"] + (["locked"] if os.geteuid() != 0 else []))
+    assert (tmp_path / "file").read_text() == "x"
+
+
 @pytest.mark.parametrize("failure", ["disk full", "interrupt"])
 def test_a_failing_build_leaves_nothing_that_loads(tmp_path, monkeypatch, failure):
     def source():

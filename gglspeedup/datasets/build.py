@@ -27,7 +27,7 @@ from .._csr_build import blocks_for, permuted_indptr
 from .._csr_kernels import compact_rows, count_rows, sort_unique_rows
 from .._intrinsics import prefetch
 from .._reorder import check_order_name, degree_order, inverse_order
-from .._replace import check_replaceable
+from .._replace import check_parent, check_replaceable
 from .._storage import FolderWriter
 from ..device import parse_size
 from ..graph import CSRGraph
@@ -111,6 +111,9 @@ def build_csr(
         ``>= num_nodes``, a chunk that is not ``(2, k)`` integers, ragged or of unequal
         ``(src, dst)``, a weight that is not finite and ``>= 0``, weights chunked differently
         from the edges); nothing is left at ``path``.
+    FileNotFoundError, NotADirectoryError, PermissionError
+        naming ``path`` when its parent folder does not exist, is not a folder or cannot be
+        written (before anything is read; no folder is created for it).
     FileExistsError
         naming ``path`` when something stands there that this library did not write (a folder or
         file of the user's, the working directory), or a saved graph with ``overwrite=False``.
@@ -136,7 +139,8 @@ def build_csr(
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike naming a folder, got {type(path).__name__}")
     given, path = path, os.path.abspath(os.fspath(path))
-    check_replaceable(path, overwrite=overwrite, given=given)  # before a pass over the source, not after
+    check_parent(path, given=given)  # both before a pass over the source, not after
+    check_replaceable(path, overwrite=overwrite, given=given)
     scratch = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.scratch-{uuid.uuid4().hex[:12]}")
     edges = as_source("source", source)
     weight_source = None if weights is None else as_source("weights", weights, kind="weights")
