@@ -384,6 +384,13 @@ def test_a_hand_built_attention_graph_is_checked_at_construction():
         hand_built([0, 1, 1, 1], [-1], 3)
     with pytest.raises(ValueError, match=r"^indptr must not decrease: indptr\[2\] = 1 < indptr\[1\] = 2"):
         hand_built([0, 2, 1, 3], [0, 1, 2], 3)
+    # duplicate and unsorted keys within a row were accepted, although each row is documented sorted
+    strict = r"^indices must be strictly increasing within each row \(sorted keys, no duplicates\): "
+    with pytest.raises(ValueError, match=strict + r"row 0 has a duplicate key, indices\[0\] = 0 then indices\[1\] = 0"):
+        hand_built([0, 2, 3], [0, 0, 1], 2)
+    with pytest.raises(ValueError, match=strict + r"row 2 has keys out of order, indices\[2\] = 3 then"):
+        hand_built([0, 1, 1, 4, 4], [3, 0, 3, 1], 4)  # row 1 empty; a row may start below the last one's end
+    assert hand_built([0, 2, 2, 4, 5], np.array([2, 3, 0, 1, 0], np.int32), 4).num_edges == 5
     with pytest.raises(ValueError, match=r"^indptr must run from 0 to num_edges = len\(indices\) = 2"):
         hand_built([0, 1, 2, 3], [0, 1], 3)
     with pytest.raises(ValueError, match=r"^indptr must run from 0"):

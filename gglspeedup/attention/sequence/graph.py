@@ -9,7 +9,9 @@ one tensor, so neither the sources nor the expanded destinations can be shared.
 
 A graph built by hand is checked at construction (``O(num_nodes + num_edges)`` once, before any
 kernel can read it): the kernels index memory with ``indptr`` and ``indices`` unchecked, so a key
-id past the graph or a decreasing ``indptr`` would read outside the arrays. The library's own
+id past the graph or a decreasing ``indptr`` would read outside the arrays; a row's keys must also
+be strictly increasing, as the docstring of :class:`AttentionGraph` says (a duplicate key would
+weigh twice in the attention's sums). The library's own
 builders (:meth:`SequencePattern.csc`, :class:`~gglspeedup.attention.ShardPlan`) skip the scan:
 their arrays are correct by construction, and a GPU pattern built every step would otherwise pay
 a host synchronisation for it.
@@ -51,7 +53,8 @@ class AttentionGraph:
         NumPy on the CPU (and under the CUDA simulator), CuPy on a GPU. ``indptr[0] == 0``,
         non-decreasing, ``indptr[-1] == num_edges``.
     indices : int32 or int64 array (num_edges,)
-        Source (key) node of every edge, in ``[0, num_nodes)``, sorted within each row.
+        Source (key) node of every edge, in ``[0, num_nodes)``, strictly increasing within each
+        row (sorted, no duplicates; a hand-built graph is checked for it).
     seq_len, batch : int
         Positions per sequence and sequences. Node ``b * seq_len + i`` is token ``i`` of sequence
         ``b``; a ``shared`` graph has ``seq_len`` nodes and serves every sequence of the batch,
@@ -235,7 +238,31 @@ def _check_graph(graph: AttentionGraph) -> None:
         )
     if indices.shape[0] and (int(indices.min()) < 0 or int(indices.max()) >= nodes):  # sync on a GPU
         check_ids_in_range("indices", to_numpy(indices), nodes, what="num_nodes")
+    _check_rows_increase(indptr, indices, xp)
     _check_metadata(graph)
+
+
+def _check_rows_increase(indptr, indices, xp) -> None:
+    """Raise ``ValueError`` naming the row and position of the first key that does not exceed the
+    one before it in its row (a duplicate key, or a row out of order): vectorised, O(num_nodes +
+    num_edges), on the arrays' device."""
+    num_edges = indices.shape[0]
+    if num_edges < 2:
+        return
+    stalls = indices[1:] <= indices[:-1]
+    starts = indptr[1:-1]
+    starts = starts[(starts > 0) & (starts < num_edges)]
+    stalls[starts - 1] = False  # a row's first key follows the previous row's last: no order between them
+    if not bool(stalls.any()):  # sync on a GPU
+        return
+    position = int(to_numpy(xp.argmax(stalls))) + 1
+    row = int(to_numpy(xp.searchsorted(indptr, position, side="right"))) - 1
+    before, key = int(indices[position - 1]), int(indices[position])
+    what = "a duplicate key" if before == key else "keys out of order"
+    raise ValueError(
+        f"indices must be strictly increasing within each row (sorted keys, no duplicates): row {row} has "
+        f"{what}, indices[{position - 1}] = {before} then indices[{position}] = {key}"
+    )
 
 
 def _index_array(name: str, values, device: Device):
