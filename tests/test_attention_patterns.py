@@ -350,10 +350,18 @@ def test_builds_past_the_memory_available_are_refused_naming_the_argument(monkey
     with pytest.raises(ValueError, match=r"^max_len = 131072 needs up to 128\.\d GiB .* 64\.0 GiB of memory available"):
         compat.csc(8)
     plain = SequencePattern()
-    with pytest.raises(ValueError, match=r"^batch = 100000000000 needs up to .* GiB .*seq_len = 1000.* available"):
+    both = r"^seq_len = 1000 and batch = 100000000000 need up to \d+\.\d GiB \(100000000000 sequences of 1000 tokens"
+    with pytest.raises(ValueError, match=both + r", up to \d+ edges\), more than the 64\.0 GiB .*; lower batch or "):
         plain.csc(1000, batch=10**11)
-    with pytest.raises(ValueError, match=r"^batch = 100000000000 needs"):
+    with pytest.raises(ValueError, match=both):
         plain.csc(1000, batch=10**11, step=4)
+    # seq_len alone past the memory: it was "batch = 1 needs ...", naming the one argument that was small
+    with pytest.raises(ValueError, match=r"^seq_len = 1000000000 and batch = 1 need up to \d+\.\d GiB \(1 sequence of"):
+        plain.csc(10**9)
+    with pytest.raises(ValueError, match=r"^seq_len = 1000000000 needs up to .*\(one shared pattern of 1000000000 "):
+        plain.csc(10**9, batch=4, shared=True)
+    with pytest.raises(ValueError, match=r"^seq_len = 1000000000 needs .*; lower seq_len$"):
+        plain.csc(10**9, batch=1, shared=True)
     # a shared pattern is one sequence's, whatever the batch; a small build does not read the memory
     monkeypatch.setattr(patterns, "available_memory", lambda: pytest.fail("read the memory for a small build"))
     assert plain.csc(1000, batch=10**11, shared=True).num_nodes == 1000
@@ -361,7 +369,7 @@ def test_builds_past_the_memory_available_are_refused_naming_the_argument(monkey
 
 
 def test_the_memory_refusal_holds_against_the_machines_real_memory():
-    with pytest.raises(ValueError, match=r"^batch = 100000000000 needs up to \d+\.\d GiB"):
+    with pytest.raises(ValueError, match=r"^seq_len = 1000 and batch = 100000000000 need up to \d+\.\d GiB"):
         SequencePattern().csc(1000, batch=10**11)
 
 

@@ -247,15 +247,16 @@ class SequencePattern:
                 cached = self._cache.get(key)
             if cached is not None:
                 return cached
-        self._check_memory(seq_len, batch, 1 if shared else batch)
+        self._check_memory(seq_len, batch, shared)
         graph = self._build(seq_len, batch, step, lengths, shared, index_dtype)
         if key is not None:
             with self._lock:
                 graph = self._cache.setdefault(key, graph)
         return graph
 
-    def _check_memory(self, seq_len: int, batch: int, count: int) -> None:
-        """Raise ``ValueError`` naming ``max_len`` (Diffuser's shuffle) or ``batch`` when a build
+    def _check_memory(self, seq_len: int, batch: int, shared: bool) -> None:
+        """Raise ``ValueError`` naming ``max_len`` (Diffuser's shuffle) or what sizes the CSR
+        (``seq_len`` and ``batch``; ``seq_len`` alone for a shared pattern) when a build
         would need more than the memory available now (NumPy would raise a bare ``MemoryError``,
         or the system kill the process). Upper bounds, in bytes of host memory; the memory
         available is read only for builds of 256 MiB or more."""
@@ -265,21 +266,27 @@ class SequencePattern:
             width = 4 if cells < 2**31 else 8
             codes = 32 * self.max_len * (2 * self.window + self.num_random + 2 * self.num_global)  # int64 copies
             what = f"Diffuser's max_len x max_len cells are shuffled once, {width} bytes each"
-            checks.append(("max_len", self.max_len, cells * width + codes, what, "lower max_len"))
+            checks.append((f"max_len = {self.max_len} needs", cells * width + codes, what, "lower max_len"))
+        count = 1 if shared else batch
         rows = count * seq_len
         per_row = min(self.window + 1 + self.num_random + self.num_global, seq_len)
         num_global = min(self.num_global, seq_len)
         edges = rows * per_row + count * num_global * seq_len  # as _edge_bound, before any array exists
         csr = 0 if self.device.is_cuda and not self.device.simulated else 8 * (rows + 1 + edges)  # on the host
-        what = f"{count} sequences of seq_len = {seq_len}, up to {edges} edges"
-        checks.append(("batch", batch, 8 * count * (5 + num_global) + csr, what, "lower batch or seq_len"))
-        for name, value, need, what, advice in checks:
+        if not shared:
+            asked, advice = f"seq_len = {seq_len} and batch = {batch} need", "lower batch or seq_len"
+            what = f"{count} sequence{'s' if count != 1 else ''} of {seq_len} tokens, up to {edges} edges"
+        else:  # shared: one sequence's pattern, whatever the batch
+            asked, advice = f"seq_len = {seq_len} needs", "lower seq_len"
+            what = f"one shared pattern of {seq_len} tokens, up to {edges} edges"
+        checks.append((asked, 8 * count * (5 + num_global) + csr, what, advice))
+        for asked, need, what, advice in checks:
             if need < _CHECK_MEMORY_FROM:
                 continue
             available = available_memory()
             if available and need > available:
                 raise ValueError(
-                    f"{name} = {value} needs up to {need / 2**30:.1f} GiB ({what}), more than the "
+                    f"{asked} up to {need / 2**30:.1f} GiB ({what}), more than the "
                     f"{available / 2**30:.1f} GiB of memory available; {advice}"
                 )
 
