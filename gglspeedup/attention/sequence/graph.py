@@ -11,10 +11,10 @@ A graph built by hand is checked at construction (``O(num_nodes + num_edges)`` o
 kernel can read it): the kernels index memory with ``indptr`` and ``indices`` unchecked, so a key
 id past the graph or a decreasing ``indptr`` would read outside the arrays; a row's keys must also
 be strictly increasing, as the docstring of :class:`AttentionGraph` says (a duplicate key would
-weigh twice in the attention's sums). The library's own
-builders (:meth:`SequencePattern.csc`, :class:`~gglspeedup.attention.ShardPlan`) skip the scan:
-their arrays are correct by construction, and a GPU pattern built every step would otherwise pay
-a host synchronisation for it.
+weigh twice in the attention's sums). The library's own builders (:meth:`SequencePattern.csc`,
+:class:`~gglspeedup.attention.sequence.sharded.ShardPlan`) skip the scan: their arrays are correct
+by construction, and a GPU pattern built every step would otherwise pay a host synchronisation for
+it.
 
 >>> import numpy as np
 >>> AttentionGraph(np.array([0, 1, 3]), np.array([0, 0, 1]), seq_len=2, batch=1, shared=False).num_edges
@@ -54,7 +54,10 @@ class AttentionGraph:
         non-decreasing, ``indptr[-1] == num_edges``.
     indices : int32 or int64 array (num_edges,)
         Source (key) node of every edge, in ``[0, num_nodes)``, strictly increasing within each
-        row (sorted, no duplicates; a hand-built graph is checked for it).
+        row (sorted, no duplicates: so :meth:`SequencePattern.csc` builds them, and a hand-built
+        graph is checked for it). The kernels do not need the order: the local graph of a
+        :class:`~gglspeedup.attention.sequence.sharded.ShardPlan` (keys renumbered, local rows
+        first) is unsorted.
     seq_len, batch : int
         Positions per sequence and sequences. Node ``b * seq_len + i`` is token ``i`` of sequence
         ``b``; a ``shared`` graph has ``seq_len`` nodes and serves every sequence of the batch,
