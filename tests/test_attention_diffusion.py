@@ -230,6 +230,29 @@ def test_numpy_scalars_are_taken_for_alpha_dropout_and_gamma_and_non_numbers_ref
             call(np.float32("nan"))
 
 
+def test_binomial_coefficients_are_the_series_and_check_gamma_and_terms_by_name():
+    # (nan, 2) gave NaN coefficients, (0.5, -1) gave [1.0] and a float terms an unnamed TypeError
+    from math import comb
+
+    from gglspeedup.attention.sequence.fractional import binomial_coefficients
+
+    assert binomial_coefficients(0.5, 3) == [1.0, -0.5, -0.125, -0.0625]
+    assert binomial_coefficients(np.float32(2.0), np.int64(3)) == [1.0, -2.0, 1.0, 0.0]  # (1 - z)**2
+    assert binomial_coefficients(3, 3) == [(-1) ** n * comb(3, n) for n in range(4)]
+    assert binomial_coefficients(0.5, 0) == [1.0]
+    for value in (float("nan"), float("inf"), np.float64("-inf")):
+        with pytest.raises(ValueError, match=r"^gamma must be a float in \(-inf, inf\), got "):
+            binomial_coefficients(value, 2)
+    for value, kind in (("0.5", "str"), (True, "bool"), (None, "NoneType")):
+        with pytest.raises(TypeError, match=rf"^gamma must be a float in .* got {kind} "):
+            binomial_coefficients(value, 2)
+    with pytest.raises(ValueError, match=r"^terms must be >= 0, got -1"):
+        binomial_coefficients(0.5, -1)
+    for value, kind in ((2.0, "float"), (True, "bool"), ("2", "str")):
+        with pytest.raises(TypeError, match=rf"^terms must be an int, got {kind} "):
+            binomial_coefficients(0.5, value)
+
+
 @pytest.mark.parametrize("shared", [False, True])
 def test_diffusion_dropout_equals_the_dense_reference_with_the_recomputed_masks(shared):
     from gglspeedup.testing.attention import dropout_masks

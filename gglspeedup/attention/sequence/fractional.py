@@ -49,7 +49,18 @@ __all__ = ["fractional_attention", "binomial_coefficients"]
 
 
 def binomial_coefficients(gamma: float, terms: int) -> list[float]:
-    """``[binom(gamma, n) * (-1)**n for n in 0..terms]``: the series of ``(1 - z)**gamma``."""
+    """``[binom(gamma, n) * (-1)**n for n in 0..terms]``: the series of ``(1 - z)**gamma``.
+
+    ``gamma`` is any finite real number (a Python or NumPy number, not a bool), ``terms`` an int
+    ``>= 0``; anything else raises ``TypeError`` / ``ValueError`` naming the argument.
+
+    >>> binomial_coefficients(0.5, 2)
+    [1.0, -0.5, -0.125]
+    """
+    from ...validation import check_int
+
+    gamma = check_fraction("gamma", gamma, "(-inf, inf)", lambda g: True)  # NaN and inf are refused
+    terms = check_int("terms", terms, minimum=0)
     out, c = [1.0], 1.0
     for n in range(1, terms + 1):
         c *= (gamma - n + 1) / n
