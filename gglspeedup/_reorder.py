@@ -75,19 +75,24 @@ def check_node_order(
 
 
 def map_ids(graph, ids, *, to_original: bool) -> np.ndarray:
-    """``ids`` (any shape) through ``graph.node_order`` (``to_original``) or its inverse, int64;
-    ``IndexError`` naming ``ids`` and the first id outside ``[0, num_nodes)``."""
+    """``ids`` (any shape) through ``graph.node_order`` (``to_original``) or its inverse, int64, of
+    the shape of ``ids`` (a NumPy int64 for a 0-d ``ids``); ``IndexError`` naming ``ids`` and the first id outside
+    ``[0, num_nodes)``."""
     from .validation import check_ids_in_range, int_array
 
-    ids = int_array("ids", ids, ndim=np.ndim(ids), dtype=np.int64)
+    shape = np.shape(ids)
+    # int_array's ascontiguousarray makes a 0-d array 1-D: the shape is put back
+    ids = int_array("ids", ids, ndim=len(shape), dtype=np.int64).reshape(shape)
     check_ids_in_range("ids", ids.reshape(-1), graph.num_nodes, what="num_nodes")
     if graph.node_order is None:
-        return ids.copy()
-    if to_original:
-        return graph.node_order[ids]
-    if graph._node_rank is None:  # O(N) once per graph, on the first call
-        graph._node_rank = inverse_order(graph.node_order)
-    return graph._node_rank[ids]
+        mapped = ids.copy()
+    elif to_original:
+        mapped = graph.node_order[ids]
+    else:
+        if graph._node_rank is None:  # O(N) once per graph, on the first call
+            graph._node_rank = inverse_order(graph.node_order)
+        mapped = graph._node_rank[ids]
+    return mapped[()] if not shape else mapped  # one id: a NumPy int64, as NumPy's indexing gives
 
 
 def rows_in_order(graph, array):

@@ -343,15 +343,17 @@ class CSRGraph:
 
     # ------------------------------------------------------------------ node order
     def new_ids(self, ids) -> np.ndarray:
-        """int64 graph ids of the user's node ids ``ids`` (any shape; a copy of ``ids`` without a
-        :attr:`node_order`): seeds go in through this. ``IndexError`` names an id out of range."""
+        """int64 graph ids of the user's node ids ``ids``, an array of their shape (any shape; one
+        id, a Python int or a 0-d array, gives a NumPy int64 as NumPy's indexing does; a copy of
+        ``ids`` without a :attr:`node_order`): seeds go in through this. ``IndexError`` names an
+        id out of range."""
         from . import _reorder
 
         return _reorder.map_ids(self, ids, to_original=False)
 
     def original_ids(self, ids) -> np.ndarray:
-        """int64 user's node ids of graph ids ``ids`` (any shape), e.g. a sample's ``n_id`` to index
-        the user's own feature table. ``IndexError`` as :meth:`new_ids`."""
+        """int64 user's node ids of graph ids ``ids``, of their shape as :meth:`new_ids`, e.g. a
+        sample's ``n_id`` to index the user's own feature table. ``IndexError`` as :meth:`new_ids`."""
         from . import _reorder
 
         return _reorder.map_ids(self, ids, to_original=True)

@@ -145,6 +145,25 @@ def test_ids_features_and_labels_follow_the_order_both_ways():
     assert np.array_equal(plain.original_ids(user_ids), user_ids) and plain.rows_in_order(labels) is labels
 
 
+def test_ids_keep_their_shape_and_one_id_gives_one_int64():
+    # graph.new_ids(3) was array([...]) of shape (1,): NumPy's ascontiguousarray makes 0-d arrays 1-D
+    torch = pytest.importorskip("torch")
+    ordered = gg.CSRGraph.from_edge_index(_edges(seed=10), NUM_NODES, reorder="degree")
+    plain = gg.CSRGraph.from_edge_index(_edges(seed=10), NUM_NODES)
+    rank = _rank(ordered.node_order)
+    for graph, new, old in ((ordered, rank, ordered.node_order), (plain, np.arange(NUM_NODES), np.arange(NUM_NODES))):
+        for one in (3, np.int32(3), np.array(3), torch.tensor(3)):
+            for mapped, expected in ((graph.new_ids(one), new[3]), (graph.original_ids(one), old[3])):
+                assert type(mapped) is np.int64 and mapped == expected  # as new[np.array(3)] gives
+        for ids in ([3], [[3, 7], [0, 1]], np.zeros((2, 0), np.int32), np.arange(6).reshape(1, 2, 3).T):
+            expected = np.asarray(ids, np.int64)
+            for mapped, table in ((graph.new_ids(ids), new), (graph.original_ids(ids), old)):
+                assert mapped.shape == expected.shape and mapped.dtype == np.int64
+                assert np.array_equal(mapped, table[expected])
+    with pytest.raises(IndexError, match=r"out of range \[0, num_nodes = 2000\)"):
+        ordered.new_ids(NUM_NODES)
+
+
 def test_sampling_the_renumbered_graph_draws_edges_of_the_original_graph():
     edges = _edges(seed=7)
     original = gg.CSRGraph.from_edge_index(edges, NUM_NODES)
