@@ -193,6 +193,25 @@ def test_unsorted_rows_sample_like_their_time_sorted_copy():
     assert_same_sample(out_a, out_b)
 
 
+@pytest.mark.parametrize("kind", ["node", "edge"])
+def test_the_time_sorted_copy_keeps_the_graphs_node_order(kind):
+    # the copy dropped node_order (from reorder=): sampler.graph.original_ids became the identity
+    edge_index = np.random.default_rng(13).integers(0, 30, size=(2, 200))
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=30, reorder="degree", keep_edge_ids=True)
+    assert not np.array_equal(graph.node_order, np.arange(30))
+    sampler = gg.NeighborSampler(graph, [3, 2], **_times(graph, kind, seed=14))
+    assert sampler.graph is not graph  # rows were re-sorted by time
+    np.testing.assert_array_equal(sampler.graph.node_order, graph.node_order)
+    out = sampler.sample(graph.new_ids([4, 9]), key=1, seed_time=np.array([9, 9]))
+    n_id = to_host(out.n_id)
+    np.testing.assert_array_equal(sampler.graph.original_ids(n_id), graph.original_ids(n_id))
+    for adj in out.adjs:  # every sampled edge, mapped back, is an edge of the user's numbering
+        src, dst = n_id[to_host(adj.edge_index[0])], n_id[to_host(adj.edge_index[1])]
+        e_id = to_host(adj.e_id)
+        np.testing.assert_array_equal(edge_index[0, e_id], sampler.graph.original_ids(src))
+        np.testing.assert_array_equal(edge_index[1, e_id], sampler.graph.original_ids(dst))
+
+
 def test_float_seed_times_floor_for_integer_times():
     graph = _graph()
     sampler = gg.NeighborSampler(graph, [3, 3], **_times(graph, "edge"))

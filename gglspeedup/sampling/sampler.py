@@ -83,7 +83,8 @@ class NeighborSampler(SamplerBase):
         edges to neighbours with ``node_time <= t`` (edges with ``edge_time <= t``): ``<=``, so what
         happens at ``t`` itself is visible. int64 or float64 (other numbers widened); NaN raises.
         Rows are sorted by time once, here (a graph whose rows already are is used as is; else
-        :attr:`graph` is a row-sorted copy that keeps the edge ids, so ``e_id`` are unchanged).
+        :attr:`graph` is a row-sorted copy that keeps the edge ids, so ``e_id`` are unchanged, and the
+        ``node_order``, so ``graph.original_ids`` still maps ids back).
     temporal_strategy : {"uniform", "last"}
         ``"uniform"``: draw ``k`` of a row's eligible edges as the row would draw among that many
         (weighted too); ``"last"``: take its ``k`` latest eligible edges (oldest first; no

@@ -170,7 +170,8 @@ def typed_position_times(graph, node_time, edge_time) -> tuple:
 def sort_by_time(graph: CSRGraph, times: np.ndarray, id_base=None) -> tuple:
     """``(graph, times)`` with every row ascending in time: the inputs when already so, else a copy
     sorted stably per row whose ``edge_ids`` keep reporting each edge's original id (its position,
-    less ``id_base[position]``, when the graph has none: a typed stack's relation-local ids)."""
+    less ``id_base[position]``, when the graph has none: a typed stack's relation-local ids) and
+    which keeps the graph's ``node_order`` (its rows are the same nodes)."""
     from ._kernels.time_rows import row_time_order, unsorted_row
 
     indptr = to_numpy(graph.indptr)
@@ -190,6 +191,7 @@ def sort_by_time(graph: CSRGraph, times: np.ndarray, id_base=None) -> tuple:
         weights=weights,
         num_src_nodes=graph.num_src_nodes,
         dtype=indices.dtype,
+        node_order=graph.node_order,  # dropped, original_ids would have been the identity
         _checked=True,
     )
     return sorted_graph, times[perm]
