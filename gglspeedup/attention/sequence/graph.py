@@ -259,7 +259,7 @@ def _check_rows_increase(indptr, indices, xp) -> None:
     if not bool(stalls.any()):  # sync on a GPU
         return
     position = int(to_numpy(xp.argmax(stalls))) + 1
-    row = int(to_numpy(xp.searchsorted(indptr, position, side="right"))) - 1
+    row = int(np.searchsorted(to_numpy(indptr), position, side="right")) - 1  # the error path: on the host
     before, key = int(indices[position - 1]), int(indices[position])
     what = "a duplicate key" if before == key else "keys out of order"
     raise ValueError(
