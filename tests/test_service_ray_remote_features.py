@@ -107,6 +107,30 @@ def test_service_remote_labels_by_id_slice_tensor_and_whole(served):
         labels[[200]]
 
 
+def test_service_remote_labels_gather_refuses_an_out_feature_store_would_refuse(served):
+    # out was filled by ``out[...] = values``: a float32 out took int64 labels cast, a list failed
+    # inside NumPy, and a wrong shape was found only after the servers had been asked
+    folder, _, _, y, _ = served
+    transport = _transport(served)
+    labels = RemoteLabels(transport, gg.service.PartitionBook.load(folder))
+    read_only = np.empty(2, y.dtype)
+    read_only.flags.writeable = False
+    bad = [
+        (np.empty(2, np.float32), TypeError, r"out must have the labels' dtype int64, got float32"),
+        (np.empty(2, np.int32), TypeError, r"out must have the labels' dtype int64, got int32"),
+        (np.empty(3, y.dtype), ValueError, r"out must have shape \(2,\) .*, got \(3,\)"),
+        (np.empty((2, 1), y.dtype), ValueError, r"out must have shape \(2,\) .*, got \(2, 1\)"),
+        ([0, 0], TypeError, "out must be a NumPy array, got list"),
+        (read_only, ValueError, "out must be writeable"),
+    ]
+    for out, error, message in bad:
+        with pytest.raises(error, match=message):
+            labels.gather([0, 199], out=out)
+    assert transport.asked == [] and labels.stats()["lookups"] == 0  # refused before asking
+    strided = np.zeros(4, y.dtype)[::2]
+    assert labels.gather([0, 199], out=strided) is strided and np.array_equal(strided, y[[0, 199]])
+
+
 def test_service_remote_stores_refuse_a_folder_without_features(tmp_path, served):
     graph = served[1]
     partition(graph, tmp_path / "bare", 2, method="range")

@@ -37,11 +37,16 @@ class RemoteLabels:
     def __getitem__(self, ids) -> np.ndarray:
         """``y[ids]`` for 1-D ids (a list, an array, a tensor or a slice); ``IndexError`` for an id
         outside ``[0, len)``, ``TypeError`` for non-integer ids."""
+        return self._lookup(self._ids(ids))
+
+    def _ids(self, ids) -> np.ndarray:
         from ..validation import check_ids_in_range, int_array
 
         if isinstance(ids, slice):
             ids = np.arange(self.shape[0], dtype=np.int64)[ids]
-        ids = check_ids_in_range("ids", int_array("ids", to_numpy(ids)), self.shape[0])
+        return check_ids_in_range("ids", int_array("ids", to_numpy(ids)), self.shape[0])
+
+    def _lookup(self, ids: np.ndarray) -> np.ndarray:
         unique, inverse = np.unique(np.asarray(ids, np.int64).reshape(-1), return_inverse=True)
         values = np.empty((unique.shape[0], *self.shape[1:]), self.dtype)
         if unique.shape[0]:
@@ -51,12 +56,28 @@ class RemoteLabels:
         return values[inverse.reshape(-1)].reshape(np.shape(ids) + self.shape[1:])
 
     def gather(self, ids, out=None) -> np.ndarray:
-        """``labels[ids]``, written into ``out`` when given (a feature source's ``gather``)."""
-        values = self[ids]
+        """``labels[ids]``, written into ``out`` when given (a feature source's ``gather``): a
+        writeable NumPy array of shape ``(len(ids), *shape[1:])`` and the labels' dtype, checked
+        (``TypeError`` / ``ValueError`` naming ``out``) before anything is asked of the servers,
+        as :meth:`gglspeedup.FeatureStore.gather` checks its ``out`` (no silent cast)."""
+        ids = self._ids(ids)
+        if out is not None:
+            self._check_out(out, np.shape(ids) + self.shape[1:])
+        values = self._lookup(ids)
         if out is None:
             return values
         out[...] = values
         return out
+
+    def _check_out(self, out, shape: tuple) -> None:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a NumPy array, got {type(out).__name__}")
+        if out.shape != shape:
+            raise ValueError(f"out must have shape {shape} (len(ids), *labels.shape[1:]), got {out.shape}")
+        if out.dtype != self.dtype:
+            raise TypeError(f"out must have the labels' dtype {self.dtype}, got {out.dtype}")
+        if not out.flags.writeable:
+            raise ValueError("out must be writeable")
 
     def stats(self) -> dict:
         """``lookups`` (labels asked for), ``rows_remote`` (distinct labels fetched)."""
