@@ -82,7 +82,7 @@ def map_ids(graph, ids, *, to_original: bool) -> np.ndarray:
 
     shape = np.shape(ids)
     # int_array's ascontiguousarray makes a 0-d array 1-D: the shape is put back
-    ids = int_array("ids", ids, ndim=len(shape), dtype=np.int64).reshape(shape)
+    ids = int_array("ids", ids, ndim=len(shape), dtype=np.int64, beyond=IndexError).reshape(shape)
     check_ids_in_range("ids", ids.reshape(-1), graph.num_nodes, what="num_nodes")
     if graph.node_order is None:
         mapped = ids.copy()

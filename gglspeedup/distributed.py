@@ -309,7 +309,7 @@ class DistFeature:
         import torch
 
         if not isinstance(ids, torch.Tensor):
-            ids = torch.from_numpy(int_array("ids", ids))
+            ids = torch.from_numpy(int_array("ids", ids, beyond=IndexError))
         elif ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
             raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
         if ids.ndim != 1:

@@ -182,7 +182,13 @@ def parse_fanouts(text: Any, name: str = "--fanouts") -> list[int]:
 
 
 def int_array(
-    name: str, values: Any, *, ndim: int = 1, dtype=np.int64, expected: str = "must hold integers (int32 or int64)"
+    name: str,
+    values: Any,
+    *,
+    ndim: int = 1,
+    dtype=np.int64,
+    expected: str = "must hold integers (int32 or int64)",
+    beyond: type = ValueError,
 ) -> np.ndarray:
     """``values`` (a NumPy array, a list, any host tensor) as a C-contiguous host array of ``dtype``
     (``dtype=None``: int32 and int64 kept as they are, other integer types widened to int64).
@@ -195,7 +201,11 @@ def int_array(
     TypeError
         for ``None``, floats, bools, strings or objects.
     ValueError
-        when the array is not ``ndim``-D, or an unsigned value does not fit in int64.
+        when the array is not ``ndim``-D.
+    ValueError or ``beyond``
+        when a value does not fit in int64 (an unsigned one, or a Python int beyond int64 in a
+        list: ``[2**70]``); callers whose values are ids checked against a range pass
+        ``beyond=IndexError``, since such an id is out of every range.
     """
     from .device import reject_meta, to_numpy
 
@@ -209,15 +219,51 @@ def int_array(
         if array.size == 0 and array.dtype.kind == "f":
             array = array.astype(np.int64)  # np.asarray([]) is float64: an empty list is fine
         else:
-            raise TypeError(f"{name} {expected}, got dtype {array.dtype}")
+            exact = ints_beyond_int64(values)
+            if exact is None:
+                raise TypeError(f"{name} {expected}, got dtype {array.dtype}")
+            if exact.ndim != ndim:
+                raise ValueError(f"{name} must be {ndim}-D, got shape {exact.shape}")
+            position = np.unravel_index(int(np.argmax((exact < _INT64_MIN) | (exact > _INT64_MAX))), exact.shape)
+            where = ", ".join(str(int(i)) for i in position)
+            raise beyond(f"{name}[{where}] = {exact[position]} does not fit in int64")
     if array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
     if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
         position = int(np.argmax(array > np.iinfo(np.int64).max))
-        raise ValueError(f"{name}[{position}] = {array.flat[position]} does not fit in int64")
+        raise beyond(f"{name}[{position}] = {array.flat[position]} does not fit in int64")
     if dtype is None:
         dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)
+
+
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
+def ints_beyond_int64(values: Any) -> np.ndarray | None:
+    """``values`` as an object array of exact integers when it is a (nested) list or tuple, or an
+    object array, of integers only, one at least beyond int64; else ``None``. NumPy reads such a
+    list as no integer dtype (``[2**70]`` as object, ``[2**63, -1]`` as float64), yet it holds ids
+    out of range, not ids of the wrong type: callers raise their range error for it. Meant for the
+    error path, once NumPy's reading has no integer dtype (a Python loop over the entries).
+
+    >>> ints_beyond_int64([[1, 2**70]]).shape, ints_beyond_int64([1, 2.0]), ints_beyond_int64([[1], [2]])
+    ((1, 2), None, None)
+    """
+    if isinstance(values, np.ndarray):
+        exact = values if values.dtype == object else None
+    elif isinstance(values, (list, tuple)):
+        try:
+            exact = np.array(values, dtype=object)
+        except ValueError:  # ragged in a way NumPy cannot hold even as objects
+            exact = None
+    else:
+        exact = None
+    if exact is None or exact.size == 0:
+        return None
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in exact.flat):
+        return None
+    return exact if any(not _INT64_MIN <= v <= _INT64_MAX for v in exact.flat) else None
 
 
 def check_ids_in_range(

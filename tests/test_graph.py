@@ -109,7 +109,7 @@ BAD_CONSTRUCTIONS = [
     (dict(indptr=[0.0, 1.0], indices=[0]), TypeError, r"indptr must hold integers .* float64"),
     (dict(indptr=[False, True], indices=[0]), TypeError, r"indptr must hold integers, got dtype bool"),
     (dict(indptr=[0, 1], indices=["a"]), TypeError, r"indices must hold integers"),
-    (dict(indptr=[0, 1], indices=[2**70]), TypeError, r"indices must hold integers .* object"),
+    (dict(indptr=[0, 1], indices=[2**70]), ValueError, r"indices\[0\] = 1180591620717411303424 does not fit in int64"),
     (dict(indptr=[[0, 1]], indices=[0]), ValueError, r"indptr must be 1-D, got shape \(1, 2\)"),
     (dict(indptr=[0, 1], indices=[[0]]), ValueError, r"indices must be 1-D"),
     (dict(indptr=[], indices=[]), ValueError, r"indptr must have at least one entry"),

@@ -105,6 +105,8 @@ def test_service_remote_labels_by_id_slice_tensor_and_whole(served):
     assert np.array_equal(np.asarray(labels), y) and labels.stats()["lookups"] == 11
     with pytest.raises(IndexError):
         labels[[200]]
+    with pytest.raises(IndexError, match=r"ids\[1\] = 1180591620717411303424 does not fit in int64"):
+        labels[[0, 2**70]]  # NumPy reads the list as dtype object: refused as "must hold integers"
 
 
 def test_service_remote_labels_gather_refuses_an_out_feature_store_would_refuse(served):

@@ -84,6 +84,40 @@ def test_int_array_and_range_checks():
         check_ids_in_range("ids", np.array([9]), 4, error=ValueError)
 
 
+def test_python_ints_beyond_int64_are_ids_out_of_range_not_of_the_wrong_type():
+    # NumPy reads [2**70] as dtype object and [2**63, -1] as float64: both were refused as
+    # "must hold integers, got dtype object / float64", though every entry is an integer id
+    for values, where, value in (([2**70], "0", 2**70), ([3, -(2**70)], "1", -(2**70)), ([2**63, -1], "0", 2**63)):
+        with pytest.raises(ValueError, match=rf"ids\[{where}\] = {value} does not fit in int64"):
+            int_array("ids", values)
+        with pytest.raises(IndexError, match=rf"ids\[{where}\] = {value} does not fit in int64"):
+            int_array("ids", values, beyond=IndexError)
+    with pytest.raises(IndexError, match=r"pairs\[1, 0\] = 1180591620717411303424 does not fit in int64"):
+        int_array("pairs", [[0], [2**70]], ndim=2, beyond=IndexError)
+    with pytest.raises(ValueError, match=r"ids must be 1-D, got shape \(1, 1\)"):
+        int_array("ids", [[2**70]])
+    for values in ([2**70, 1.5], [True, 2**70], np.array([1, 2], dtype=object)):  # not integers only, or none beyond
+        with pytest.raises(TypeError, match="got dtype"):
+            int_array("ids", values)
+
+    graph = gg.CSRGraph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), num_nodes=10)
+    store = gg.FeatureStore(np.zeros((10, 2), np.float32))
+    for ids, where, value in (([2**70], 0, 2**70), ([3, -(2**70)], 1, -(2**70)), ([2**63, -1], 0, 2**63)):
+        with pytest.raises(IndexError, match=rf"ids\[{where}\] = {value} is out of range for a table of 10 rows"):
+            store[ids]
+    with pytest.raises(IndexError, match=r"ids\[0\] = 1180591620717411303424 is out of range"):
+        store.gather(np.array([2**70], dtype=object))
+    sampler = gg.NeighborSampler(graph, [2])
+    with pytest.raises(IndexError, match=r"seeds\[0\] = 1180591620717411303424"):
+        sampler.sample([2**70])
+    with pytest.raises(IndexError, match=r"pairs\[1, 0\] = 1180591620717411303424"):
+        sampler.sample_links([[0], [2**70]])
+    with pytest.raises(IndexError, match=r"seeds\[0\] = 1180591620717411303424 does not fit in int64"):
+        gg.NodeLoader(sampler, store, [2**70], batch_size=1)
+    with pytest.raises(IndexError, match=r"pairs\[1, 0\] = 1180591620717411303424 does not fit in int64"):
+        gg.LinkLoader(sampler, store, [[0], [2**70]], batch_size=1)
+
+
 class _UserSampler:
     def sample(self, seeds, key=None):
         return gg.SampleOutput(np.asarray(seeds, np.int64), [])

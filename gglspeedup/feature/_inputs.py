@@ -13,6 +13,7 @@ import numpy as np
 from .._bfloat16 import bfloat16_table as _bfloat16_table
 from .._launch import to_host
 from ..device import array_library, as_device_array, on_gpu, reject_meta, to_numpy
+from ..validation import ints_beyond_int64
 from ._kernels.gather import first_out_of_range
 
 __all__ = ["as_table", "as_ids", "check_out", "open_npy"]
@@ -120,8 +121,10 @@ def as_ids(ids: Any, num_rows: int, device, *, check: bool = True):
     ValueError
         for ids that are not 1-D.
     IndexError
-        naming the first id outside ``[0, num_rows)``; negative ids do not wrap around.
+        naming the first id outside ``[0, num_rows)``; negative ids do not wrap around, and Python
+        ints beyond int64 (``[2**70]``) are ids out of range too.
     """
+    given = ids
     if isinstance(ids, slice):
         ids = np.arange(*ids.indices(num_rows), dtype=np.int64)
     elif isinstance(ids, (list, tuple, range)):
@@ -138,7 +141,11 @@ def as_ids(ids: Any, num_rows: int, device, *, check: bool = True):
     if dtype.kind not in "iu":
         if ids.size == 0 and dtype.kind == "f":
             return xp.empty(0, dtype=np.int64)  # np.asarray([]) is float64
-        raise TypeError(f"ids must hold integers, got dtype {dtype}")
+        exact = ints_beyond_int64(given)  # [2**70]: out of range, though NumPy reads no integer dtype
+        if exact is None:
+            raise TypeError(f"ids must hold integers, got dtype {dtype}")
+        if exact.ndim == 1:
+            _raise_out_of_range(exact, num_rows, np)
     if ids.ndim != 1:
         raise ValueError(f"ids must be 1-D, got shape {tuple(ids.shape)}")
     if dtype == np.uint64 and ids.size and int(to_host(ids.max())) >= num_rows:  # sync on a GPU

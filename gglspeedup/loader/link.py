@@ -156,7 +156,7 @@ class LinkLoader(BaseLoader):
             )
         options = (batch_size, shuffle, drop_last, prefetch, backend, seed, reuse_buffers)
         self._setup(sampler, features, *options, typed=typed is not None, workers=workers)
-        self.pairs = np.array(int_array("pairs", pairs, ndim=2), copy=True)
+        self.pairs = np.array(int_array("pairs", pairs, ndim=2, beyond=IndexError), copy=True)
         if self.pairs.shape[0] != 2:
             raise ValueError(f"pairs must have shape (2, E): sources then targets, got shape {self.pairs.shape}")
         self._num_items = self.pairs.shape[1]

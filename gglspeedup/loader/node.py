@@ -184,7 +184,7 @@ class NodeLoader(BaseLoader):
         if typed is not None:
             self._setup_typed(features, seeds, labels, typed)
             return
-        self.seeds = np.array(int_array("seeds", seeds), copy=True)
+        self.seeds = np.array(int_array("seeds", seeds, beyond=IndexError), copy=True)
         self._num_items = len(self.seeds)
         num_nodes = num_nodes_of(sampler, features)
         if num_nodes is not None:

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
-from ..validation import check_bool, check_draws, check_int
+from ..validation import check_bool, check_draws, check_int, ints_beyond_int64
 from ._kernels.records import check_tree_count
 
 __all__ = [
@@ -158,6 +158,7 @@ def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
             f"{name} live on a GPU but this sampler runs on {device}; pass host seeds "
             "(e.g. seeds.cpu() / cupy.asnumpy(seeds)) or build the sampler with device='cuda'"
         )
+    given = seeds
     if seeds_on_gpu:
         seeds = as_device_array(seeds, device)
     else:
@@ -166,8 +167,10 @@ def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
         seeds = to_numpy(seeds)
     dtype = seeds.dtype
     if dtype.kind not in "iu":
-        what = "bool" if dtype.kind == "b" else str(dtype)
-        raise TypeError(f"{name} must hold integers (int32 or int64), got dtype {what}")
+        seeds = ints_beyond_int64(given)  # [2**70]: out of range, though NumPy reads no integer dtype
+        if seeds is None:
+            what = "bool" if dtype.kind == "b" else str(dtype)
+            raise TypeError(f"{name} must hold integers (int32 or int64), got dtype {what}")
     if seeds.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {tuple(seeds.shape)}")
     xp = np if isinstance(seeds, np.ndarray) else device.xp

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
-from ..validation import available_memory, check_bool, check_int
+from ..validation import available_memory, check_bool, check_int, ints_beyond_int64
 from ._kernels.exclusion import row_filter
 from .temporal import tree_times
 from .types import LinkSampleOutput, hop_adjs
@@ -76,7 +76,10 @@ def check_pairs(pairs, num_nodes, device, names=("num_nodes", "num_nodes"), chec
     array = _host_or_device("pairs", pairs, device)
     if array.dtype.kind not in "iu":
         what = "bool" if array.dtype.kind == "b" else str(array.dtype)
-        raise TypeError(f"pairs must hold integer node ids (int32 or int64), got dtype {what}")
+        array = ints_beyond_int64(pairs)  # [[0], [2**70]]: out of range, though NumPy reads no integer dtype
+        if array is None:
+            raise TypeError(f"pairs must hold integer node ids (int32 or int64), got dtype {what}")
+        check = True
     if array.ndim != 2 or array.shape[0] != 2:
         raise ValueError(f"pairs must have shape (2, B): sources then targets, got shape {tuple(array.shape)}")
     xp = np if isinstance(array, np.ndarray) else device.xp

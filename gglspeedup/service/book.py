@@ -132,7 +132,7 @@ class PartitionBook:
         from ..validation import check_ids_in_range, int_array
 
         t = self.type_index(node_type)
-        ids = int_array("ids", ids)
+        ids = int_array("ids", ids, beyond=IndexError)
         check_ids_in_range("ids", ids, self.count(node_type), what="the node count")
         return ids + self.type_offsets[t] if t else ids
 

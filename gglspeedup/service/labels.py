@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._counts import COUNTS_LOCK
-from ..device import aligned_empty, to_numpy
+from ..device import aligned_empty
 from ._rows import RemoteRows
 
 __all__ = ["RemoteLabels", "remote_labels"]
@@ -44,7 +44,7 @@ class RemoteLabels:
 
         if isinstance(ids, slice):
             ids = np.arange(self.shape[0], dtype=np.int64)[ids]
-        return check_ids_in_range("ids", int_array("ids", to_numpy(ids)), self.shape[0])
+        return check_ids_in_range("ids", int_array("ids", ids, beyond=IndexError), self.shape[0])
 
     def _lookup(self, ids: np.ndarray) -> np.ndarray:
         unique, inverse = np.unique(np.asarray(ids, np.int64).reshape(-1), return_inverse=True)
