@@ -248,6 +248,40 @@ def test_typed_features_for_an_untyped_sampler_raise_at_construction(data):
             gg.LinkLoader(sampler, typed, [[0, 1], [1, 2]], 2)
 
 
+def test_features_an_id_array_cannot_index_are_refused_at_construction(data):
+    # a tf.Tensor, a list or a memoryview was taken and failed on the first batch, inside TF's or
+    # NumPy's indexing; arrays and tensors that an id array indexes are still taken as they are
+    graph, x, _ = data
+    sampler = gg.NeighborSampler(graph, [2])
+    hetero = gg.HeteroNeighborSampler(gg.HeteroGraph({("a", "to", "a"): np.array([[0, 1], [1, 2]])}, {"a": 40}), [2])
+    bad = [x.tolist(), memoryview(x), "x" * 40]
+    tf = _import_or_none("tensorflow")
+    if tf is not None:
+        bad.append(tf.constant(x))
+    for table in bad:
+        name = type(table).__name__
+        with pytest.raises(TypeError, match=rf"features must be .* got {name}, which an id array cannot index"):
+            NodeLoader(sampler, table, np.arange(4), 2)
+        with pytest.raises(TypeError, match=rf"features must be .* got {name}, which an id array cannot index"):
+            gg.LinkLoader(sampler, table, [[0, 1], [1, 2]], 2)
+        with pytest.raises(TypeError, match=rf"features\['a'\] must be .* got {name}, which an id array cannot"):
+            NodeLoader(hetero, {"a": table}, {"a": np.arange(4)}, 2)
+    if tf is not None:  # the FeatureStore the message points to reads it
+        batch = next(iter(NodeLoader(sampler, gg.FeatureStore(tf.constant(x)), np.arange(4), 2, backend=None)))
+        np.testing.assert_array_equal(batch.x, x[batch.n_id])
+    torch = _import_or_none("torch")
+    if torch is not None:
+        batch = next(iter(NodeLoader(sampler, torch.from_numpy(x), np.arange(4), 2, backend=None)))
+        np.testing.assert_array_equal(to_host(batch.x), x[batch.n_id])
+
+
+def _import_or_none(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
 class _SamplerWithoutSize:
     def __init__(self, sampler):
         self.sampler = sampler

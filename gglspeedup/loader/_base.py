@@ -24,7 +24,7 @@ from ..protocols import FeatureSource
 from ..validation import check_bool, check_int
 from ._prefetch import PrefetchIterator
 
-__all__ = ["BaseLoader", "gather_rows", "num_nodes_of", "pool_for", "take_labels", "trusted_ids"]
+__all__ = ["BaseLoader", "check_indexable", "gather_rows", "num_nodes_of", "pool_for", "take_labels", "trusted_ids"]
 
 # Pooled feature buffers beyond the prefetch queue: the producer's batch in progress, the
 # caller's current batch, and the previous one (kept alive by autograd until the next step);
@@ -56,6 +56,25 @@ def check_feature_rows(sampler, features) -> None:
             f"features has {int(rows)} rows but the sampler's graph has num_nodes = {int(count)}: one row per node "
             "is needed"
         )
+
+
+def check_indexable(name: str, table) -> None:
+    """Refuse, at construction, features that a batch reads as ``table[n_id]`` (no feature source's
+    ``gather``) but that cannot be indexed by an id array: a TensorFlow tensor, a list, a
+    memoryview, a string. Each failed only at the first batch, inside its library; a read of no
+    rows finds it now."""
+    if not hasattr(table, "__getitem__"):
+        raise TypeError(f"{name} must be a FeatureStore or an array indexable by ids, got {type(table).__name__}")
+    if isinstance(table, (np.ndarray, FeatureSource)):
+        return
+    try:
+        table[np.empty(0, np.int64)]
+    except Exception as error:  # whatever the library raises for an array index
+        raise TypeError(
+            f"{name} must be a FeatureStore or an array indexable by ids, got {type(table).__name__}, which an "
+            f"id array cannot index ({type(error).__name__}: {str(error).splitlines()[0][:120]}); pass "
+            f"gglspeedup.FeatureStore({name}) (it reads framework tables zero-copy) or a NumPy array"
+        ) from None
 
 
 def check_sampler(sampler, protocol: type, method: str) -> None:
@@ -112,16 +131,14 @@ class BaseLoader:
     ):
         """Check and keep the shared arguments. ``typed``: the features are typed (checked and
         pooled per type by the loader, :class:`~.hetero.TypedFeatures`), so no untyped pool here."""
-        if not typed and not hasattr(features, "__getitem__"):
-            raise TypeError(
-                f"features must be a FeatureStore or an array indexable by ids, got {type(features).__name__}"
-            )
         if not typed and (isinstance(features, dict) or isinstance(getattr(features, "shape", None), dict)):
             # typed features (a dict, a HeteroFeatureStore) would fail on the first batch's n_id
             raise TypeError(
                 "an untyped sampler needs untyped features: a FeatureStore or an array of shape (num_nodes, F), "
                 f"got {type(features).__name__} of node types (use a typed sampler, e.g. a HeteroNeighborSampler)"
             )
+        if not typed:
+            check_indexable("features", features)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
         self.prefetch = check_int("prefetch", prefetch, minimum=0)
         self.workers = check_int("workers", workers, minimum=1)

@@ -21,7 +21,7 @@ import numpy as np
 from .._pool import BufferPool
 from ..heterograph import check_edge_type
 from ..validation import check_ids_in_range, int_array
-from ._base import gather_rows, pool_for, trusted_ids
+from ._base import check_indexable, gather_rows, pool_for, trusted_ids
 
 __all__ = [
     "HeteroBatch",
@@ -271,11 +271,7 @@ class TypedFeatures:
             self._check_type(node_type)
             if table is None:
                 continue
-            if not hasattr(table, "__getitem__"):
-                raise TypeError(
-                    f"features[{node_type!r}] must be a FeatureStore or an array indexable by ids, "
-                    f"got {type(table).__name__}"
-                )
+            check_indexable(f"features[{node_type!r}]", table)
             self._check_rows(node_type, _rows_of(table))
             self._sources[node_type] = table
             pool = pool_for(table, max_buffers)
