@@ -7,6 +7,7 @@ what is checked here needs neither GammaGL nor TensorLayerX.
 import dataclasses
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -101,6 +102,17 @@ def test_num_nodes_follows_gammagl(edge_index):
     assert loader(edge_index, sample_lists=[1], node_idx=np.zeros(75, dtype=bool)).num_nodes == 75
     assert loader(edge_index, sample_lists=[1], node_idx=np.array([80])).num_nodes == 81
     assert loader(edge_index, sample_lists=[1], num_nodes=100).num_nodes == 100
+    assert loader(edge_index, sample_lists=[1], num_nodes=np.int64(70)).num_nodes == 70
+
+
+@pytest.mark.parametrize(
+    "num_nodes, error",
+    [(-1, ValueError), (np.int64(-3), ValueError), (60.0, TypeError), (True, TypeError), ("60", TypeError)],
+)
+def test_num_nodes_a_negative_count_is_a_value_error_and_a_non_int_a_type_error(edge_index, num_nodes, error):
+    # a negative count raised TypeError, as if it were of the wrong type
+    with pytest.raises(error, match=rf"num_nodes must be a non-negative int or None, got {re.escape(repr(num_nodes))}"):
+        loader(edge_index, sample_lists=[1], num_nodes=num_nodes)
 
 
 def test_bad_inputs_raise_before_sampling(edge_index):

@@ -215,10 +215,8 @@ class NeighborSampler(BaseLoader):
 def _infer_num_nodes(edges: np.ndarray, node_idx, num_nodes) -> int:
     """GammaGL's rule: ``num_nodes``, else a bool mask's length, else the largest id in
     ``edge_index`` (and integer ``node_idx``) plus one."""
-    if num_nodes is not None:
-        if isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer)) or num_nodes < 0:
-            raise TypeError(f"num_nodes must be a non-negative int or None, got {num_nodes!r}")
-        return int(num_nodes)
+    if num_nodes is not None:  # a negative count is a bad value (ValueError), a float a bad type
+        return check_int("num_nodes", num_nodes, minimum=0, expected="a non-negative int or None")
     largest = int(edges.max()) if edges.size else -1
     if node_idx is not None:
         ids = host_array(node_idx)
