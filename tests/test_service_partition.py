@@ -168,6 +168,23 @@ def test_service_partition_refuses_bad_input_before_writing(tmp_path, kwargs, er
     assert not target.exists() and os.listdir(tmp_path) == []
 
 
+def test_service_partition_refuses_a_link_to_an_empty_folder_and_the_working_directory_by_name(
+    tmp_path, monkeypatch
+):
+    # both passed the path check, then the folder writer raised FileExistsError (not the
+    # documented ValueError) once the partitioning was done
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    with pytest.raises(ValueError, match=r"path: '.*link' is a symbolic link: refusing to replace it"):
+        partition(_graph(), tmp_path / "link", 2, method="range")
+    assert (tmp_path / "link").is_symlink() and os.listdir(tmp_path / "empty") == []
+    assert sorted(os.listdir(tmp_path)) == ["empty", "link"]
+    monkeypatch.chdir(tmp_path / "empty")
+    with pytest.raises(ValueError, match=r"path: '.*empty' is the working directory"):
+        partition(_graph(), ".", 2, method="range")
+    assert os.listdir(tmp_path / "empty") == []
+
+
 def test_service_partition_refuses_an_existing_non_empty_path(tmp_path):
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "keep.txt").write_text("mine")

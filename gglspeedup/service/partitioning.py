@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from .._replace import check_replaceable
 from .._storage import FolderWriter
 from ._layout import local_rows, range_assignment, relations_of, write_part
 from ._metis import import_pymetis, metis_assignment, metis_bytes
@@ -69,7 +70,8 @@ def partition(
         a graph of another kind, tables or times that are not numeric arrays.
     ValueError
         ``num_parts`` outside ``[1, nodes]``, an unknown ``method``, tables of the wrong length or
-        node type, ``path`` existing and not an empty folder, METIS past ``memory``.
+        node type, ``path`` existing and not an empty folder (or a symbolic link, or the working
+        directory), METIS past ``memory``.
     ImportError
         ``method="metis"`` without ``pymetis``.
     """
@@ -129,6 +131,10 @@ def _check_path(path) -> str:
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"cannot partition into {path!r}: folder {parent!r} does not exist")
+    try:  # the writer's own refusals (a link to an empty folder, the working directory), now, by name
+        check_replaceable(path, overwrite=False)
+    except FileExistsError as error:
+        raise ValueError(f"path: {error}") from None
     return path
 
 
