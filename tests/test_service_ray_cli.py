@@ -14,6 +14,7 @@ none of its processes behind.
 import json
 import os
 import pickle
+import re
 import signal
 import socket
 import subprocess
@@ -131,6 +132,38 @@ EMBEDDED = textwrap.dedent(
                       "new_shm": sorted(set(os.listdir("/dev/shm")) - shm_before)}))
     """
 )
+
+
+def test_service_ray_command_refuses_bad_arguments_as_usage_errors_without_starting_ray(tmp_path, monkeypatch, capsys):
+    # a missing folder or --servers 0 ended in a Python traceback (exit status 1)
+    from gglspeedup.service import __main__ as command
+    from gglspeedup.service import cluster
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started for a command it refuses")
+
+    monkeypatch.setattr(cluster, "connect", no_ray)
+    folder = str(tmp_path / "p")
+    gg.service.partition(
+        gg.CSRGraph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), num_nodes=4), folder, 2, method="range"
+    )
+    (tmp_path / "empty").mkdir()
+    cases = [
+        ([str(tmp_path / "missing")], r"no partitioned folder at '.*missing'"),
+        ([str(tmp_path / "empty")], r"'.*empty' is not a saved graph folder"),
+        ([folder, "--servers", "0"], r"--servers must be >= 1, got 0"),
+        ([folder, "--num-servers", "-1"], r"--servers must be >= 1, got -1"),
+        ([folder, "--servers", "3"], r"num_servers must be at most the number of partitions \(2\), got 3"),
+        ([folder, "--replicas", "0"], r"--replicas must be >= 1, got 0"),
+        ([folder, "--max-restarts", "-2"], r"--max-restarts must be >= -1 \(-1: always\), got -2"),
+        ([folder, "--deadline", "soon"], r"deadline"),
+    ]
+    for extra, message in cases:
+        with pytest.raises(SystemExit) as exit:
+            command.main(["serve", *extra])
+        err = capsys.readouterr().err
+        assert exit.value.code == 2 and "Traceback" not in err, err
+        assert re.search(rf"python -m gglspeedup.service serve: error: {message}", err), err
 
 
 def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_path_factory):

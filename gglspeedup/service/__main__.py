@@ -19,7 +19,8 @@ import threading
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command's parser and its ``serve`` subparser (whose ``error`` names the subcommand)."""
     parser = argparse.ArgumentParser(prog="python -m gglspeedup.service", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     command = sub.add_parser("serve", help="serve a partitioned folder until interrupted")
@@ -32,23 +33,32 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--max-restarts", type=int, default=1, help="restarts per process, -1: always (default 1)")
     command.add_argument("--deadline", default="5s", help="time a request may take (default 5s)")
     command.add_argument("--no-verify", action="store_true", help="map the parts without checking their checksums")
-    return parser
+    return parser, command
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    parser, command = _parser()
+    args = parser.parse_args(argv)
+    for flag, value, minimum in (("--servers", args.servers, 1), ("--replicas", args.replicas, 1)):
+        if value is not None and value < minimum:
+            command.error(f"{flag} must be >= {minimum}, got {value}")
+    if args.max_restarts < -1:
+        command.error(f"--max-restarts must be >= -1 (-1: always), got {args.max_restarts}")
     from .cluster import serve
 
-    cluster = serve(
-        args.path,
-        args.servers,
-        address=args.address,
-        replicas=args.replicas,
-        max_restarts=args.max_restarts,
-        deadline=args.deadline,
-        verify=not args.no_verify,
-        named=True,
-    )
+    try:
+        cluster = serve(
+            args.path,
+            args.servers,
+            address=args.address,
+            replicas=args.replicas,
+            max_restarts=args.max_restarts,
+            deadline=args.deadline,
+            verify=not args.no_verify,
+            named=True,
+        )
+    except (TypeError, ValueError, FileNotFoundError) as error:  # serve's refusals of its arguments
+        command.error(str(error))  # a usage error (exit status 2), not a traceback
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):  # after Ray's start, which sets handlers of its own
         signal.signal(signum, lambda *_: stop.set())
