@@ -168,9 +168,7 @@ def test_service_partition_refuses_bad_input_before_writing(tmp_path, kwargs, er
     assert not target.exists() and os.listdir(tmp_path) == []
 
 
-def test_service_partition_refuses_a_link_to_an_empty_folder_and_the_working_directory_by_name(
-    tmp_path, monkeypatch
-):
+def test_service_partition_refuses_a_link_to_an_empty_folder_and_the_working_directory_by_name(tmp_path, monkeypatch):
     # both passed the path check, then the folder writer raised FileExistsError (not the
     # documented ValueError) once the partitioning was done
     (tmp_path / "empty").mkdir()

@@ -52,7 +52,9 @@ class TUDataset(NamedTuple):
         """
         from ..validation import check_ids_in_range, int_array
 
-        graphs = check_ids_in_range("graphs", int_array("graphs", graphs, beyond=IndexError), self.num_graphs, what="num_graphs")
+        graphs = check_ids_in_range(
+            "graphs", int_array("graphs", graphs, beyond=IndexError), self.num_graphs, what="num_graphs"
+        )
         sizes = np.diff(self.ptr)[graphs]
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         nodes = (

@@ -75,7 +75,12 @@ def node_ids(name: str, value: Any, num_nodes: int) -> np.ndarray:
                 f"{name} as a bool mask must have shape ({num_nodes},) (one entry per node), got {array.shape}"
             )
         return np.flatnonzero(array).astype(np.int64)
-    ids = int_array(name, np.ascontiguousarray(array).reshape(-1), expected="must be a bool mask or integer node ids", beyond=IndexError)
+    ids = int_array(
+        name,
+        np.ascontiguousarray(array).reshape(-1),
+        expected="must be a bool mask or integer node ids",
+        beyond=IndexError,
+    )
     return check_ids_in_range(name, ids, num_nodes, what="num_nodes")
 
 

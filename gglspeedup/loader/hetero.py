@@ -130,7 +130,9 @@ def check_typed_seeds(seeds, num_nodes: dict) -> tuple[tuple, np.ndarray]:
     columns = []
     for position, node_type in enumerate(seed_types):
         name = f"seeds[{node_type!r}]"
-        ids = check_ids_in_range(name, int_array(name, seeds[node_type], beyond=IndexError), num_nodes[node_type], what="num_nodes")
+        ids = check_ids_in_range(
+            name, int_array(name, seeds[node_type], beyond=IndexError), num_nodes[node_type], what="num_nodes"
+        )
         columns.append(np.stack((np.full(len(ids), position, np.int64), ids)))
     return seed_types, np.ascontiguousarray(np.concatenate(columns, axis=1))
 
