@@ -248,6 +248,20 @@ def test_import_gglspeedup_never_imports_gammagl_or_tensorlayerx():
     assert done.stdout.split("\n")[-2] == "['numba']"
 
 
+def test_link_loader_neg_sampling_ratio_is_a_finite_number_at_least_zero():
+    # the check LinkNeighborLoader makes (this test needs no GammaGL): inf passed ">= 0" and raised
+    # OverflowError in int(B * ratio) on the first batch; "x" and None raised float()'s bare errors
+    from gglspeedup.gammagl.loaders import _check_ratio
+
+    assert _check_ratio(0) == 0.0 and _check_ratio(np.float32(0.5)) == 0.5 and _check_ratio(3) == 3.0
+    for value in (float("inf"), float("nan"), -0.5, -1):
+        with pytest.raises(ValueError, match=r"neg_sampling_ratio must be a finite number >= 0, got"):
+            _check_ratio(value)
+    for value in ("0.5", None, True, [1.0]):
+        with pytest.raises(TypeError, match=r"neg_sampling_ratio must be a number, got"):
+            _check_ratio(value)
+
+
 @pytest.mark.skipif(HAS_GAMMAGL, reason="GammaGL is installed here: tools/gammagl_conformance.py covers the loaders")
 def test_graph_loaders_name_the_missing_install():
     from gglspeedup.gammagl import LinkNeighborLoader, NodeNeighborLoader

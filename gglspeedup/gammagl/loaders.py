@@ -23,6 +23,7 @@ the same loader over the whole graph.
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -291,10 +292,7 @@ class LinkNeighborLoader(_GraphLoader):
                 raise ValueError(
                     f"edge_label must have one entry per pair ({self._pairs.shape[1]}), got shape {self._labels.shape}"
                 )
-        ratio = float(neg_sampling_ratio)
-        if not ratio >= 0.0:
-            raise ValueError(f"neg_sampling_ratio must be >= 0, got {neg_sampling_ratio!r}")
-        self.neg_sampling_ratio = ratio
+        self.neg_sampling_ratio = _check_ratio(neg_sampling_ratio)
         self._num_items = self._pairs.shape[1]
 
     def _items_in_order(self, permutation):
@@ -317,6 +315,21 @@ class LinkNeighborLoader(_GraphLoader):
         batch.edge_label_index, batch.edge_label = backends.to("tlx", (edge_label_index, edge_label))
         self._timed(start, sampled, sampled, seeds=len(seeds))
         return self._with_node_attrs(batch, rows, row, col, edge)
+
+
+def _check_ratio(value) -> float:
+    """``neg_sampling_ratio`` as a float: a finite number >= 0. ``inf`` passed a ``>= 0`` check and
+    raised OverflowError in ``int(B * ratio)`` on the first batch; a string or ``None`` raised
+    ``float()``'s unnamed error."""
+    if isinstance(value, (bool, np.bool_, str, bytes)):
+        raise TypeError(f"neg_sampling_ratio must be a number, got {value!r}")
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"neg_sampling_ratio must be a number, got {value!r}") from None
+    if not (math.isfinite(ratio) and ratio >= 0.0):
+        raise ValueError(f"neg_sampling_ratio must be a finite number >= 0, got {value!r}")
+    return ratio
 
 
 def _edge_index(store) -> np.ndarray:
