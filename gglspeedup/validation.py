@@ -30,6 +30,7 @@ __all__ = [
     "check_fanouts",
     "parse_fanouts",
     "int_array",
+    "ints_beyond_int64",
     "check_ids_in_range",
     "check_allocation",
     "check_draws",
@@ -42,6 +43,7 @@ __all__ = [
 ]
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 
 _FANOUT_LIMIT = 2**62  # fanouts travel as int64 through the kernels
 
@@ -235,9 +237,6 @@ def int_array(
     if dtype is None:
         dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)
-
-
-_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 
 
 def ints_beyond_int64(values: Any) -> np.ndarray | None:
