@@ -239,9 +239,19 @@ class MultiGPUSampler:
         """``(all_node, adjs)`` for ``seeds`` on rank ``rank``'s device."""
         rank = check_int("rank", rank, minimum=0)
         if self._open_cpu_ranks and rank >= self._multi.num_devices:
-            # Another CPU rank: the shared graph serves it as is (its sampler is built on first use).
-            self._multi.devices = self._multi.devices + [as_device("cpu")] * (rank + 1 - self._multi.num_devices)
+            return _with_to_dlpack_ids(self._cpu_rank(rank).sample(seeds))
         return _with_to_dlpack_ids(self._multi.sample(seeds, rank))
+
+    def _cpu_rank(self, rank: int):
+        """Another CPU rank's sampler over the shared graph, built on first use among the
+        multi-device sampler's ranks (so ``set_size`` reaches it). Its device list is not grown to
+        ``rank + 1`` entries: that cost memory and pickled bytes in proportion to the rank number."""
+        multi = self._multi
+        with multi._lock:
+            built = multi._samplers
+            if rank not in built:
+                built[rank] = multi._new_sampler(rank, multi.devices[0])
+            return built[rank]
 
 
 class Multi_CGPUFeature(_FilledLater):

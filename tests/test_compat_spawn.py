@@ -80,6 +80,25 @@ def test_cpu_multi_gpu_sampler_serves_as_many_ranks_as_asked(seed_csr):
         MultiGPUSampler("cpu", seed_csr, num_ranks=2).sample(seeds, 2)  # an explicit count is a bound
 
 
+def test_cpu_multi_gpu_sampler_serves_a_huge_rank_without_a_device_per_rank_below_it(seed_csr):
+    import pickle
+
+    from gglspeedup.multigpu import rank_seed
+
+    sampler = MultiGPUSampler("cpu", seed_csr)
+    size = len(pickle.dumps(sampler))
+    seeds = np.array([1, 7, 7, 30])
+    rank = 2**40  # the device list grew to rank + 1 entries: a MemoryError
+    out = sampler.sample(seeds, rank)
+    reference = gg.NeighborSampler(gg.CSRGraph.from_scipy(seed_csr), [25, 10], seed=rank_seed(0, rank))
+    np.testing.assert_array_equal(out.n_id, reference.sample(seeds, key=0).n_id)
+    assert len(pickle.dumps(sampler)) == size  # the rank built here does not travel
+    sampler.set_size([2])  # reaches the ranks built beyond the device list too
+    np.testing.assert_array_equal(
+        sampler.sample(seeds, rank).n_id, reference.with_fanouts([2]).sample(seeds, key=1).n_id
+    )
+
+
 def test_cpu_outputs_answer_to_dlpack_with_the_same_elements(seed_csr):
     torch = pytest.importorskip("torch")
     from torch.utils.dlpack import from_dlpack
