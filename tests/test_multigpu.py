@@ -226,6 +226,9 @@ def test_sample_scattered_returns_one_output_per_device_in_rank_order(device):
         (lambda g: MultiDeviceSampler(g, ["cpu"], [0.5]), TypeError, "fanouts"),
         (lambda g: MultiDeviceSampler(g, ["cpu", "tpu"], [2]), ValueError, "device"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2], placement="pinned"), ValueError, "needs CUDA devices"),
+        # placements no rank can take fail here, not at each rank's first sample in its own process
+        (lambda g: MultiDeviceSampler(g, ["cuda:0"], [2], placement="gpu"), ValueError, "placement must be one of"),
+        (lambda g: MultiDeviceSampler(g, ["cpu", "cuda:0"], [2], placement="host"), ValueError, "CUDA ranks take"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample([0], 1), IndexError, r"rank must be in \[0, 1\)"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample([0], True), TypeError, "rank must be an int"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2]).sample_scattered([[0]]), ValueError, "1-D"),

@@ -43,6 +43,7 @@ class MultiDeviceSampler(_PerProcessState):
     """
 
     def __init__(self, graph, devices, fanouts, *, seed=0, **sampler_options):
+        from ..sampling.common import PLACEMENTS
         from ..sampling.sampler import check_not_bipartite
 
         graph = check_not_bipartite(as_csr_graph(graph).to("cpu"))
@@ -51,8 +52,12 @@ class MultiDeviceSampler(_PerProcessState):
         if unknown:
             raise TypeError(f"unknown sampler option(s) {sorted(unknown)}; known: replace, weighted, placement")
         placement = sampler_options.get("placement", "auto")
+        if placement not in PLACEMENTS:  # here, not in each rank's first sample (in a spawned child)
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         if placement not in ("auto", "host") and not all(d.is_cuda for d in self.devices):
             raise ValueError(f"placement {placement!r} needs CUDA devices; CPU ranks read the graph from shared memory")
+        if placement == "host" and any(d.is_cuda for d in self.devices):
+            raise ValueError("placement 'host' is for CPU ranks; CUDA ranks take 'auto', 'device' or 'pinned'")
         # The checks every rank's NeighborSampler would run, once, here.
         for flag in ("replace", "weighted"):
             check_bool(flag, sampler_options.get(flag, False))

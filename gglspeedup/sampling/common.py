@@ -14,6 +14,7 @@ __all__ = [
     "check_flags",
     "BatchKeys",
     "EXPANDS",
+    "PLACEMENTS",
     "check_seeds",
     "check_expand",
     "check_not_bipartite",
@@ -25,7 +26,7 @@ __all__ = [
     "resolve_placement",
 ]
 
-_PLACEMENTS = ("auto", "device", "pinned", "host")
+PLACEMENTS = ("auto", "device", "pinned", "host")
 _UINT64_LIMIT = 1 << 64
 _DEVICE_FIT_FRACTION = 0.5  # "auto" keeps the graph in GPU memory below this share of free memory
 
@@ -124,8 +125,8 @@ def resolve_placement(device, placement: str, graph, weighted: bool) -> str:
     stacked one): ``"auto"`` is ``"device"`` when the graph, with a weighted sampler's two tables
     (8 bytes per row and per edge), takes less than half the free GPU memory, else ``"pinned"``;
     a clear error for a placement the device cannot take."""
-    if placement not in _PLACEMENTS:
-        raise ValueError(f"placement must be one of {_PLACEMENTS}, got {placement!r}")
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
     if not device.is_cuda:
         if placement not in ("auto", "host"):
             raise ValueError(
