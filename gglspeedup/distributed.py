@@ -238,8 +238,8 @@ class DistFeature:
         if self.local_rows.requires_grad:
             raise ValueError("cache_size must be 0 for learnable local_rows (cached copies would go stale)")
         if cache_policy is not None:
-            order = to_numpy(cache_policy).astype(np.int64, copy=False)
-            if order.ndim != 1 or (order.size and (order.min() < 0 or order.max() >= self.num_nodes)):
+            order = int_array("cache_policy", cache_policy)  # float ids were truncated by astype
+            if order.size and (order.min() < 0 or order.max() >= self.num_nodes):
                 raise ValueError(f"cache_policy must be 1-D node ids in [0, {self.num_nodes})")
         elif graph is not None:
             if graph.num_nodes != self.num_nodes:
@@ -297,11 +297,17 @@ class DistFeature:
         """``self[ids]``, copied into the tensor ``out`` (shape ``(len(ids), *row_shape)``) when
         given (the :class:`gglspeedup.protocols.FeatureSource` interface). A collective, like
         every lookup. With ``out``, gradients do not flow back to learnable rows."""
-        rows = self[ids]
+        import torch
+
+        rows = self[ids]  # the collective first: a bad out on one rank must not leave the others waiting
         if out is None:
             return rows
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out must be a torch.Tensor on {self.device}, got {type(out).__name__}")
         if tuple(out.shape) != tuple(rows.shape):
             raise ValueError(f"out must have shape {tuple(rows.shape)}, got {tuple(out.shape)}")
+        if out.dtype != rows.dtype:  # copy_ would cast silently (float rows truncated into an int buffer)
+            raise TypeError(f"out must have the rows' dtype {rows.dtype}, got {out.dtype}")
         out.copy_(rows.detach())
         return out
 

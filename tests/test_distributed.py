@@ -111,6 +111,16 @@ def test_dist_feature_single_rank_validates_before_any_exchange(world_of_one):
         DistFeature(x, part, cache_size="1K")
     with pytest.raises(ValueError, match="learnable"):
         DistFeature(torch.nn.Parameter(torch.from_numpy(x)), part, cache_size="1K", graph=_ring_graph())
+    with pytest.raises(TypeError, match="cache_policy must hold integers"):  # was truncated to [1, 2]
+        DistFeature(x, part, cache_size="1K", cache_policy=np.array([1.7, 2.2]))
+    with pytest.raises(TypeError, match="cache_policy must hold integers, got dtype bool"):
+        DistFeature(x, part, cache_size="1K", cache_policy=np.array([True, False]))
+    out = torch.empty((2, 3), dtype=torch.float32)
+    assert feat.gather([4, 1], out=out) is out and out.numpy().tolist() == x[[4, 1]].tolist()
+    with pytest.raises(TypeError, match=r"dtype torch\.float32, got torch\.int64"):  # copy_ truncated the rows
+        feat.gather([4, 1], out=torch.empty((2, 3), dtype=torch.int64))
+    with pytest.raises(TypeError, match=r"out must be a torch\.Tensor"):
+        feat.gather([4, 1], out=np.empty((2, 3), np.float32))
 
 
 # ---------------------------------------------------------------------- spawned ranks
