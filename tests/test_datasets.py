@@ -434,6 +434,10 @@ def test_parse_dataset_spec_readers(tmp_path):
         ("powerlaw:100:x", ValueError, r"dataset spec 'powerlaw:100:x': AVG_DEGREE must be a number, got 'x'"),
         ("powerlaw:0:4", ValueError, r"NUM_NODES must be >= 1 and AVG_DEGREE > 0"),
         ("powerlaw:100:-2", ValueError, r"NUM_NODES must be >= 1 and AVG_DEGREE > 0"),
+        ("powerlaw:100:inf", ValueError, r"AVG_DEGREE > 0 \(and finite\)"),  # was int(inf): OverflowError
+        ("powerlaw:100:1e400", ValueError, r"AVG_DEGREE > 0 \(and finite\)"),
+        ("powerlaw:1.5:4", ValueError, r"NUM_NODES must be a whole number, got '1.5'"),  # was rounded to 2
+        ("igbh-like:2.5", ValueError, r"NUM_PAPERS must be a whole number, got '2.5'"),
         ("ogb:", ValueError, r"dataset spec must be 'ogb:PATH', got 'ogb:'"),
         ("reddit:/nonexistent", FileNotFoundError, r"reddit_data.npz' not found"),
         (None, TypeError, r"dataset spec must be a str, got NoneType"),
@@ -442,6 +446,17 @@ def test_parse_dataset_spec_readers(tmp_path):
 def test_parse_dataset_spec_rejects(spec, error, message):
     with pytest.raises(error, match=message):
         datasets.parse_dataset_spec(spec)
+
+
+def test_spec_counts_are_exact_and_whole():
+    from gglspeedup.datasets.spec import parse_spec
+
+    assert parse_spec("powerlaw:1.1M:4").num_nodes == 1_100_000  # decimal scales, no float residue
+    assert parse_spec("powerlaw:2.5k:4:3", graph_only=True)[3:] == (2500, 4, 3)
+    with pytest.raises(ValueError, match=r"SEED must be a whole number, got '1\.5'"):
+        parse_spec("powerlaw:100:4:1.5", graph_only=True)
+    with pytest.raises(ValueError, match=r"NUM_NODES must be a whole number, got '1\.2'"):
+        parse_spec("papers-like:1.2", graph_only=True)
 
 
 def test_datasets_all_resolves():

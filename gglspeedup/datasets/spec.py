@@ -14,8 +14,10 @@ its ``x``, ``y`` and ``split`` are dicts per node type; read as a ``--graph`` it
 
 from __future__ import annotations
 
+import math
 import os
 import re
+from decimal import Decimal
 from typing import NamedTuple
 
 __all__ = [
@@ -65,7 +67,10 @@ def parse_count(text: str, label: str) -> int:
     match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmb]?)", text.strip().lower().replace("_", ""))
     if match is None:
         raise ValueError(f"{label} must be a number like 2000000 or 2M, got {text!r}")
-    return round(float(match.group(1)) * _SCALE[match.group(2)])
+    value = Decimal(match.group(1)) * _SCALE[match.group(2)]  # exact: 1.1M is 1100000, not 1100000.0000000002
+    if value != value.to_integral_value():  # not rounded: "1.5" nodes or SEED "2.7" is a typo
+        raise ValueError(f"{label} must be a whole number, got {text!r}")
+    return int(value)
 
 
 def parse_powerlaw(rest: str, label: str, *, with_seed: bool = False) -> tuple:
@@ -83,8 +88,8 @@ def parse_powerlaw(rest: str, label: str, *, with_seed: bool = False) -> tuple:
         avg_degree = float(parts[1])
     except ValueError:
         raise ValueError(f"{label}: AVG_DEGREE must be a number, got {parts[1]!r}") from None
-    if num_nodes < 1 or not avg_degree > 0:
-        raise ValueError(f"{label}: NUM_NODES must be >= 1 and AVG_DEGREE > 0")
+    if num_nodes < 1 or not 0 < avg_degree < math.inf:  # int(inf) below is an OverflowError
+        raise ValueError(f"{label}: NUM_NODES must be >= 1 and AVG_DEGREE > 0 (and finite)")
     seed = parse_count(parts[2], f"{label}: SEED") if len(parts) == 3 else None
     return num_nodes, int(avg_degree) if avg_degree == int(avg_degree) else avg_degree, seed
 
