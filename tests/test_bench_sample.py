@@ -205,6 +205,18 @@ def test_sample_command_rejects_bad_options_before_loading(tmp_path):
     assert_rejects(main, ["sample", "--graph", "file:/never/read.npz"], cases)
 
 
+def test_a_bad_option_on_the_command_line_is_a_message_and_status_2_not_a_traceback():
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = [sys.executable, "-m", "gglspeedup.bench", "sample", "--graph", "file:/never/read.npz", "--batch", "0"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == "python -m gglspeedup.bench sample: error: --batch must be >= 1, got 0"
+
+
 def test_dgl_peer_samples_the_same_hops_when_installed():
     require_dgl()
     graph = _powerlaw_graph()
