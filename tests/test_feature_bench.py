@@ -7,8 +7,10 @@ import types
 import numpy as np
 import pytest
 
-from gglspeedup.bench import gather
+from gglspeedup.bench import gather, main
 from gglspeedup.device import as_device
+
+from conftest import assert_rejects
 
 
 def _args(**overrides):
@@ -142,6 +144,18 @@ def test_gpu_contenders_gather_exactly_on_the_simulator(device, monkeypatch):
     for ratio, store in stores.items():
         np.testing.assert_array_equal(store[ids], x[ids])
         assert store.num_cached == min(40, int(ratio * 40))
+
+
+def test_loader_bench_rejects_bad_options_before_loading():
+    cases = [
+        (["--batches", "0"], "--batches must be >= 1, got 0"),  # ran an empty pass and reported it
+        (["--repeats", "0"], "--repeats must be >= 1, got 0"),
+        (["--batch", "0"], "--batch must be >= 1, got 0"),
+        (["--dim", "-1"], "--dim must be >= 1, got -1"),
+        (["--prefetch", "-1"], "--prefetch must be >= 0, got -1"),
+        (["--backend", "mxnet"], "unknown backend 'mxnet'"),
+    ]
+    assert_rejects(main, ["loader", "--graph", "file:/never/read.npz"], cases)
 
 
 def test_loader_bench_compares_recycled_and_fresh_buffers(tmp_path, capsys):

@@ -97,12 +97,21 @@ def run(args) -> dict:
     import numpy as np
 
     from .. import __version__
+    from ..backends import adapter
     from ..feature import FeatureStore
     from ..loader import NodeLoader
     from ..sampling import NeighborSampler
     from ..validation import parse_fanouts
     from ._common import format_table, load_graph, machine_info, set_threads
+    from ._options import check_at_least_one
 
+    # Before the graph and the table are built: --batches 0 ran an empty pass, --repeats 0 failed
+    # in a median of nothing, the rest in the loader, all after the build.
+    check_at_least_one(args, "batch", "batches", "repeats", "dim")
+    if args.prefetch < 0:
+        raise ValueError(f"--prefetch must be >= 0, got {args.prefetch}")
+    if args.backend != "none":
+        adapter(args.backend)  # the name checked; its framework is imported later, by the loader
     set_threads(args.threads)
     fanouts = parse_fanouts(args.fanouts)
     graph, description = load_graph(args.graph)
