@@ -39,6 +39,21 @@ def test_bench_scale_reports_every_section(tmp_path, capsys):
     assert "disk gather" in capsys.readouterr().out
 
 
+def test_bench_scale_rejects_bad_options_before_building(tmp_path):
+    cases = [
+        (["--memory", "lots"], "--memory must be a number"),  # failed in the build's child process
+        (["--cache-size", "x"], "--cache-size must be a number"),  # these four: after both builds
+        (["--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["--feature-dim", "-1"], "--feature-dim must be >= 0"),
+        (["--feature-dtype", "bogus"], "--feature-dtype must be a float dtype"),
+    ]
+    argv = ["scale", "--nodes", "6000", "--base-nodes", "3000", "--folder", str(tmp_path)]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            bench_main([*argv, *extra])
+    assert not any(tmp_path.iterdir())  # nothing built
+
+
 def test_papers_like_is_cached_and_its_features_match_their_labels(tmp_path):
     graph, built = load_papers_like(4000, 1, folder=tmp_path, memory="1M")
     assert built and graph.num_nodes == 4000 and 13 < graph.num_edges / 4000 < 15

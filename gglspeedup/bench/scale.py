@@ -86,6 +86,7 @@ def run(args) -> dict:
 
     fanouts = parse_fanouts(args.fanouts)
     check_at_least_one(args, "nodes", "base_nodes", "batch", "batches", "repeats")
+    _check_build_and_disk_args(args)
     apply_threads(args.threads)
     folder = args.folder or cache_folder()
     os.makedirs(folder, exist_ok=True)
@@ -113,6 +114,26 @@ def run(args) -> dict:
         results["features"] = _features(args, folder, big, fanouts)
     _print(results)
     return results
+
+
+def _check_build_and_disk_args(args) -> None:
+    """The options the graph builds and the disk table read, checked before the builds (minutes
+    each): a bad --memory failed in the build's child process, a bad --seed, --feature-dim,
+    --feature-dtype or --cache-size only after both graphs were built."""
+    from ..device import parse_size
+
+    parse_size(args.memory, "--memory")
+    parse_size(args.cache_size, "--cache-size")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    if args.feature_dim < 0:
+        raise ValueError(f"--feature-dim must be >= 0 (0: no disk table), got {args.feature_dim}")
+    try:
+        kind = np.dtype(args.feature_dtype).kind
+    except TypeError:
+        kind = None
+    if kind != "f":
+        raise ValueError(f"--feature-dtype must be a float dtype like float16 or float32, got {args.feature_dtype!r}")
 
 
 def _progress(text: str) -> None:
