@@ -8,6 +8,8 @@ import pytest
 from gglspeedup.bench import main
 from gglspeedup.bench.attention_pooling import attpool2_batch, degree4_batch
 
+from conftest import assert_rejects
+
 
 def test_batches_match_their_descriptions():
     sizes, edges, width = degree4_batch(0)
@@ -17,6 +19,16 @@ def test_batches_match_their_descriptions():
     assert len(sizes) == 10 and 5 <= min(sizes) and max(sizes) <= 9 and width == 10
     for n, e in zip(sizes, edges):
         assert e.shape[1] == 2 and np.all(e[:, 0] < e[:, 1]) and np.all(e < n)  # upper triangle
+
+
+def test_bad_options_are_rejected_before_any_batch_is_built():
+    cases = [
+        (["--iters", "0"], "--iters must be >= 1, got 0"),  # was a ZeroDivisionError after timing
+        (["--repeats", "0"], "--repeats must be >= 1, got 0"),
+        (["--heads", "x"], "--heads must list ints >= 1, got 'x'"),  # was int()'s own message
+        (["--mappings", "softplus"], "--mappings must name some of"),
+    ]
+    assert_rejects(main, ["attention-pooling", "--peers", ""], cases)
 
 
 @pytest.mark.slow

@@ -206,9 +206,15 @@ def run(args) -> dict:
     """Measure every row; print the table; return a JSON-able dict."""
     wanted_batches = _names(args.batches, BATCHES, "--batches")
     mappings = _names(args.mappings, MAPPINGS, "--mappings")
-    heads_list = [int(h) for h in str(args.heads).split(",") if h.strip()]
+    try:
+        heads_list = [int(h) for h in str(args.heads).split(",") if h.strip()]
+    except ValueError:
+        heads_list = []  # int("x")'s own message named neither the option nor the form
     if not heads_list or min(heads_list) < 1:
         raise ValueError(f"--heads must list ints >= 1, got {args.heads!r}")
+    from ._options import check_at_least_one
+
+    check_at_least_one(args, "iters", "repeats")  # --iters 0 divided by zero after the first timings
     attpool2, absent = (None, "not requested")
     if "attpool2" in str(args.peers):
         from ._options import check_peers
