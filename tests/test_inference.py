@@ -11,7 +11,7 @@ from gglspeedup.sampling import Adj
 torch = pytest.importorskip("torch")
 from gglspeedup.examples.torch_models import GAT, SAGE, GATConv, SAGEConv  # noqa: E402
 
-from conftest import assert_same_bits, gpu_hardware, load_file  # noqa: E402
+from conftest import assert_rejects, assert_same_bits, gpu_hardware, load_file  # noqa: E402
 
 
 def _full_adjs(graph, num_layers):
@@ -232,3 +232,16 @@ def test_bench_inference_tiny(tmp_path, capsys):
     assert row["bound_mib"] == round(2 * 400 * 8 * 4 / 2**20, 1)
     assert row["peak_rss_mib"] >= row["rss_before_mib"] > 0
     assert "nodes/s (x layers)" in capsys.readouterr().out
+
+
+def test_bench_inference_rejects_bad_options_before_loading():
+    from gglspeedup.bench import main
+
+    cases = [
+        (["--dim", "0"], "--dim must be >= 1, got 0"),  # zero widths ran and reported nodes/s
+        (["--hidden", "0"], "--hidden must be >= 1, got 0"),
+        (["--out", "0"], "--out must be >= 1, got 0"),
+        (["--layers", "0"], "--layers must be >= 1, got 0"),  # these two failed after the graph build
+        (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    ]
+    assert_rejects(main, ["inference", "--graph", "file:/never/read.npz", "--peers", ""], cases)

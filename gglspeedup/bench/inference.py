@@ -212,11 +212,13 @@ def run(args) -> dict:
     from ..device import parse_size
     from ..examples.torch_models import SAGE, SAGEConv
     from ._common import apply_threads, format_table, load_graph, machine_info, parse_names
-    from ._options import check_peers
+    from ._options import check_at_least_one, check_peers
 
     cache = parse_size(args.cache_size, "--cache-size")
     if args.rounds < 1:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+    # zero widths ran and reported nodes/s of an empty model; --layers and --batch-size failed after the build
+    check_at_least_one(args, "layers", "dim", "hidden", "out", "batch_size")
     wanted = (parse_names(args.peers, ("dgl",)) or ["dgl"]) if args.peers.strip() else []
     missing = check_peers(args, wanted)  # before the graph is built
     apply_threads(args.threads)
