@@ -16,8 +16,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in COMMANDS:
         listing = "\n".join(f"  {name:8s} {text}" for name, text in COMMANDS.items())
-        print(f"usage: python -m gglspeedup <command> [options]\n\ncommands:\n{listing}", file=sys.stderr)
-        return 2
+        asked = argv[:1] in (["-h"], ["--help"])  # help asked for: stdout and status 0, as argparse does
+        print(
+            f"usage: python -m gglspeedup <command> [options]\n\ncommands:\n{listing}",
+            file=None if asked else sys.stderr,
+        )
+        return 0 if asked else 2
     return run_command(f"python -m gglspeedup {argv[0]}", _warmup, argv[1:])
 
 

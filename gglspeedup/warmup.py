@@ -311,6 +311,8 @@ def main(argv=None) -> int:
         parts = _check_parts(part.strip() for part in args.parts.split(",") if part.strip())
     except ValueError as error:
         parser.error(str(error))
+    if not parts:  # --parts '' compiled nothing and said "warmup of  done"
+        parser.error(f"--parts must name at least one of {', '.join(PARTS)}, got {args.parts!r}")
     import numba  # noqa: F401  (a Python without it stops here, before a second process starts)
 
     start, cpu = time.perf_counter(), time.process_time()

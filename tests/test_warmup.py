@@ -72,6 +72,16 @@ def test_warmup_rejects_unknown_parts():
         warmup(["sample", "everything"])
 
 
+def test_warmup_command_rejects_no_parts_and_help_is_not_an_error(capsys):
+    from gglspeedup.__main__ import main
+
+    with pytest.raises(SystemExit) as done:  # compiled nothing and said "warmup of  done"
+        main(["warmup", "--parts", " , "])
+    assert done.value.code == 2 and "--parts must name at least one of sample" in capsys.readouterr().err
+    assert main(["--help"]) == 0 and "warmup" in capsys.readouterr().out
+    assert main(["bogus"]) == 2 and "usage: python -m gglspeedup" in capsys.readouterr().err
+
+
 def _read_only_runner(folder):
     """A command prefix that runs a process seeing ``folder`` read-only, or ``None``."""
     if os.geteuid() == 0:  # root writes through permission bits: mount it read-only instead
