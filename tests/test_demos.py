@@ -103,6 +103,32 @@ def test_bad_fanouts_are_rejected_by_the_parser(capsys):
     assert done.value.code == 2 and "fanouts must be comma-separated ints" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--epochs", "0"], "argument --epochs: must be >= 1, got '0'"),  # was max() of no epochs
+        (["--task", "link", "--epochs", "0"], "argument --epochs: must be >= 1"),  # was a state_dict TypeError
+        (["--batch-size", "0"], "argument --batch-size: must be >= 1"),
+        (["--hidden", "0"], "argument --hidden: must be >= 1"),  # trained a zero-width model
+        (["--dropout", "2"], "argument --dropout: dropout must be in [0, 1)"),
+        (["--lr", "-1"], "argument --lr: the learning rate must be > 0"),
+        (["--seed", "-1"], "argument --seed: must be >= 0"),
+        (["--threads", "-1"], "argument --threads: must be >= 0"),
+        (["--cache-size", "lots"], "argument --cache-size: cache_size must be a number"),
+        (["--device", "gpu0"], "argument --device: device must look like"),
+        (["--dataset", "powerlaw:0:4"], "argument --dataset: dataset spec 'powerlaw:0:4': NUM_NODES must be >= 1"),
+        (["--task", "link", "--embedding", "0"], "argument --embedding: must be >= 1"),  # trained to AUC 0.5
+        (["--task", "link", "--runs", "0"], "argument --runs: must be >= 1"),
+    ],
+)
+def test_main_job_rejects_bad_options_with_a_usage_error(argv, message, capsys):
+    from gglspeedup import demo
+
+    with pytest.raises(SystemExit) as done:
+        demo.run(argv)
+    assert done.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_main_job_help_and_console_entry_point():
     done = subprocess.run(
         [sys.executable, "-m", "gglspeedup.demo", "--help"], capture_output=True, text=True, timeout=120, cwd=ROOT

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..device import gpu_available
+from ..device import as_device, gpu_available, parse_size
 from ..validation import parse_fanouts as _check_fanout_text
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "NO_TORCH",
     "set_out_default",
     "parse_fanouts",
+    "at_least",
     "best_device",
     "cpu_threads",
 ]
@@ -39,6 +40,65 @@ def parse_fanouts(text: str) -> list[int]:
         return _check_fanout_text(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"fanouts must be comma-separated ints like 25,10 ({error})") from None
+
+
+def at_least(minimum, kind=int):
+    """An ``argparse`` type: ``kind(text)`` when it is ``>= minimum``, else a usage error (what a
+    run would otherwise hit later: ``--epochs 0`` failed in ``max()`` of no epochs)."""
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be {'an int' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        if not value >= minimum:  # NaN too
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _checked_text(check):
+    """An ``argparse`` type that keeps the text once ``check(text)`` accepts it: a bad cache size,
+    device or dataset is a usage error, not a traceback out of the run's set-up."""
+
+    def parse(text):
+        try:
+            check(text)
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return text
+
+    return parse
+
+
+def _checked_float(check):
+    """An ``argparse`` type: ``float(text)`` once ``check(text)`` accepts it."""
+    checked = _checked_text(check)
+    return lambda text: float(checked(text))
+
+
+def _check_dropout(text) -> None:
+    if not 0 <= float(text) < 1:
+        raise ValueError(f"dropout must be in [0, 1), got {text!r}")
+
+
+def _check_lr(text) -> None:
+    if not float(text) > 0:
+        raise ValueError(f"the learning rate must be > 0, got {text!r}")
+
+
+def _check_device(text) -> None:
+    if text != "auto":
+        as_device(text)  # the form only: a CUDA device this machine lacks is named when the run starts
+
+
+def _check_dataset(text) -> None:
+    from ..datasets.spec import parse_spec
+
+    parse_spec(text)  # the form only: nothing is loaded
 
 
 def best_device() -> str:
@@ -73,11 +133,13 @@ def build_parser(
     parser.add_argument(
         "--dataset",
         default=dataset,
+        type=_checked_text(_check_dataset),
         help="cora | citeseer | powerlaw:N:D | ogb:PATH | reddit:PATH (default: %(default)s)",
     )
     parser.add_argument(
         "--device",
         default="auto",
+        type=_checked_text(_check_device),
         help="cpu | cuda[:i] | auto (a real GPU when usable, else cpu; default: %(default)s)",
     )
     parser.add_argument(
@@ -86,26 +148,37 @@ def build_parser(
         default=parse_fanouts(fanouts),
         help=f"neighbours per hop, seed hop first, -1 = all (default: {fanouts})",
     )
-    parser.add_argument("--batch-size", type=int, default=batch_size, help="seeds per batch (default: %(default)s)")
+    parser.add_argument(
+        "--batch-size", type=at_least(1), default=batch_size, help="seeds per batch (default: %(default)s)"
+    )
     parser.add_argument(
         "--cache-size",
         default="0",
+        type=_checked_text(lambda text: parse_size(text, "cache_size")),
         help="feature rows kept in device memory, in bytes: 0, 512M, 0.1G (default: %(default)s)",
     )
-    parser.add_argument("--epochs", type=int, default=epochs, help="training epochs (default: %(default)s)")
-    parser.add_argument("--hidden", type=int, default=hidden, help="hidden width (default: %(default)s)")
-    parser.add_argument("--lr", type=float, default=lr, help="Adam learning rate (default: %(default)s)")
-    parser.add_argument("--weight-decay", type=float, default=weight_decay, help="(default: %(default)s)")
-    parser.add_argument("--dropout", type=float, default=dropout, help="(default: %(default)s)")
-    parser.add_argument("--prefetch", type=int, default=2, help="batches prepared ahead (default: %(default)s)")
+    parser.add_argument("--epochs", type=at_least(1), default=epochs, help="training epochs (default: %(default)s)")
+    parser.add_argument("--hidden", type=at_least(1), default=hidden, help="hidden width (default: %(default)s)")
+    parser.add_argument(
+        "--lr", type=_checked_float(_check_lr), default=lr, help="Adam learning rate (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--weight-decay", type=at_least(0.0, float), default=weight_decay, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--dropout", type=_checked_float(_check_dropout), default=dropout, help="(default: %(default)s)"
+    )
+    parser.add_argument("--prefetch", type=at_least(0), default=2, help="batches prepared ahead (default: %(default)s)")
     parser.add_argument(
         "--threads",
-        type=int,
+        type=at_least(0),
         default=0,
         help="framework CPU threads; 0 = auto: all cores but one, which the prefetching "
         "loader's thread uses (default: %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="sampling, shuffling and init seed (default: %(default)s)")
+    parser.add_argument(
+        "--seed", type=at_least(0), default=0, help="sampling, shuffling and init seed (default: %(default)s)"
+    )
     parser.add_argument("--out", default=None, help=_out_help(None))
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
     return parser

@@ -67,9 +67,10 @@ def add_link_options(parser):
     ``--runs`` for :func:`run_seeds`), and plots written to the current folder by default."""
     from . import cli
 
-    parser.add_argument("--embedding", type=int, default=64, help="output embedding width (default: %(default)s)")
-    parser.add_argument("--num-negatives", type=int, default=1, help="negatives per pair (default: %(default)s)")
-    parser.add_argument("--runs", type=int, default=1, help="repeat with consecutive seeds (default: %(default)s)")
+    positive = cli.at_least(1)  # --embedding 0 trained a zero-width model to ROC-AUC 0.5
+    parser.add_argument("--embedding", type=positive, default=64, help="output embedding width (default: %(default)s)")
+    parser.add_argument("--num-negatives", type=positive, default=1, help="negatives per pair (default: %(default)s)")
+    parser.add_argument("--runs", type=positive, default=1, help="repeat with consecutive seeds (default: %(default)s)")
     return cli.set_out_default(parser, ".")
 
 
