@@ -205,6 +205,15 @@ def test_sample_command_rejects_bad_options_before_loading(tmp_path):
     assert_rejects(main, ["sample", "--graph", "file:/never/read.npz"], cases)
 
 
+def test_empty_peers_measure_gglspeedup_alone(tmp_path):
+    # what PeersMissing's message offers; it measured the numpy peer and listed dgl and pyg
+    _powerlaw_graph().save(tmp_path / "g.npz")
+    argv = ["sample", "--graph", f"file:{tmp_path / 'g.npz'}", "--fanouts", "2", "--batch", "8", "--batches", "1"]
+    out = tmp_path / "alone.json"
+    assert main([*argv, "--warmup", "0", "--repeats", "1", "--peers", "", "--json", str(out)]) == 0
+    assert [row["name"] for row in json.loads(out.read_text())["results"]] == ["gglspeedup"]
+
+
 def test_a_bad_option_on_the_command_line_is_a_message_and_status_2_not_a_traceback():
     import os
     import subprocess

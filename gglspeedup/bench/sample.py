@@ -73,7 +73,10 @@ def _validate(args):
     from ._options import check_peers, check_timing_args
 
     fanouts = parse_fanouts(args.fanouts)
-    wanted = list(parse_names(args.peers, peers.PEERS) or peers.PEERS)
+    if args.peers is not None and not args.peers.strip():
+        wanted = []  # --peers '': gglspeedup alone, as PeersMissing's message and every other command read it
+    else:
+        wanted = list(parse_names(args.peers, peers.PEERS) or peers.PEERS)
     check_timing_args(args)
     device = as_device(args.device).check_available()
     check_peers(args, wanted)  # before the graph is built
