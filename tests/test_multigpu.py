@@ -222,6 +222,8 @@ def test_sample_scattered_returns_one_output_per_device_in_rank_order(device):
     [
         (lambda g: MultiDeviceSampler(g, [], [2]), ValueError, "at least one device"),
         (lambda g: MultiDeviceSampler(g, "cpu", [2]), TypeError, "list of devices"),
+        (lambda g: MultiDeviceSampler(g, b"cpu", [2]), TypeError, "list of devices"),  # was cuda:99, cuda:112, ...
+        (lambda g: MultiDeviceFeature(_table(), {"cpu": 0}), TypeError, "list of devices"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [2], shuffle=True), TypeError, "shuffle"),
         (lambda g: MultiDeviceSampler(g, ["cpu"], [0.5]), TypeError, "fanouts"),
         (lambda g: MultiDeviceSampler(g, ["cpu", "tpu"], [2]), ValueError, "device"),

@@ -22,7 +22,8 @@ def rank_seed(seed: int, rank: int) -> int:
 
 
 def _check_devices(devices) -> list:
-    if isinstance(devices, (str, int)) or not hasattr(devices, "__len__"):
+    # bytes and dicts have a length too: b"cpu" read as cuda:99, cuda:112, cuda:117, a dict as its keys
+    if isinstance(devices, (str, bytes, int, dict)) or not hasattr(devices, "__len__"):
         raise TypeError(
             f"devices must be a list of devices (e.g. ['cuda:0', 'cuda:1'] or ['cpu', 'cpu']), got {devices!r}"
         )
