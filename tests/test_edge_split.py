@@ -87,6 +87,13 @@ def test_bad_arguments_fail_clearly(arguments, error, message):
         datasets.split_edges(_graph(), **arguments)
 
 
+def test_a_bipartite_graph_is_refused_by_name():
+    # its source ids are not node ids: the message graph built from them named a bad index instead
+    bipartite = gg.CSRGraph(np.array([0, 1, 2]), np.array([3, 4]), num_src_nodes=5)
+    with pytest.raises(ValueError, match="graph is bipartite \\(num_src_nodes = 5, num_nodes = 2\\)"):
+        datasets.split_edges(bipartite)
+
+
 def test_a_complete_graph_has_no_negatives_to_draw():
     full = np.array([(s, t) for s in range(6) for t in range(6) if s != t]).T
     with pytest.raises(ValueError, match="too dense"):

@@ -122,12 +122,31 @@ def _layer_flops(edges: int, heads: int, head_dim: int, hops: int = 5) -> float:
     return per_pass * ((1 + hops) + (2 * hops + 2))
 
 
+def _lengths(option: str, text: str) -> list[int]:
+    """The comma-separated token counts of ``--<option>``, each >= 1 (``ValueError`` naming it)."""
+    try:
+        lengths = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--{option} must be comma-separated integers, got {text!r}") from None
+    if any(length < 1 for length in lengths):
+        raise ValueError(f"--{option} lengths must be >= 1, got {text!r}")
+    return lengths
+
+
 def run(args) -> dict:
     from ._common import apply_threads, machine_with_peers
+    from ._options import check_at_least_one
 
+    # every option checked before anything is measured (a 0 failed after the first timings)
+    check_at_least_one(args, "rounds", "steps", "batch", "hidden", "heads", "build_len")
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    lengths = _lengths("seq-len", args.seq_len)
+    if not lengths:
+        raise ValueError("--seq-len must name at least one length")
+    layer_lengths = _lengths("layer-len", args.layer_len)
     peer = _peer()
     apply_threads(args.threads)
-    lengths = [int(x) for x in str(args.seq_len).split(",")]
     config = _config(args)
     results = {"machine": None, "config": vars(args).copy(), "rows": []}
     results["config"].pop("_module", None)
@@ -151,7 +170,7 @@ def run(args) -> dict:
         for name, value in build.items():
             print(f"one-off construction {name}: {value}")
     layer_only = {}
-    for length in [int(x) for x in str(args.layer_len).split(",") if x.strip()]:
+    for length in layer_lengths:
         layer_only[length] = _probe("layer", "ours own pattern", length, args)
         print(f"layer fwd+bwd ours (own fixed pattern) at {length} tokens, subprocess: {layer_only[length]}")
     if layer_only:

@@ -70,9 +70,14 @@ def split_edges(graph, val: float = 0.05, test: float = 0.10, *, seed: int = 0, 
     TypeError
         a non-float share, a non-int seed, a non-bool ``undirected``.
     ValueError
-        shares out of range, or a graph too dense to find enough negatives.
+        shares out of range, a bipartite graph, or a graph too dense to find enough negatives.
     """
     graph = as_csr_graph(graph)
+    if graph.num_src_nodes != graph.num_nodes:  # pairs and negatives are drawn over one node set
+        raise ValueError(
+            f"graph is bipartite (num_src_nodes = {graph.num_src_nodes}, num_nodes = {graph.num_nodes}): "
+            "split_edges splits the edges of a graph whose sources and targets are one set of nodes"
+        )
     seed = check_split(val, test, seed)
     undirected = check_bool("undirected", undirected)
     host = graph.to("cpu")
