@@ -407,7 +407,8 @@ def test_sequences_of_no_tokens_attend_to_nothing_with_and_without_dropout():
     # a hand-built graph may have seq_len = 0: dropout's backward failed to reshape its 0 keep bits
     # ("cannot reshape tensor of 0 elements"), fractional_attention stepped indptr by 0 ("slice step
     # cannot be zero")
-    graph = AttentionGraph(np.zeros(1, np.int64), np.zeros(0, np.int64), seq_len=0, batch=2, shared=False)
+    # int32, as csc builds them: the kernels' variants the other tests compile
+    graph = AttentionGraph(np.zeros(1, np.int32), np.zeros(0, np.int32), seq_len=0, batch=2, shared=False)
     for call in (
         lambda q: diffusion_attention(q, q, q, graph),
         lambda q: diffusion_attention(q, q, q, graph, dropout=0.5),
