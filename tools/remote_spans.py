@@ -14,7 +14,7 @@ relabel) and its servers' draws (``OwnedRows.draw`` and the draw kernel inside i
 thread's.
 
 ``--ray``: serves the parts from two Ray actors (a local Ray instance in a private network
-namespace, as ``bench service`` starts it) and reports, per batch, the trainer's main thread (on
+namespace, as ``bench service`` starts it) and reports, per batch, the trainer's sampling thread (on
 one Numba thread) piece by piece: its kernels, the transport's call (sending: ``Connection.request``;
 receiving: ``_wait``, the frames read, the copy out of the shared memory), and the CPU of every
 process (each thread's scheduler time), the trainer's and each server's.
@@ -23,8 +23,9 @@ process (each thread's scheduler time), the trainer's and each server's.
 run-queue wait (ms, ``/proc/<pid>/task/<tid>/schedstat``), time slices, minor page faults and
 voluntary / involuntary context switches (``stat`` and ``status``), the busiest threads first.
 ``--trainer-threads N`` runs the trainer on N Numba threads (default 1, so that the pieces
-above are the main thread's; the node's cores show what a user's trainer spends, its TBB worker
-included).
+above are the sampling thread's; the node's cores show what a user's trainer spends, its TBB worker
+included). ``--inflight K`` samples from K threads at once (a loader's producers; the batches
+dealt round robin), the pieces then summed over them.
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ def print_thread_counters(label: str, before: dict, after: dict, count: int) -> 
     print(f"  {'all':>8} {'':22s}" + "".join(f"{x:9.3f}" for x in total))
 
 
-def through_ray(folder, batches, count: int, threads: bool = False, trainer_threads: int = 1) -> dict:
+def through_ray(folder, batches, count: int, threads: bool = False, trainer_threads: int = 1, inflight: int = 1) -> dict:
+    import threading
+
     import numba
 
     from gglspeedup.bench.service import _cpu_times, _cpu_used, ray_here
@@ -147,16 +150,34 @@ def through_ray(folder, batches, count: int, threads: bool = False, trainer_thre
         pids = [os.getpid()] + [server.pid for server in cluster.servers]
         before = {pid: _cpu_times([pid]) for pid in pids}
         per_thread = {pid: thread_counters(pid) for pid in pids} if threads else {}
-        start = time.thread_time()
-        for key, seeds in enumerate(batches[5:]):
-            remote.sample(seeds, key=key)
-        totals = {"trainer main thread": time.thread_time() - start}
+        used = [0.0] * inflight
+        done, release = threading.Barrier(inflight + 1), threading.Event()
+
+        def produce(worker: int) -> None:
+            start = time.thread_time()
+            for key in range(5 + worker, len(batches), inflight):
+                remote.sample(batches[key], key=key)
+            used[worker] = time.thread_time() - start
+            done.wait()
+            release.wait()  # alive until every counter is read (a thread that ended is not listed)
+
+        workers = [threading.Thread(target=produce, args=(w,)) for w in range(inflight)]
+        wall = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        done.wait()
+        wall = time.perf_counter() - wall
+        print(f"{count / wall:.1f} batches/s, {inflight} in flight (a thread each)")
+        totals = {"trainer sampling threads": sum(used)}
         for i, pid in enumerate(per_thread):
             label = "trainer" if i == 0 else f"server {i - 1}"
             print_thread_counters(f"{label}, pid {pid}", per_thread[pid], thread_counters(pid), count)
         for i, pid in enumerate(pids):
-            used = _cpu_used(before[pid], _cpu_times([pid]))
-            totals["process: trainer" if i == 0 else f"process: server {i - 1}"] = used
+            spent = _cpu_used(before[pid], _cpu_times([pid]))
+            totals["process: trainer" if i == 0 else f"process: server {i - 1}"] = spent
+        release.set()
+        for worker in workers:
+            worker.join()
     return {**totals, **spans}
 
 
@@ -167,6 +188,7 @@ def main(argv=None) -> None:
     parser.add_argument("--ray", action="store_true", help="serve the parts from two Ray actors (see the notes)")
     parser.add_argument("--threads", action="store_true", help="with --ray: every thread's counters (see the notes)")
     parser.add_argument("--trainer-threads", type=int, default=1, help="with --ray: the trainer's Numba threads")
+    parser.add_argument("--inflight", type=int, default=1, help="with --ray: batches sampled at once, a thread each")
     args = parser.parse_args(argv)
 
     from gglspeedup.bench._common import load_graph, seed_batches
@@ -178,7 +200,7 @@ def main(argv=None) -> None:
     book = partition(graph, folder, 2, method="range", memory="1G")
     batches = seed_batches(graph.num_nodes, 1024, 5 + args.batches, 0)
     if args.ray:
-        figures = through_ray(folder, batches, args.batches, args.threads, args.trainer_threads)
+        figures = through_ray(folder, batches, args.batches, args.threads, args.trainer_threads, args.inflight)
     else:
         figures = in_process(graph, folder, book, batches, args.batches)
     for name, seconds in figures.items():
