@@ -82,6 +82,29 @@ def test_service_partition_metis_balances_nodes_plus_edges(tmp_path):
     assert weights.max() <= 1.1 * weights.mean()
 
 
+@pytest.mark.parametrize("typed", [False, True])
+def test_service_partition_metis_leaves_no_part_empty_near_the_node_count(tmp_path, typed):
+    # METIS alone left 9-10 of these 19-20 parts empty (the typed graph's 24 nodes: 6-8 of 23-24)
+    graph = _typed() if typed else _graph(num_nodes=20, num_edges=40)
+    num_nodes = 24 if typed else 20
+    for num_parts in (num_nodes - 1, num_nodes):
+        book = partition(graph, tmp_path / f"p{num_parts}", num_parts, method="metis")
+        sizes = [size["nodes"] for size in book.part_sizes]
+        assert min(sizes) >= 1 and sum(sizes) == num_nodes
+        again = partition(graph, tmp_path / f"q{num_parts}", num_parts, method="metis")
+        assert again.part.tolist() == book.part.tolist()
+
+
+def test_service_partition_metis_fills_an_empty_part_from_the_largest_one_lowest_id_first():
+    from gglspeedup.service._metis import fill_empty_parts
+
+    # parts 1 and 3 empty: part 1 takes node 0 (part 0 holds 3 nodes), then parts 0 and 2 hold 2
+    # each and part 3 takes the lowest id of the lower one, node 1
+    part = fill_empty_parts(np.array([0, 0, 0, 2, 2], np.int64), 4)
+    assert part.tolist() == [1, 3, 0, 2, 2]
+    assert fill_empty_parts(np.array([1, 0, 1], np.int64), 2).tolist() == [1, 0, 1]
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_service_partition_rows_and_labels_served_exactly(tmp_path, method):
     graph = _graph()

@@ -268,6 +268,21 @@ def test_service_sampling_one_request_per_group_per_hop_with_distinct_int32_ids(
     assert sum(len(p["ids"]) for p in calls[0][1].values()) == len(np.unique(seeds))
 
 
+def test_service_sampling_metis_with_a_part_per_node_gives_every_server_a_node_and_the_local_batches(tmp_path):
+    # METIS alone left 10 of these 20 parts empty: half the servers owned nothing
+    rng = np.random.default_rng(4)
+    graph = _graph(rng, 20, 40)
+    for num_parts in (19, 20):
+        book = partition(graph, tmp_path / f"p{num_parts}", num_parts, method="metis")
+        assert all(size["nodes"] >= 1 for size in book.part_sizes)
+        transport = _serve(tmp_path / f"p{num_parts}", _groups(num_parts, 3, rng))
+        remote = RemoteSampler(transport, book, [3, 2], seed=5)
+        local = gg.NeighborSampler(graph, [3, 2], seed=5)
+        for key in range(3):
+            seeds = rng.integers(0, 20, 8)
+            _same(remote.sample(seeds, key=key), local.sample(seeds, key=key))
+
+
 def test_service_sampling_refuses_bad_arguments(tmp_path):
     rng = np.random.default_rng(0)
     graph = _graph(rng, 30, 100)

@@ -49,7 +49,8 @@ def partition(
         partition stores its nodes' rows. Memory-mapped tables are read in pieces.
     method : {"metis", "range"}
         ``"metis"``: METIS (``pymetis``, the ``service`` extra) balancing nodes and edges, small
-        edge cut; it holds the graph in memory (about 64 bytes per edge, checked against
+        edge cut, every part non-empty (a part METIS leaves empty takes the lowest id of the part
+        with the most nodes); it holds the graph in memory (about 64 bytes per edge, checked against
         ``memory``). ``"range"``: contiguous id ranges balanced by nodes plus edges, for graphs
         METIS cannot hold.
     node_time, edge_time : optional
