@@ -164,3 +164,39 @@ def test_service_remote_typed_cluster_features_refuse_presample_by_name(tmp_path
     with pytest.raises(ValueError, match=r"policy='presample' is not available for a typed graph's cluster\.features"):
         cluster.features(cache_size=64, policy="presample")
     assert cluster.features(cache_size=64)["a"].policy_info == {"policy": "degree", "num_cached": 4}
+
+
+def test_service_remote_typed_cluster_features_take_hetero_feature_store_policies_per_type(tmp_path):
+    # one order went to every type's store: {type: order} failed ("must hold integers, got dtype
+    # object") and a bare order array cached the same ids of each type
+    rng = np.random.default_rng(1)
+    relations = {("a", "to", "b"): rng.integers(0, 5, (2, 20)), ("b", "to", "a"): rng.integers(0, 5, (2, 20))}
+    graph = gg.HeteroGraph(relations, {"a": 5, "b": 6, "c": 2})
+    x = {"a": rng.random((5, 2)), "b": rng.random((6, 3)).astype(np.float32)}
+    book = partition(graph, tmp_path / "t", 2, features=x, method="range")
+    cluster = gg.service.Cluster(book, LocalTransport([PartServer(tmp_path / "t", [0, 1], warm=False)], [(0, 1)]))
+    paths = {}
+    for t, table in x.items():  # on the CPU a HeteroFeatureStore caches tables on disk only
+        paths[t] = str(tmp_path / f"{t}.npy")
+        np.save(paths[t], table)
+    for policy in ({"a": [4, 0, 3], "b": np.array([5, 1])}, {"b": [2]}, [("b", 5), ("a", 1), ("a", 2)]):
+        local = gg.HeteroFeatureStore.from_npy(paths, cache_size=48, policy=policy)
+        stores = cluster.features(cache_size=48, policy=policy)
+        assert stores.keys() == x.keys()
+        for t, table in x.items():
+            assert stores[t].cached_ids.tolist() == local[t].cached_ids.tolist()
+            ids = np.array([5, 0, 4, 4, 1]) % len(table)
+            assert np.array_equal(stores[t][ids], table[ids])
+    assert cluster.features(cache_size=48, policy={"a": [4, 0, 3]})["a"].cached_ids.tolist() == [4, 0, 3]
+    bad = [
+        (np.array([4, 3]), TypeError, "a dict node type -> order array or a list of"),
+        ({"c": [0]}, ValueError, r"policy names node type 'c', which has no features here"),
+        ({"a": [5]}, ValueError, r"policy\['a'\]\[0\] = 5 is out of range \[0, 5\)"),
+        ({"a": [1.0]}, TypeError, r"policy\['a'\]"),
+        ({"b": [1, 1]}, ValueError, r"policy\['b'\] \(an order array\) must not repeat ids"),
+    ]
+    for policy, error, message in bad:
+        with pytest.raises(error, match=message):
+            gg.HeteroFeatureStore.from_npy(paths, cache_size=48, policy=policy)
+        with pytest.raises(error, match=message):
+            cluster.features(cache_size=48, policy=policy)

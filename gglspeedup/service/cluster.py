@@ -256,7 +256,9 @@ class Cluster:
         """Feature rows through the servers (see :class:`~.features.RemoteFeatureStore`): a
         cache of ``cache_size`` bytes on ``device`` holds the rows ``policy`` ranks first
         (``None``: ``"degree"``), every other row is asked of its server; typed graphs: a dict
-        node type -> store, the budget shared by row bytes (``policy`` not ``"presample"``)."""
+        node type -> store, the budget shared by row bytes (``policy`` not ``"presample"``), or
+        ``policy`` as :class:`~gglspeedup.feature.HeteroFeatureStore` takes it (a dict node type ->
+        order, a list of ``(node_type, id)`` pairs), its rows cached as that store caches them."""
         self._check_open()
         from .features import remote_features
 

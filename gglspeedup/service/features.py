@@ -18,6 +18,7 @@ from .._counts import COUNTS_LOCK
 from .._storage import read_folder
 from ..device import aligned_empty, parse_size, to_numpy
 from ..feature import FeatureStore
+from ..feature.hetero_policies import plan_cache
 from ..feature.policies import POLICIES, degree_order, presample_halves, presample_policy
 from ._rows import RemoteRows
 from .book import PART_KIND, part_folder
@@ -264,7 +265,9 @@ class _Degrees:
 
 def remote_features(cluster, device, cache_size, policy, presample):
     """``cluster.features(...)``: one store, or for a typed graph a dict node type -> store (types
-    with features), the byte budget split across types by their table bytes."""
+    with features), the byte budget split across types by their table bytes, or for
+    :class:`~gglspeedup.feature.HeteroFeatureStore`'s policies (a dict node type -> order, a list
+    of ``(node_type, id)`` pairs) as that store splits it."""
     book = cluster.book
     if not book.typed:
         return RemoteFeatureStore(
@@ -279,7 +282,7 @@ def remote_features(cluster, device, cache_size, policy, presample):
     if isinstance(policy, str) and policy == "presample":  # it counts an untyped sampler's n_id
         raise ValueError(
             "policy='presample' is not available for a typed graph's cluster.features: use 'degree' (the default), "
-            "'none' or an order array"
+            "'none', a dict node type -> order array or a list of (node_type, id) pairs"
         )
     types = [t for i, t in enumerate(book.node_types) if f"x_{i}" in book.meta["tables"]]
     if not types:
@@ -287,17 +290,20 @@ def remote_features(cluster, device, cache_size, policy, presample):
     sizes = [RemoteRows(cluster.transport, book, "x", t) for t in types]
     total = sum(rows.row_bytes * rows.shape[0] for rows in sizes)
     budget = parse_size(cache_size)
+    if policy is None or isinstance(policy, str):
+        shares = {t: budget * rows.row_bytes * rows.shape[0] // max(total, 1) for t, rows in zip(types, sizes)}
+        policies, options = dict.fromkeys(types, policy), presample
+    else:
+        # HeteroFeatureStore's orders ({type: order}) or ranking ((type, id) pairs), checked and
+        # split over one budget as it splits them, so both cache the same rows of each type
+        row_bytes = {t: rows.row_bytes for t, rows in zip(types, sizes)}
+        cached = plan_cache(policy, None, {t: rows.shape[0] for t, rows in zip(types, sizes)}, row_bytes, budget)
+        shares = {t: len(cached[t]) * row_bytes[t] for t in types}
+        policies = {t: cached[t] if len(cached[t]) else "none" for t in types}
+        options = None  # HeteroFeatureStore reads presample= with "presample" only
     return {
-        t: RemoteFeatureStore(
-            cluster.transport,
-            book,
-            device,
-            budget * rows.row_bytes * rows.shape[0] // max(total, 1),
-            policy,
-            node_type=t,
-            presample=presample,
-        )
-        for t, rows in zip(types, sizes)
+        t: RemoteFeatureStore(cluster.transport, book, device, shares[t], policies[t], node_type=t, presample=options)
+        for t in types
     }
 
 
