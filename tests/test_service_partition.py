@@ -257,6 +257,10 @@ def test_service_partition_book_loads_in_constant_time_and_checks_its_kind(tmp_p
         PartitionBook.load(tmp_path / "missing")
     with pytest.raises(ValueError, match="node_type must be None"):
         book.part_of([0], "paper")
+    assert PartitionBook.load(tmp_path / "p", verify=np.bool_(False)).num_parts == 2
+    for flag in (1, 0, "no", None):  # read as truthy or falsy, as CSRGraph.load once read "no"
+        with pytest.raises(TypeError, match=f"verify must be a bool \\(True or False\\), got {type(flag).__name__}"):
+            PartitionBook.load(tmp_path / "p", verify=flag)
 
 
 def _mapped_from(array, folder):

@@ -104,6 +104,9 @@ class PartitionBook:
     def load(cls, path, *, verify: bool = False) -> PartitionBook:
         """The book of the partitioned folder ``path`` (memory-mapped; ``verify`` checks the book's
         checksums, not the parts': servers verify theirs)."""
+        from ..validation import check_bool
+
+        verify = check_bool("verify", verify)  # as CSRGraph.load: "no" or 1 is not read as a flag
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike naming a partitioned folder, got {type(path).__name__}")
         if not os.path.isdir(path):
