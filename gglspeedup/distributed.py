@@ -56,6 +56,7 @@ def range_partition(num_nodes: int, world_size: int) -> np.ndarray:
 
 def hash_partition(num_nodes: int, world_size: int, seed: int = 0) -> np.ndarray:
     """Owner by a SplitMix64 hash of ``(v, seed)``: balanced in expectation, no locality.
+    ``seed`` is an int in ``[0, 2**64)``, as the samplers' (``ValueError`` outside it).
 
     Returns
     -------
@@ -63,9 +64,9 @@ def hash_partition(num_nodes: int, world_size: int, seed: int = 0) -> np.ndarray
         ``partition[v] = splitmix64(v + seed * 0x9E3779B97F4A7C15) % world_size``.
     """
     num_nodes, world_size = _check_partition_args(num_nodes, world_size)
-    seed = check_int("seed", seed)
+    seed = check_int("seed", seed, minimum=0, below=2**64)  # as the samplers': never wrapped
     with np.errstate(over="ignore"):
-        z = mix64(np.arange(num_nodes, dtype=np.uint64) + np.uint64(seed % 2**64) * GAMMA)
+        z = mix64(np.arange(num_nodes, dtype=np.uint64) + np.uint64(seed) * GAMMA)
     return (z % np.uint64(world_size)).astype(np.int64)
 
 

@@ -64,6 +64,16 @@ def test_partition_helpers_reject_bad_arguments(args, error):
         hash_partition(*args)
 
 
+def test_hash_partition_refuses_a_seed_outside_0_to_2_64_by_name():
+    # the seed was taken modulo 2**64: -1 gave seed 2**64 - 1's owners, 2**64 + 5 seed 5's
+    assert np.array_equal(hash_partition(100, 3, seed=2**64 - 1), hash_partition(100, 3, seed=np.uint64(2**64 - 1)))
+    for seed in (-1, 2**64, 2**64 + 5):
+        with pytest.raises(ValueError, match=r"seed must be an int in \[0, 2\*\*64\)"):
+            hash_partition(100, 3, seed=seed)
+    with pytest.raises(TypeError, match="seed"):
+        hash_partition(100, 3, seed=1.0)
+
+
 def test_dist_feature_needs_an_initialised_process_group():
     from gglspeedup.distributed import DistFeature
 
