@@ -260,8 +260,9 @@ class Multi_CGPUFeature(_FilledLater):
     ``from_cpu_tensor(x)`` builds a :class:`~gglspeedup.MultiDeviceFeature` (the table goes to shared
     memory once; each process builds its device's cache lazily). ``feature[ids]`` serves the rank
     whose device holds ``ids`` (as the original did), else the process's rank
-    (``set_rank``, ``LOCAL_RANK``, ``torch.distributed``, Paddle's variables), else ``rank``. With
-    CPU devices only (``[-1, -1]``) every process reads the one shared host table, whatever its rank.
+    (``set_rank``, ``LOCAL_RANK``, ``torch.distributed``, Paddle's variables), else ``rank``, which
+    must index ``device_list`` (``IndexError``). With CPU devices only (``[-1, -1]``) every process
+    reads the one shared host table, whatever its rank (``rank`` included).
     """
 
     def __init__(self, rank, device_list, cache_size="0.1G", csr=None):
@@ -273,6 +274,13 @@ class Multi_CGPUFeature(_FilledLater):
         self.device_list = [as_compat_device(device) for device in device_list]
         if not self.device_list:
             raise ValueError("device_list must name at least one device, got an empty list")
+        num_devices = len(self.device_list)
+        if self.rank >= num_devices and any(device.is_cuda for device in self.device_list):
+            # the rank picks a device: refused now, not at the first lookup after from_cpu_tensor
+            raise IndexError(
+                f"rank must be in [0, {num_devices}) (one rank per device of device_list, {num_devices} devices), "
+                f"got {self.rank}"
+            )
         parse_size(cache_size, "cache_size")  # a bad budget fails here, not at from_cpu_tensor
         self.cache_size = cache_size
         self.csr = csr

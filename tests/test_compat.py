@@ -101,6 +101,22 @@ def test_multi_cgpu_feature_serves_a_rank(seed_csr):
     assert clone.shape == (30, 4)
 
 
+def test_multi_cgpu_feature_refuses_a_rank_beyond_its_gpu_devices_when_made(seed_csr, device):
+    # a GPU list took rank 5 and failed at the first lookup, after from_cpu_tensor had built the
+    # caches; on CPU devices every rank reads the one shared host table, so any rank is served
+    x = np.arange(30 * 4, dtype=np.float32).reshape(30, 4)
+    if device == "cpu":
+        feature = Multi_CGPUFeature(5, [device, device], "1K", seed_csr)
+        feature.from_cpu_tensor(x)
+        np.testing.assert_array_equal(feature[np.array([3, 29])], x[[3, 29]])
+        return
+    for devices in ([device], [device, "cpu"]):
+        n = len(devices)
+        with pytest.raises(IndexError, match=rf"rank must be in \[0, {n}\) .*{n} devices\), got 5"):
+            Multi_CGPUFeature(5, devices, "1K", seed_csr)
+        assert Multi_CGPUFeature(n - 1, devices, "1K", seed_csr).rank == n - 1
+
+
 def test_bad_cache_sizes_fail_in_the_constructor(seed_csr):
     with pytest.raises(ValueError, match=r"size must be a number with an optional K/M/G/T unit .* 'lots'"):
         CGPUFeature(seed_csr, "cpu", "lots")
