@@ -91,6 +91,8 @@ def test_gather_bench_draws_seeds_from_a_training_fraction():
     [
         ({"cache": "a,b"}, "--cache"),
         ({"cache": "-0.1"}, "--cache"),
+        ({"cache": "0,2"}, r"--cache must list fractions of the table in \[0, 1\], got '0,2'"),
+        ({"cache": "nan"}, r"--cache must list fractions of the table in \[0, 1\]"),
         ({"train_fraction": 0.0}, "--train-fraction"),
         ({"train_fraction": 1.5}, "--train-fraction"),
     ],
@@ -98,6 +100,21 @@ def test_gather_bench_draws_seeds_from_a_training_fraction():
 def test_gather_bench_rejects_bad_options(overrides, message):
     with pytest.raises(ValueError, match=message):
         gather.run(_args(**overrides))
+
+
+def test_gather_bench_cache_past_the_whole_table_is_a_usage_error_on_the_command_line():
+    # --cache 2 ran, read as 1.0 by the hit-rate report and labelled "cache ratio 2"
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = [sys.executable, "-m", "gglspeedup.bench", "gather", "--cache", "0.5,2", "--rows", "100"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root)
+    assert done.returncode == 2, done.stderr[-2000:]
+    expected = (
+        "python -m gglspeedup.bench gather: error: --cache must list fractions of the table in [0, 1], got '0.5,2'"
+    )
+    assert done.stderr.strip() == expected
 
 
 class _HostArray(np.ndarray):

@@ -39,7 +39,7 @@ def add_arguments(parser) -> None:
     add_common_arguments(parser, dim=(128, "row width in elements (default 128)"))
     parser.add_argument("--dtype", default="float32", help="table dtype (default float32)")
     parser.add_argument("--ids", type=int, default=200_000, help="rows gathered per call (default 200k)")
-    parser.add_argument("--cache", default="0,0.1,0.2,0.5,1.0", help="device-cache budgets, fractions of the table")
+    parser.add_argument("--cache", default="0,0.1,0.2,0.5,1.0", help="device-cache budgets, table fractions in [0, 1]")
     parser.add_argument(
         "--batch-from",
         choices=("sampler", "uniform"),
@@ -76,8 +76,8 @@ def _parse_ratios(text: str) -> list[float]:
         ratios = [float(item) for item in text.split(",") if item.strip()]
     except ValueError:
         raise ValueError(f"--cache must list fractions like '0,0.1,1.0', got {text!r}") from None
-    if not ratios or any(r < 0 for r in ratios):
-        raise ValueError(f"--cache must list fractions >= 0, got {text!r}")
+    if not ratios or not all(0 <= r <= 1 for r in ratios):  # 2 ran as 1.0, labelled 2; nan slipped past r < 0
+        raise ValueError(f"--cache must list fractions of the table in [0, 1], got {text!r}")
     return ratios
 
 
@@ -156,7 +156,7 @@ def _policy_hit_rates(graph, fanouts, batch, num_batches, ratios, seed, train=No
     degree = policies.degree_order(graph)
     rows = []
     for ratio in ratios:
-        cached = int(min(1.0, ratio) * graph.num_nodes)
+        cached = int(ratio * graph.num_nodes)
         presample, info = policies.presample_policy(graph, cached, halves)
         rows.append(
             {
