@@ -262,6 +262,25 @@ def test_link_loader_neg_sampling_ratio_is_a_finite_number_at_least_zero():
             _check_ratio(value)
 
 
+def test_link_loader_edge_label_index_of_floats_is_a_type_error_naming_it():
+    # the check LinkNeighborLoader makes (this test needs no GammaGL): float pairs raised
+    # ValueError where every other id argument of the library raises TypeError
+    from gglspeedup.gammagl.loaders import _label_pairs
+
+    pairs = _label_pairs(np.array([[0, 3], [1, 2]], np.int32))
+    assert pairs.dtype == np.int64 and pairs.tolist() == [[0, 3], [1, 2]]
+    assert _label_pairs([[0, 1], [2, 3]]).tolist() == [[0, 1], [2, 3]]
+    for floats in (np.array([[0.0, 1.0], [1.0, 2.0]]), np.array([[0, 1], [1, 2]], np.float32), [[0.5], [1.0]]):
+        with pytest.raises(TypeError, match=r"edge_label_index must hold integer node ids, got dtype float"):
+            _label_pairs(floats)
+    with pytest.raises(TypeError, match=r"edge_label_index must hold integers, got dtype bool"):
+        _label_pairs(np.ones((2, 2), bool))
+    with pytest.raises(ValueError, match=r"edge_label_index must be an integer \(2, E\) tensor, got shape \(3, 2\)"):
+        _label_pairs(np.zeros((3, 2), np.int64))
+    with pytest.raises(ValueError, match=r"edge_label_index must be 2-D, got shape \(4,\)"):
+        _label_pairs(np.arange(4))
+
+
 @pytest.mark.skipif(HAS_GAMMAGL, reason="GammaGL is installed here: tools/gammagl_conformance.py covers the loaders")
 def test_graph_loaders_name_the_missing_install():
     from gglspeedup.gammagl import LinkNeighborLoader, NodeNeighborLoader

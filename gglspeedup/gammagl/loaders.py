@@ -280,10 +280,7 @@ class LinkNeighborLoader(_GraphLoader):
                 "use gglspeedup.LinkLoader(HeteroNeighborSampler(...), ..., edge_type=...)"
             )
         self._set_node_attrs(owner, node_attrs)
-        pairs = _edge_index(graph) if edge_label_index is None else host_array(edge_label_index)
-        if pairs.ndim != 2 or pairs.shape[0] != 2 or pairs.dtype.kind not in "iu":
-            raise ValueError(f"edge_label_index must be an integer (2, E) tensor, got {pairs.dtype} {pairs.shape}")
-        self._pairs = pairs.astype(np.int64, copy=False)
+        self._pairs = _edge_index(graph) if edge_label_index is None else _label_pairs(edge_label_index)
         if edge_label is None:
             self._labels = np.zeros(self._pairs.shape[1], dtype=np.float32)
         else:
@@ -315,6 +312,18 @@ class LinkNeighborLoader(_GraphLoader):
         batch.edge_label_index, batch.edge_label = backends.to("tlx", (edge_label_index, edge_label))
         self._timed(start, sampled, sampled, seeds=len(seeds))
         return self._with_node_attrs(batch, rows, row, col, edge)
+
+
+def _label_pairs(edge_label_index) -> np.ndarray:
+    """``edge_label_index`` as a host int64 (2, E) array (checked as :func:`~gglspeedup.validation.int_array`
+    checks ids): float or bool ids raise ``TypeError``, as ids do everywhere here (a float tensor
+    raised ``ValueError``), another shape ``ValueError``."""
+    from ..validation import int_array
+
+    pairs = int_array("edge_label_index", host_array(edge_label_index), ndim=2, expected="must hold integer node ids")
+    if pairs.shape[0] != 2:
+        raise ValueError(f"edge_label_index must be an integer (2, E) tensor, got shape {pairs.shape}")
+    return pairs
 
 
 def _check_ratio(value) -> float:
