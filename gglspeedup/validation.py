@@ -231,9 +231,14 @@ def int_array(
             raise beyond(f"{name}[{where}] = {exact[position]} does not fit in int64")
     if array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
-    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
-        position = int(np.argmax(array > np.iinfo(np.int64).max))
-        raise beyond(f"{name}[{position}] = {array.flat[position]} does not fit in int64")
+    if array.dtype == np.uint64 and array.size:
+        # compared as uint64: NumPy 1.x compares uint64 with a Python int in float64, where
+        # 2**63 and int64's largest value are the same number
+        over = array > np.uint64(_INT64_MAX)
+        if over.any():
+            position = np.unravel_index(int(np.argmax(over)), array.shape)
+            where = ", ".join(str(int(i)) for i in position)
+            raise beyond(f"{name}[{where}] = {array[position]} does not fit in int64")
     if dtype is None:
         dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)

@@ -84,6 +84,18 @@ def test_int_array_and_range_checks():
         check_ids_in_range("ids", np.array([9]), 4, error=ValueError)
 
 
+def test_uint64_values_past_int64_are_refused_at_the_first_one_and_named_by_position():
+    # 2**63 itself: NumPy 1.x compared a uint64 maximum with int64's largest Python int in float64,
+    # where both are 9.223372036854776e18, so [0, 2**63] passed and wrapped to a negative id
+    first = np.uint64(2**63)
+    with pytest.raises(IndexError, match=r"ids\[1\] = 9223372036854775808 does not fit in int64"):
+        int_array("ids", np.array([0, first, 5], np.uint64), beyond=IndexError)
+    with pytest.raises(ValueError, match=r"pairs\[1, 0\] = 9223372036854775808 does not fit in int64"):
+        int_array("pairs", np.array([[0, 1], [first, 2]], np.uint64), ndim=2)
+    fits = int_array("ids", np.array([0, 2**63 - 1], np.uint64))
+    assert fits.dtype == np.int64 and fits.tolist() == [0, 2**63 - 1]
+
+
 def test_python_ints_beyond_int64_are_ids_out_of_range_not_of_the_wrong_type():
     # NumPy reads [2**70] as dtype object and [2**63, -1] as float64: both were refused as
     # "must hold integers, got dtype object / float64", though every entry is an integer id
