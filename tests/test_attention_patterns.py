@@ -318,6 +318,33 @@ def test_patterns_and_graphs_pickle_and_deep_copy(copy_of):
         assert np.array_equal(to_host(mine), to_host(theirs))
 
 
+@pytest.mark.parametrize("copy_of", ["pickle", "deepcopy", "copy"])
+def test_the_locked_attention_structures_copy_through_one_mixin(copy_of):
+    # GraphBatch, SequencePattern and AttentionGraph each had their own __getstate__ / __setstate__;
+    # one mixin now leaves out the lock and the caches each names and makes them anew on loading
+    import copy
+    import pickle
+
+    from gglspeedup.attention import graph_batch
+    from gglspeedup.attention._pickling import RemadeOnLoad
+
+    copies = {"pickle": lambda obj: pickle.loads(pickle.dumps(obj)), "deepcopy": copy.deepcopy, "copy": copy.copy}
+    pattern = SequencePattern(window=4, num_random=1, num_global=0, layout="sliding", seed=3)
+    graph = pattern.csc(8)  # fills the pattern's cache
+    batch = graph_batch(sizes=[2, 1, 2], edge_index=[np.array([[0, 1]]), [], np.array([[1, 0]])])
+    batch.placed("cpu", lambda: batch.arrays)  # fills the batch's per-device copies
+    remade = [(pattern, {"_lock", "_cache"}), (graph, {"_lock"}), (batch, {"_lock", "_placed"})]
+    for obj, names in remade:
+        assert isinstance(obj, RemadeOnLoad)
+        assert set(obj.__getstate__()) == set(vars(obj)) - names
+        other = copies[copy_of](obj)
+        assert type(other) is type(obj) and set(vars(other)) == set(vars(obj))
+        assert type(other._lock) is type(obj._lock) and other._lock is not obj._lock and not other._lock.locked()
+        for name in names - {"_lock"}:
+            assert getattr(obj, name) and getattr(other, name) == {}
+        assert repr(other) == repr(obj)
+
+
 def test_attention_graph_is_exported():
     assert isinstance(SequencePattern(window=4, num_random=0, num_global=0).csc(4), AttentionGraph)
 

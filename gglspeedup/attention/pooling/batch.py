@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...validation import int_array
+from .._pickling import RemadeOnLoad
 
 __all__ = ["GraphBatch", "graph_batch", "CACHE_SIZE", "clear_cache"]
 
@@ -41,8 +42,11 @@ _cache: OrderedDict = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-class GraphBatch:
+class GraphBatch(RemadeOnLoad, remake={"_lock": threading.Lock, "_placed": dict}):
     """A checked batch of graphs (build it with :func:`graph_batch`).
+
+    Pickle / ``copy.deepcopy`` take the checked structure, without the lock and the per-device
+    copies (:meth:`placed`: made again on first use where it is loaded).
 
     Attributes
     ----------
@@ -103,18 +107,6 @@ class GraphBatch:
             with self._lock:
                 value = self._placed.setdefault(key, value)
         return value
-
-    def __getstate__(self) -> dict:
-        """Pickle / ``copy.deepcopy``: the checked structure, without the lock and the per-device
-        copies (:meth:`placed`: made again on first use where it is loaded)."""
-        state = self.__dict__.copy()
-        del state["_lock"]
-        state["_placed"] = {}
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         edges = f", num_edges={self.num_edges}" if self.has_edges else ""

@@ -35,17 +35,19 @@ import numpy as np
 
 from ...device import Device, as_device, reject_meta, to_numpy
 from ...validation import check_bool, check_ids_in_range, check_int, int_array
+from .._pickling import RemadeOnLoad
 
 __all__ = ["AttentionGraph"]
 
 
 @dataclass(eq=False)
-class AttentionGraph:
+class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
     """An attention pattern's in-CSR.
 
     Usually made by :meth:`SequencePattern.csc`; built by hand, every argument is checked here
     (``TypeError`` / ``ValueError`` / ``IndexError`` naming it) before any kernel can read it.
-    Do not modify the arrays afterwards: they are read unchecked from then on.
+    Do not modify the arrays afterwards: they are read unchecked from then on. Pickle /
+    ``copy.deepcopy`` take every field but the lock (made anew on loading).
 
     Attributes
     ----------
@@ -94,16 +96,6 @@ class AttentionGraph:
             self.global_ids = np.zeros(0, np.int64)
         if _check:
             _check_graph(self)
-
-    def __getstate__(self) -> dict:
-        """Pickle / ``copy.deepcopy``: every field but the lock (made anew on loading)."""
-        state = self.__dict__.copy()
-        state["_lock"] = None
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     @property
     def num_nodes(self) -> int:

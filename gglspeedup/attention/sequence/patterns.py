@@ -25,6 +25,7 @@ import numpy as np
 from ..._splitmix import MASK
 from ...device import as_device
 from ...validation import available_memory, check_bool, check_int, int_array
+from .._pickling import RemadeOnLoad
 from .graph import AttentionGraph
 
 __all__ = ["SequencePattern", "LAYOUTS", "RANDOM_MODES"]
@@ -74,8 +75,11 @@ def _sequence_states(seed: int, key: int, count: int, same: bool) -> np.ndarray:
     return hop_states(seed, key, sequences)
 
 
-class SequencePattern:
+class SequencePattern(RemadeOnLoad, remake={"_lock": threading.Lock, "_cache": dict}):
     """The rule of a sparse attention pattern over sequences of tokens.
+
+    Pickle / ``copy.deepcopy`` (a model holding its pattern) take the rule without the lock, and
+    without the cache (its graphs are a pure function of the rule: rebuilt on first use).
 
     Parameters
     ----------
@@ -157,18 +161,6 @@ class SequencePattern:
                 raise ValueError(f"num_global must be <= max_len - window = {self.max_len - self.window}")
         self.device = as_device(device).check_available()
         self._cache: dict = {}
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict:
-        """Pickle / ``copy.deepcopy`` (a model holding its pattern): the rule without the lock, and
-        without the cache (its graphs are a pure function of the rule: rebuilt on first use)."""
-        state = self.__dict__.copy()
-        del state["_lock"]
-        state["_cache"] = {}
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
