@@ -230,6 +230,18 @@ def test_numpy_scalars_are_taken_for_alpha_dropout_and_gamma_and_non_numbers_ref
             call(np.float32("nan"))
 
 
+def test_fractional_terms_past_1024_are_refused_by_name_before_any_kernel():
+    # terms had no upper bound: terms=10**8 did not finish (one propagation per term and step)
+    graph = graph_for(False)
+    q, k, v = make_inputs()
+    for value in (1025, 10**8, np.int64(2**40)):
+        with pytest.raises(ValueError, match=rf"^terms must be <= 1024 \(each term is .*\), got {int(value)}$"):
+            fractional_attention(q, k, v, graph, terms=value, steps=1)
+    out = fractional_attention(q, k, v, graph, terms=1024, steps=1, key_padding_mask=padding())
+    ref = dense_fractional(q, k, v, graph, terms=1024, steps=1, key_padding_mask=padding())
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+
+
 def test_binomial_coefficients_are_the_series_and_check_gamma_and_terms_by_name():
     # (nan, 2) gave NaN coefficients, (0.5, -1) gave [1.0] and a float terms an unnamed TypeError
     from math import comb

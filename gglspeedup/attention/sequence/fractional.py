@@ -47,6 +47,13 @@ from .diffusion import EdgeScores
 
 __all__ = ["fractional_attention", "binomial_coefficients"]
 
+# The series converges slowly (its error at the Laplacian's zero mode is |binom(gamma - 1, terms)|,
+# about terms**-gamma / Gamma(1 - gamma): 0.018 at gamma = 0.5 and 1024 terms), so no term count
+# is "converged"; the limit is the cost: each term is one propagation over every edge per step, and
+# a step holds all its terms' states (each the size of v) at once. 1024 copies of v are already
+# more memory than a training batch has; a count past it is a mistake (10**8 did not finish).
+_MAX_TERMS = 1024
+
 
 def binomial_coefficients(gamma: float, terms: int) -> list[float]:
     """``[binom(gamma, n) * (-1)**n for n in 0..terms]``: the series of ``(1 - z)**gamma``.
@@ -175,7 +182,9 @@ def fractional_attention(
     gamma : float
         The fractional power, in ``(0, 1]`` (fractional-attn: 0.5).
     terms : int
-        Terms of the binomial series after the constant (fractional-attn: 6).
+        Terms of the binomial series after the constant, in ``[1, 1024]`` (fractional-attn: 6).
+        Each costs one propagation over every edge per step and holds one more state the size of
+        ``v`` while a step runs; more than 1024 raises ``ValueError``.
     steps : int
         Applications of ``L_gamma`` (fractional-attn's model: 5 random-walk steps).
     key_padding_mask : torch.Tensor (B, L) bool, optional
@@ -191,6 +200,11 @@ def fractional_attention(
     from ...validation import check_int
 
     terms = check_int("terms", terms, minimum=1)
+    if terms > _MAX_TERMS:
+        raise ValueError(
+            f"terms must be <= {_MAX_TERMS} (each term is one propagation over every edge per step and one "
+            f"more state the size of v held at once), got {terms}"
+        )
     steps = check_int("steps", steps, minimum=1)
     batch, length, heads, depth, pad, repeats = check_inputs(q, k, v, graph, key_padding_mask, 0, 0.0, dropout)
     dropout = float(dropout)  # a NumPy float32 would keep 1 / (1 - dropout) in float32
