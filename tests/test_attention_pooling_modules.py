@@ -218,3 +218,23 @@ def test_layer_sizes_are_checked_by_name(sizes, error, match):
     with pytest.raises(error, match=match):
         AttentionPooling(*sizes)
     assert AttentionPooling(np.int64(3), np.int64(4), heads=2).output_size == 4
+
+
+@pytest.mark.parametrize(
+    "heads, error",
+    [
+        (2.0, TypeError),
+        (np.float64(2.0), TypeError),
+        (True, TypeError),
+        ("2", TypeError),
+        (0, ValueError),
+        (5, ValueError),
+    ],
+)
+def test_a_head_count_is_checked_as_every_int_option(heads, error):
+    # heads=2.0 raised ValueError where every other int option (head_cnt, input_size) raises TypeError
+    with pytest.raises(
+        error, match=rf"^heads must be an int in \[1, output_size = 4\] .*, got {re.escape(repr(heads))}$"
+    ):
+        AttentionPooling(3, 4, heads=heads)
+    assert AttentionPooling(3, 4, heads=np.int64(4)).heads == 4

@@ -105,7 +105,8 @@ class AttentionPooling(torch.nn.Module):
         parameters named ``lam`` and ``gamma`` (one per head), trained when ``learn_lam`` /
         ``learn_gamma``.
     heads : int
-        Attention heads, all computed in one call.
+        Attention heads, all computed in one call, in ``[1, output_size]`` (``ValueError`` outside,
+        ``TypeError`` for a non-int such as ``2.0``, as for every int option).
     score_activation, proj_activation : callable, optional
         Applied to the scores and the projections (attpool2's ``*_activation_func``).
 
@@ -134,8 +135,10 @@ class AttentionPooling(torch.nn.Module):
         output_size = check_int("output_size", output_size, minimum=1)
         if mapping not in MAPPINGS:
             raise ValueError(f"mapping must be one of {', '.join(MAPPINGS)}, got {mapping!r}")
-        if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or not 1 <= heads <= output_size:
-            raise ValueError(f"heads must be an int in [1, output_size = {output_size}], got {heads!r}")
+        heads = check_int(
+            "heads", heads, minimum=1, below=output_size + 1,
+            expected=f"an int in [1, output_size = {output_size}] (every head pools at least one column)",
+        )  # fmt: skip
         if mapping in ("sparsemax", "gfusedmax"):
             per_head("gamma", gamma, 1, positive=True)  # the given value in the message, not its float32
         if mapping == "gfusedmax":
