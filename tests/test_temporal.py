@@ -411,6 +411,72 @@ def test_uint64_times_past_int64_are_refused_by_name_not_wrapped():
         typed.sample({"paper": [1]}, seed_time={"paper": np.array([2**64 - 1], np.uint64)})
 
 
+_BEYOND_INT64 = {
+    "2**63": [2**63, 0],  # NumPy reads this list as float64: node times became floats, rounded
+    "2**64": [2**64, 0],  # read as objects: a TypeError about the dtype
+    "-2**63-1": [-(2**63) - 1, 0],
+    "uint64 2**63": np.array([2**63, 0], np.uint64),
+}
+_CITES = ("paper", "cites", "paper")
+
+
+def _padded(times, length):
+    """``times`` followed by zeros up to ``length`` entries, in the same container."""
+    if isinstance(times, np.ndarray):
+        return np.r_[times, np.zeros(length - len(times), times.dtype)]
+    return list(times) + [0] * (length - len(times))
+
+
+def _time_entry_points(tmp_path):
+    """``{name the error gives: call(times)}`` for every argument that takes times."""
+    from gglspeedup.service import partition
+
+    graph, typed = _graph(), _typed()
+    ints = gg.NeighborSampler(graph, [2], node_time=np.arange(graph.num_nodes))
+    floats = gg.NeighborSampler(graph, [2], node_time=np.arange(graph.num_nodes) + 0.5)
+    typed_sampler = gg.HeteroNeighborSampler(typed, [2], node_time={"paper": np.arange(20)})
+    return {
+        "node_time": lambda t: gg.NeighborSampler(graph, [2], node_time=_padded(t, graph.num_nodes)),
+        "edge_time": lambda t: gg.NeighborSampler(graph, [2], edge_time=_padded(t, graph.num_edges)),
+        "seed_time": lambda t: ints.sample([0, 1], seed_time=t),
+        "seed_time of float times": lambda t: floats.sample([0, 1], seed_time=t),
+        "pair_time": lambda t: ints.sample_links([[0, 1], [2, 3]], pair_time=t),
+        "node_time['paper']": lambda t: gg.HeteroNeighborSampler(typed, [2], node_time={"paper": _padded(t, 20)}),
+        f"edge_time[{_CITES!r}]": lambda t: gg.HeteroNeighborSampler(typed, [2], edge_time={_CITES: _padded(t, 50)}),
+        "seed_time['paper']": lambda t: typed_sampler.sample({"paper": [1, 2]}, seed_time={"paper": t}),
+        "typed pair_time": lambda t: typed_sampler.sample_links([[1, 2], [3, 4]], edge_type=_CITES, pair_time=t),
+        "partition's node_time": lambda t: partition(
+            graph, tmp_path / "p", 2, method="range", node_time=_padded(t, graph.num_nodes)
+        ),
+    }
+
+
+@pytest.mark.parametrize("times", list(_BEYOND_INT64), ids=list(_BEYOND_INT64))
+def test_integer_times_beyond_int64_are_refused_by_name_at_every_entry_point(times, tmp_path):
+    # [2**63, 0] passed as floats (node times rounded to float64, seed times capped at int64's max),
+    # [2**64, 0] raised a TypeError about an object dtype, a uint64 array a ValueError: one rule now
+    import re
+
+    value = int(_BEYOND_INT64[times][0])
+    for name, call in _time_entry_points(tmp_path).items():
+        argument = name.replace("typed ", "").replace("partition's ", "").replace(" of float times", "")
+        expected = rf"^{re.escape(argument)}\[0\] = {value} does not fit in int64"
+        with pytest.raises(ValueError, match=expected):
+            call(_BEYOND_INT64[times])
+
+
+def test_float_times_keep_their_reading_beyond_int64():
+    # floats are float times, unbounded; a float seed time past int64 for integer times saturates
+    graph = _graph()
+    ints = gg.NeighborSampler(graph, [2], node_time=np.arange(graph.num_nodes))
+    late = ints.sample([0, 1], key=0, seed_time=[2.0**63, 1e30])
+    assert_same_sample(late, ints.sample([0, 1], key=0, seed_time=[2**63 - 1, 2**63 - 1]))
+    floats = gg.NeighborSampler(graph, [2], node_time=_padded([2.0**64, 0.5], graph.num_nodes))
+    assert floats.timeline.dtype == np.float64
+    # the seeds at their own node times (2.0**64, 0.5): node 1 and the padding are eligible at 0.5 and 1.0 alike
+    assert_same_sample(floats.sample([0, 1], key=0, seed_time=[2.0**64, 1.0]), floats.sample([0, 1], key=0))
+
+
 def test_bad_typed_temporal_inputs_are_named():
     graph = _typed()
     with pytest.raises(TypeError, match="node_time of a typed graph must be a dict"):

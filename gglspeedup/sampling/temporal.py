@@ -11,7 +11,8 @@ Both kinds become one time per CSR position (:func:`position_times`: ``node_time
 ``edge_time`` by edge id), and rows are sorted by it once (:func:`sort_by_time`, stable; a graph
 already sorted is used as is), so a row's eligible edges are a prefix found by binary search
 (:func:`._kernels.rows.row_window`). The sorted copy carries the original edge ids, so ``e_id``
-does not change. Times are int64 or float64 (other ints / floats widened); NaN is refused.
+does not change. Times are int64 or float64 (other ints / floats widened); NaN is refused, and so
+is an integer time outside int64, wherever it is given (:func:`check_int64_times`).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..graph import CSRGraph
+from ..validation import ints_beyond_int64
 
 __all__ = [
     "STRATEGIES",
     "Timeline",
     "check_strategy",
+    "check_int64_times",
     "time_array",
     "common_dtype",
     "position_times",
@@ -47,6 +50,29 @@ def check_strategy(strategy) -> str:
     return strategy
 
 
+def check_int64_times(name: str, values, array) -> None:
+    """The one rule for integer times, at every entry point (``node_time``, ``edge_time``,
+    ``seed_time``, ``pair_time``, per type too): they are int64, and one outside int64 raises
+    ``ValueError`` naming its entry, whatever holds it. ``array`` is ``values`` as read (host or GPU):
+    a list of Python ints NumPy reads as float64 (``[2**63, 0]``: every int rounded to a float
+    time) or as objects (``[2**64, 0]``), or a uint64 array past ``2**63 - 1`` (int64 would wrap it
+    to a negative time). Float times are float64 and have no such bound."""
+    if array.dtype.kind in "fO":
+        exact = ints_beyond_int64(values)  # None unless a list of ints only (a loop: error path)
+        if exact is not None:
+            outside = (exact < np.iinfo(np.int64).min) | (exact > np.iinfo(np.int64).max)
+            position = np.unravel_index(int(np.argmax(outside)), exact.shape)
+            where = ", ".join(str(int(i)) for i in position)
+            raise ValueError(f"{name}[{where}] = {exact[position]} does not fit in int64 (the dtype of integer times)")
+    elif array.dtype == np.uint64 and array.size:
+        too_big = array > np.uint64(np.iinfo(np.int64).max)
+        if bool(too_big.any()):  # sync (GPU times): one flag per batch, uint64 times only
+            position = np.unravel_index(int(too_big.argmax()), array.shape)
+            where = ", ".join(str(int(i)) for i in position)
+            value = int(array[position])
+            raise ValueError(f"{name}[{where}] = {value} does not fit in int64 (the dtype of integer times)")
+
+
 def time_array(name: str, values, length: int | None = None, what: str = "") -> np.ndarray:
     """``values`` as a C-contiguous 1-D int64 or float64 host array (ints -> int64, floats ->
     float64); ``TypeError`` for non-numbers, ``ValueError`` for a wrong shape or length (``what``
@@ -55,6 +81,7 @@ def time_array(name: str, values, length: int | None = None, what: str = "") -> 
         raise TypeError(f"{name} must be an array of times, got None")
     reject_meta(name, values)
     array = np.asarray(values) if isinstance(values, (list, tuple)) else to_numpy(values)
+    check_int64_times(name, values, array)
     kind = array.dtype.kind
     if kind not in "iuf" or (kind == "f" and array.dtype.itemsize > 8):
         what_kind = "bool" if kind == "b" else str(array.dtype)
@@ -65,9 +92,6 @@ def time_array(name: str, values, length: int | None = None, what: str = "") -> 
         raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
     if length is not None and array.shape[0] != length:
         raise ValueError(f"{name} must have one entry per {what or 'item'} ({length}), got {array.shape[0]}")
-    if kind == "u" and array.size and array.max() > np.iinfo(np.int64).max:
-        position = int(np.argmax(array > np.iinfo(np.int64).max))
-        raise ValueError(f"{name}[{position}] = {array[position]} does not fit in int64")
     array = np.ascontiguousarray(array, dtype=np.float64 if kind == "f" else np.int64)
     if kind == "f":
         bad = np.isnan(array)
@@ -214,7 +238,8 @@ def sort_typed_by_time(graph, times: np.ndarray) -> tuple:
 def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time"):
     """``seed_time`` as ``count`` times of ``dtype`` (host, or ``device``'s for GPU input). Float
     times for integer edge or node times are floored (``time <= 3.5`` is ``time <= 3``); NaN raises,
-    and so does a uint64 time past int64's range (as ``node_time`` does: it would wrap to negative)."""
+    and so does an integer time outside int64 (:func:`check_int64_times`, as for ``node_time``),
+    whatever the sampler's times (a float one too)."""
     if seed_time is None:
         raise TypeError(f"{name} must be an array of times, got None")
     reject_meta(name, seed_time)
@@ -227,6 +252,7 @@ def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time
     xp = np if isinstance(array, np.ndarray) else device.xp
     if array.ndim == 0:
         raise ValueError(f"{name} must be 1-D with one time per seed ({count}), got a scalar")
+    check_int64_times(name, seed_time, array)
     kind = array.dtype.kind
     if kind not in "iuf":
         raise TypeError(f"{name} must hold numbers (int or float times), got dtype {array.dtype}")
@@ -236,11 +262,6 @@ def check_seed_time(seed_time, count: int, dtype, device, name: str = "seed_time
         bad = xp.isnan(array)
         if bool(bad.any()):  # sync (GPU times): one flag per batch
             raise ValueError(f"{name} must not hold NaN: {name}[{int(bad.argmax())}] is NaN")
-    if array.dtype == np.uint64 and count and np.dtype(dtype).kind != "f":
-        too_big = array > np.uint64(np.iinfo(np.int64).max)  # would wrap to negative times in int64
-        if bool(too_big.any()):  # sync (GPU times): one flag per batch, uint64 times only
-            position = int(too_big.argmax())
-            raise ValueError(f"{name}[{position}] = {int(array[position])} does not fit in int64 (the times' dtype)")
     if np.dtype(dtype).kind == "f" or kind != "f":
         return xp.ascontiguousarray(array, dtype=dtype)
     floored = xp.floor(array.astype(np.float64))
