@@ -157,3 +157,16 @@ def test_get_tensor_takes_a_numpy_bool_mask_like_a_torch_one():
         store.get_tensor(None, "x", index=mask), store.get_tensor(None, "x", index=torch.from_numpy(mask))
     )
     assert store.get_tensor(None, "x", index=mask).tolist() == x[mask].tolist()
+
+
+def test_bfloat16_tensors_are_stored_and_written_like_any_other_dtype():
+    pytest.importorskip("ml_dtypes")
+    x = torch.arange(12.0).view(4, 3).to(torch.bfloat16)  # gglspeedup.FeatureStore takes it; so must PyG's
+    labels = torch.arange(4.0).to(torch.bfloat16)
+    store = pyg.FeatureStore({"x": x, "y": labels})
+    rows = store.get_tensor(None, "x", index=torch.tensor([3, 1]))
+    assert rows.dtype == torch.bfloat16 and torch.equal(rows, x[[3, 1]])
+    assert torch.equal(store.get_tensor(None, "y", index=torch.tensor([2])), labels[[2]])
+    store.put_tensor(torch.full((1, 3), 7.0).to(torch.bfloat16), group_name=None, attr_name="x", index=torch.tensor([0]))
+    assert store.get_tensor(None, "x", index=torch.tensor([0]))[0].tolist() == [7.0, 7.0, 7.0]
+    assert x[0].tolist() == [0.0, 1.0, 2.0]  # the caller's tensor is untouched

@@ -360,6 +360,10 @@ def _torch_index(args: tuple, kwargs: dict) -> tuple:
 def _as_array(value, what: str) -> np.ndarray:
     if isinstance(value, np.ndarray):
         return value
+    if "bfloat16" in str(getattr(value, "dtype", "")):  # NumPy has none: ml_dtypes' over the same bits
+        from .._bfloat16 import bfloat16_table
+
+        return bfloat16_table(value)
     try:
         return to_numpy(value)
     except (TypeError, ValueError) as error:
