@@ -181,3 +181,16 @@ def test_a_typed_store_over_a_weighted_graph_samples_by_weight():
     sampler = pyg.Sampler(stores, [1, 1], weighted=True)
     out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([2]), input_type="paper"))
     assert out.node["paper"].tolist() == [2, 3, 4]
+
+
+def test_untyped_or_missing_input_nodes_on_a_typed_graph_name_input_nodes():
+    hetero = HeteroData()
+    hetero["paper"].x = torch.arange(4).view(-1, 1)
+    hetero["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    stores = (pyg.FeatureStore.from_data(hetero), pyg.GraphStore.from_data(hetero))
+    for data in (hetero, stores):
+        for input_nodes in (None, torch.tensor([0, 1])):  # PyG's own loader: a bare AssertionError
+            with pytest.raises(ValueError, match=r"input_nodes=\(node_type, ids\)"):
+                pyg.NeighborLoader(data, [2], input_nodes=input_nodes)
+        batch = next(iter(pyg.NeighborLoader(data, [-1], input_nodes=("paper", None), batch_size=4)))
+        assert batch["paper"].n_id.tolist() == [0, 1, 2, 3]

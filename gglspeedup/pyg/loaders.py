@@ -209,6 +209,11 @@ def _default_input_nodes(data, input_nodes, sampler: Sampler):
             f"input_nodes names node type {input_nodes[0] if typed_pair else input_nodes!r} but the graph is untyped: "
             "pass the seed ids (a tensor) or None"
         )
+    if getattr(sampler, "is_hetero", False) and not (typed_pair or isinstance(input_nodes, str)):  # PyG's bare assert
+        raise ValueError(
+            "a typed graph needs typed seeds: input_nodes=(node_type, ids), (node_type, None) or a node type, "
+            f"got {'None' if input_nodes is None else type(input_nodes).__name__}"
+        )
     if not _is_remote(data):
         return input_nodes
     if input_nodes is None and not sampler.is_hetero:
