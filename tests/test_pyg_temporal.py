@@ -129,3 +129,25 @@ def test_input_time_without_time_attr_is_refused_as_pyg():
 def test_time_attr_missing_from_data_is_named():
     with pytest.raises(ValueError, match="'when' is neither a node-level or edge-level attribute"):
         pyg.NeighborSampler(_data(), [2], time_attr="when")
+
+
+def test_input_times_not_one_per_seed_or_pair_are_refused_as_the_loader_is_built():
+    data = _data()
+    seeds = torch.tensor([0, 1, 2])  # PyG's loader indexed the times by batch: an IndexError mid-epoch, or
+    for times in (torch.tensor([1, 2]), torch.tensor([1, 2, 3, 4]), torch.tensor(1)):  # silently the first ones
+        with pytest.raises(ValueError, match=r"input_time must hold one time per seed \(3\)"):
+            pyg.NeighborLoader(data, [2], input_nodes=seeds, input_time=times, time_attr="time")
+        with pytest.raises(ValueError, match=r"edge_label_time must hold one time per pair \(3\)"):
+            pyg.LinkNeighborLoader(
+                data, [2], edge_label_index=data.edge_index[:, :3], edge_label_time=times, time_attr="time"
+            )
+    mask = torch.zeros(50, dtype=torch.bool)
+    mask[[4, 9]] = True  # a mask's seeds are its true entries: one time each
+    batch = next(
+        iter(
+            pyg.NeighborLoader(
+                data, [2], input_nodes=mask, input_time=torch.tensor([30, 40]), time_attr="time", batch_size=2
+            )
+        )
+    )
+    assert batch.n_id[:2].tolist() == [4, 9] and batch.seed_time.tolist() == [30, 40]

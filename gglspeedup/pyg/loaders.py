@@ -75,6 +75,7 @@ class NeighborLoader(NodeLoader):
         super().__init__(
             data=data, node_sampler=neighbor_sampler, input_nodes=input_nodes, input_time=input_time, **kwargs
         )
+        _check_time_count(self.input_data.time, self.input_data.node.numel(), "input_time", "seed")
 
     def __iter__(self):
         _start_epoch(self.node_sampler, len(self))
@@ -147,6 +148,7 @@ class LinkNeighborLoader(LinkLoader):
             neg_sampling_ratio=neg_sampling_ratio,
             **kwargs,
         )
+        _check_time_count(self.input_data.time, self.input_data.row.numel(), "edge_label_time", "pair")
 
     def __iter__(self):
         _start_epoch(self.link_sampler, len(self))
@@ -236,6 +238,13 @@ def _all_edges(graph_store, sampler: Sampler) -> torch.Tensor:
             return torch.stack([row, col])
     row, col, _ = _layout_of(sampler.sampler.graph.to("cpu"), EdgeLayout.COO)  # ascending edge ids
     return torch.stack([row, col])
+
+
+def _check_time_count(time, count: int, name: str, what: str) -> None:
+    """One time per seed (pair), checked as the loader is built: PyG's loader indexes the times by
+    batch and would fail mid-epoch with an IndexError (or read the wrong times if too many)."""
+    if time is not None and tuple(time.shape) != (count,):
+        raise ValueError(f"{name} must hold one time per {what} ({count}), got shape {tuple(time.shape)}")
 
 
 def _check_time(time_attr, time, name: str) -> None:
