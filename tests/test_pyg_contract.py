@@ -167,6 +167,8 @@ def test_bfloat16_tensors_are_stored_and_written_like_any_other_dtype():
     rows = store.get_tensor(None, "x", index=torch.tensor([3, 1]))
     assert rows.dtype == torch.bfloat16 and torch.equal(rows, x[[3, 1]])
     assert torch.equal(store.get_tensor(None, "y", index=torch.tensor([2])), labels[[2]])
-    store.put_tensor(torch.full((1, 3), 7.0).to(torch.bfloat16), group_name=None, attr_name="x", index=torch.tensor([0]))
+    store.put_tensor(
+        torch.full((1, 3), 7.0).to(torch.bfloat16), group_name=None, attr_name="x", index=torch.tensor([0])
+    )
     assert store.get_tensor(None, "x", index=torch.tensor([0]))[0].tolist() == [7.0, 7.0, 7.0]
     assert x[0].tolist() == [0.0, 1.0, 2.0]  # the caller's tensor is untouched
