@@ -194,3 +194,16 @@ def test_untyped_or_missing_input_nodes_on_a_typed_graph_name_input_nodes():
                 pyg.NeighborLoader(data, [2], input_nodes=input_nodes)
         batch = next(iter(pyg.NeighborLoader(data, [-1], input_nodes=("paper", None), batch_size=4)))
         assert batch["paper"].n_id.tolist() == [0, 1, 2, 3]
+
+
+def test_untyped_or_missing_edge_label_index_on_a_typed_graph_is_named():
+    hetero = HeteroData()
+    hetero["a"].num_nodes, hetero["b"].num_nodes = 3, 4
+    hetero["a", "to", "b"].edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    pairs = torch.tensor([[0], [3]])
+    for edge_label_index in (None, pairs, (None, pairs), "to", ("to", pairs)):  # PyG: bare AssertionErrors
+        with pytest.raises(ValueError, match=r"edge_label_index=\(edge_type, pairs\)"):
+            pyg.LinkNeighborLoader(hetero, [1], edge_label_index=edge_label_index)
+    for edge_label_index in (("a", "to", "b"), (("a", "to", "b"), None), (("a", "to", "b"), pairs)):
+        batch = next(iter(pyg.LinkNeighborLoader(hetero, [1], edge_label_index=edge_label_index, batch_size=3)))
+        assert batch["a", "to", "b"].edge_label_index.shape[0] == 2

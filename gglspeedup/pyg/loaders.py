@@ -178,6 +178,11 @@ def _subgraph(subgraph_type, directed):
 
 def _check_label_index(edge_label_index, edge_label, hetero: bool):
     """Refuse, by name, pairs that are not (2, B) and labels that are not one per pair."""
+    if hetero and not _typed_pairs(edge_label_index):  # PyG's bare asserts
+        raise ValueError(
+            "a typed graph needs typed pairs: edge_label_index=(edge_type, pairs), (edge_type, None) or an "
+            f"edge type (src, name, dst), got {_described(edge_label_index)}"
+        )
     pairs = edge_label_index
     if isinstance(pairs, (tuple, list)) and len(pairs) == 2 and not isinstance(pairs[0], (str, int)):
         pairs = pairs[1]  # (edge type or None, pairs)
@@ -201,6 +206,25 @@ def _check_label_index(edge_label_index, edge_label, hetero: bool):
                     f"edge_label must have one entry per pair ({pairs.size(1)}), got shape {tuple(edge_label.shape)}"
                 )
     return edge_label_index, edge_label
+
+
+def _typed_pairs(edge_label_index) -> bool:
+    """An edge type ``(src, name, dst)`` or ``(edge type, pairs or None)``: the forms PyG's loaders take on
+    typed data."""
+    if not isinstance(edge_label_index, (tuple, list)):
+        return False
+    if len(edge_label_index) == 3 and all(isinstance(part, str) for part in edge_label_index):
+        return True
+    edge_type = edge_label_index[0] if len(edge_label_index) == 2 else None
+    return isinstance(edge_type, (tuple, list)) and len(edge_type) == 3 and all(isinstance(p, str) for p in edge_type)
+
+
+def _described(value) -> str:
+    if value is None or isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} ({', '.join(_described(part) for part in value)})"
+    return type(value).__name__
 
 
 def _default_input_nodes(data, input_nodes, sampler: Sampler):
