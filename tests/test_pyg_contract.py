@@ -84,6 +84,16 @@ def test_put_edge_index_takes_a_stacked_coo_tensor():
         stacked.put_edge_index(torch.zeros(3, 4, dtype=torch.long), edge_type=None, layout="coo", size=(3, 3))
 
 
+def test_uint64_ids_beyond_int64_are_named_not_wrapped_into_negative_ones():
+    store = pyg.GraphStore()
+    edge_index = np.array([[0, 2**63 + 5], [1, 0]], dtype=np.uint64)  # read as int64: -9223372036854775803
+    with pytest.raises(ValueError, match=r"edge_index\[0\]\[1\] = 9223372036854775813 does not fit in int64"):
+        store.put_edge_index(edge_index, edge_type=None, layout="coo", size=(2, 2))
+    assert store.get_all_edge_attrs() == []
+    store.put_edge_index(np.array([[0, 1], [1, 0]], dtype=np.uint64), edge_type=None, layout="coo", size=(2, 2))
+    assert [t.tolist() for t in store.get_edge_index(edge_type=None, layout="coo")] == [[0, 1], [1, 0]]
+
+
 @pytest.mark.parametrize(
     "edge_type, edge_index, size, error",
     [

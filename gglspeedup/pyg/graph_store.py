@@ -261,6 +261,9 @@ def _as_pair(edge_index, layout: EdgeLayout) -> tuple:
             raise TypeError(f"edge_index[{i}] must hold integers, got dtype {array.dtype}")
         if array.ndim != 1:
             raise ValueError(f"edge_index[{i}] must be 1-D, got shape {tuple(array.shape)}")
+        if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:  # would wrap negative
+            position = int(np.argmax(array > np.iinfo(np.int64).max))
+            raise ValueError(f"edge_index[{i}][{position}] = {array[position]} does not fit in int64")
         out.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64)))
     if layout == EdgeLayout.COO and out[0].numel() != out[1].numel():
         raise ValueError(f"edge_index's rows differ in length ({out[0].numel()} != {out[1].numel()})")
