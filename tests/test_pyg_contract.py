@@ -182,3 +182,10 @@ def test_bfloat16_tensors_are_stored_and_written_like_any_other_dtype():
     )
     assert store.get_tensor(None, "x", index=torch.tensor([0]))[0].tolist() == [7.0, 7.0, 7.0]
     assert x[0].tolist() == [0.0, 1.0, 2.0]  # the caller's tensor is untouched
+
+
+def test_put_tensor_names_a_uint64_row_id_beyond_int64_as_given():
+    store = pyg.FeatureStore({"x": np.zeros((4, 2), np.float32)})
+    with pytest.raises(IndexError, match=r"index\[1\] = 9223372036854775809"):  # not wrapped to a negative id
+        store.put_tensor(torch.ones(2, 2), group_name=None, attr_name="x", index=np.array([0, 2**63 + 1], np.uint64))
+    assert store.get_tensor(None, "x", None).sum().item() == 0.0

@@ -378,7 +378,11 @@ def _index_ids(index, num_rows: int, what: str) -> np.ndarray:
     ids = np.asarray(to_numpy(ids) if not isinstance(ids, (list, np.ndarray)) else ids)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"index of {what} must hold integer row ids or be a bool mask, got dtype {ids.dtype}")
-    ids = ids.reshape(-1).astype(np.int64, copy=False)
+    ids = ids.reshape(-1)
+    if ids.dtype == np.uint64 and ids.size and ids.max() > np.iinfo(np.int64).max:  # would wrap negative
+        position = int(np.argmax(ids > np.iinfo(np.int64).max))
+        raise IndexError(f"index of {what} must lie in [0, {num_rows}): index[{position}] = {ids[position]}")
+    ids = ids.astype(np.int64, copy=False)
     if ids.size and (ids.min() < 0 or ids.max() >= num_rows):
         position = int(np.argmax((ids < 0) | (ids >= num_rows)))
         raise IndexError(f"index of {what} must lie in [0, {num_rows}): index[{position}] = {ids[position]}")
