@@ -189,3 +189,16 @@ def test_put_tensor_names_a_uint64_row_id_beyond_int64_as_given():
     with pytest.raises(IndexError, match=r"index\[1\] = 9223372036854775809"):  # not wrapped to a negative id
         store.put_tensor(torch.ones(2, 2), group_name=None, attr_name="x", index=np.array([0, 2**63 + 1], np.uint64))
     assert store.get_tensor(None, "x", None).sum().item() == 0.0
+
+
+def test_a_big_endian_table_is_refused_when_put_not_at_every_lookup():
+    table = np.arange(6, dtype=">f4").reshape(3, 2)  # torch.from_numpy refused it on every get_tensor
+    for features in ({"x": table}, {"y": table[:, 0]}, {"x": {"a": table, "b": np.zeros((2, 2), np.float32)}}):
+        with pytest.raises(TypeError, match=r"big-endian.*newbyteorder"):
+            pyg.FeatureStore(features)
+    store = pyg.FeatureStore()
+    with pytest.raises(TypeError, match="big-endian"):
+        store.put_tensor(table, group_name=None, attr_name="x", index=None)
+    assert store.get_all_tensor_attrs() == []
+    store.put_tensor(table.astype(table.dtype.newbyteorder("=")), group_name=None, attr_name="x", index=None)
+    assert store.get_tensor(None, "x", index=torch.tensor([2])).tolist() == [[4.0, 5.0]]

@@ -120,7 +120,7 @@ class FeatureStore(PyGFeatureStore):
     def _entry(self, value, what: str) -> _Entry:
         if _is_source(value):
             return _Entry(value)
-        array = _as_array(value, what)
+        array = _as_table(value, what)
         if array.ndim == 1:
             table = array.reshape(-1, 1)
             return _Entry(self._store(table, cache_size=0), squeeze=True, tables=table)
@@ -144,7 +144,7 @@ class FeatureStore(PyGFeatureStore):
             from ..feature import HeteroFeatureStore
 
             options = self._options
-            tables = {t: _as_array(v, f"({t!r}, {name!r})") for t, v in value.items()}
+            tables = {t: _as_table(v, f"({t!r}, {name!r})") for t, v in value.items()}
             store = HeteroFeatureStore(
                 dict(tables), options["device"], options["cache_size"], options["policy"], options["graph"]
             )
@@ -368,6 +368,18 @@ def _as_array(value, what: str) -> np.ndarray:
         return to_numpy(value)
     except (TypeError, ValueError) as error:
         raise TypeError(f"feature {what} must be an array or a tensor, got {type(value).__name__}: {error}") from None
+
+
+def _as_table(value, what: str) -> np.ndarray:
+    """``value`` as the array of a table: torch tensors cannot hold swapped bytes, so a big-endian
+    array is refused here rather than at every lookup."""
+    array = _as_array(value, what)
+    if not array.dtype.isnative:
+        raise TypeError(
+            f"feature {what} has dtype {array.dtype}, whose bytes are swapped (big-endian), and torch holds native "
+            "byte order only: convert it first, e.g. array.astype(array.dtype.newbyteorder('='))"
+        )
+    return array
 
 
 def _index_ids(index, num_rows: int, what: str) -> np.ndarray:
