@@ -202,3 +202,20 @@ def test_a_big_endian_table_is_refused_when_put_not_at_every_lookup():
     assert store.get_all_tensor_attrs() == []
     store.put_tensor(table.astype(table.dtype.newbyteorder("=")), group_name=None, attr_name="x", index=None)
     assert store.get_tensor(None, "x", index=torch.tensor([2])).tolist() == [[4.0, 5.0]]
+
+
+def test_put_tensor_refuses_rows_whose_values_the_table_dtype_would_truncate():
+    labels = np.arange(4)
+    store = pyg.FeatureStore({"y": labels, "x": np.zeros((4, 2), np.float32)})
+    with pytest.raises(TypeError, match="rows of dtype float32 cannot be written into its int64 rows"):
+        store.put_tensor(torch.tensor([2.7]), group_name=None, attr_name="y", index=torch.tensor([0]))  # was 2
+    assert store.get_tensor(None, "y", None).tolist() == [0, 1, 2, 3]
+    store.put_tensor(torch.tensor([9], dtype=torch.int32), group_name=None, attr_name="y", index=torch.tensor([0]))
+    mask = pyg.FeatureStore({"m": np.zeros(3, np.uint8)})
+    with pytest.raises(ValueError, match=r"rows must fit in its uint8 rows \[0, 255\], got values in \[-1, -1\]"):
+        mask.put_tensor(torch.tensor([-1]), group_name=None, attr_name="m", index=torch.tensor([1]))  # was 255
+    mask.put_tensor(torch.tensor([7]), group_name=None, attr_name="m", index=torch.tensor([1]))  # int64 that fits
+    assert mask.get_tensor(None, "m", None).tolist() == [0, 7, 0]
+    store.put_tensor(torch.tensor([[1, 2]]), group_name=None, attr_name="x", index=torch.tensor([3]))  # int -> float
+    assert store.get_tensor(None, "y", None).tolist() == [9, 1, 2, 3]
+    assert store.get_tensor(None, "x", torch.tensor([3])).tolist() == [[1.0, 2.0]]

@@ -62,8 +62,9 @@ class FeatureStore(PyGFeatureStore):
     an array (e.g. embeddings written back), through a copy of the caller's array made on the
     first write; the attribute's store is rebuilt, so no device cache keeps an old row. For a new
     attribute ``index`` must list every row id ``0 .. n-1`` once (the rows' ids, in any order).
-    Feature sources handed over as such (``gather`` objects) are read-only. A failed put leaves
-    the store as it was.
+    Rows the table's dtype cannot hold (float rows into int or bool rows, ints beyond its range)
+    are refused. Feature sources handed over as such (``gather`` objects) are read-only. A failed
+    put leaves the store as it was.
 
     Examples
     --------
@@ -215,6 +216,7 @@ class FeatureStore(PyGFeatureStore):
         expected = (len(ids), *table.shape[1:])
         if tuple(rows.shape) != expected:
             raise ValueError(f"put_tensor into {what}: rows must have shape {expected}, got {tuple(rows.shape)}")
+        _check_cast(rows, table, what)
         if not entry.owned:  # never write into the caller's array
             table = table.copy()
         table[ids] = rows.astype(table.dtype, copy=False)
@@ -380,6 +382,21 @@ def _as_table(value, what: str) -> np.ndarray:
             "byte order only: convert it first, e.g. array.astype(array.dtype.newbyteorder('='))"
         )
     return array
+
+
+def _check_cast(rows: np.ndarray, table: np.ndarray, what: str) -> None:
+    """Rows written into ``table`` keep their values: float rows into an int or bool table (or int
+    rows into a bool one) would be truncated, int rows beyond an int table's range wrapped."""
+    src, dst = rows.dtype, table.dtype
+    if (src.kind in "fc" and dst.kind in "iub") or (src.kind in "iu" and dst.kind == "b"):
+        raise TypeError(f"put_tensor into {what}: rows of dtype {src} cannot be written into its {dst} rows")
+    if src.kind in "iu" and dst.kind in "iu" and rows.size:
+        info = np.iinfo(dst)
+        if rows.min() < info.min or rows.max() > info.max:
+            raise ValueError(
+                f"put_tensor into {what}: rows must fit in its {dst} rows [{info.min}, {info.max}], got values in "
+                f"[{rows.min()}, {rows.max()}]"
+            )
 
 
 def _index_ids(index, num_rows: int, what: str) -> np.ndarray:
