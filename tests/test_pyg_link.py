@@ -196,3 +196,19 @@ def test_the_demos_link_task_runs_and_reports_roc_auc(capsys):
     result = demo.main(argv.split() + ["--threads", "1"])
     assert result["task"] == "link" and 0.0 <= result["test"] <= 1.0
     assert "val AUC" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("amount", [1, 3])
+def test_a_triplet_batch_without_pairs_has_empty_indices_of_pygs_shapes(amount):
+    from torch_geometric.sampler import EdgeSamplerInput
+
+    graph = gg.CSRGraph.from_edge_index(np.array([[1, 2, 0], [0, 0, 1]]), num_nodes=3)
+    none = torch.empty(0, dtype=torch.long)  # reshape(0, -1) raised torch's RuntimeError here
+    out = pyg.Sampler(graph, [-1]).sample_from_edges(
+        EdgeSamplerInput(None, none, none), neg_sampling=NegativeSampling("triplet", amount)
+    )
+    _, src_index, dst_pos_index, dst_neg_index, _ = out.metadata
+    assert src_index.shape == dst_pos_index.shape == (0,) and out.node.numel() == 0
+    assert dst_neg_index.shape == ((0,) if amount == 1 else (0, amount))
+    with pytest.raises(ValueError, match=r"differ in shape: row \(2,\), col \(1,\)"):
+        pyg.Sampler(graph, [-1]).sample_from_edges(EdgeSamplerInput(None, torch.tensor([0, 1]), torch.tensor([1])))

@@ -131,7 +131,9 @@ def link_metadata(
     if not triplet:
         return (input_id, pair_index[:, :num_pairs], edge_label, time)
     count = int(pair_index.shape[1])
-    dst_neg_index = to_torch(negative_targets).reshape(count, -1).squeeze(-1)
+    negatives = to_torch(negative_targets)
+    width = negatives.shape[-1] if negatives.dim() == 2 else 1  # no pairs: reshape cannot infer it
+    dst_neg_index = negatives.reshape(count, -1 if count else width).squeeze(-1)
     return (input_id, pair_index[0], pair_index[1], dst_neg_index, time)
 
 

@@ -252,6 +252,11 @@ class Sampler(BaseSampler):
         neg = NegativeSampling.cast(neg_sampling)
         time = index.time if self.sampler.temporal else None
         num_pos = int(index.row.numel())
+        if tuple(index.row.shape) != tuple(index.col.shape):
+            raise ValueError(
+                f"the pairs' sources and targets differ in shape: row {tuple(index.row.shape)}, col "
+                f"{tuple(index.col.shape)}"
+            )
         mode, per_pair, num_neg = None, 1, 0
         if neg is not None:
             num_neg = math.ceil(num_pos * neg.amount)
