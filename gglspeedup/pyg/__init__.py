@@ -9,8 +9,9 @@ subpackage is those three over gglspeedup, plus two conveniences:
   :class:`gglspeedup.HeteroFeatureStore` (device cache, host tier, ``stats()``), handed to torch
   zero-copy;
 - :class:`GraphStore`: a :class:`~gglspeedup.CSRGraph` or :class:`~gglspeedup.HeteroGraph` answering
-  PyG's edge-layout requests (CSC without a copy: a CSRGraph row ``v`` lists the sources of the
-  edges into ``v``, PyG's CSC with ``colptr = indptr`` and ``row = indices``);
+  PyG's edge-layout requests (CSC without a copy of int64 arrays, int32 ones widened once: a
+  CSRGraph row ``v`` lists the sources of the edges into ``v``, PyG's CSC with ``colptr = indptr``
+  and ``row = indices``);
 - :class:`Sampler`: ``sample_from_nodes`` / ``sample_from_edges`` (PyG's ``NegativeSampling``,
   binary and triplet) over :class:`~gglspeedup.NeighborSampler` /
   :class:`~gglspeedup.HeteroNeighborSampler`, returning PyG's ``SamplerOutput`` /

@@ -2,8 +2,9 @@
 
 A :class:`~gglspeedup.CSRGraph` row ``v`` lists the sources of the edges into ``v``: that is PyG's
 CSC layout of the edge type, ``colptr = indptr`` and ``row = indices``, handed to torch without a
-copy. COO (``row = indices``, ``col`` the rows expanded) and CSR (sorted by source) are computed on
-first request and kept. Every layout comes with its ``perm``: the edge id (a column of the
+copy (int64 arrays; int32 ones, the width graphs take while node ids fit, are widened once). COO
+(``row = indices``, ``col`` the rows expanded) and CSR (sorted by source) are computed on first
+request and kept. Every layout comes with its ``perm``: the edge id (a column of the
 ``edge_index`` the graph was built from, as ``CSRGraph.from_edge_index`` records it) of each of its
 entries, so PyG's own sampler reading this store maps sampled edges to edge features correctly.
 """
@@ -40,8 +41,9 @@ class GraphStore(PyGGraphStore):
     ``get_all_edge_attrs()`` lists every ``(edge type, layout)`` put. An edge type's edge ids are
     its positions in the COO it was put in (else in the CSC, else the CSR), so the ``perm`` of a
     conversion indexes the edge features given in that order, and a COO conversion comes back in
-    that order with ``perm=None``. A graph handed to the constructor is stored as CSC (no copy: a
-    CSRGraph row ``v`` lists the sources of the edges into ``v``) and answers every layout from
+    that order with ``perm=None``. A graph handed to the constructor is stored as CSC (no copy of
+    int64 arrays, int32 ones widened once: a CSRGraph row ``v`` lists the sources of the edges into
+    ``v``) and answers every layout from
     ``get_edge_index``; its edge ids are the graph's ``edge_ids``. A failed put leaves the store
     as it was.
 
