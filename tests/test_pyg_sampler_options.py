@@ -207,3 +207,21 @@ def test_untyped_or_missing_edge_label_index_on_a_typed_graph_is_named():
     for edge_label_index in (("a", "to", "b"), (("a", "to", "b"), None), (("a", "to", "b"), pairs)):
         batch = next(iter(pyg.LinkNeighborLoader(hetero, [1], edge_label_index=edge_label_index, batch_size=3)))
         assert batch["a", "to", "b"].edge_label_index.shape[0] == 2
+
+
+def test_flag_options_take_bools_only_so_no_is_not_read_as_true():
+    data = _data()
+    ready = gg.NeighborSampler(gg.CSRGraph.from_edge_index(data.edge_index.numpy(), num_nodes=40), [2])
+    for make in (
+        lambda: pyg.LinkNeighborLoader(data, [2], strict_negatives="no"),  # was bool("no"): strict
+        lambda: pyg.NeighborLoader(data, [2], weighted="no"),  # was read as weighted=True
+        lambda: pyg.Sampler(ready, None, disjoint="no"),  # a ready sampler turned disjoint
+    ):
+        with pytest.raises(TypeError, match=r"must be a bool \(True or False\), got str 'no'"):
+            make()
+    sampler = pyg.NeighborSampler(data, [2])
+    with pytest.raises(TypeError, match="disjoint must be a bool"):
+        sampler.disjoint = "no"
+    assert not sampler.disjoint
+    sampler.disjoint = True
+    assert sampler.disjoint and pyg.LinkNeighborLoader(data, [2], strict_negatives=True).link_sampler.strict_negatives

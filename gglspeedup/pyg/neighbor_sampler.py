@@ -15,6 +15,7 @@ import torch
 from torch_geometric.sampler import NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
+from ..validation import check_bool
 from .sampler import Sampler, _fanouts
 
 __all__ = ["NeighborSampler"]
@@ -116,7 +117,7 @@ class NeighborSampler(Sampler):
 
     @disjoint.setter
     def disjoint(self, disjoint) -> None:
-        self.sampler.disjoint = bool(disjoint) or self.sampler.temporal
+        self.sampler.disjoint = check_bool("disjoint", disjoint) or self.sampler.temporal
 
     @property
     def num_neighbors(self) -> NumNeighbors:

@@ -23,7 +23,7 @@ from torch_geometric.sampler.base import NumNeighbors
 
 from ..heterograph import HeteroGraph
 from ..sampling import HeteroNeighborSampler, NeighborSampler
-from ..validation import check_fanouts
+from ..validation import check_bool, check_fanouts
 from .graphs import NO_EDGES, graph_of, with_empty_relation
 from .outputs import binary_labels, hetero_sampler_output, link_metadata, pair_batch, sampler_output
 from .subgraphs import SUBGRAPH_TYPES, finish_output, weighted_negatives
@@ -142,7 +142,7 @@ class Sampler(BaseSampler):
             fanouts = None if num_neighbors is None else _fanouts(num_neighbors, data.graph)
             self.sampler = data.with_fanouts(data.fanouts if fanouts is None else fanouts)
             self.sampler.expand = expand if expand in ("new", "all") else _bad_expand(expand)
-            self.sampler.disjoint = self.sampler.disjoint or bool(disjoint)
+            self.sampler.disjoint = self.sampler.disjoint or check_bool("disjoint", disjoint)
             self._times = None  # the ready sampler's own
         else:
             if num_neighbors is None:
@@ -160,7 +160,7 @@ class Sampler(BaseSampler):
                 graph,
                 _fanouts(num_neighbors, graph),
                 replace=replace,
-                weighted=bool(weighted) or weight_attr is not None,
+                weighted=check_bool("weighted", weighted) or weight_attr is not None,
                 seed=seed,
                 device=device,
                 placement=placement,
@@ -173,7 +173,7 @@ class Sampler(BaseSampler):
             self._times = {"node_time": node_time, "edge_time": edge_time}
         self.exclude = exclude
         self.reverse_edge_types = dict(reverse_edge_types or {})
-        self.strict_negatives = bool(strict_negatives)
+        self.strict_negatives = check_bool("strict_negatives", strict_negatives)
         self._base = self._count = self._span = self._epochs = 0
         self._lock = threading.Lock()
         self._with_edge_type: dict = {}  # edge type the graph lacks -> sampler over graph + it, empty
