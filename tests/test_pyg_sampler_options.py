@@ -73,6 +73,12 @@ def test_graphs_without_edges_sample_their_seeds_alone():
     loader = pyg.LinkNeighborLoader(hetero, [], edge_label_index=(("paper", "to", "paper"), pairs), batch_size=2)
     for batch in loader:
         assert batch["paper"].num_nodes == batch["paper", "to", "paper"].edge_label_index.unique().numel()
+
+
+def test_a_link_loader_over_every_edge_of_a_graph_without_edges_has_no_batches():
+    for neg_sampling in (None, "binary"):  # PyG's LinkLoader read None[0] for the missing edge_index
+        loader = pyg.LinkNeighborLoader(Data(num_nodes=10), [2], batch_size=2, neg_sampling=neg_sampling)
+        assert len(loader) == 0 and list(loader) == []
     store = pyg.GraphStore()
     store.put_edge_index(torch.empty(2, 0, dtype=torch.long), edge_type=None, layout="coo", size=(5, 5))
     out = pyg.Sampler((pyg.FeatureStore({"x": np.zeros((5, 1))}), store), [2]).sample_from_nodes(

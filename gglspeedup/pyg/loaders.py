@@ -13,7 +13,7 @@ store: gglspeedup's device cache with :class:`~gglspeedup.pyg.FeatureStore`).
 from __future__ import annotations
 
 import torch
-from torch_geometric.data import GraphStore
+from torch_geometric.data import Data, GraphStore
 from torch_geometric.loader import LinkLoader, NodeLoader
 
 from .sampler import Sampler
@@ -138,6 +138,8 @@ class LinkNeighborLoader(LinkLoader):
                 edge_label_index = _all_edges(data[1], neighbor_sampler)
             if isinstance(edge_label_index, torch.Tensor):
                 edge_label_index = (None, edge_label_index)
+        if edge_label_index is None and isinstance(data, Data) and data.edge_index is None:  # no edges: no pairs
+            edge_label_index = torch.empty(2, 0, dtype=torch.long)  # (PyG's loader read None[0])
         super().__init__(
             data=data,
             link_sampler=neighbor_sampler,
