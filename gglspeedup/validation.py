@@ -31,6 +31,7 @@ __all__ = [
     "parse_fanouts",
     "int_array",
     "ints_beyond_int64",
+    "uint64_beyond_int64",
     "check_ids_in_range",
     "check_allocation",
     "check_draws",
@@ -231,17 +232,30 @@ def int_array(
             raise beyond(f"{name}[{where}] = {exact[position]} does not fit in int64")
     if array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
-    if array.dtype == np.uint64 and array.size:
-        # compared as uint64: NumPy 1.x compares uint64 with a Python int in float64, where
-        # 2**63 and int64's largest value are the same number
-        over = array > np.uint64(_INT64_MAX)
-        if over.any():
-            position = np.unravel_index(int(np.argmax(over)), array.shape)
-            where = ", ".join(str(int(i)) for i in position)
-            raise beyond(f"{name}[{where}] = {array[position]} does not fit in int64")
+    position = uint64_beyond_int64(array)
+    if position is not None:
+        where = ", ".join(str(int(i)) for i in position)
+        raise beyond(f"{name}[{where}] = {array[position]} does not fit in int64")
     if dtype is None:
         dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)
+
+
+def uint64_beyond_int64(array) -> tuple | None:
+    """The index (a tuple) of the first value of a uint64 array (host or GPU) that int64 cannot
+    hold, or ``None`` (also for any other dtype). Compared as uint64: NumPy 1.x compares uint64
+    with a Python int in float64, where ``2**63`` and int64's largest value are the same number,
+    so ``array.max() > 2**63 - 1`` let ``2**63`` through (to wrap to a negative id).
+
+    >>> uint64_beyond_int64(np.array([[0, 1], [2**63, 2]], np.uint64)), uint64_beyond_int64(np.arange(3))
+    ((1, 0), None)
+    """
+    if array.dtype != np.uint64 or not array.size:
+        return None
+    over = array > np.uint64(_INT64_MAX)
+    if not bool(over.any()):  # one sync for GPU arrays
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(over.argmax()), array.shape))
 
 
 def ints_beyond_int64(values: Any) -> np.ndarray | None:

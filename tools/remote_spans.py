@@ -124,7 +124,9 @@ def print_thread_counters(label: str, before: dict, after: dict, count: int) -> 
     print(f"  {'all':>8} {'':22s}" + "".join(f"{x:9.3f}" for x in total))
 
 
-def through_ray(folder, batches, count: int, threads: bool = False, trainer_threads: int = 1, inflight: int = 1) -> dict:
+def through_ray(
+    folder, batches, count: int, threads: bool = False, trainer_threads: int = 1, inflight: int = 1
+) -> dict:
     import threading
 
     import numba

@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..validation import uint64_beyond_int64
+
 __all__ = ["Chunk", "Source", "as_source", "SLICE"]
 
 SLICE = 1 << 23  # entries per chunk handed out: big source chunks are cut into slices this long
@@ -67,7 +69,7 @@ class Source:
             if piece.dtype.kind not in "iu" or piece.ndim != 2 or piece.shape[0] != 2:
                 raise ValueError(f"{where} must be a (2, k) integer array, got {piece.dtype} {piece.shape}")
             if piece.dtype not in (np.int32, np.int64):
-                if piece.dtype == np.uint64 and piece.size and piece.max() > np.iinfo(np.int64).max:
+                if uint64_beyond_int64(piece) is not None:
                     raise ValueError(f"{where} holds ids that do not fit in int64")
                 piece = piece.astype(np.int64)
             return piece

@@ -21,6 +21,7 @@ from torch_geometric.data import FeatureStore as PyGFeatureStore
 from torch_geometric.data import TensorAttr
 
 from ..device import to_numpy
+from ..validation import uint64_beyond_int64
 from .outputs import to_torch
 
 __all__ = ["FeatureStore"]
@@ -408,9 +409,9 @@ def _index_ids(index, num_rows: int, what: str) -> np.ndarray:
     if ids.dtype.kind not in "iu":
         raise TypeError(f"index of {what} must hold integer row ids or be a bool mask, got dtype {ids.dtype}")
     ids = ids.reshape(-1)
-    if ids.dtype == np.uint64 and ids.size and ids.max() > np.iinfo(np.int64).max:  # would wrap negative
-        position = int(np.argmax(ids > np.iinfo(np.int64).max))
-        raise IndexError(f"index of {what} must lie in [0, {num_rows}): index[{position}] = {ids[position]}")
+    beyond = uint64_beyond_int64(ids)  # the int64 cast would wrap it negative
+    if beyond is not None:
+        raise IndexError(f"index of {what} must lie in [0, {num_rows}): index[{beyond[0]}] = {ids[beyond]}")
     ids = ids.astype(np.int64, copy=False)
     if ids.size and (ids.min() < 0 or ids.max() >= num_rows):
         position = int(np.argmax((ids < 0) | (ids >= num_rows)))

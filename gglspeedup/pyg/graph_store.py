@@ -19,6 +19,7 @@ from torch_geometric.data.graph_store import EdgeAttr, EdgeLayout
 from ..device import to_numpy
 from ..graph import CSRGraph, as_csr_graph
 from ..heterograph import HeteroGraph
+from ..validation import uint64_beyond_int64
 
 __all__ = ["GraphStore", "graph_from_pyg_store", "csr_of_data"]
 
@@ -263,9 +264,9 @@ def _as_pair(edge_index, layout: EdgeLayout) -> tuple:
             raise TypeError(f"edge_index[{i}] must hold integers, got dtype {array.dtype}")
         if array.ndim != 1:
             raise ValueError(f"edge_index[{i}] must be 1-D, got shape {tuple(array.shape)}")
-        if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:  # would wrap negative
-            position = int(np.argmax(array > np.iinfo(np.int64).max))
-            raise ValueError(f"edge_index[{i}][{position}] = {array[position]} does not fit in int64")
+        beyond = uint64_beyond_int64(array)  # the int64 cast would wrap it negative
+        if beyond is not None:
+            raise ValueError(f"edge_index[{i}][{beyond[0]}] = {array[beyond]} does not fit in int64")
         out.append(torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64)))
     if layout == EdgeLayout.COO and out[0].numel() != out[1].numel():
         raise ValueError(f"edge_index's rows differ in length ({out[0].numel()} != {out[1].numel()})")

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..graph import CSRGraph
-from ..validation import ints_beyond_int64
+from ..validation import ints_beyond_int64, uint64_beyond_int64
 
 __all__ = [
     "STRATEGIES",
@@ -64,11 +64,10 @@ def check_int64_times(name: str, values, array) -> None:
             position = np.unravel_index(int(np.argmax(outside)), exact.shape)
             where = ", ".join(str(int(i)) for i in position)
             raise ValueError(f"{name}[{where}] = {exact[position]} does not fit in int64 (the dtype of integer times)")
-    elif array.dtype == np.uint64 and array.size:
-        too_big = array > np.uint64(np.iinfo(np.int64).max)
-        if bool(too_big.any()):  # sync (GPU times): one flag per batch, uint64 times only
-            position = np.unravel_index(int(too_big.argmax()), array.shape)
-            where = ", ".join(str(int(i)) for i in position)
+    else:
+        position = uint64_beyond_int64(array)  # sync (GPU times): one flag per batch, uint64 times only
+        if position is not None:
+            where = ", ".join(str(i) for i in position)
             value = int(array[position])
             raise ValueError(f"{name}[{where}] = {value} does not fit in int64 (the dtype of integer times)")
 
