@@ -100,6 +100,21 @@ def test_a_complete_graph_has_no_negatives_to_draw():
         datasets.split_edges(gg.CSRGraph.from_edge_index(full, num_nodes=6), val=0.2, test=0.2)
 
 
+def test_self_loops_do_not_count_against_the_free_pairs():
+    # 4 nodes, 6 of the 12 ordered pairs u != v are edges, and every node has a self loop: 6 free
+    # pairs, enough for 2 negatives; the loops were counted as taken pairs ("about 2 exist")
+    source, target = [0, 1, 2, 3, 0, 0, 0, 1, 2, 3], [1, 2, 3, 0, 2, 3, 0, 1, 2, 3]
+    graph = gg.CSRGraph.from_edge_index([source, target], num_nodes=4)
+    split = datasets.split_edges(graph, val=0.2, test=0.2, undirected=False)
+    negatives = np.concatenate([split.val[:, 1:], split.test[:, 1:]], axis=1)
+    assert negatives.shape == (2, 2) and np.all(negatives[0] != negatives[1])
+    assert not set(map(tuple, negatives.T.tolist())) & set(zip(source, target))
+    with pytest.raises(ValueError, match="about 0 exist"):  # the count itself is right
+        loops = [[0, 1, 2], [0, 1, 2]]
+        full = np.array([(s, t) for s in range(3) for t in range(3) if s != t]).T
+        datasets.split_edges(gg.CSRGraph.from_edge_index(np.concatenate([full, loops], 1), num_nodes=3), val=0.2, test=0.2)
+
+
 def test_roc_auc_matches_the_pairwise_definition():
     rng = np.random.default_rng(0)
     scores = np.round(rng.normal(size=200), 1)  # ties included

@@ -99,7 +99,7 @@ def split_edges(graph, val: float = 0.05, test: float = 0.10, *, seed: int = 0, 
     edge_ids = np.flatnonzero(keep) if host.edge_ids is None else np.asarray(host.edge_ids)[keep]
     weights = None if host.weights is None else np.asarray(host.weights)[keep]
     message = CSRGraph(indptr, source[keep], num_nodes=n, edge_ids=edge_ids, weights=weights)
-    negatives = _negatives(rng, n, np.unique(codes), num_val + num_test, undirected)
+    negatives = _negatives(rng, n, pairs, num_val + num_test, undirected)  # self loops are no candidates
     out_val, val_labels = _with_negatives(held_val, negatives[:num_val], n)
     out_test, test_labels = _with_negatives(held_test, negatives[num_val:], n)
     return EdgeSplit(message, _decode(train, n), out_val, val_labels, out_test, test_labels)
@@ -117,7 +117,9 @@ def _with_negatives(positives: np.ndarray, negatives: np.ndarray, n: int):
 
 def _negatives(rng, n: int, edge_codes: np.ndarray, count: int, undirected: bool) -> np.ndarray:
     """``count`` distinct codes of uniform ordered pairs ``u != v`` that are not in ``edge_codes``
-    (compared unordered when ``undirected``), in the order drawn."""
+    (compared unordered when ``undirected``), in the order drawn. ``edge_codes``: the graph's
+    distinct pairs ``u != v`` (a self loop is no candidate, so it must not shrink the count of
+    free pairs)."""
     if count == 0:
         return np.empty(0, np.int64)
     free = n * (n - 1) // (2 if undirected else 1) - len(edge_codes)
