@@ -220,6 +220,21 @@ def test_empty_pairs_give_an_empty_output(device):
     assert [adj.size for adj in out.adjs] == [(0, 0), (0, 0)]
 
 
+def test_empty_pair_lists_are_an_empty_batch():
+    # np.asarray([[], []]) is float64: the pairs' dtype check refused the list spelling of an
+    # empty batch (as int_array, which LinkLoader and HeteroGraph use, does not)
+    graph, _ = _multigraph(seed=7)
+    sampler = gg.NeighborSampler(graph, [2])
+    for pairs in ([[], []], ([], [])):
+        out = sampler.sample_links(pairs, negatives="binary")
+        assert out.pair_index.shape == (2, 0) and out.pair_index.dtype == np.int64 and out.n_id.size == 0
+    typed = gg.HeteroGraph({("a", "x", "b"): [[0, 1], [0, 0]]}, {"a": 2, "b": 1})
+    out = gg.HeteroNeighborSampler(typed, [2]).sample_links([[], []], edge_type=("a", "x", "b"), negatives="triplet")
+    assert out.pair_index.shape == (2, 0) and out.negative_targets.shape == (0, 1)
+    with pytest.raises(ValueError, match=r"pairs must have shape \(2, B\)"):
+        sampler.sample_links([[], [], []])
+
+
 @pytest.mark.parametrize(
     "call, error, message",
     [

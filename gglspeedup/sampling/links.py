@@ -74,6 +74,8 @@ def check_pairs(pairs, num_nodes, device, names=("num_nodes", "num_nodes"), chec
     caller checked once, as the link loaders do: on a GPU the scan is a sync per batch); the
     dtype and shape are checked either way."""
     array = _host_or_device("pairs", pairs, device)
+    if array.dtype.kind == "f" and array.size == 0 and isinstance(pairs, (list, tuple)):
+        array = np.empty(array.shape, np.int64)  # np.asarray([[], []]) is float64: an empty batch is fine
     if array.dtype.kind not in "iu":
         what = "bool" if array.dtype.kind == "b" else str(array.dtype)
         array = ints_beyond_int64(pairs)  # [[0], [2**70]]: out of range, though NumPy reads no integer dtype
