@@ -351,6 +351,19 @@ def test_edge_time_link_batches_exclude_the_predicted_edges():
     assert not drawn & {tuple(p) for p in pairs.T.tolist()}
 
 
+def test_node_time_link_trees_default_to_their_own_seeds_time():
+    # the docstring said a pair's source's time; every endpoint's tree takes its own node time
+    # (docs/DESIGN.md, PyG), and negatives are uniform without pair_time
+    graph = gg.CSRGraph.from_edge_index([[2, 3], [1, 0]], num_nodes=4)  # 2 -> 1, 3 -> 0
+    sampler = gg.NeighborSampler(graph, [-1], node_time=np.array([0, 5, 3, 1]))
+    out = sampler.sample_links([[0], [1]], exclude=None, key=0)
+    # 3 (time 1 > 0) is not in 0's tree; 2 (time 3 <= 5) is in 1's, by edge 0
+    assert out.n_id.tolist() == [0, 1, 2] and out.batch.tolist() == [0, 1, 1]
+    assert out.adjs[0].edge_index.tolist() == [[2], [1]] and out.adjs[0].e_id.tolist() == [0]
+    early = sampler.sample_links([[0], [1]], exclude=None, pair_time=[0], key=0)
+    assert early.n_id.tolist() == [0, 1] and early.adjs[0].e_id.size == 0
+
+
 # ------------------------------------------------------------------------- bad inputs, named
 def test_bad_temporal_inputs_are_named():
     graph = _graph()

@@ -266,10 +266,12 @@ class NeighborSampler(SamplerBase):
         key : int, optional
             Batch key, as in :meth:`sample` (``None`` uses and advances the counter).
         pair_time : 1-D array-like, shape (B,), optional
-            Temporal samplers: each pair's time (required for edge times; node times default to
-            the pair's source's time). Both endpoints' trees, and the trees of the pair's
-            negatives, carry it; with node times negatives are drawn only among the nodes that
-            exist at that time (``node_time <= pair_time``; the earliest node when none does).
+            Temporal samplers: each pair's time (required for edge times). Both endpoints' trees,
+            and the trees of the pair's negatives, carry it; with node times negatives are drawn
+            only among the nodes that exist at that time (``node_time <= pair_time``; the earliest
+            node when none does). Without it a node-time sampler gives every tree its own seed's
+            node time (each endpoint and negative its own, as :meth:`sample` and PyG) and draws
+            negatives uniformly.
             A disjoint sampler gives every endpoint a tree of its own (no deduplication).
         check : bool
             ``False`` skips the range scan of ``pairs`` (a sync per call for GPU pairs), for
