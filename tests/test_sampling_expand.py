@@ -88,3 +88,15 @@ def test_expand_is_checked():
         gg.NeighborSampler(_graph(), [2], expand="frontier")
     with pytest.raises(ValueError, match="expand must be one of"):
         gg.HeteroNeighborSampler(_typed(), [2], expand=None)
+
+
+def test_expand_and_disjoint_set_between_calls_are_checked():
+    # plain attributes took anything: expand="bad" sampled "all", disjoint="no" turned disjoint
+    for sampler in (gg.NeighborSampler(_graph(), [2]), gg.HeteroNeighborSampler(_typed(), [2])):
+        with pytest.raises(ValueError, match="expand must be one of"):
+            sampler.expand = "frontier"
+        with pytest.raises(TypeError, match=r"disjoint must be a bool \(True or False\), got str 'no'"):
+            sampler.disjoint = "no"
+        assert sampler.expand == "all" and sampler.disjoint is False
+        sampler.expand, sampler.disjoint = "new", True
+        assert sampler.expand == "new" and sampler.disjoint is True

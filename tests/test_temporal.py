@@ -364,6 +364,21 @@ def test_node_time_link_trees_default_to_their_own_seeds_time():
     assert early.n_id.tolist() == [0, 1] and early.adjs[0].e_id.size == 0
 
 
+def test_a_temporal_sampler_stays_disjoint_when_told_otherwise():
+    # disjoint=False set between calls made shared sampling, which reads no times: seed 0 at
+    # time 1 drew node 2 (time 5), and seed_time was ignored; as at construction, times imply it
+    graph = gg.CSRGraph.from_edge_index([[1, 2, 3], [0, 0, 0]], num_nodes=4)
+    sampler = gg.NeighborSampler(graph, [-1], node_time=np.array([0, 0, 5, 0]))
+    sampler.disjoint = False
+    out = sampler.sample([0, 0], seed_time=[1, 9], key=0)
+    assert sampler.disjoint and out.batch is not None
+    assert out.n_id[out.batch == 0].tolist() == [0, 1, 3] and 2 in out.n_id[out.batch == 1].tolist()
+    typed = gg.HeteroGraph({("u", "f", "i"): [[0, 1], [0, 0]]}, {"u": 2, "i": 1})
+    typed_sampler = gg.HeteroNeighborSampler(typed, [-1], node_time={"u": np.array([0, 5])})
+    typed_sampler.disjoint = False
+    assert typed_sampler.sample({"i": [0]}, seed_time={"i": [1]}).n_id["u"].tolist() == [0]
+
+
 # ------------------------------------------------------------------------- bad inputs, named
 def test_bad_temporal_inputs_are_named():
     graph = _graph()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 
 from ..device import as_device
-from ..validation import check_int
-from .common import _UINT64_LIMIT, BatchKeys, check_flags, place_like, resolve_placement
+from ..validation import check_bool, check_int
+from .common import _UINT64_LIMIT, BatchKeys, check_expand, check_flags, place_like, resolve_placement
 from .temporal import Timeline, temporal_setup
 
 __all__ = ["SamplerBase"]
@@ -101,6 +101,27 @@ class SamplerBase(BatchKeys):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared
+    @property
+    def expand(self) -> str:
+        """The hop rule, ``"all"`` or ``"new"``; may be set between calls (checked as at
+        construction: a misspelt rule raises instead of sampling ``"all"``)."""
+        return self._expand
+
+    @expand.setter
+    def expand(self, expand) -> None:
+        self._expand = check_expand(expand)
+
+    @property
+    def disjoint(self) -> bool:
+        """Whether every seed grows its own tree; may be set between calls (a bool, checked as at
+        construction; a temporal sampler stays disjoint, as ``disjoint=False`` with times does:
+        shared sampling would read no times at all)."""
+        return self._disjoint
+
+    @disjoint.setter
+    def disjoint(self, disjoint) -> None:
+        self._disjoint = check_bool("disjoint", disjoint) or getattr(self, "timeline", None) is not None
+
     @property
     def temporal(self) -> bool:
         """Whether this sampler filters by time (``node_time`` or ``edge_time`` given)."""
