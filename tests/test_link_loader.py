@@ -159,6 +159,22 @@ def test_bad_arguments_fail_at_construction(data, change, error, message):
         LinkLoader(arguments.pop("sampler"), x, arguments.pop("pairs"), arguments.pop("batch_size"), **arguments)
 
 
+def test_a_sampler_that_cannot_time_the_pairs_is_refused_at_construction(data):
+    # the loader passes no pair_time: an edge-time sampler (or a typed endpoint type without node
+    # times) built the loader, then failed every batch asking for an argument it does not take
+    graph, x, pairs = data
+    edge_times = gg.NeighborSampler(graph, [2], edge_time=np.arange(graph.num_edges))
+    with pytest.raises(ValueError, match="an edge-time sampler needs each batch's pair_time"):
+        LinkLoader(edge_times, x, pairs, 5)
+    assert len(list(LinkLoader(edge_times, x, np.empty((2, 0), np.int64), 5, backend=None))) == 0  # nothing to time
+    node_times = gg.NeighborSampler(graph, [2], node_time=np.arange(graph.num_nodes))
+    assert len(list(LinkLoader(node_times, x, pairs, 5, backend=None, prefetch=0))) == len(LinkLoader(node_times, x, pairs, 5))
+    typed = gg.HeteroGraph({("u", "f", "i"): [[0, 1], [0, 0]], ("i", "r", "u"): [[0, 0], [0, 1]]}, {"u": 2, "i": 1})
+    sampler = gg.HeteroNeighborSampler(typed, [1], node_time={"u": np.array([0, 1])})
+    with pytest.raises(ValueError, match=r"a sampler without node times for \['i'\] needs each batch's pair_time"):
+        LinkLoader(sampler, {"u": np.eye(2)}, [[0], [0]], 2, edge_type=("u", "f", "i"))
+
+
 def test_a_multi_device_rank_drives_a_link_loader_with_its_own_seed(data):
     graph, x, pairs = data
     multi = gg.MultiDeviceSampler(graph, ["cpu", "cpu"], [3, 2], seed=2)

@@ -612,3 +612,21 @@ def test_two_workers_give_the_one_worker_typed_batches():
             assert len(epoch_got) == len(epoch_want) >= 3
             for batch_got, batch_want in zip(epoch_got, epoch_want):
                 assert_same_batch(batch_got, batch_want)
+
+
+def test_a_sampler_that_cannot_time_the_seeds_is_refused_at_construction():
+    # the loader passes no seed_time: an edge-time sampler (or a seed type without node times)
+    # built the loader, then failed every batch asking for an argument it does not take
+    graph = gg.CSRGraph.from_edge_index([[1, 2, 3, 0], [0, 0, 1, 2]], num_nodes=5)
+    x = np.eye(5, dtype=np.float32)
+    with pytest.raises(ValueError, match="an edge-time sampler needs each batch's seed_time"):
+        NodeLoader(gg.NeighborSampler(graph, [1], edge_time=np.arange(4)), x, [0, 1], 2)
+    node_times = gg.NeighborSampler(graph, [1], node_time=np.arange(5))
+    assert len(list(NodeLoader(node_times, x, [0, 1], 2, backend=None, prefetch=0))) == 1  # own times
+    typed = gg.HeteroGraph({("u", "f", "i"): [[0, 1], [0, 0]], ("i", "r", "u"): [[0, 0], [0, 1]]}, {"u": 2, "i": 1})
+    sampler = gg.HeteroNeighborSampler(typed, [1], node_time={"u": np.array([0, 1])})
+    features = {"u": np.eye(2), "i": np.eye(1)}
+    with pytest.raises(ValueError, match=r"a sampler without node times for \['i'\] needs each batch's seed_time"):
+        NodeLoader(sampler, features, {"i": [0], "u": [1]}, 2)
+    loader = NodeLoader(sampler, features, {"i": [], "u": [0, 1]}, 2, shuffle=False, backend=None, prefetch=0)
+    assert [batch.n_id["u"][:2].tolist() for batch in loader] == [[0, 1]]  # types without seeds need no times

@@ -24,7 +24,7 @@ from ..protocols import FeatureSource
 from ..validation import check_bool, check_int
 from ._prefetch import PrefetchIterator
 
-__all__ = ["BaseLoader", "check_indexable", "gather_rows", "num_nodes_of", "pool_for", "take_labels", "trusted_ids"]
+__all__ = ["BaseLoader", "check_indexable", "check_default_times", "gather_rows", "num_nodes_of", "pool_for", "take_labels", "trusted_ids"]
 
 # Pooled feature buffers beyond the prefetch queue: the producer's batch in progress, the
 # caller's current batch, and the previous one (kept alive by autograd until the next step);
@@ -84,6 +84,25 @@ def check_sampler(sampler, protocol: type, method: str) -> None:
         raise TypeError(
             f"sampler must have a {method} method (gglspeedup.protocols.{protocol.__name__}), "
             f"got {type(sampler).__name__}"
+        )
+
+
+def check_default_times(sampler, node_types, argument: str) -> None:
+    """Refuse a temporal sampler that cannot time a loader's seeds by itself. A loader passes no
+    ``seed_time`` / ``pair_time`` (``argument``), so every tree takes its seed's node time; an
+    edge-time sampler has none (``node_types`` ``[None]``), nor has a typed sampler for a node type
+    left out of its ``node_time`` (``node_types`` the loader's seed types): every batch would raise
+    naming an argument the loader does not take."""
+    timeline = getattr(sampler, "timeline", None)
+    if timeline is None:
+        return
+    missing = [t for t in node_types if timeline.node_times(t) is None]
+    if missing:
+        what = "an edge-time sampler" if missing == [None] else f"a sampler without node times for {missing}"
+        raise ValueError(
+            f"{what} needs each batch's {argument}, which the loader cannot give (each tree would take its "
+            f"seed's node time); call the sampler with {argument}=... per batch, or use gglspeedup.pyg's "
+            "loaders (time_attr)"
         )
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..protocols import LinkSampler
 from ..sampling.links import check_link_options
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, check_sampler, num_nodes_of
+from ._base import BaseLoader, check_default_times, check_sampler, num_nodes_of
 from .hetero import HeteroLinkBatch, TypedFeatures, check_typed_link, typed_num_nodes, typed_sizes
 
 __all__ = ["LinkBatch", "LinkLoader"]
@@ -97,7 +97,8 @@ class LinkLoader(BaseLoader):
         given for an untyped one, an ``edge_type`` that is not a 3-tuple of str.
     ValueError
         pairs not (2, E), labels not (E,), an unknown ``negatives`` / ``exclude`` / backend, a count
-        out of range; typed: an edge type the graph lacks, ``exclude="reverse"`` between two node
+        out of range, a temporal sampler that cannot time the pairs by itself (the loader passes
+        no ``pair_time``: edge times, or an endpoint type without node times); typed: an edge type the graph lacks, ``exclude="reverse"`` between two node
         types without (or with a wrongly directed) ``reverse_edge_type``, features as for
         :class:`~gglspeedup.NodeLoader`.
     IndexError
@@ -201,6 +202,8 @@ class LinkLoader(BaseLoader):
             self.options.update(check_typed_link(sampler, typed, self.pairs, edge_type, reverse_edge_type, exclude))
             self._typed = TypedFeatures(features, typed, self._max_buffers)
             self._pools = self._typed.pools
+        types = [None] if typed is None else [self.options["edge_type"][0], self.options["edge_type"][2]]
+        check_default_times(sampler, types if self._num_items else [], "pair_time")
 
     def __repr__(self) -> str:
         options = ", ".join(f"{name}={value!r}" for name, value in self.options.items())

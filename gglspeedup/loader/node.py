@@ -16,7 +16,7 @@ import numpy as np
 from ..device import array_module
 from ..protocols import Sampler
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, check_sampler, label_array, num_nodes_of, take_labels
+from ._base import BaseLoader, check_default_times, check_sampler, label_array, num_nodes_of, take_labels
 from .hetero import (
     HeteroBatch,
     TypedFeatures,
@@ -125,7 +125,8 @@ class NodeLoader(BaseLoader):
     ValueError
         seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range
         (``workers > 1`` with ``prefetch=0`` included), ``workers > 1`` with a collective feature
-        source (``DistFeature``);
+        source (``DistFeature``), a temporal sampler that cannot time the seeds by itself (the
+        loader passes no ``seed_time``: edge times, or a seed type without node times);
         typed: a node type the sampler does not know (in seeds, labels or features), features of a
         type whose row count is not ``num_nodes[type]``.
     IndexError
@@ -183,7 +184,9 @@ class NodeLoader(BaseLoader):
         self._typed = None
         if typed is not None:
             self._setup_typed(features, seeds, labels, typed)
+            check_default_times(sampler, [t for t, ids in self.seeds.items() if len(ids)], "seed_time")
             return
+        check_default_times(sampler, [None], "seed_time")
         self.seeds = np.array(int_array("seeds", seeds, beyond=IndexError), copy=True)
         self._num_items = len(self.seeds)
         num_nodes = num_nodes_of(sampler, features)
