@@ -148,8 +148,10 @@ def check_fanouts(fanouts: Any, name: str = "fanouts") -> list[int]:
     for hop, k in enumerate(fanouts):
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"{name}[{hop}] must be an int >= 0 or -1 (all neighbours), got {k!r}")
-        if k < -1 or k >= _FANOUT_LIMIT:
+        if k < -1:
             raise ValueError(f"{name}[{hop}] must be an int >= 0 or -1 (all neighbours), got {int(k)}")
+        if k >= _FANOUT_LIMIT:  # ">= 0" alone read as if the value broke that rule
+            raise ValueError(f"{name}[{hop}] must be below 2**62 (fanouts travel as int64), got {int(k)}")
         checked.append(int(k))
     return checked
 

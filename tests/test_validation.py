@@ -61,6 +61,8 @@ def test_one_fanout_rule_for_lists_arrays_and_command_lines():
     ]:
         with pytest.raises(error, match=r"fanouts"):
             check_fanouts(bad)
+    with pytest.raises(ValueError, match=r"fanouts\[1\] must be below 2\*\*62 \(fanouts travel as int64\), got 4611"):
+        check_fanouts([1, 2**62])  # the message said "must be an int >= 0 or -1", which 2**62 is
     for bad in ("", "25,", "a,b", "2.5", "-3", "25;10"):
         with pytest.raises(ValueError, match=r"--fanouts"):
             parse_fanouts(bad)
