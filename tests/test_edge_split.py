@@ -112,7 +112,9 @@ def test_self_loops_do_not_count_against_the_free_pairs():
     with pytest.raises(ValueError, match="about 0 exist"):  # the count itself is right
         loops = [[0, 1, 2], [0, 1, 2]]
         full = np.array([(s, t) for s in range(3) for t in range(3) if s != t]).T
-        datasets.split_edges(gg.CSRGraph.from_edge_index(np.concatenate([full, loops], 1), num_nodes=3), val=0.2, test=0.2)
+        datasets.split_edges(
+            gg.CSRGraph.from_edge_index(np.concatenate([full, loops], 1), num_nodes=3), val=0.2, test=0.2
+        )
 
 
 def test_roc_auc_matches_the_pairwise_definition():

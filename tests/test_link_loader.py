@@ -168,7 +168,9 @@ def test_a_sampler_that_cannot_time_the_pairs_is_refused_at_construction(data):
         LinkLoader(edge_times, x, pairs, 5)
     assert len(list(LinkLoader(edge_times, x, np.empty((2, 0), np.int64), 5, backend=None))) == 0  # nothing to time
     node_times = gg.NeighborSampler(graph, [2], node_time=np.arange(graph.num_nodes))
-    assert len(list(LinkLoader(node_times, x, pairs, 5, backend=None, prefetch=0))) == len(LinkLoader(node_times, x, pairs, 5))
+    assert len(list(LinkLoader(node_times, x, pairs, 5, backend=None, prefetch=0))) == len(
+        LinkLoader(node_times, x, pairs, 5)
+    )
     typed = gg.HeteroGraph({("u", "f", "i"): [[0, 1], [0, 0]], ("i", "r", "u"): [[0, 0], [0, 1]]}, {"u": 2, "i": 1})
     sampler = gg.HeteroNeighborSampler(typed, [1], node_time={"u": np.array([0, 1])})
     with pytest.raises(ValueError, match=r"a sampler without node times for \['i'\] needs each batch's pair_time"):

@@ -24,7 +24,16 @@ from ..protocols import FeatureSource
 from ..validation import check_bool, check_int
 from ._prefetch import PrefetchIterator
 
-__all__ = ["BaseLoader", "check_indexable", "check_default_times", "gather_rows", "num_nodes_of", "pool_for", "take_labels", "trusted_ids"]
+__all__ = [
+    "BaseLoader",
+    "check_indexable",
+    "check_default_times",
+    "gather_rows",
+    "num_nodes_of",
+    "pool_for",
+    "take_labels",
+    "trusted_ids",
+]
 
 # Pooled feature buffers beyond the prefetch queue: the producer's batch in progress, the
 # caller's current batch, and the previous one (kept alive by autograd until the next step);

@@ -98,8 +98,9 @@ class LinkLoader(BaseLoader):
     ValueError
         pairs not (2, E), labels not (E,), an unknown ``negatives`` / ``exclude`` / backend, a count
         out of range, a temporal sampler that cannot time the pairs by itself (the loader passes
-        no ``pair_time``: edge times, or an endpoint type without node times); typed: an edge type the graph lacks, ``exclude="reverse"`` between two node
-        types without (or with a wrongly directed) ``reverse_edge_type``, features as for
+        no ``pair_time``: edge times, or an endpoint type without node times); typed: an edge type
+        the graph lacks, ``exclude="reverse"`` between two node types without (or with a wrongly
+        directed) ``reverse_edge_type``, features as for
         :class:`~gglspeedup.NodeLoader`.
     IndexError
         a pair endpoint outside ``[0, num_nodes)`` (when the sampler or the features tell it).
