@@ -111,3 +111,22 @@ def test_gpu_matches_cpu_on_random_multigraphs(replace, weighted):
         options = dict(replace=replace, weighted=weighted, seed=trial)
         gpu = gg.NeighborSampler(graph, fanouts, device="cuda:0", **options).sample(seeds, key=trial)
         assert_same_sample(gpu, gg.NeighborSampler(graph, fanouts, **options).sample(seeds, key=trial))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gpu_fanouts_past_every_degree_take_every_neighbour(weighted):
+    # A bounded hop sized its slots T * k: fanouts=[10**9] raised MemoryError (64 GiB) on the GPU
+    # path where the CPU returns every neighbour. Slots are now bounded by the longest row, and
+    # k at, just past and far past it draws as before (plain-csr: every weight > 0, so the longest
+    # row's weighted draw of all its edges keeps its order).
+    graph = _graph("plain-csr")
+    longest = int(graph.degree().max())
+    for k in (longest, longest + 1, 10**9):
+        options = dict(weighted=weighted, seed=5)
+        gpu = gg.NeighborSampler(graph, [k, k], device="cuda:0", **options).sample([0, 11, 4, 4], key=2)
+        assert_same_sample(gpu, gg.NeighborSampler(graph, [k, k], **options).sample([0, 11, 4, 4], key=2))
+        pairs = np.array([[0, 5], [11, 6]])
+        gpu = gg.NeighborSampler(graph, [k], device="cuda:0", disjoint=True, **options).sample_links(pairs, key=1)
+        cpu = gg.NeighborSampler(graph, [k], disjoint=True, **options).sample_links(pairs, key=1)
+        np.testing.assert_array_equal(to_host(gpu.n_id), cpu.n_id)
+        np.testing.assert_array_equal(to_host(gpu.adjs[0].e_id), cpu.adjs[0].e_id)

@@ -111,7 +111,7 @@ class CUDADriver:
     """
 
     def __init__(self, graph, options: SampleOptions, seed: int, device, weight_tables=None, times=None):
-        from ...device import pinned_empty, to_numpy
+        from ...device import array_module, pinned_empty, to_numpy
 
         self.device, self.seed = device, int(seed)
         xp = device.xp
@@ -132,6 +132,14 @@ class CUDADriver:
             self.options = device_view(with_markers(options, times))
         self._csr = (graph.indptr, graph.indices)  # CuPy or pinned NumPy arrays, for rows_ascending
         self._rows_ascending = None  # computed on the first link batch
+        # Without replacement no row yields more edges than the longest row, so a bounded hop
+        # sizes its slots with k at most one past it (``fanouts=[10**9]`` asks for every
+        # neighbour, not for 10**9 slots per target): every row still sees ``count < k`` and
+        # draws exactly what it draws for the caller's ``k``.
+        with device:
+            indptr = graph.indptr
+            longest = to_host(array_module(indptr).diff(indptr).max()) if indptr.shape[0] > 1 else 0  # sync: once
+            self._slot_limit = None if options.replace else int(longest) + 1
 
     @property
     def weight_tables(self):
@@ -217,6 +225,8 @@ class CUDADriver:
         num_known = int(n_id.shape[0])
         num_targets = num_known - lo
         padded = k >= 0
+        if padded and self._slot_limit is not None:
+            k = min(k, self._slot_limit)  # the same draws (see __init__), T * k slots that fit
         counts = xp.zeros(num_targets + 1, dtype=np.int64)
         if padded:
             offsets, slots = counts, num_targets * k
