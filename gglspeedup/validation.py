@@ -318,17 +318,18 @@ def check_allocation(name: str, count: int, bytes_each: int) -> None:
 BYTES_PER_DRAW = 40
 
 
-def check_draws(name: str, fanout: int, draws: int, where: str) -> None:
+def check_draws(name: str, fanout: int, draws: int, where: str, available: int | None = None, memory: str = "") -> None:
     """Raise ``ValueError`` naming the fanout ``name`` when a hop drawing up to ``draws`` edges
     (``where`` says over what) could not hold its output in the memory available now
-    (:func:`available_memory`): before the kernel would fail allocating it, or the system would
-    kill the process."""
-    available = available_memory()
+    (``available`` bytes of ``memory``, e.g. ``"GPU "``; default :func:`available_memory`):
+    before the kernel would fail allocating it, or the system would kill the process."""
+    if available is None:
+        available = available_memory()
     if available and draws * BYTES_PER_DRAW > available:
         raise ValueError(
             f"{name} = {fanout} draws up to {draws} edges {where}: {draws * BYTES_PER_DRAW / 2**30:.1f} GiB of "
-            f"output ({BYTES_PER_DRAW} bytes each), more than the {available / 2**30:.1f} GiB of memory available; "
-            "lower the fanout (or the batch)"
+            f"output ({BYTES_PER_DRAW} bytes each), more than the {available / 2**30:.1f} GiB of {memory}memory "
+            "available; lower the fanout (or the batch)"
         )
 
 

@@ -130,3 +130,21 @@ def test_gpu_fanouts_past_every_degree_take_every_neighbour(weighted):
         cpu = gg.NeighborSampler(graph, [k], disjoint=True, **options).sample_links(pairs, key=1)
         np.testing.assert_array_equal(to_host(gpu.n_id), cpu.n_id)
         np.testing.assert_array_equal(to_host(gpu.adjs[0].e_id), cpu.adjs[0].e_id)
+
+
+def test_gpu_hop_too_large_for_memory_is_refused_by_name(monkeypatch):
+    # The CPU driver refuses such a hop naming the fanout; the GPU driver allocated its slots and
+    # raised numpy's MemoryError (CuPy's OutOfMemoryError on a GPU) from deep inside. Small here:
+    # 1 KiB free and no lower bound on the hops checked.
+    from gglspeedup import validation
+    from gglspeedup.sampling._kernels import cuda
+
+    sampler = gg.NeighborSampler(_graph("plain-csr"), [2, 300], replace=True, device="cuda:0")
+    monkeypatch.setattr(validation, "available_memory", lambda: 1 << 10)
+    monkeypatch.setattr(cuda, "SMALL_OUTPUT", 0)
+    if not sampler.device.simulated:
+        import cupy
+
+        monkeypatch.setattr(cupy.cuda.runtime, "memGetInfo", lambda: (1 << 10, 1 << 31))
+    with pytest.raises(ValueError, match=r"^fanouts\[1\] = 300 draws up to \d+ edges at hop 1 \(\d+ targets\)"):
+        sampler.sample(np.arange(12), key=0)

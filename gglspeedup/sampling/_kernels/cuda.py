@@ -29,6 +29,8 @@ from numba import cuda
 from ..._integrity import corrupt_indices_error
 from ..._launch import device_view, launch_rows, to_host
 from ..._rng import hop_state, row_state
+from ...validation import BYTES_PER_DRAW, check_draws
+from .cpu import SMALL_OUTPUT
 from .records import Drawn, GraphArrays, SampleOptions, from_virtual, graph_arrays, to_virtual, with_markers
 from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
 from .rows import row_finish, row_window, split, window_count, window_fill
@@ -189,6 +191,7 @@ class CUDADriver:
             lo = 0
             for hop, k in enumerate(fanouts):
                 num_known = int(n_id.shape[0])
+                self._check_slots(num_known - lo, k, hop)
                 n_id, edge_index, e_id = self._hop(n_id, lo, k, hop_state(self.seed, key, hop), options, corrupt)
                 hops.append((edge_index, e_id, (int(n_id.shape[0]), num_known)))
                 if options.expand_new:
@@ -219,6 +222,25 @@ class CUDADriver:
         if spans is None:
             spans = [(0, self.num_edges, self.graph.indptr.shape[0] - 1, "")]
         return corrupt_indices_error(self._csr[1], spans)
+
+    def _check_slots(self, num_targets: int, k: int, hop: int) -> None:
+        """Refuse, before its kernels, a bounded hop whose ``num_targets * k`` slots cannot fit in
+        the device's free memory (host memory under the simulator), as the CPU driver refuses its
+        hops (``cpu.check_hop_output``): ``fanouts=[10**6], replace=True`` over 20,000 seeds raised
+        numpy's MemoryError (CuPy's ``OutOfMemoryError`` on a GPU) instead of naming the fanout."""
+        if k <= 0:
+            return
+        slots = num_targets * (k if self._slot_limit is None else min(k, self._slot_limit))
+        if slots * BYTES_PER_DRAW < SMALL_OUTPUT:
+            return
+        if self.device.simulated:
+            check_draws(f"fanouts[{hop}]", k, slots, f"at hop {hop} ({num_targets} targets)")
+            return
+        import cupy
+
+        with self.device:
+            free = int(cupy.cuda.runtime.memGetInfo()[0])
+        check_draws(f"fanouts[{hop}]", k, slots, f"at hop {hop} ({num_targets} targets)", free, "GPU ")
 
     def _hop(self, n_id, lo: int, k: int, state, options, corrupt):
         device, graph, xp = self.device, self.graph, self.device.xp
