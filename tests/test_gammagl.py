@@ -279,6 +279,11 @@ def test_link_loader_edge_label_index_of_floats_is_a_type_error_naming_it():
         _label_pairs(np.zeros((3, 2), np.int64))
     with pytest.raises(ValueError, match=r"edge_label_index must be 2-D, got shape \(4,\)"):
         _label_pairs(np.arange(4))
+    assert _label_pairs([[0, 4], [4, 0]], 5).tolist() == [[0, 4], [4, 0]]
+    with pytest.raises(IndexError, match=r"edge_label_index\[1\]\[0\] = 5 is out of range \[0, num_nodes = 5\)"):
+        _label_pairs([[0, 1], [5, 2]], 5)  # the sampler named "seeds", on the first batch
+    with pytest.raises(IndexError, match=r"edge_label_index\[0\]\[1\] = -1 is out of range"):
+        _label_pairs([[0, -1], [1, 2]], 5)
 
 
 @pytest.mark.skipif(HAS_GAMMAGL, reason="GammaGL is installed here: tools/gammagl_conformance.py covers the loaders")
@@ -369,3 +374,60 @@ def test_prefetch_nice_lowers_only_the_producer_threads_priority(edge_index):
     assert seen == [min(base + 5, 19)] * 2 and os.getpriority(os.PRIO_PROCESS, 0) == base
     with pytest.raises(ValueError, match="prefetch_nice"):
         loader(edge_index, sample_lists=[2], prefetch_nice=20)
+
+
+def test_graph_loader_input_nodes_are_checked_as_node_idx_is():
+    # the check NodeNeighborLoader makes (this test needs no GammaGL): GammaGL's get_input_nodes_index
+    # read a NumPy bool mask as the ids 0 and 1, truncated float ids and took a too-short mask
+    from gglspeedup.gammagl.loaders import _input_nodes
+
+    mask = np.array([False, True, False, True, False, False])
+    kind, ids = _input_nodes(mask, 6)  # a NumPy mask, like a tensor one: the nodes it marks
+    assert kind is None and ids.tolist() == [1, 3]
+    kind, ids = _input_nodes(None, 4)
+    assert kind is None and ids.dtype == np.int64 and ids.tolist() == [0, 1, 2, 3]
+    assert _input_nodes([5, 2], 6)[1].tolist() == [5, 2] and _input_nodes(np.array([[5], [2]]), 6)[1].tolist() == [5, 2]
+    with pytest.raises(TypeError, match=r"input_nodes_type must be a bool mask or integer node ids, got dtype float"):
+        _input_nodes(np.array([1.7]), 6)
+    with pytest.raises(ValueError, match=r"input_nodes_type as a bool mask must have shape \(6,\)"):
+        _input_nodes(mask[:2], 6)
+    with pytest.raises(IndexError, match=r"input_nodes_type\[1\] = 6 is out of range \[0, num_nodes = 6\)"):
+        _input_nodes(np.array([0, 6]), 6)
+    counts = {"paper": 10, "author": 6}
+    kind, ids = _input_nodes("author", 0, counts)
+    assert kind == "author" and ids.tolist() == list(range(6))
+    kind, ids = _input_nodes(("author", mask), 0, counts)
+    assert kind == "author" and ids.tolist() == [1, 3]
+    assert _input_nodes(["paper", None], 0, counts)[1].tolist() == list(range(10))
+    with pytest.raises(ValueError, match=r"names node type 'venue'; the graph's are \['author', 'paper'\]"):
+        _input_nodes(("venue", None), 0, counts)
+    with pytest.raises(TypeError, match=r"must be a node type or \(node type, mask or ids\), got NoneType"):
+        _input_nodes(None, 0, counts)
+    with pytest.raises(TypeError, match=r"input_nodes_type\['author'\] must be a bool mask or integer node ids"):
+        _input_nodes(("author", np.array([1.5])), 0, counts)
+    with pytest.raises(IndexError, match=r"input_nodes_type\['author'\]\[0\] = 6 is out of range"):
+        _input_nodes(("author", [6]), 0, counts)
+
+
+def test_graph_loader_edge_index_of_floats_is_a_type_error_not_truncated():
+    # a Graph's float edge_index was cast with astype: [[0.7], [1.9]] became the edge 0 -> 1
+    from types import SimpleNamespace
+
+    from gglspeedup.gammagl.loaders import _edge_index
+
+    assert _edge_index(SimpleNamespace(edge_index=np.array([[0, 3], [1, 2]], np.int32))).dtype == np.int64
+    assert _edge_index(SimpleNamespace(edge_index=None)).shape == (2, 0)
+    with pytest.raises(TypeError, match=r"edge_index must hold integers \(int32 or int64\), got dtype float"):
+        _edge_index(SimpleNamespace(edge_index=np.array([[0.7], [1.9]])))
+    with pytest.raises(TypeError, match=r"graph\['a'\]\.edge_index must hold integers"):
+        _edge_index(SimpleNamespace(edge_index=np.ones((2, 2), bool)), "graph['a'].edge_index")
+
+
+@pytest.mark.parametrize("directed", ["no", None, 0])
+def test_graph_loaders_directed_takes_bools_only(directed):
+    # bool("no") was True (directed sampling) and None was False; checked before GammaGL is imported
+    from gglspeedup.gammagl import LinkNeighborLoader, NodeNeighborLoader
+
+    for kind in (NodeNeighborLoader, LinkNeighborLoader):
+        with pytest.raises(TypeError, match=r"directed must be a bool \(True or False\), got"):
+            kind(object(), [2], directed=directed)

@@ -31,7 +31,8 @@ import numpy as np
 from .. import backends
 from ..graph import CSRGraph
 from ..loader import BaseLoader
-from ._common import gammagl_device, host_array, loader_options
+from ..validation import check_bool, check_ids_in_range, int_array
+from ._common import gammagl_device, host_array, loader_options, node_ids
 from ._flat import check_node_attrs, flat_hetero_sample, flat_sample, gather_node_attrs, induced_edges, link_queries
 from ._tlx import require_gammagl
 
@@ -48,11 +49,13 @@ class _GraphLoader(BaseLoader):
         from ..sampling import HeteroNeighborSampler
         from ..sampling import NeighborSampler as Sampler
 
+        # checked before GammaGL is imported: bool("no") was True, so directed="no" sampled directed
+        directed = check_bool("directed", directed)
         require_gammagl(owner)
         from gammagl.data import Graph, HeteroGraph
 
         options = loader_options(owner, kwargs)
-        self.graph, self.directed = graph, bool(directed)
+        self.graph, self.directed = graph, directed
         device = gammagl_device(device)
         if not isinstance(graph, (Graph, HeteroGraph)):
             raise TypeError(f"{owner} needs a gammagl.data.Graph or HeteroGraph, got {type(graph).__name__}")
@@ -78,7 +81,7 @@ class _GraphLoader(BaseLoader):
                     )
                 self._ours = CSRGraph.from_edge_index(_edge_index(graph), num_nodes=int(graph.num_nodes))
         elif self.is_hetero:
-            relations = {et: _edge_index(graph[et]) for et in self.edge_types}
+            relations = {et: _edge_index(graph[et], f"graph[{et!r}].edge_index") for et in self.edge_types}
             counts = {t: int(graph[t].num_nodes) for t in self.node_types}
             self._ours = OurHeteroGraph(relations, counts)
             sampler = HeteroNeighborSampler(self._ours, num_neighbors, replace=replace, seed=seed, device=device)
@@ -200,10 +203,8 @@ class NodeNeighborLoader(_GraphLoader):
         owner = type(self).__name__
         self._build(owner, graph, num_neighbors, replace, directed, neighbor_sampler, kwargs, prefetch, seed, device)
         self._set_node_attrs(owner, node_attrs)
-        from gammagl.loader.utils import get_input_nodes_index
-
-        self.input_type, index = get_input_nodes_index(graph, input_nodes_type)
-        self._seeds = host_array(index).astype(np.int64, copy=False).reshape(-1)
+        counts = dict(self.sampler.num_nodes) if self.is_hetero else None
+        self.input_type, self._seeds = _input_nodes(input_nodes_type, int(graph.num_nodes) if counts is None else 0, counts)
         self._num_items = len(self._seeds)
 
     def _items_in_order(self, permutation):
@@ -280,7 +281,8 @@ class LinkNeighborLoader(_GraphLoader):
                 "use gglspeedup.LinkLoader(HeteroNeighborSampler(...), ..., edge_type=...)"
             )
         self._set_node_attrs(owner, node_attrs)
-        self._pairs = _edge_index(graph) if edge_label_index is None else _label_pairs(edge_label_index)
+        num_nodes = int(self.sampler.num_nodes)
+        self._pairs = _edge_index(graph) if edge_label_index is None else _label_pairs(edge_label_index, num_nodes)
         if edge_label is None:
             self._labels = np.zeros(self._pairs.shape[1], dtype=np.float32)
         else:
@@ -314,15 +316,17 @@ class LinkNeighborLoader(_GraphLoader):
         return self._with_node_attrs(batch, rows, row, col, edge)
 
 
-def _label_pairs(edge_label_index) -> np.ndarray:
+def _label_pairs(edge_label_index, num_nodes: int | None = None) -> np.ndarray:
     """``edge_label_index`` as a host int64 (2, E) array (checked as :func:`~gglspeedup.validation.int_array`
     checks ids): float or bool ids raise ``TypeError``, as ids do everywhere here (a float tensor
-    raised ``ValueError``), another shape ``ValueError``."""
-    from ..validation import int_array
-
+    raised ``ValueError``), another shape ``ValueError``; with ``num_nodes``, an id outside
+    ``[0, num_nodes)`` ``IndexError`` naming it (the sampler named "seeds", on the first batch)."""
     pairs = int_array("edge_label_index", host_array(edge_label_index), ndim=2, expected="must hold integer node ids")
     if pairs.shape[0] != 2:
         raise ValueError(f"edge_label_index must be an integer (2, E) tensor, got shape {pairs.shape}")
+    if num_nodes is not None:
+        for side in (0, 1):
+            check_ids_in_range(f"edge_label_index[{side}]", pairs[side], num_nodes, what="num_nodes")
     return pairs
 
 
@@ -341,12 +345,39 @@ def _check_ratio(value) -> float:
     return ratio
 
 
-def _edge_index(store) -> np.ndarray:
-    """A GammaGL graph's (or edge store's) ``edge_index`` as a host (2, E) int64 array."""
+def _edge_index(store, name: str = "edge_index") -> np.ndarray:
+    """A GammaGL graph's (or edge store's) ``edge_index`` as a host (2, E) int64 array: float or
+    bool ids raise ``TypeError`` (``astype`` truncated ``[[0.7], [1.9]]`` to the edge 0 -> 1)."""
     edge_index = getattr(store, "edge_index", None)
     if edge_index is None:
         return np.empty((2, 0), dtype=np.int64)
-    return host_array(edge_index).astype(np.int64, copy=False)
+    return int_array(name, host_array(edge_index), ndim=2)
+
+
+def _input_nodes(value, num_nodes: int, node_counts: dict | None = None) -> tuple:
+    """GammaGL's ``input_nodes_type`` as ``(input node type or None, int64 seed ids)``, checked here
+    (GammaGL's ``get_input_nodes_index`` read a NumPy bool mask as the ids 0 and 1, truncated float
+    ids, took a mask of the wrong length, and failed on a list or an unknown node type with an
+    unnamed ``AttributeError`` / ``TypeError``).
+
+    A ``Graph`` (``node_counts`` None, ``num_nodes`` nodes): ``None`` (every node), a bool mask or
+    integer ids, as ``NeighborSampler``'s ``node_idx``. A ``HeteroGraph`` (``node_counts``: node
+    type -> count): a node type, or ``(node type, None / mask / ids)``.
+    """
+    if node_counts is None:
+        return None, node_ids("input_nodes_type", value, num_nodes)
+    if isinstance(value, str):
+        node_type, ids = value, None
+    elif isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str):
+        node_type, ids = value
+    else:
+        raise TypeError(
+            "input_nodes_type over a HeteroGraph must be a node type or (node type, mask or ids), "
+            f"got {type(value).__name__}"
+        )
+    if node_type not in node_counts:
+        raise ValueError(f"input_nodes_type names node type {node_type!r}; the graph's are {sorted(node_counts)}")
+    return node_type, node_ids(f"input_nodes_type[{node_type!r}]", ids, node_counts[node_type])
 
 
 def _given_sampler(owner: str, graph, sampler, num_neighbors, hetero: bool):
