@@ -204,7 +204,8 @@ class NodeNeighborLoader(_GraphLoader):
         self._build(owner, graph, num_neighbors, replace, directed, neighbor_sampler, kwargs, prefetch, seed, device)
         self._set_node_attrs(owner, node_attrs)
         counts = dict(self.sampler.num_nodes) if self.is_hetero else None
-        self.input_type, self._seeds = _input_nodes(input_nodes_type, int(graph.num_nodes) if counts is None else 0, counts)
+        num_nodes = int(graph.num_nodes) if counts is None else 0
+        self.input_type, self._seeds = _input_nodes(input_nodes_type, num_nodes, counts)
         self._num_items = len(self._seeds)
 
     def _items_in_order(self, permutation):
