@@ -16,7 +16,7 @@ import pytest
 
 import gglspeedup as gg
 from gglspeedup.gammagl import EdgeIndex, NeighborSampler
-from gglspeedup.gammagl._flat import flat_sample, induced_edges, link_queries
+from gglspeedup.gammagl._flat import check_node_attrs, flat_sample, induced_edges, link_queries
 from gglspeedup.testing import check_sample
 
 HAS_GAMMAGL = importlib.util.find_spec("gammagl") is not None
@@ -431,3 +431,14 @@ def test_graph_loaders_directed_takes_bools_only(directed):
     for kind in (NodeNeighborLoader, LinkNeighborLoader):
         with pytest.raises(TypeError, match=r"directed must be a bool \(True or False\), got"):
             kind(object(), [2], directed=directed)
+
+
+def test_node_attrs_with_fewer_rows_than_nodes_are_refused_when_the_loader_is_made():
+    # a 3-row x over a 12-node graph was taken, and the first batch reaching node 6 failed inside
+    # NumPy ("index 6 is out of bounds for axis 0 with size 3")
+    with pytest.raises(ValueError, match=r"node_attrs\['x'\] has 3 rows but the graph has 12 nodes"):
+        check_node_attrs("NodeNeighborLoader", {"x": np.zeros((3, 1))}, None, 12)
+    typed = {"x": {"paper": np.zeros((4, 2)), "author": np.zeros((1, 2))}}
+    with pytest.raises(ValueError, match=r"node_attrs\['x'\]\['author'\] has 1 rows but the graph has 2 nodes of type"):
+        check_node_attrs("NodeNeighborLoader", typed, ["paper", "author"], {"paper": 4, "author": 2})
+    assert check_node_attrs("NodeNeighborLoader", {"x": np.zeros((12, 1)), "y": [0] * 3}, None, 12).keys() == {"x", "y"}

@@ -99,9 +99,11 @@ def link_queries(pairs: np.ndarray, labels: np.ndarray, ratio: float, num_nodes:
     return query_nodes.astype(np.int64, copy=False), inverse.reshape(2, -1).astype(np.int64, copy=False), labels
 
 
-def check_node_attrs(owner: str, node_attrs, node_types=None) -> dict:
+def check_node_attrs(owner: str, node_attrs, node_types=None, num_nodes=None) -> dict:
     """``node_attrs`` checked: a dict attribute name (str) -> row source (``source[ids]``), or for
-    a typed graph (``node_types`` given) name -> {node type: source}; ``None`` is ``{}``."""
+    a typed graph (``node_types`` given) name -> {node type: source}; ``None`` is ``{}``. With
+    ``num_nodes`` (the graph's count, or node type -> count), a source whose ``shape`` says it has
+    fewer rows is refused (a batch reaching the missing rows failed inside NumPy, mid-epoch)."""
     if node_attrs is None:
         return {}
     if not isinstance(node_attrs, dict):
@@ -122,10 +124,19 @@ def check_node_attrs(owner: str, node_attrs, node_types=None) -> dict:
             if unknown:
                 raise ValueError(f"{owner}: node_attrs[{name!r}] names node types {unknown} the graph does not have")
         for node_type, source in sources.items():
+            where = f"[{name!r}]" + ("" if node_type is None else f"[{node_type!r}]")
             if not hasattr(source, "__getitem__"):
-                where = f"[{name!r}]" + ("" if node_type is None else f"[{node_type!r}]")
                 raise TypeError(
                     f"{owner}: node_attrs{where} must give rows by node id (source[ids]), got {type(source).__name__}"
+                )
+            count = num_nodes.get(node_type) if isinstance(num_nodes, dict) else num_nodes
+            shape = getattr(source, "shape", None)
+            rows = shape[0] if shape is not None and len(shape) >= 1 else None
+            if count is not None and isinstance(rows, (int, np.integer)) and rows < count:
+                raise ValueError(
+                    f"{owner}: node_attrs{where} has {int(rows)} rows but the graph has {int(count)} nodes"
+                    + ("" if node_type is None else f" of type {node_type!r}")
+                    + ": one row per node is needed"
                 )
     return dict(node_attrs)
 

@@ -102,7 +102,9 @@ class _GraphLoader(BaseLoader):
         )
 
     def _set_node_attrs(self, owner, node_attrs) -> None:
-        self._node_attrs = check_node_attrs(owner, node_attrs, self.node_types if self.is_hetero else None)
+        counts = self.sampler.num_nodes
+        counts = dict(counts) if self.is_hetero else int(counts)
+        self._node_attrs = check_node_attrs(owner, node_attrs, self.node_types if self.is_hetero else None, counts)
 
     def _subgraph(self, out) -> tuple:
         """``(node, row, col, edge)`` as TensorLayerX tensors (dicts for a HeteroGraph), and the
