@@ -191,8 +191,10 @@ class CUDADriver:
             lo = 0
             for hop, k in enumerate(fanouts):
                 num_known = int(n_id.shape[0])
-                self._check_slots(num_known - lo, k, hop)
-                n_id, edge_index, e_id = self._hop(n_id, lo, k, hop_state(self.seed, key, hop), options, corrupt)
+                # the same draws (see __init__): T * k slots that fit
+                bounded = k if k < 0 or self._slot_limit is None else min(k, self._slot_limit)
+                self._check_slots(num_known - lo, k, bounded, hop)
+                n_id, edge_index, e_id = self._hop(n_id, lo, bounded, hop_state(self.seed, key, hop), options, corrupt)
                 hops.append((edge_index, e_id, (int(n_id.shape[0]), num_known)))
                 if options.expand_new:
                     lo = num_known
@@ -223,32 +225,28 @@ class CUDADriver:
             spans = [(0, self.num_edges, self.graph.indptr.shape[0] - 1, "")]
         return corrupt_indices_error(self._csr[1], spans)
 
-    def _check_slots(self, num_targets: int, k: int, hop: int) -> None:
-        """Refuse, before its kernels, a bounded hop whose ``num_targets * k`` slots cannot fit in
-        the device's free memory (host memory under the simulator), as the CPU driver refuses its
-        hops (``cpu.check_hop_output``): ``fanouts=[10**6], replace=True`` over 20,000 seeds raised
+    def _check_slots(self, num_targets: int, k: int, bounded: int, hop: int) -> None:
+        """Refuse, before its kernels, a hop of fanout ``k`` whose ``num_targets * bounded`` slots
+        (``bounded``: the slots a target takes, see :meth:`sample`) cannot fit in the device's free
+        memory (host memory under the simulator), as the CPU driver refuses its hops
+        (``cpu.check_hop_output``): ``fanouts=[10**6], replace=True`` over 20,000 seeds raised
         numpy's MemoryError (CuPy's ``OutOfMemoryError`` on a GPU) instead of naming the fanout."""
-        if k <= 0:
+        slots = num_targets * bounded
+        if bounded <= 0 or slots * BYTES_PER_DRAW < SMALL_OUTPUT:
             return
-        slots = num_targets * (k if self._slot_limit is None else min(k, self._slot_limit))
-        if slots * BYTES_PER_DRAW < SMALL_OUTPUT:
-            return
-        if self.device.simulated:
-            check_draws(f"fanouts[{hop}]", k, slots, f"at hop {hop} ({num_targets} targets)")
-            return
-        import cupy
+        free, memory = None, ""  # the simulator: the host's available memory
+        if not self.device.simulated:
+            import cupy
 
-        with self.device:
-            free = int(cupy.cuda.runtime.memGetInfo()[0])
-        check_draws(f"fanouts[{hop}]", k, slots, f"at hop {hop} ({num_targets} targets)", free, "GPU ")
+            with self.device:
+                free, memory = int(cupy.cuda.runtime.memGetInfo()[0]), "GPU "
+        check_draws(f"fanouts[{hop}]", k, slots, f"at hop {hop} ({num_targets} targets)", free, memory)
 
     def _hop(self, n_id, lo: int, k: int, state, options, corrupt):
         device, graph, xp = self.device, self.graph, self.device.xp
         num_known = int(n_id.shape[0])
         num_targets = num_known - lo
         padded = k >= 0
-        if padded and self._slot_limit is not None:
-            k = min(k, self._slot_limit)  # the same draws (see __init__), T * k slots that fit
         counts = xp.zeros(num_targets + 1, dtype=np.int64)
         if padded:
             offsets, slots = counts, num_targets * k
