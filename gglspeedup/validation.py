@@ -32,6 +32,7 @@ __all__ = [
     "int_array",
     "ints_beyond_int64",
     "uint64_beyond_int64",
+    "beyond_int64",
     "check_ids_in_range",
     "check_allocation",
     "check_draws",
@@ -229,15 +230,12 @@ def int_array(
                 raise TypeError(f"{name} {expected}, got dtype {array.dtype}")
             if exact.ndim != ndim:
                 raise ValueError(f"{name} must be {ndim}-D, got shape {exact.shape}")
-            position = np.unravel_index(int(np.argmax((exact < _INT64_MIN) | (exact > _INT64_MAX))), exact.shape)
-            where = ", ".join(str(int(i)) for i in position)
-            raise beyond(f"{name}[{where}] = {exact[position]} does not fit in int64")
+            raise beyond(beyond_int64(name, exact))
     if array.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {array.shape}")
-    position = uint64_beyond_int64(array)
-    if position is not None:
-        where = ", ".join(str(int(i)) for i in position)
-        raise beyond(f"{name}[{where}] = {array[position]} does not fit in int64")
+    message = beyond_int64(name, array)
+    if message is not None:
+        raise beyond(message)
     if dtype is None:
         dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)
@@ -258,6 +256,27 @@ def uint64_beyond_int64(array) -> tuple | None:
     if not bool(over.any()):  # one sync for GPU arrays
         return None
     return tuple(int(i) for i in np.unravel_index(int(over.argmax()), array.shape))
+
+
+def beyond_int64(name: str, array) -> str | None:
+    """The error message naming the first entry of ``array`` that int64 cannot hold
+    (``"name[i, j] = value does not fit in int64"``), or ``None`` when every entry fits: ``array``
+    is a uint64 array (host or GPU: one sync, :func:`uint64_beyond_int64`) or the object array of
+    exact integers :func:`ints_beyond_int64` returns; any other dtype has nothing beyond int64.
+    The one wording of that error, for ids (:func:`int_array`) and integer times alike.
+
+    >>> beyond_int64("ids", ints_beyond_int64([[0], [2**70]])), beyond_int64("ids", np.arange(3))
+    ('ids[1, 0] = 1180591620717411303424 does not fit in int64', None)
+    """
+    if array.dtype == object:
+        outside = (array < _INT64_MIN) | (array > _INT64_MAX)
+        position = np.unravel_index(int(np.argmax(outside)), array.shape) if outside.any() else None
+    else:
+        position = uint64_beyond_int64(array)
+    if position is None:
+        return None
+    where = ", ".join(str(int(i)) for i in position)
+    return f"{name}[{where}] = {int(array[position])} does not fit in int64"
 
 
 def ints_beyond_int64(values: Any) -> np.ndarray | None:

@@ -132,6 +132,31 @@ def test_python_ints_beyond_int64_are_ids_out_of_range_not_of_the_wrong_type():
         gg.LinkLoader(sampler, store, [[0], [2**70]], batch_size=1)
 
 
+def test_ids_and_integer_times_beyond_int64_share_one_message():
+    from gglspeedup.sampling.temporal import check_int64_times
+    from gglspeedup.validation import beyond_int64, ints_beyond_int64
+
+    cases = {
+        "list past int64": ([3, 2**70], "values[1] = 1180591620717411303424"),
+        "list below int64": ([-(2**63) - 1, 0], "values[0] = -9223372036854775809"),
+        "uint64 past int64": (np.array([0, 2**64 - 1], np.uint64), "values[1] = 18446744073709551615"),
+    }
+    for values, named in cases.values():
+        exact = values if isinstance(values, np.ndarray) else ints_beyond_int64(values)
+        assert beyond_int64("values", exact) == f"{named} does not fit in int64"
+        with pytest.raises(ValueError) as ids:
+            int_array("values", values)
+        with pytest.raises(ValueError) as times:
+            check_int64_times("values", values, np.asarray(values))  # the times as NumPy reads them
+        assert str(ids.value) == f"{named} does not fit in int64"
+        assert str(times.value) == f"{named} does not fit in int64 (the dtype of integer times)"
+    assert beyond_int64("values", np.array([[0, 1], [2**63, 2]], np.uint64)) == (
+        "values[1, 0] = 9223372036854775808 does not fit in int64"
+    )
+    for fits in (np.array([0, 2**63 - 1], np.uint64), np.arange(3), np.array([1.5])):
+        assert beyond_int64("values", fits) is None
+
+
 class _UserSampler:
     def sample(self, seeds, key=None):
         return gg.SampleOutput(np.asarray(seeds, np.int64), [])

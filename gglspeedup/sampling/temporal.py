@@ -21,7 +21,7 @@ import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..graph import CSRGraph
-from ..validation import ints_beyond_int64, uint64_beyond_int64
+from ..validation import beyond_int64, ints_beyond_int64
 
 __all__ = [
     "STRATEGIES",
@@ -58,18 +58,10 @@ def check_int64_times(name: str, values, array) -> None:
     time) or as objects (``[2**64, 0]``), or a uint64 array past ``2**63 - 1`` (int64 would wrap it
     to a negative time). Float times are float64 and have no such bound."""
     if array.dtype.kind in "fO":
-        exact = ints_beyond_int64(values)  # None unless a list of ints only (a loop: error path)
-        if exact is not None:
-            outside = (exact < np.iinfo(np.int64).min) | (exact > np.iinfo(np.int64).max)
-            position = np.unravel_index(int(np.argmax(outside)), exact.shape)
-            where = ", ".join(str(int(i)) for i in position)
-            raise ValueError(f"{name}[{where}] = {exact[position]} does not fit in int64 (the dtype of integer times)")
-    else:
-        position = uint64_beyond_int64(array)  # sync (GPU times): one flag per batch, uint64 times only
-        if position is not None:
-            where = ", ".join(str(i) for i in position)
-            value = int(array[position])
-            raise ValueError(f"{name}[{where}] = {value} does not fit in int64 (the dtype of integer times)")
+        array = ints_beyond_int64(values)  # None unless a list of ints only (a loop: error path)
+    message = None if array is None else beyond_int64(name, array)  # sync (GPU times): uint64 ones only
+    if message is not None:
+        raise ValueError(f"{message} (the dtype of integer times)")
 
 
 def time_array(name: str, values, length: int | None = None, what: str = "") -> np.ndarray:
