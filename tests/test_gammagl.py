@@ -185,6 +185,45 @@ def test_sample_replays_a_batch_by_key(edge_index):
     np.testing.assert_array_equal(adjs[0].edge_index, adjs_2[0].edge_index)
 
 
+@pytest.mark.parametrize("no_hops", [[], (), np.array([], np.int64)], ids=["list", "tuple", "array"])
+def test_sample_lists_empty_yields_the_seeds_alone_as_gammagl(edge_index, no_hops):
+    # GammaGL's NeighborSampler takes sample_lists=[] (no hops) and yields (batch, batch, []);
+    # ours refused it ("must name at least one hop")
+    x = np.arange(120, dtype=np.float32).reshape(60, 2)
+    seeds = np.array([7, 3, 7, 59, 0])
+    batches = loader(edge_index, sample_lists=no_hops, node_idx=seeds, batch_size=2, x=x)
+    assert batches.sizes == [] and repr(batches) == "NeighborSampler(sizes=[])"
+    got = list(batches)
+    assert [d.tolist() for d, _, _, _ in got] == [[7, 3], [7, 59], [0]]
+    for dst_node, n_id, adjs, rows in got:
+        assert adjs == [] and n_id.dtype == np.int64
+        np.testing.assert_array_equal(n_id, dst_node)  # duplicates kept, as GammaGL's n_id = batch
+        np.testing.assert_array_equal(rows, x[n_id])
+    dst_node, n_id, adjs = loader(edge_index, sample_lists=[]).sample([4, 4, 1])
+    assert dst_node.tolist() == n_id.tolist() == [4, 4, 1] and adjs == []
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=60)
+    ready = loader(gg.NeighborSampler(graph, [5], seed=2), sample_lists=[], node_idx=seeds, batch_size=5)
+    ((dst_node, n_id, adjs),) = list(ready)
+    assert n_id.tolist() == seeds.tolist() and adjs == []
+
+
+def test_graph_loaders_num_neighbors_empty_is_one_hop_drawing_nothing():
+    # NodeNeighborLoader / LinkNeighborLoader (GammaGL needed to run them: the conformance script)
+    # hand these to our samplers: GammaGL reads [] (and {edge type: []}) as no hops
+    from gglspeedup.gammagl._common import no_hops, sampler_fanouts
+
+    cites, writes = ("paper", "cites", "paper"), ("author", "writes", "paper")
+    assert sampler_fanouts([]) == sampler_fanouts(()) == sampler_fanouts(np.array([], np.int64)) == [0]
+    assert sampler_fanouts({cites: [], writes: []}) == {cites: [0], writes: [0]}
+    assert sampler_fanouts({}) == [0]
+    for hops in ([2, 1], {cites: [2], writes: []}, {cites: [2]}, [[]], {cites: {}}):
+        assert not no_hops(hops) and sampler_fanouts(hops) is hops  # the sampler's checks decide
+    graph = gg.CSRGraph.from_edge_index(np.array([[1, 2, 3], [0, 0, 1]]), num_nodes=4)
+    out = gg.NeighborSampler(graph, sampler_fanouts([])).sample([1, 0], key=0)
+    node, row, col, edge = flat_sample(out)
+    assert node.tolist() == [1, 0] and row.size == col.size == edge.size == 0
+
+
 # ---------------------------------------------------------------------------------- batch plans
 def test_flat_sample_is_the_hops_seed_hop_first():
     graph = gg.CSRGraph.from_edge_index(np.random.default_rng(2).integers(0, 30, (2, 150)), num_nodes=30)

@@ -9,7 +9,7 @@ import numpy as np
 from ..device import to_numpy
 from ..validation import check_ids_in_range, int_array
 
-__all__ = ["loader_options", "host_array", "node_ids", "gammagl_device"]
+__all__ = ["loader_options", "host_array", "node_ids", "gammagl_device", "no_hops", "sampler_fanouts"]
 
 # tensorlayerx.dataflow.DataLoader's options that change what a loader yields, and the value that
 # leaves them off. GammaGL's loaders pass **kwargs straight to it.
@@ -90,3 +90,28 @@ def gammagl_device(device):
     from ..compat import as_compat_device
 
     return as_compat_device(device)
+
+
+def no_hops(num_neighbors: Any) -> bool:
+    """Whether ``num_neighbors`` / ``sample_lists`` asks for no hops, as GammaGL reads it: ``[]``
+    (or an empty tuple / 1-D array), or a dict of edge type -> ``[]`` (``{}`` included). GammaGL's
+    batches are then the seeds alone: no edges, every sampled node a seed."""
+    if isinstance(num_neighbors, dict):
+        return all(no_hops(hops) and not isinstance(hops, dict) for hops in num_neighbors.values())
+    if isinstance(num_neighbors, np.ndarray):
+        return num_neighbors.ndim == 1 and num_neighbors.size == 0
+    return isinstance(num_neighbors, (list, tuple)) and len(num_neighbors) == 0
+
+
+def sampler_fanouts(num_neighbors: Any) -> Any:
+    """``num_neighbors`` as gglspeedup's samplers take it. No hops (:func:`no_hops`), which they
+    refuse, becomes one hop drawing nothing (``[0]``, per edge type for a non-empty dict): its batch holds
+    the seeds alone (``n_id`` the seeds as given) and one record without edges, which
+    ``NeighborSampler`` drops (GammaGL's ``adjs`` is then ``[]``) and the graph loaders' flat
+    ``(node, row, col, edge)`` has no trace of. Anything else is returned as it is, for the
+    sampler to check."""
+    if not no_hops(num_neighbors):
+        return num_neighbors
+    if isinstance(num_neighbors, dict) and num_neighbors:
+        return {edge_type: [0] for edge_type in num_neighbors}
+    return [0]

@@ -32,7 +32,7 @@ from .. import backends
 from ..graph import CSRGraph
 from ..loader import BaseLoader
 from ..validation import check_bool, check_ids_in_range, int_array
-from ._common import gammagl_device, host_array, loader_options, node_ids
+from ._common import gammagl_device, host_array, loader_options, node_ids, sampler_fanouts
 from ._flat import check_node_attrs, flat_hetero_sample, flat_sample, gather_node_attrs, induced_edges, link_queries
 from ._tlx import require_gammagl
 
@@ -55,6 +55,7 @@ class _GraphLoader(BaseLoader):
         from gammagl.data import Graph, HeteroGraph
 
         options = loader_options(owner, kwargs)
+        num_neighbors = sampler_fanouts(num_neighbors)  # [] (no hops): batches of the seeds alone
         self.graph, self.directed = graph, directed
         device = gammagl_device(device)
         if not isinstance(graph, (Graph, HeteroGraph)):
@@ -152,6 +153,8 @@ class NodeNeighborLoader(_GraphLoader):
     graph : gammagl.data.Graph or HeteroGraph
     num_neighbors : list of int, or dict edge type -> list
         Neighbours per hop, seed hop first (``-1``: all); a list applies to every edge type.
+        ``[]`` (or ``[]`` for every edge type), no hops, gives GammaGL's batches of the seeds
+        alone, without edges.
     input_nodes_type : tensor, str or (str, tensor), optional
         GammaGL's seeds: ``None`` (every node), a bool mask or ids; for a ``HeteroGraph`` the node
         type or ``(node type, mask or ids)``.
@@ -241,6 +244,7 @@ class LinkNeighborLoader(_GraphLoader):
         A ``HeteroGraph`` raises ``NotImplementedError`` (GammaGL 0.5.0 samples links of a
         ``Graph`` only).
     num_neighbors : list of int
+        As :class:`NodeNeighborLoader`'s (``[]``: the endpoints alone).
     edge_label_index : tensor (2, E), optional
         The pairs to iterate (default: the graph's edges).
     edge_label : tensor (E, ...), optional

@@ -23,7 +23,7 @@ from ..graph import CSRGraph
 from ..loader import BaseLoader
 from ..protocols import FeatureSource
 from ..validation import check_bool, check_fanouts, check_int
-from ._common import gammagl_device, host_array, loader_options, node_ids
+from ._common import gammagl_device, host_array, loader_options, no_hops, node_ids, sampler_fanouts
 
 __all__ = ["NeighborSampler", "EdgeIndex"]
 
@@ -68,7 +68,8 @@ class NeighborSampler(BaseLoader):
         (``with_fanouts``) and its own seed; ``num_nodes`` is then the sampler's.
     sample_lists : list of int
         Neighbours per hop, **seed hop first** (``[25, 10]``); ``-1`` takes every neighbour (GammaGL's
-        ``inference`` loaders use ``[-1]``).
+        ``inference`` loaders use ``[-1]``). ``[]``, no hops, yields the seeds alone, as GammaGL's:
+        ``n_id`` equal to ``dst_node`` and ``adjs == []``.
     node_idx : tensor, optional
         The seeds to iterate: ``None`` (every node), a bool mask, or integer ids.
     num_nodes : int, optional
@@ -136,7 +137,7 @@ class NeighborSampler(BaseLoader):
             raise NotImplementedError(
                 "NeighborSampler: edge_index as a gammagl SparseGraph is not supported; pass the (2, E) edge_index"
             )
-        self.sizes = check_fanouts(sample_lists, "sample_lists")
+        self.sizes = [] if no_hops(sample_lists) else check_fanouts(sample_lists, "sample_lists")
         self.return_e_id = check_bool("return_e_id", return_e_id)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be callable or None, got {type(transform).__name__}")
@@ -146,12 +147,12 @@ class NeighborSampler(BaseLoader):
             if num_nodes is not None and num_nodes != given.num_nodes:
                 raise ValueError(f"num_nodes is the sampler's ({given.num_nodes}) when one is given, got {num_nodes}")
             self.num_nodes = int(given.num_nodes)
-            sampler = given.with_fanouts(self.sizes)
+            sampler = given.with_fanouts(sampler_fanouts(self.sizes))
         else:
             edges = host_array(edge_index)
             self.num_nodes = _infer_num_nodes(edges, node_idx, num_nodes)
             graph = CSRGraph.from_edge_index(edges, num_nodes=self.num_nodes)
-            sampler = Sampler(graph, self.sizes, seed=seed, device=gammagl_device(device))
+            sampler = Sampler(graph, sampler_fanouts(self.sizes), seed=seed, device=gammagl_device(device))
         self._seeds = node_ids("node_idx", node_idx, self.num_nodes)
         features = None
         if x is not None:
@@ -203,10 +204,11 @@ class NeighborSampler(BaseLoader):
         rows = None if self.features is None else self._gather(out.n_id)
         gathered = time.perf_counter()
         count = len(seeds)
-        hops = [(adj.edge_index, adj.e_id if self.return_e_id else None) for adj in out.adjs]
+        records = out.adjs if self.sizes else []  # no hops: the one hop drawing nothing is not GammaGL's
+        hops = [(adj.edge_index, adj.e_id if self.return_e_id else None) for adj in records]
         dst_node, n_id, hops, rows = self._convert((out.n_id[:count], out.n_id, hops, rows))
-        adjs = [EdgeIndex(edge_index, e_id, adj.size) for (edge_index, e_id), adj in zip(hops, out.adjs)]
-        edges = sum(int(adj.edge_index.shape[1]) for adj in out.adjs)
+        adjs = [EdgeIndex(edge_index, e_id, adj.size) for (edge_index, e_id), adj in zip(hops, records)]
+        edges = sum(int(adj.edge_index.shape[1]) for adj in records)
         self._timed(start, sampled, gathered, seeds=count, nodes=int(out.n_id.shape[0]), edges=edges)
         result = (dst_node, n_id, adjs) if rows is None else (dst_node, n_id, adjs, rows)
         return result if self.transform is None else self.transform(*result)
