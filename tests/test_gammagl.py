@@ -224,6 +224,28 @@ def test_graph_loaders_num_neighbors_empty_is_one_hop_drawing_nothing():
     assert node.tolist() == [1, 0] and row.size == col.size == edge.size == 0
 
 
+def test_a_ready_sampler_keeps_its_seed_and_device_and_refuses_others(edge_index):
+    # seed=7 / device="cuda:0" beside a ready sampler were ignored: its own seed drew the batches
+    # while 7 keyed the shuffle, and the batches stayed on its device
+    graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=60)
+    ready = gg.NeighborSampler(graph, [5], seed=3)
+    with pytest.raises(ValueError, match=r"seed=7 is not the given sampler's own seed \(3\); .* pass 3"):
+        loader(ready, sample_lists=[2], seed=7)
+    with pytest.raises(ValueError, match=r"device='cuda:0' is not the given sampler's device \(cpu\)"):
+        loader(ready, sample_lists=[2], device="cuda:0")
+    with pytest.raises(TypeError, match="seed must be an int"):
+        loader(ready, sample_lists=[2], seed="3")
+    options = {"sample_lists": [2], "batch_size": 16, "shuffle": True}
+    implied = loader(ready, **options)  # seed and device left out: the sampler's
+    assert implied.seed == loader(ready, seed=3, device=-1, **options).seed == 3
+    built = loader(edge_index, num_nodes=60, seed=3, **options)  # the same loader over the graph
+    for (dst_a, n_id_a, adjs_a), (dst_b, n_id_b, adjs_b) in zip(implied, built, strict=True):
+        np.testing.assert_array_equal(dst_a, dst_b)
+        np.testing.assert_array_equal(n_id_a, n_id_b)
+        np.testing.assert_array_equal(adjs_a[0].edge_index, adjs_b[0].edge_index)
+    assert loader(edge_index, sample_lists=[2]).seed == 0
+
+
 # ---------------------------------------------------------------------------------- batch plans
 def test_flat_sample_is_the_hops_seed_hop_first():
     graph = gg.CSRGraph.from_edge_index(np.random.default_rng(2).integers(0, 30, (2, 150)), num_nodes=30)

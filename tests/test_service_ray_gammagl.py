@@ -157,3 +157,23 @@ def test_gammagl_graph_loaders_refuse_a_sampler_or_node_attrs_they_cannot_use(fa
         NodeNeighborLoader(Graph(3), [2], neighbor_sampler=local, node_attrs=[np.zeros(3)])
     with pytest.raises(TypeError, match=r"node_attrs\['x'\] must give rows by node id"):
         LinkNeighborLoader(Graph(3), [2], np.zeros((2, 1), dtype=np.int64), node_attrs={"x": 5})
+
+
+def test_gammagl_graph_loaders_take_seed_and_device_from_a_given_sampler_and_refuse_others(fake_gammagl):
+    # a given sampler draws with its own seed on its own device: seed=9 / device="cuda:0" beside it
+    # were ignored (the shuffle and the negatives were keyed by 9, the draws by the sampler's 4)
+    from gglspeedup.gammagl import LinkNeighborLoader, NodeNeighborLoader
+
+    _torch, Graph = fake_gammagl
+    local = gg.NeighborSampler(gg.CSRGraph.from_edge_index([[0, 1], [1, 2]], num_nodes=3), [2], seed=4)
+    pairs = np.array([[0, 1], [1, 2]])
+    for make in (
+        lambda **o: NodeNeighborLoader(Graph(3), [2], **o),
+        lambda **o: LinkNeighborLoader(Graph(3), [2], pairs, **o),
+    ):
+        with pytest.raises(ValueError, match=r"seed=9 is not the given sampler's own seed \(4\); .* pass 4"):
+            make(neighbor_sampler=local, seed=9)
+        with pytest.raises(ValueError, match=r"device='cuda:0' is not the given sampler's device \(cpu\)"):
+            make(neighbor_sampler=local, device="cuda:0")
+        assert make(neighbor_sampler=local).seed == make(neighbor_sampler=local, seed=4, device=-1).seed == 4
+        assert make().seed == 0 and make(seed=9).seed == 9  # no given sampler: seed as given, 0 by default

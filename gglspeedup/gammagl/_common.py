@@ -6,10 +6,18 @@ from typing import Any
 
 import numpy as np
 
-from ..device import to_numpy
-from ..validation import check_ids_in_range, int_array
+from ..device import as_device, to_numpy
+from ..validation import check_ids_in_range, check_int, int_array
 
-__all__ = ["loader_options", "host_array", "node_ids", "gammagl_device", "no_hops", "sampler_fanouts"]
+__all__ = [
+    "loader_options",
+    "host_array",
+    "node_ids",
+    "gammagl_device",
+    "no_hops",
+    "sampler_fanouts",
+    "ready_sampler_seed",
+]
 
 # tensorlayerx.dataflow.DataLoader's options that change what a loader yields, and the value that
 # leaves them off. GammaGL's loaders pass **kwargs straight to it.
@@ -115,3 +123,23 @@ def sampler_fanouts(num_neighbors: Any) -> Any:
     if isinstance(num_neighbors, dict) and num_neighbors:
         return {edge_type: [0] for edge_type in num_neighbors}
     return [0]
+
+
+def ready_sampler_seed(owner: str, sampler, seed, device) -> int:
+    """The seed of a loader given a ready ``sampler``: the sampler's own, which draws the batches
+    (and keys the loader's shuffle, so the batches equal those of the same loader built over the
+    whole graph with that seed). ``seed`` / ``device`` left out (``None``) take the sampler's;
+    another value than the sampler's raises ``ValueError`` naming it, where it was ignored."""
+    own = int(sampler.seed)
+    if seed is not None and check_int("seed", seed, minimum=0) != own:
+        raise ValueError(
+            f"{owner}: seed={seed!r} is not the given sampler's own seed ({own}); a ready sampler draws "
+            f"with its own seed: leave seed out or pass {own}"
+        )
+    minus_one = isinstance(device, (int, np.integer)) and not isinstance(device, bool) and device == -1
+    if device is not None and as_device("cpu" if minus_one else device) != sampler.device:  # parsed, not opened
+        raise ValueError(
+            f"{owner}: device={device!r} is not the given sampler's device ({sampler.device}); a ready "
+            "sampler samples on its own device: leave device out or build the sampler there"
+        )
+    return own

@@ -32,7 +32,7 @@ from .. import backends
 from ..graph import CSRGraph
 from ..loader import BaseLoader
 from ..validation import check_bool, check_ids_in_range, int_array
-from ._common import gammagl_device, host_array, loader_options, node_ids, sampler_fanouts
+from ._common import gammagl_device, host_array, loader_options, node_ids, ready_sampler_seed, sampler_fanouts
 from ._flat import check_node_attrs, flat_hetero_sample, flat_sample, gather_node_attrs, induced_edges, link_queries
 from ._tlx import require_gammagl
 
@@ -57,7 +57,8 @@ class _GraphLoader(BaseLoader):
         options = loader_options(owner, kwargs)
         num_neighbors = sampler_fanouts(num_neighbors)  # [] (no hops): batches of the seeds alone
         self.graph, self.directed = graph, directed
-        device = gammagl_device(device)
+        if neighbor_sampler is None:  # a given one has its own seed and device (ready_sampler_seed)
+            seed, device = 0 if seed is None else seed, gammagl_device("cpu" if device is None else device)
         if not isinstance(graph, (Graph, HeteroGraph)):
             raise TypeError(f"{owner} needs a gammagl.data.Graph or HeteroGraph, got {type(graph).__name__}")
         self.is_hetero = isinstance(graph, HeteroGraph)
@@ -70,6 +71,7 @@ class _GraphLoader(BaseLoader):
         self._skeleton = False  # a given sampler and a graph without edges: n_id, e_id, edge_index set here
         if self._given:
             sampler = _given_sampler(owner, graph, neighbor_sampler, num_neighbors, self.is_hetero)
+            seed = ready_sampler_seed(owner, sampler, seed, device)
             stores = [graph[et] for et in graph.metadata()[1]] if self.is_hetero else [graph]
             self._skeleton = all(getattr(store, "edge_index", None) is None for store in stores)
             if self.is_hetero:  # the graph's edges may be absent: the sampler's types
@@ -167,7 +169,8 @@ class NodeNeighborLoader(_GraphLoader):
     neighbor_sampler : gglspeedup NeighborSampler / HeteroNeighborSampler, optional
         gglspeedup only: a ready sampler draws the batches instead of one built over ``graph``'s
         edges (e.g. a service cluster's ``cluster.sampler(...)``), with ``num_neighbors`` as its
-        fanouts (``with_fanouts``) and its own ``seed``, ``replace`` and ``device``; ``graph``
+        fanouts (``with_fanouts``) and its own ``seed``, ``replace`` and ``device`` (``seed=`` or
+        ``device=`` other than the sampler's raises ``ValueError``); ``graph``
         must have its node counts, and needs no edges. Given a ``graph`` without edges (no
         ``edge_index``: ``Graph(num_nodes=N)``), each batch carries ``edge_index`` and also ``n_id``
         (the sampled nodes' global ids, per node type) and ``e_id`` (each edge's id, per edge
@@ -183,7 +186,8 @@ class NodeNeighborLoader(_GraphLoader):
         as that attribute, set after GammaGL's slicing (replacing a sliced one of the same name).
     prefetch, seed, device
         gglspeedup only: batches built ahead on a background thread; the key of shuffles and
-        draws; where sampling runs (``-1``: the CPU).
+        draws (``None``: 0, or a given sampler's own seed); where sampling runs (``-1``: the CPU;
+        ``None``: the CPU, or a given sampler's own device).
 
     Yields ``Graph`` / ``HeteroGraph`` batches as GammaGL's: attributes sliced, ``edge_index`` local,
     ``batch_size`` the seed count (``batch[input_type].batch_size`` for a ``HeteroGraph``).
@@ -201,8 +205,8 @@ class NodeNeighborLoader(_GraphLoader):
         *,
         node_attrs=None,
         prefetch: int = 0,
-        seed: int = 0,
-        device="cpu",
+        seed: int | None = None,
+        device=None,
         **kwargs,
     ):
         owner = type(self).__name__
@@ -276,8 +280,8 @@ class LinkNeighborLoader(_GraphLoader):
         *,
         node_attrs=None,
         prefetch: int = 0,
-        seed: int = 0,
-        device="cpu",
+        seed: int | None = None,
+        device=None,
         **kwargs,
     ):
         owner = type(self).__name__

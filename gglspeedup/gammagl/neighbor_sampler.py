@@ -23,7 +23,15 @@ from ..graph import CSRGraph
 from ..loader import BaseLoader
 from ..protocols import FeatureSource
 from ..validation import check_bool, check_fanouts, check_int
-from ._common import gammagl_device, host_array, loader_options, no_hops, node_ids, sampler_fanouts
+from ._common import (
+    gammagl_device,
+    host_array,
+    loader_options,
+    no_hops,
+    node_ids,
+    ready_sampler_seed,
+    sampler_fanouts,
+)
 
 __all__ = ["NeighborSampler", "EdgeIndex"]
 
@@ -65,7 +73,8 @@ class NeighborSampler(BaseLoader):
         ``gammagl.sparse.SparseGraph`` raises ``NotImplementedError``. gglspeedup only: a ready
         :class:`~gglspeedup.NeighborSampler` (e.g. a service cluster's ``cluster.sampler(...)``,
         whose graph lives on its servers) samples instead, with ``sample_lists`` as its fanouts
-        (``with_fanouts``) and its own seed; ``num_nodes`` is then the sampler's.
+        (``with_fanouts``) and its own seed and device; ``num_nodes``, ``seed`` and ``device`` are
+        then the sampler's (another value raises ``ValueError``).
     sample_lists : list of int
         Neighbours per hop, **seed hop first** (``[25, 10]``); ``-1`` takes every neighbour (GammaGL's
         ``inference`` loaders use ``[-1]``). ``[]``, no hops, yields the seeds alone, as GammaGL's:
@@ -97,12 +106,13 @@ class NeighborSampler(BaseLoader):
         process's (Linux nice steps, 0-19; 0: the same). Raised, the thread samples on the cycles
         the model's step leaves idle instead of taking its cores (a batch still waits for it when
         it falls behind; the machine's other processes then also come first).
-    seed : int
+    seed : int or None
         gglspeedup only: keys the sampler and the shuffle (epoch ``e``'s order is keyed by
         ``(seed, e)``, batch ``i`` samples with key ``e * len(loader) + i``): runs replay exactly.
-    device : str or int
+        ``None``: 0, or a ready sampler's own seed.
+    device : str, int or None
         ``"cpu"`` (or GammaGL's ``-1``) or a CUDA device (``"cuda:0"``, ``0``): where sampling runs
-        and the tensors live.
+        and the tensors live. ``None``: the CPU, or a ready sampler's own device.
     backend : str or None
         ``"tlx"`` (TensorLayerX's framework, from ``TL_BACKEND``), any gglspeedup backend name
         (``"torch"``, ``"numpy"``, ...), or ``None`` for the sampler's own arrays.
@@ -123,8 +133,8 @@ class NeighborSampler(BaseLoader):
         prefetch: int = 0,
         prefetch_threads: int | None = 1,
         prefetch_nice: int = 0,
-        seed: int = 0,
-        device="cpu",
+        seed: int | None = None,
+        device=None,
         backend: str | None = "tlx",
         **kwargs,
     ):
@@ -146,13 +156,16 @@ class NeighborSampler(BaseLoader):
         if given is not None:
             if num_nodes is not None and num_nodes != given.num_nodes:
                 raise ValueError(f"num_nodes is the sampler's ({given.num_nodes}) when one is given, got {num_nodes}")
+            seed = ready_sampler_seed(type(self).__name__, given, seed, device)
             self.num_nodes = int(given.num_nodes)
             sampler = given.with_fanouts(sampler_fanouts(self.sizes))
         else:
             edges = host_array(edge_index)
             self.num_nodes = _infer_num_nodes(edges, node_idx, num_nodes)
             graph = CSRGraph.from_edge_index(edges, num_nodes=self.num_nodes)
-            sampler = Sampler(graph, sampler_fanouts(self.sizes), seed=seed, device=gammagl_device(device))
+            seed = 0 if seed is None else seed
+            device = gammagl_device("cpu" if device is None else device)
+            sampler = Sampler(graph, sampler_fanouts(self.sizes), seed=seed, device=device)
         self._seeds = node_ids("node_idx", node_idx, self.num_nodes)
         features = None
         if x is not None:
