@@ -30,6 +30,8 @@ __all__ = [
     "check_fanouts",
     "parse_fanouts",
     "int_array",
+    "list_array",
+    "ragged_message",
     "ints_beyond_int64",
     "uint64_beyond_int64",
     "beyond_int64",
@@ -207,7 +209,7 @@ def int_array(
     TypeError
         for ``None``, floats, bools, strings or objects.
     ValueError
-        when the array is not ``ndim``-D.
+        when the array is not ``ndim``-D, or a list is ragged (:func:`list_array`).
     ValueError or ``beyond``
         when a value does not fit in int64 (an unsigned one, or a Python int beyond int64 in a
         list: ``[2**70]``); callers whose values are ids checked against a range pass
@@ -218,7 +220,7 @@ def int_array(
     if values is None:
         raise TypeError(f"{name} must be an integer array, got None")
     reject_meta(name, values)
-    array = to_numpy(values) if not isinstance(values, (list, tuple, range)) else np.asarray(values)
+    array = to_numpy(values) if not isinstance(values, (list, tuple, range)) else list_array(name, values)
     if array.dtype.kind not in "iu":
         if array.dtype.kind == "b":
             raise TypeError(f"{name} must hold integers, got dtype bool")
@@ -239,6 +241,40 @@ def int_array(
     if dtype is None:
         dtype = array.dtype if array.dtype in (np.int32, np.int64) else np.int64
     return np.ascontiguousarray(array, dtype=dtype)
+
+
+def list_array(name: str, values: Any, expected: str = "a rectangular array") -> np.ndarray:
+    """``np.asarray(values)`` of a (nested) list or tuple; a ragged one, whose rows differ in length
+    (``[[0, 1, 2], [1, 2]]``), raises ``ValueError`` naming ``name`` (:func:`ragged_message`), where
+    NumPy's own error ("inhomogeneous shape after 1 dimensions") named no argument.
+
+    >>> list_array("ids", [[0, 1], [2]])
+    Traceback (most recent call last):
+        ...
+    ValueError: ids must be a rectangular array, got a ragged list of rows of lengths 2, 1 (no array shape)
+    """
+    try:
+        return np.asarray(values)
+    except ValueError:  # NumPy >= 1.24: a ragged nesting has no array shape
+        raise ValueError(ragged_message(name, values, expected)) from None
+
+
+def ragged_message(name: str, values: Any, expected: str) -> str:
+    """The error for a ragged list or tuple ``values`` given as ``name``, which ``must be
+    {expected}``: the lengths of its first six rows (``scalar`` for an entry that is not a row), and
+    past them the first row whose length differs from the first's (none: rows ragged deeper down)."""
+    lengths = [len(row) if hasattr(row, "__len__") else None for row in values]
+    shown = ", ".join("scalar" if n is None else str(n) for n in lengths[:6])
+    if len(lengths) > 6:
+        shown += ", ..."
+        differs = next((i for i, n in enumerate(lengths) if n != lengths[0]), 0)
+        if differs >= 6:
+            shown += f" ({name}[{differs}]: {'scalar' if lengths[differs] is None else lengths[differs]})"
+    if len(set(lengths)) == 1 and lengths[0] is not None:
+        shown += ", whose own rows differ"
+    return (
+        f"{name} must be {expected}, got a ragged {type(values).__name__} of rows of lengths {shown} (no array shape)"
+    )
 
 
 def uint64_beyond_int64(array) -> tuple | None:

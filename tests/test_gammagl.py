@@ -484,6 +484,24 @@ def test_graph_loader_edge_index_of_floats_is_a_type_error_not_truncated():
         _edge_index(SimpleNamespace(edge_index=np.ones((2, 2), bool)), "graph['a'].edge_index")
 
 
+def test_ragged_edge_index_lists_are_refused_by_name():
+    # a ragged list gave NumPy's unnamed "inhomogeneous shape" ValueError
+    from types import SimpleNamespace
+
+    from gglspeedup.gammagl.loaders import _edge_index, _label_pairs
+
+    ragged = [[0, 1, 2], [1, 2]]
+    named = r"^{} must be a rectangular array, got a ragged list of rows of lengths {} \(no array shape\)$"
+    with pytest.raises(ValueError, match=named.format("edge_index", "3, 2")):
+        NeighborSampler(ragged, sample_lists=[2], num_nodes=3, backend="numpy")
+    with pytest.raises(ValueError, match=named.format("edge_index", "3, 2")):
+        _edge_index(SimpleNamespace(edge_index=ragged))
+    with pytest.raises(ValueError, match=named.format("edge_label_index", "3, 2")):
+        _label_pairs(ragged, 3)
+    with pytest.raises(ValueError, match=named.format("node_idx", "1, 2")):
+        NeighborSampler([[0, 1], [1, 2]], sample_lists=[2], node_idx=[[0], [1, 2]], backend="numpy")
+
+
 @pytest.mark.parametrize("directed", ["no", None, 0])
 def test_graph_loaders_directed_takes_bools_only(directed):
     # bool("no") was True (directed sampling) and None was False; checked before GammaGL is imported

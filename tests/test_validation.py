@@ -157,6 +157,39 @@ def test_ids_and_integer_times_beyond_int64_share_one_message():
         assert beyond_int64("values", fits) is None
 
 
+def test_ragged_lists_are_refused_by_name_at_every_entry_point():
+    # NumPy's "setting an array element with a sequence ... inhomogeneous shape" named no argument
+    from gglspeedup.validation import list_array
+
+    graph = gg.CSRGraph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), num_nodes=10)
+    sampler = gg.NeighborSampler(graph, [2])
+    store = gg.FeatureStore(np.zeros((10, 2), np.float32))
+    ragged, short_first = [[0, 1, 2], [1, 2]], [[0], [1, 2]]
+    calls = {
+        "edge_index": lambda: gg.CSRGraph.from_edge_index(ragged, num_nodes=10),
+        "indices": lambda: gg.CSRGraph([0, 1, 2], short_first),
+        "seeds": lambda: sampler.sample(short_first),
+        "pairs": lambda: sampler.sample_links(ragged),
+        "node_time": lambda: gg.NeighborSampler(graph, [2], node_time=short_first),
+        "seeds of a loader": lambda: gg.NodeLoader(sampler, store, short_first, batch_size=1),
+        "pairs of a loader": lambda: gg.LinkLoader(sampler, store, ragged, batch_size=1),
+    }
+    for name, call in calls.items():
+        argument = name.split(" ")[0]
+        lengths = "3, 2" if argument in ("edge_index", "pairs") else "1, 2"
+        expected = rf"^{argument} must be a rectangular array, got a ragged list of rows of lengths {lengths} \(no"
+        with pytest.raises(ValueError, match=expected):
+            call()
+    long = [[0, 1]] * 1000 + [[1]]  # past the six rows shown: the first row that differs
+    with pytest.raises(ValueError, match=r"rows of lengths 2, 2, 2, 2, 2, 2, \.\.\. \(ids\[1000\]: 1\) \(no array"):
+        list_array("ids", long)
+    with pytest.raises(ValueError, match=r"rows of lengths 2, 2, whose own rows differ \(no array shape\)"):
+        int_array("ids", [[[0], [1, 2]], [[0], [1]]], ndim=3)
+    with pytest.raises(ValueError, match=r"rows of lengths scalar, 2 \(no array shape\)"):
+        int_array("ids", [0, [1, 2]])
+    assert list_array("ids", ((0, 1), (2, 3))).tolist() == [[0, 1], [2, 3]]
+
+
 class _UserSampler:
     def sample(self, seeds, key=None):
         return gg.SampleOutput(np.asarray(seeds, np.int64), [])

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..validation import uint64_beyond_int64
+from ..validation import ragged_message, uint64_beyond_int64
 
 __all__ = ["Chunk", "Source", "as_source", "SLICE"]
 
@@ -105,10 +105,7 @@ def _as_array(where: str, piece, kind: str) -> np.ndarray:
             f"{where} must be {expected}: its (src, dst) rows have unequal lengths {lengths[0]} and {lengths[1]} "
             f"(shapes ({lengths[0]},) and ({lengths[1]},))"
         ) from None
-    shown = ", ".join("scalar" if n is None else str(n) for n in lengths[:6]) + (", ..." if len(lengths) > 6 else "")
-    raise ValueError(
-        f"{where} must be {expected}, got a ragged {type(piece).__name__} of rows of lengths {shown} (no array shape)"
-    ) from None
+    raise ValueError(ragged_message(where, piece, expected)) from None
 
 
 class ArraysSource(Source):

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..device import as_device, to_numpy
-from ..validation import check_ids_in_range, check_int, int_array
+from ..validation import check_ids_in_range, check_int, int_array, list_array
 
 __all__ = [
     "loader_options",
@@ -62,12 +62,13 @@ def loader_options(owner: str, kwargs: dict) -> dict:
     return options
 
 
-def host_array(value: Any) -> np.ndarray:
-    """A host NumPy array of ``value`` (a tensor of any framework, an array, a list or a range)."""
+def host_array(name: str, value: Any) -> np.ndarray:
+    """A host NumPy array of ``value`` (a tensor of any framework, an array, a list or a range); a
+    ragged list raises ``ValueError`` naming ``name`` (:func:`~gglspeedup.validation.list_array`)."""
     if isinstance(value, range):
         return np.arange(value.start, value.stop, value.step, dtype=np.int64)
     if isinstance(value, (list, tuple)):
-        return np.asarray(value)
+        return list_array(name, value)
     return to_numpy(value)
 
 
@@ -76,7 +77,7 @@ def node_ids(name: str, value: Any, num_nodes: int) -> np.ndarray:
     mask of ``num_nodes`` entries, or integer ids (any shape, flattened as GammaGL flattens them)."""
     if value is None:
         return np.arange(num_nodes, dtype=np.int64)
-    array = host_array(value)
+    array = host_array(name, value)
     if array.dtype == np.bool_:
         if array.ndim != 1 or array.shape[0] != num_nodes:
             raise ValueError(

@@ -297,7 +297,7 @@ class LinkNeighborLoader(_GraphLoader):
         if edge_label is None:
             self._labels = np.zeros(self._pairs.shape[1], dtype=np.float32)
         else:
-            self._labels = host_array(edge_label)
+            self._labels = host_array("edge_label", edge_label)
             if self._labels.shape[:1] != (self._pairs.shape[1],):
                 raise ValueError(
                     f"edge_label must have one entry per pair ({self._pairs.shape[1]}), got shape {self._labels.shape}"
@@ -332,7 +332,12 @@ def _label_pairs(edge_label_index, num_nodes: int | None = None) -> np.ndarray:
     checks ids): float or bool ids raise ``TypeError``, as ids do everywhere here (a float tensor
     raised ``ValueError``), another shape ``ValueError``; with ``num_nodes``, an id outside
     ``[0, num_nodes)`` ``IndexError`` naming it (the sampler named "seeds", on the first batch)."""
-    pairs = int_array("edge_label_index", host_array(edge_label_index), ndim=2, expected="must hold integer node ids")
+    pairs = int_array(
+        "edge_label_index",
+        host_array("edge_label_index", edge_label_index),
+        ndim=2,
+        expected="must hold integer node ids",
+    )
     if pairs.shape[0] != 2:
         raise ValueError(f"edge_label_index must be an integer (2, E) tensor, got shape {pairs.shape}")
     if num_nodes is not None:
@@ -362,7 +367,7 @@ def _edge_index(store, name: str = "edge_index") -> np.ndarray:
     edge_index = getattr(store, "edge_index", None)
     if edge_index is None:
         return np.empty((2, 0), dtype=np.int64)
-    return int_array(name, host_array(edge_index), ndim=2)
+    return int_array(name, host_array(name, edge_index), ndim=2)
 
 
 def _input_nodes(value, num_nodes: int, node_counts: dict | None = None) -> tuple:

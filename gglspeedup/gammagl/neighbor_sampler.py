@@ -160,7 +160,7 @@ class NeighborSampler(BaseLoader):
             self.num_nodes = int(given.num_nodes)
             sampler = given.with_fanouts(sampler_fanouts(self.sizes))
         else:
-            edges = host_array(edge_index)
+            edges = host_array("edge_index", edge_index)
             self.num_nodes = _infer_num_nodes(edges, node_idx, num_nodes)
             graph = CSRGraph.from_edge_index(edges, num_nodes=self.num_nodes)
             seed = 0 if seed is None else seed
@@ -169,7 +169,7 @@ class NeighborSampler(BaseLoader):
         self._seeds = node_ids("node_idx", node_idx, self.num_nodes)
         features = None
         if x is not None:
-            features = x if isinstance(x, FeatureSource) else FeatureStore(host_array(x), device=sampler.device)
+            features = x if isinstance(x, FeatureSource) else FeatureStore(host_array("x", x), device=sampler.device)
             if len(features) < self.num_nodes:
                 raise ValueError(f"x must have a row for each of the {self.num_nodes} nodes, got {len(features)}")
         self._num_items = len(self._seeds)
@@ -234,7 +234,7 @@ def _infer_num_nodes(edges: np.ndarray, node_idx, num_nodes) -> int:
         return check_int("num_nodes", num_nodes, minimum=0, expected="a non-negative int or None")
     largest = int(edges.max()) if edges.size else -1
     if node_idx is not None:
-        ids = host_array(node_idx)
+        ids = host_array("node_idx", node_idx)
         if ids.dtype == np.bool_:
             return int(ids.reshape(-1).shape[0])
         if ids.size and ids.dtype.kind in "iu":

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
-from ..validation import check_bool, check_draws, check_int, ints_beyond_int64
+from ..validation import check_bool, check_draws, check_int, ints_beyond_int64, list_array
 from ._kernels.records import check_tree_count
 
 __all__ = [
@@ -165,7 +165,7 @@ def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
     else:
         if isinstance(seeds, (list, tuple)) and len(seeds) == 0:
             seeds = np.empty(0, np.int64)
-        seeds = to_numpy(seeds)
+        seeds = list_array(name, seeds) if isinstance(seeds, (list, tuple)) else to_numpy(seeds)
     dtype = seeds.dtype
     if dtype.kind not in "iu":
         seeds = ints_beyond_int64(given)  # [2**70]: out of range, though NumPy reads no integer dtype

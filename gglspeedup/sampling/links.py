@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
-from ..validation import available_memory, check_bool, check_int, ints_beyond_int64
+from ..validation import available_memory, check_bool, check_int, ints_beyond_int64, list_array
 from ._kernels.exclusion import row_filter
 from .temporal import tree_times
 from .types import LinkSampleOutput, hop_adjs
@@ -64,7 +64,7 @@ def _host_or_device(name: str, values, device):
         return as_device_array(values, device)
     if isinstance(values, (list, tuple)) and len(values) == 0:
         return np.empty(0, np.int64)
-    return to_numpy(values)
+    return list_array(name, values) if isinstance(values, (list, tuple)) else to_numpy(values)
 
 
 def check_pairs(pairs, num_nodes, device, names=("num_nodes", "num_nodes"), check: bool = True):

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..device import as_device_array, on_gpu, reject_meta, to_numpy
 from ..graph import CSRGraph
-from ..validation import beyond_int64, ints_beyond_int64
+from ..validation import beyond_int64, ints_beyond_int64, list_array
 
 __all__ = [
     "STRATEGIES",
@@ -71,7 +71,7 @@ def time_array(name: str, values, length: int | None = None, what: str = "") -> 
     if values is None:
         raise TypeError(f"{name} must be an array of times, got None")
     reject_meta(name, values)
-    array = np.asarray(values) if isinstance(values, (list, tuple)) else to_numpy(values)
+    array = list_array(name, values) if isinstance(values, (list, tuple)) else to_numpy(values)
     check_int64_times(name, values, array)
     kind = array.dtype.kind
     if kind not in "iuf" or (kind == "f" and array.dtype.itemsize > 8):
