@@ -195,7 +195,9 @@ class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
         )
 
     def to_pyg(self):
-        """A PyG ``EdgeIndex`` ``[source, destination]`` sorted by destination (column), int64."""
+        """A PyG ``EdgeIndex`` ``[source, destination]`` sorted by destination (column), int64: a new
+        ``(2, num_edges)`` tensor, not a view of this graph (PyG keeps both rows in one tensor, so
+        neither :attr:`indices` nor the expanded destinations can be shared)."""
         from torch_geometric import EdgeIndex
 
         edge_index = self._torch(self.edge_index())
