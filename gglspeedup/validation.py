@@ -246,13 +246,7 @@ def int_array(
 def list_array(name: str, values: Any, expected: str = "a rectangular array") -> np.ndarray:
     """``np.asarray(values)`` of a (nested) list or tuple; a ragged one, whose rows differ in length
     (``[[0, 1, 2], [1, 2]]``), raises ``ValueError`` naming ``name`` (:func:`ragged_message`), where
-    NumPy's own error ("inhomogeneous shape after 1 dimensions") named no argument.
-
-    >>> list_array("ids", [[0, 1], [2]])
-    Traceback (most recent call last):
-        ...
-    ValueError: ids must be a rectangular array, got a ragged list of rows of lengths 2, 1 (no array shape)
-    """
+    NumPy's own error ("inhomogeneous shape after 1 dimensions") named no argument."""
     try:
         return np.asarray(values)
     except ValueError:  # NumPy >= 1.24: a ragged nesting has no array shape
@@ -263,18 +257,15 @@ def ragged_message(name: str, values: Any, expected: str) -> str:
     """The error for a ragged list or tuple ``values`` given as ``name``, which ``must be
     {expected}``: the lengths of its first six rows (``scalar`` for an entry that is not a row), and
     past them the first row whose length differs from the first's (none: rows ragged deeper down)."""
-    lengths = [len(row) if hasattr(row, "__len__") else None for row in values]
-    shown = ", ".join("scalar" if n is None else str(n) for n in lengths[:6])
-    if len(lengths) > 6:
-        shown += ", ..."
-        differs = next((i for i, n in enumerate(lengths) if n != lengths[0]), 0)
-        if differs >= 6:
-            shown += f" ({name}[{differs}]: {'scalar' if lengths[differs] is None else lengths[differs]})"
-    if len(set(lengths)) == 1 and lengths[0] is not None:
+    lengths = [len(row) if hasattr(row, "__len__") else "scalar" for row in values]
+    differs = next((i for i, n in enumerate(lengths) if n != lengths[0]), None)
+    shown = ", ".join(map(str, lengths[:6])) + (", ..." if len(lengths) > 6 else "")
+    if differs is None:
         shown += ", whose own rows differ"
-    return (
-        f"{name} must be {expected}, got a ragged {type(values).__name__} of rows of lengths {shown} (no array shape)"
-    )
+    elif differs >= 6:
+        shown += f" ({name}[{differs}]: {lengths[differs]})"
+    kind = type(values).__name__
+    return f"{name} must be {expected}, got a ragged {kind} of rows of lengths {shown} (no array shape)"
 
 
 def uint64_beyond_int64(array) -> tuple | None:
@@ -299,11 +290,7 @@ def beyond_int64(name: str, array) -> str | None:
     (``"name[i, j] = value does not fit in int64"``), or ``None`` when every entry fits: ``array``
     is a uint64 array (host or GPU: one sync, :func:`uint64_beyond_int64`) or the object array of
     exact integers :func:`ints_beyond_int64` returns; any other dtype has nothing beyond int64.
-    The one wording of that error, for ids (:func:`int_array`) and integer times alike.
-
-    >>> beyond_int64("ids", ints_beyond_int64([[0], [2**70]])), beyond_int64("ids", np.arange(3))
-    ('ids[1, 0] = 1180591620717411303424 does not fit in int64', None)
-    """
+    The one wording of that error, for ids (:func:`int_array`) and integer times alike."""
     if array.dtype == object:
         outside = (array < _INT64_MIN) | (array > _INT64_MAX)
         position = np.unravel_index(int(np.argmax(outside)), array.shape) if outside.any() else None
