@@ -231,6 +231,49 @@ def test_a_failing_build_leaves_nothing_that_loads(tmp_path, monkeypatch, failur
     assert os.listdir(tmp_path) == []
 
 
+class _Drifting:
+    """A source that says it is re-iterable but gives other edges after the counting pass."""
+
+    reiterable = True
+
+    def __init__(self, first, later):
+        self.first, self.later, self.passes = first, later, 0
+
+    def __iter__(self):
+        self.passes += 1
+        return iter(self.first if self.passes == 1 else self.later)
+
+
+@pytest.mark.parametrize("reorder", [None, "degree"])
+@pytest.mark.parametrize(
+    "later",
+    [
+        lambda e: [np.vstack([e[0], np.full_like(e[1], 7)])] * 3,  # more edges into one row than counted
+        lambda e: [e[:, :5]],  # fewer: the rows' other slots would keep np.empty's bytes
+        lambda e: [np.vstack([e[0] % 7 + 3_000, e[1]])],  # as many per row, but an id out of range
+    ],
+    ids=["more", "fewer", "out-of-range"],
+)
+def test_a_source_that_changes_after_the_counting_pass_is_refused(tmp_path, later, reorder):
+    # It used to corrupt the heap (more: written past the bucket, the process aborted) or save
+    # a "verified" graph holding uninitialised ids (fewer) or ids >= num_nodes.
+    edges = _edges(20_000, seed=6)
+    build_csr([np.array([[0], [1]])], tmp_path / "g", num_nodes=NUM_NODES)  # a graph already there
+    source = _Drifting([edges], later(edges))
+    with pytest.raises(ValueError, match=r"the source gave other edges on a later pass than on the first"):
+        build_csr(source, tmp_path / "g", num_nodes=NUM_NODES, memory="1M", reorder=reorder)
+    assert source.passes >= 2 and os.listdir(tmp_path) == ["g"]
+    assert gg.CSRGraph.load(tmp_path / "g", verify=True).num_edges == 1
+
+
+def test_weights_that_change_after_the_counting_pass_are_refused(tmp_path):
+    edges = _edges(20_000, seed=7)
+    weights = _Drifting([np.ones(edges.shape[1])], [np.ones(3)])
+    with pytest.raises(ValueError, match=r"source chunk 0: the source gave other edges on a later pass"):
+        build_csr([edges], tmp_path / "g", num_nodes=NUM_NODES, weights=weights)
+    assert os.listdir(tmp_path) == []
+
+
 _MEASURE = """
 import json, os, resource, sys
 import numpy as np

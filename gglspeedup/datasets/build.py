@@ -110,7 +110,8 @@ def build_csr(
         the chunk and position of the first bad edge (a negative id, an id
         ``>= num_nodes``, a chunk that is not ``(2, k)`` integers, ragged or of unequal
         ``(src, dst)``, a weight that is not finite and ``>= 0``, weights chunked differently
-        from the edges); nothing is left at ``path``.
+        from the edges), or a re-iterable source that gives other edges on a later pass than on
+        the first; nothing is left at ``path``.
     FileNotFoundError, NotADirectoryError, PermissionError
         naming ``path`` when its parent folder does not exist, is not a folder or cannot be
         written (before anything is read; no folder is created for it).
@@ -308,16 +309,23 @@ def _write_rows(out, edges, weight_source, indptr, width, keep_edge_ids, budget,
         buffer = np.empty(e1 - e0, width)
         ids = np.empty(e1 - e0 if keep_edge_ids else 1, id_dtype)
         values = np.empty(e1 - e0, weight_dtype) if weight_dtype is not None else np.zeros(1, np.float32)
+        limits = indptr[r0 + 1 : r1 + 1] - e0  # where each row's slice of the bucket ends
         weight_chunks = iter(weight_source.chunks()) if weight_source is not None else None
         for chunk in edges.chunks():
             rows, cols = _rows_cols(chunk, direction)
             if rank is not None:
-                rows, cols = rank[rows], rank[cols]
-            w = next(weight_chunks).data if weight_chunks is not None else values
-            _scatter_bucket(
-                rows, cols, np.int64(r0), np.int64(r1), cursor, buffer, ids, keep_edge_ids,
-                np.int64(chunk.start), w, values, weight_chunks is not None,
+                rows, cols = _renumbered(rank, rows, chunk), _renumbered(rank, cols, chunk)
+            w = next(weight_chunks, None) if weight_chunks is not None else None
+            if weight_chunks is not None and (w is None or w.data.shape != (chunk.size,)):
+                raise _changed_source(chunk)
+            bad = _scatter_bucket(
+                rows, cols, np.int64(r0), np.int64(r1), cursor, limits, np.int64(num_rows), buffer, ids,
+                keep_edge_ids, np.int64(chunk.start), values if w is None else w.data, values, w is not None,
             )  # fmt: skip
+            if bad >= 0:
+                raise _changed_source(chunk, bad)
+        if not np.array_equal(cursor, limits):  # rows left short: their slots would hold np.empty's bytes
+            raise _changed_source(None)
         if unique_rows:
             bucket_indptr = indptr[r0 : r1 + 1] - e0
             lengths[r0:r1] = sort_unique_rows(bucket_indptr, buffer)
@@ -347,9 +355,33 @@ def _write(writer, array) -> None:
         raise
 
 
+def _renumbered(rank, ids, chunk):
+    if ids.size and (ids.min() < 0 or ids.max() >= rank.shape[0]):  # rank[-1] would wrap
+        raise _changed_source(chunk, int(np.argmax((ids < 0) | (ids >= rank.shape[0]))))
+    return rank[ids]
+
+
+def _changed_source(chunk, position=None) -> ValueError:
+    """The error for a re-iterable source that gave other edges (or weights) on a later pass than
+    on the counting pass: the buckets are cut from the first pass's counts, so its edges no longer fit."""
+    where = ""
+    if chunk is not None and position is not None:
+        where = f"source chunk {chunk.index}, edge {chunk.offset + position} (edge {chunk.start + position} overall): "
+    elif chunk is not None:
+        where = f"source chunk {chunk.index}: "
+    return ValueError(
+        f"{where}the source gave other edges on a later pass than on the first (its rows' counts or ids "
+        "changed): a re-iterable source must give the same edges, in the same chunks, each time it is read"
+    )
+
+
 @njit(cache=True, nogil=True)
-def _scatter_bucket(rows, cols, r0, r1, cursor, buffer, ids, keep_ids, id_base, weights_in, weights_out, weighted):
-    """Append the edges of rows ``[r0, r1)`` to their rows' slices of the bucket, in source order."""
+def _scatter_bucket(
+    rows, cols, r0, r1, cursor, limits, bound, buffer, ids, keep_ids, id_base, weights_in, weights_out, weighted
+):
+    """Append the edges of rows ``[r0, r1)`` to their rows' slices of the bucket, in source order.
+    Returns the position of the first edge that does not fit its row's slice (``limits``) or whose
+    neighbour is outside ``[0, bound)`` (a source that changed since the counting pass), else -1."""
     n = rows.shape[0]
     for e in range(n):
         if e + 16 < n:
@@ -359,9 +391,13 @@ def _scatter_bucket(rows, cols, r0, r1, cursor, buffer, ids, keep_ids, id_base, 
         r = rows[e]
         if r0 <= r < r1:
             p = cursor[r - r0]
+            c = cols[e]
+            if p >= limits[r - r0] or c < 0 or c >= bound:
+                return e
             cursor[r - r0] = p + 1
-            buffer[p] = cols[e]
+            buffer[p] = c
             if keep_ids:
                 ids[p] = id_base + e
             if weighted:
                 weights_out[p] = weights_in[e]
+    return -1
