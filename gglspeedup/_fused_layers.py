@@ -3,8 +3,9 @@
 A recognised layer is not called: its neighbour aggregation is the fused CSR kernel
 (:func:`gglspeedup._aggregate.csr_aggregate`, the batch's rows of the previous layer's table read
 in place) and its linear parts (the layer's own submodules, unchanged) run in torch on the
-aggregate. Recognised, by exact type (a subclass may change ``forward``) and only without forward
-hooks (which a fused call would skip):
+aggregate. Recognised, by exact type (a subclass may change ``forward``), only without forward
+hooks (which a fused call would skip) and, for PyG's, only with the default
+``flow="source_to_target"`` (``"target_to_source"`` aggregates over out-edges, not the CSR's rows):
 
 - ``gglspeedup.examples.torch_models.SAGEConv`` (mean): ``lin_l(mean) + lin_r(x_i)``;
 - PyG's ``SAGEConv`` with ``aggr`` ``"mean"``, ``"sum"`` or ``"add"`` and ``project=False``:
@@ -43,6 +44,8 @@ def fused_kind(layer) -> str | None:
         return None
     from torch_geometric.nn import GCNConv, GINConv, SAGEConv
 
+    if getattr(layer, "flow", "source_to_target") != "source_to_target":  # it aggregates out-edges, not rows
+        return None
     if cls is SAGEConv:
         ok = isinstance(layer.aggr, str) and layer.aggr in ("mean", "sum", "add") and not layer.project
         return "sage" if ok else None

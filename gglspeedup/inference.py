@@ -139,7 +139,8 @@ def layerwise(
 
     Fused layers (``fused=True``, the default): a layer :func:`fused_kind` recognises (the
     project's example ``SAGEConv``; PyG's ``SAGEConv`` with mean / sum aggregation, ``GINConv``
-    and ``GCNConv`` without ``improved``, by exact type and without forward hooks) is not called
+    and ``GCNConv`` without ``improved``, by exact type, without forward hooks and with PyG's
+    default ``flow``) is not called
     on a block: the batch's neighbour sum or mean is one fused CSR kernel reading the previous
     layer's table in place (every neighbour row read once, no per-edge copy), and the layer's
     own linear parts run in torch on it (GCN's normalisation over the whole graph, as its

@@ -70,6 +70,11 @@ def test_fused_kind_names_the_layers_run_fused():
     assert fused_kind(nn.GCNConv(4, 3)) == fused_kind(nn.GCNConv(4, 3, add_self_loops=False)) == "gcn"
     assert fused_kind(nn.GCNConv(4, 3, improved=True)) is None
     assert fused_kind(nn.GATConv(4, 3)) is None
+    # flow="target_to_source" aggregates over out-edges: fused, it got the in-edge (CSR row) sums
+    reversed_flow = dict(flow="target_to_source")
+    assert fused_kind(nn.SAGEConv(4, 3, **reversed_flow)) is None
+    assert fused_kind(nn.GINConv(torch.nn.Linear(4, 3), **reversed_flow)) is None
+    assert fused_kind(nn.GCNConv(4, 3, **reversed_flow)) is None
 
 
 def test_fused_layers_never_build_blocks_or_call_forward():
