@@ -198,7 +198,7 @@ def layerwise(
     np.ndarray, shape (num_nodes, F_out)
         The last layer's output for every node, in host memory (a ``np.memmap`` with
         ``out_dir``). A graph without nodes gives ``(0, F_out)``: every layer runs once on an
-        empty block. Memory: besides the graph and ``x``, at most two layer tables at once (the
+        empty block (fused on no rows). Memory: besides the graph and ``x``, at most two layer tables at once (the
         one read and the one written; each freed once the next layer is done) plus the cache
         budget and one batch's block (for a fused layer, the batch's aggregate and outputs).
 
@@ -268,15 +268,16 @@ def _run_layers(layers, graph, store, batch_size, device, backend, activation, c
     num_nodes = graph.num_nodes
     sampler = graph_arrays = None
     previous = None
-    # A graph without nodes still runs each layer once, on an empty block: the next layer then
-    # reads a (0, F) table, and the output has the last layer's width.
+    # A graph without nodes still runs each layer once, on an empty block (a fused layer on no rows,
+    # as GCNConv cannot take a block): the next layer reads a (0, F) table, the output has the last
+    # layer's width.
     starts = range(0, num_nodes, batch_size) if num_nodes else [0]
     for index, layer in enumerate(layers):
         last = index == len(layers) - 1
         table = None
         started = time.perf_counter()
         kind = _fused_kind(layer, backend) if fused else None
-        if kind is not None and num_nodes and _fused_input(store):
+        if kind is not None and _fused_input(store):
             from ._fused_layers import DeviceGraph, fused_batches
 
             graph_arrays = graph_arrays or DeviceGraph(graph, device)

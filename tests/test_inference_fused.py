@@ -136,6 +136,18 @@ def test_pyg_layers_equal_their_own_full_graph_forward(variant):
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_fused_layers_on_a_graph_without_nodes_give_their_width():
+    # GCNConv takes no (h, h[:T]) block: it ran on one for a graph without nodes and raised PyG's
+    # "does not support bipartite message passing", though every other graph ran it fused.
+    nn = _pyg()
+    graph = gg.CSRGraph([0], [])
+    torch.manual_seed(3)
+    for convs in ([nn.GCNConv(4, 5), nn.GCNConv(5, 2)], [nn.SAGEConv(4, 2, aggr="sum")], [SAGEConv(4, 2)]):
+        with torch.no_grad():
+            out = gg.inference.layerwise([c.eval() for c in convs], graph, np.zeros((0, 4), np.float32))
+        assert out.shape == (0, 2) and out.dtype == np.float32
+
+
 def test_unrecognised_layers_and_inputs_fall_back_to_blocks(tmp_path):
     graph = _graph(seed=6)
     x = _features(graph, 4, seed=7)
