@@ -56,7 +56,8 @@ def synthetic_powerlaw(
     Returns
     -------
     CSRGraph
-        int64 ``indptr`` (num_nodes + 1,) and ``indices`` (num_edges,), each row sorted ascending;
+        int64 ``indptr`` (num_nodes + 1,) and ``indices`` (num_edges,), int32 while the ids fit
+        (as every :class:`~gglspeedup.CSRGraph`), each row sorted ascending;
         ``v`` in row ``u`` if and only if ``u`` in row ``v``.
 
     out : str or path, optional
