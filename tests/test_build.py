@@ -111,6 +111,20 @@ def test_a_bad_chunk_is_named_and_leaves_the_old_graph(tmp_path, break_it, messa
     assert os.listdir(tmp_path) == ["g"]
 
 
+@pytest.mark.parametrize("reorder", [None, "degree"])
+def test_an_id_too_large_for_memory_is_named_when_num_nodes_is_not_given(tmp_path, reorder):
+    # The largest id sizes the degree counts: NumPy's bare MemoryError ("Unable to allocate 14.6 TiB")
+    # or "array is too big" came first, naming no edge.
+    chunks = [np.array([[0, 1], [1, 0]]), np.array([[2, 0, 1], [0, 2**62, 2]])]
+    with pytest.raises(
+        ValueError,
+        match=r"source chunk 1, edge 1 \(edge 3 overall\) = \[0, 4611686018427387904\]: "
+        r"with num_nodes not given the largest id sets it, and num_nodes = 4611686018427387905 needs",
+    ):
+        build_csr(chunks, tmp_path / "g", reorder=reorder)
+    assert os.listdir(tmp_path) == []
+
+
 def test_bad_weights_are_named(tmp_path):
     chunks = _chunks(_edges())
     weights = [np.ones(c.shape[1]) for c in chunks]

@@ -196,7 +196,7 @@ def _count_pass(edges, weight_source, num_nodes, direction, scratch, count_reads
                 _raise_bad(chunk, direction, rows, cols, None)
             largest = max(largest, int(max(rows.max(), cols.max())))
             if largest >= capacity:  # grow (doubling): O(num_nodes) in all
-                capacity = max(largest + 1, 2 * capacity)
+                capacity = _grown_capacity(chunk, rows, cols, largest, capacity, blocks * (1 + count_reads))
                 grown = np.zeros((blocks, capacity), np.int64)
                 grown[:, : counts.shape[1]] = counts
                 counts = grown
@@ -228,6 +228,29 @@ def _count_pass(edges, weight_source, num_nodes, direction, scratch, count_reads
     edges = spill.finish() if spill is not None else edges
     weight_source = weight_spill.finish() if weight_spill is not None else weight_source
     return counts, reads, num_nodes, num_edges, edges, weight_source
+
+
+def _grown_capacity(chunk: Chunk, rows, cols, largest: int, capacity: int, count_rows_per_node: int) -> int:
+    """The degree counts' new length (doubling) once ``largest`` is past ``capacity``, or a
+    ``ValueError`` naming the edge whose id (``num_nodes`` not given: the largest id sets it) sizes
+    them past this machine's memory, before NumPy's bare ``MemoryError``."""
+    from ..validation import check_allocation
+
+    bytes_each = 8 * (1 + count_rows_per_node)  # the count rows, then indptr
+    try:
+        check_allocation("num_nodes", largest + 1, bytes_each)
+    except ValueError as error:
+        position = int(np.argmax((rows == largest) | (cols == largest)))
+        where = f"source chunk {chunk.index}, edge {chunk.offset + position} (edge {chunk.start + position} overall)"
+        raise ValueError(
+            f"{where} = {chunk.data[:, position].tolist()}: with num_nodes not given the largest id sets it, "
+            f"and {error}"
+        ) from None
+    try:
+        check_allocation("num_nodes", 2 * capacity, bytes_each)
+    except ValueError:
+        return largest + 1  # doubling would not fit, the exact size does
+    return max(largest + 1, 2 * capacity)
 
 
 def _rows_cols(chunk: Chunk, direction: str):
