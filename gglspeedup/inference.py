@@ -205,7 +205,8 @@ def layerwise(
     Raises
     ------
     TypeError
-        ``layers`` not callables, ``activation`` not callable, ``batch_size`` not an int, ``fused``
+        ``layers`` not callables, ``activation`` not callable, ``x`` not an array, tensor, store or
+        list of rows (a path, ``None``), ``batch_size`` not an int, ``fused``
         or ``progress`` not a bool, a layer (or the activation) returning something other than an
         array or tensor (a list, a tuple).
     ValueError
@@ -243,6 +244,12 @@ def layerwise(
         )
     paths = _output_paths(out_dir, len(layers))
     shape = getattr(x, "shape", None)
+    if shape is None and not isinstance(x, (list, tuple)):  # len() of a path or a dict is no row count
+        hint = " (a path: pass np.load(path, mmap_mode='r'))" if isinstance(x, (str, os.PathLike)) else ""
+        raise TypeError(
+            f"x must be an array or tensor (num_nodes, dim), a FeatureStore or a list of rows, got "
+            f"{type(x).__name__}{hint}"
+        )
     rows = len(x) if shape is None else (int(shape[0]) if len(shape) else None)
     if rows != num_nodes:
         raise ValueError(f"x must have one row per graph node ({num_nodes}), got {rows} rows")

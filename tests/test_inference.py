@@ -189,6 +189,13 @@ def test_bad_inputs(tmp_path):
         gg.inference.layerwise([conv], graph, x[:59])
     with pytest.raises(TypeError, match="graph must be a CSRGraph"):
         gg.inference.layerwise([conv], [[0, 1], [1, 0]], x)
+    # len() was taken as the row count: a path's characters ("got 14 rows"), a dict's keys; None raised
+    # "object of type 'NoneType' has no len()"
+    for wrong, shown in [("features.npy", r"str \(a path: pass np.load\(path, mmap_mode='r'\)\)"), ({"x": x}, "dict"),
+                         (None, "NoneType"), (5, "int")]:  # fmt: skip
+        with pytest.raises(TypeError, match=r"x must be an array or tensor \(num_nodes, dim\), a FeatureStore or a "
+                           r"list of rows, got " + shown):  # fmt: skip
+            gg.inference.layerwise([conv], graph, wrong)
     bipartite = gg.CSRGraph.from_edge_index([[4, 3], [1, 0]], num_nodes=2, num_src_nodes=5)
     for fused in (True, False):  # fused, sources 3 and 4 were read past x's 2 rows
         with pytest.raises(ValueError, match=r"graph is bipartite \(num_src_nodes = 5, num_nodes = 2\)"):
