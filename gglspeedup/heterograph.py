@@ -306,9 +306,17 @@ class HeteroGraph:
         try:
             num_nodes = _check_num_nodes(dict(zip(meta["node_types"], meta["num_nodes"], strict=True)))
             edge_types = tuple(cls._check_type_names(tuple(et)) for et in meta["edge_types"])
-            has_ids = [bool(h) for h in meta["has_edge_ids"]]
+            has_ids = list(meta["has_edge_ids"])
+            if not all(isinstance(h, bool) for h in has_ids):  # bool("no") would be True
+                raise TypeError(f"has_edge_ids must be true / false flags, got {has_ids!r}")
+            counts = meta.get("edges_per_type", [])
+            if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):  # int(2.7) would be 2
+                raise TypeError(f"edges_per_type must be integers, got {counts!r}")
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{where!r}: its header does not describe a HeteroGraph ({error!r})") from None
+        if len(set(edge_types)) != len(edge_types):  # the constructor refuses it: one relation would hide the other
+            twice = next(et for i, et in enumerate(edge_types) if et in edge_types[:i])
+            raise ValueError(f"{where!r}: its header names edge type {twice!r} twice")
         _check_saved_layout(where, arrays, meta, num_nodes, edge_types, has_ids)
         try:
             stacked = CSRGraph(  # entries are local ids of each relation's source type: bound by the largest

@@ -213,6 +213,9 @@ def test_load_refuses_flags_that_are_not_bools(tmp_path, flag):
         ([["a", "to", "b"], ["b", "back", "a"]], {"drop": ("edge_ids",)}, r"the edge_ids array is missing"),
         ([["a", "to", "b"], ["b", "back", "c"]], {}, r"names node type 'c', absent from the header"),
         ([["a", "to", "b"], ["b", "back", "a"]], {"has_edge_ids": [True]}, r"2 edge types but 1 has_edge_ids"),
+        # loaded with one relation hidden behind the other; a flag "no" was read as true
+        ([["a", "to", "b"], ["a", "to", "b"]], {}, r"names edge type \('a', 'to', 'b'\) twice"),
+        ([["a", "to", "b"], ["b", "back", "a"]], {"has_edge_ids": ["no", True]}, r"has_edge_ids must be true / false"),
     ],
 )
 def test_typed_files_whose_header_disagrees_with_their_arrays_are_refused(tmp_path, edge_types, options, message):
@@ -230,6 +233,19 @@ def test_typed_folder_with_a_relation_missing_from_its_header_is_refused(tmp_pat
     (tmp_path / "h" / "header.json").write_text(json.dumps(header))
     with pytest.raises(ValueError, match=r"edge types are missing from or extra in the header"):
         gg.HeteroGraph.load(tmp_path / "h")
+
+
+@pytest.mark.parametrize("counts", [["a", 2], [4.9, 2]], ids=["str", "float"])
+def test_typed_folder_whose_edge_counts_are_not_integers_is_refused(tmp_path, counts):
+    # "a" raised int()'s bare "invalid literal" naming no file; 4.9 was read as 4 and agreed
+    _typed().save(tmp_path / "h")
+    header = json.loads((tmp_path / "h" / "header.json").read_text())
+    assert header["meta"]["edges_per_type"] == [4, 2]
+    header["meta"]["edges_per_type"] = counts
+    (tmp_path / "h" / "header.json").write_text(json.dumps(header))
+    for verify in (False, True):
+        with pytest.raises(ValueError, match=r"h': its header does not describe a HeteroGraph .*edges_per_type must"):
+            gg.HeteroGraph.load(tmp_path / "h", verify=verify)
 
 
 @pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()])
