@@ -59,6 +59,8 @@ def test_papers_like_is_cached_and_its_features_match_their_labels(tmp_path):
     assert built and graph.num_nodes == 4000 and 13 < graph.num_edges / 4000 < 15
     again, built_again = load_papers_like(4000, 1, folder=tmp_path)
     assert not built_again and np.array_equal(again.indices, graph.indices)
+    with pytest.raises(TypeError, match=r"rebuild must be a bool \(True or False\), got str 'no'"):
+        load_papers_like(4000, 1, folder=tmp_path, rebuild="no")  # bool("no") rebuilt it
     path, labels = papers_like_features(tmp_path / "x.npy", 4000, 16, num_classes=5, seed=2)
     table = np.load(path, mmap_mode="r")
     assert table.shape == (4000, 16) and table.dtype == np.float16 and labels.shape == (4000,)

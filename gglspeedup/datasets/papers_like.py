@@ -50,6 +50,7 @@ def load_papers_like(
     ``node_order`` mapping back to the ids of the graph without ``reorder``."""
     num_nodes = check_int("num_nodes", num_nodes, minimum=1)
     seed = check_int("seed", seed, minimum=0)
+    rebuild = check_bool("rebuild", rebuild)  # "no" would rebuild (hours at the full size)
     from .._reorder import check_order_name
     from .build import BUILD_ORDERS
 
