@@ -334,6 +334,12 @@ def test_read_ogb_node_rejects_broken_folders(tmp_path):
     with pytest.raises(ValueError, match=r"node-feat has 6 rows and node-label 6, expected num_nodes = 7"):
         datasets.read_ogb_node(tmp_path)
     _write_csv_gz(str(tmp_path / "raw" / "num-node-list.csv.gz"), [6], str)
+    # labels were cast with astype: 2.5 read as 2, inf and 1e20 as int64's smallest value
+    for label in ("2.5", "inf", "1e20", "-3"):
+        _write_csv_gz(str(tmp_path / "raw" / "node-label.csv.gz"), [3, 0, "nan", label, 2, 0], str)
+        with pytest.raises(ValueError, match=r"node-label\.csv\.gz': row 3 holds label .*, not a whole number >= 0"):
+            datasets.read_ogb_node(tmp_path)
+    _write_csv_gz(str(tmp_path / "raw" / "node-label.csv.gz"), [3, 0, "nan", 1, 2, 0], str)
     _write_csv_gz(str(tmp_path / "split" / "sales_ranking" / "test.csv.gz"), [9], str)
     with pytest.raises(ValueError, match=r"split 'test' holds node ids outside \[0, 6\)"):
         datasets.read_ogb_node(tmp_path)

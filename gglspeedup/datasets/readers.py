@@ -96,7 +96,8 @@ def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme
         (doubled, when ``undirected``) edge list.
     x : float32 ndarray, shape (num_nodes, num_features)
     y : int64 ndarray, shape (num_nodes,)
-        ``-1`` where the label file has ``nan`` (unlabelled nodes); first column if several.
+        ``-1`` where the label file has ``nan`` (unlabelled nodes); first column if several. A
+        label that is not a whole number >= 0 raises ``ValueError`` naming the file and row.
     split : dict
         ``"train"``, ``"val"`` (OGB's ``valid``), ``"test"``: ascending int64 node ids.
     """
@@ -112,8 +113,7 @@ def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme
         raise ValueError(f"{_find(raw, 'edge')!r} must have two columns (src,dst), got {edges.shape[1]}")
     edge_index = edges.reshape(-1, 2).T
     x = _read_csv_gz(_find(raw, "node-feat"), np.float32, ndmin=2)
-    labels = _read_csv_gz(_find(raw, "node-label"), np.float64, ndmin=2)
-    y = np.where(np.isnan(labels[:, 0]), -1, np.nan_to_num(labels[:, 0])).astype(np.int64)
+    y = _labels(_find(raw, "node-label"))
     count_file = _find(raw, "num-node-list", required=False)
     if count_file is not None:
         num_nodes = int(_read_csv_gz(count_file, np.int64)[0])
@@ -131,6 +131,19 @@ def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme
     graph = CSRGraph.from_edge_index(edge_index, num_nodes=num_nodes, direction="in")
     split = _read_ogb_split(os.path.join(root, "split"), split_scheme, num_nodes)
     return graph, x, y, split
+
+
+def _labels(path: str) -> np.ndarray:
+    """The first column of an OGB label file as int64, ``nan`` (unlabelled) as ``-1``; ``ValueError``
+    naming the file and row for a label that is not a whole number >= 0 (astype would truncate 2.5
+    to 2 and turn inf or 1e20 into int64's smallest value)."""
+    labels = _read_csv_gz(path, np.float64, ndmin=2)[:, 0]
+    known = ~np.isnan(labels)
+    bad = known & ~((labels >= 0) & (labels < 2.0**63) & (labels == np.floor(labels)))
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(f"{path!r}: row {row} holds label {labels[row]!r}, not a whole number >= 0 (nor nan)")
+    return np.where(known, labels, -1).astype(np.int64)
 
 
 def _read_ogb_split(folder: str, scheme: str | None, num_nodes: int) -> dict[str, np.ndarray]:
