@@ -326,6 +326,7 @@ def test_read_ogb_node_directed_and_scheme_choice(tmp_path):
     assert np.array_equal(graph.indices, expected.indices) and np.array_equal(graph.edge_ids, expected.edge_ids)
 
 
+@pytest.mark.filterwarnings("ignore:.*(input contained no data|Empty input file):UserWarning")  # np.loadtxt's
 def test_read_ogb_node_rejects_broken_folders(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"raw' not found: path must be an OGB dataset folder"):
         datasets.read_ogb_node(tmp_path)
@@ -333,6 +334,12 @@ def test_read_ogb_node_rejects_broken_folders(tmp_path):
     _write_csv_gz(str(tmp_path / "raw" / "num-node-list.csv.gz"), [7], str)
     with pytest.raises(ValueError, match=r"node-feat has 6 rows and node-label 6, expected num_nodes = 7"):
         datasets.read_ogb_node(tmp_path)
+    for counts in ([], [-6]):  # empty: a bare IndexError
+        _write_csv_gz(str(tmp_path / "raw" / "num-node-list.csv.gz"), counts, str)
+        with pytest.raises(ValueError, match=r"num-node-list\.csv\.gz' must hold the node count \(an int >= 0\)"):
+            datasets.read_ogb_node(tmp_path)
+    with pytest.raises(TypeError, match=r"undirected must be a bool \(True or False\), got str 'no'"):
+        datasets.read_ogb_node(tmp_path, undirected="no")  # bool("no"): every edge doubled
     _write_csv_gz(str(tmp_path / "raw" / "num-node-list.csv.gz"), [6], str)
     # labels were cast with astype: 2.5 read as 2, inf and 1e20 as int64's smallest value
     for label in ("2.5", "inf", "1e20", "-3"):

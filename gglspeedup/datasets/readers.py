@@ -101,6 +101,9 @@ def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme
     split : dict
         ``"train"``, ``"val"`` (OGB's ``valid``), ``"test"``: ascending int64 node ids.
     """
+    from ..validation import check_bool
+
+    undirected = check_bool("undirected", undirected)  # "no" would double every edge
     root = os.fspath(path)
     raw = os.path.join(root, "raw")
     if not os.path.isdir(raw):
@@ -116,7 +119,10 @@ def read_ogb_node(path: str | os.PathLike, undirected: bool = True, split_scheme
     y = _labels(_find(raw, "node-label"))
     count_file = _find(raw, "num-node-list", required=False)
     if count_file is not None:
-        num_nodes = int(_read_csv_gz(count_file, np.int64)[0])
+        counts = _read_csv_gz(count_file, np.int64)
+        if counts.size == 0 or counts[0] < 0:  # [0] of an empty file was a bare IndexError
+            raise ValueError(f"{count_file!r} must hold the node count (an int >= 0), got {counts.tolist()}")
+        num_nodes = int(counts[0])
     else:
         num_nodes = len(x)
     if len(x) != num_nodes or len(y) != num_nodes:
