@@ -400,6 +400,21 @@ def test_read_reddit_rejects_broken_folders(tmp_path):
     np.savez(tmp_path / "reddit_data.npz", feature=np.zeros((12, 2)), label=np.array([{}] * 12), node_types=np.ones(12))
     with pytest.raises(ValueError, match=r"allow_pickle=False"):  # never unpickles
         datasets.read_reddit(tmp_path)
+    # a float label was cast with astype (2.5 read as 2, nan as int64's smallest value); a 1-D feature
+    # array came back as an x of shape (12,)
+    for label, shown in [
+        (np.full(12, 2.5), r"label\[0\] = 2\.5 is not"),
+        (np.full(12, np.nan), r"label\[0\] = nan is not"),
+        (np.array(["1"] * 12), r"its label array must hold integers, got dtype <U1"),
+    ]:
+        np.savez(tmp_path / "reddit_data.npz", feature=np.zeros((12, 2)), label=label, node_types=np.ones(12))
+        with pytest.raises(ValueError, match=r"reddit_data\.npz': " + shown):
+            datasets.read_reddit(tmp_path)
+    np.savez(tmp_path / "reddit_data.npz", feature=np.zeros(12), label=np.zeros(12), node_types=np.ones(12))
+    with pytest.raises(ValueError, match=r"its feature array must be 2-D \(N, F\), got shape \(12,\)"):
+        datasets.read_reddit(tmp_path)
+    np.savez(tmp_path / "reddit_data.npz", feature=np.zeros((12, 2)), label=np.arange(12.0), node_types=np.ones(12))
+    assert datasets.read_reddit(tmp_path)[2].tolist() == list(range(12))  # whole floats are labels
 
 
 # ---------------------------------------------------------------------------- --dataset specs

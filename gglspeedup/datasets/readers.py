@@ -148,8 +148,23 @@ def _labels(path: str) -> np.ndarray:
     bad = known & ~((labels >= 0) & (labels < 2.0**63) & (labels == np.floor(labels)))
     if bad.any():
         row = int(np.argmax(bad))
-        raise ValueError(f"{path!r}: row {row} holds label {labels[row]!r}, not a whole number >= 0 (nor nan)")
+        raise ValueError(f"{path!r}: row {row} holds label {float(labels[row])!r}, not a whole number >= 0 (nor nan)")
     return np.where(known, labels, -1).astype(np.int64)
+
+
+def _whole(path: str, name: str, values: np.ndarray) -> np.ndarray:
+    """Integer ``values`` as int64; float ones only when every value is a whole number in int64's
+    range (astype would truncate 2.5 to 2 and turn nan into int64's smallest value), else
+    ``ValueError`` naming ``path``, the array and the first bad position."""
+    if values.dtype.kind in "iu":
+        return values.astype(np.int64)
+    if values.dtype.kind != "f":
+        raise ValueError(f"{path!r}: its {name} array must hold integers, got dtype {values.dtype}")
+    bad = ~((np.abs(values) < 2.0**63) & (values == np.floor(values)))  # nan and inf fail both
+    if bad.any():
+        position = int(np.argmax(bad))
+        raise ValueError(f"{path!r}: {name}[{position}] = {float(values[position])!r} is not a whole number")
+    return values.astype(np.int64)
 
 
 def _read_ogb_split(folder: str, scheme: str | None, num_nodes: int) -> dict[str, np.ndarray]:
@@ -211,8 +226,11 @@ def read_reddit(path: str | os.PathLike):
             if missing:
                 raise KeyError(f"it lacks arrays {sorted(missing)}")
             x = np.ascontiguousarray(data["feature"], dtype=np.float32)
-            y = data["label"].astype(np.int64)
+            labels = data["label"]
             node_types = data["node_types"]
+    y = _whole(data_path, "label", labels)
+    if x.ndim != 2:  # a 1-D feature array came back as x of shape (N,)
+        raise ValueError(f"{data_path!r}: its feature array must be 2-D (N, F), got shape {x.shape}")
     with _reading(graph_path, "scipy.sparse .npz adjacency"):
         adjacency = sp.load_npz(graph_path).tocoo()
     num_nodes = len(x)
