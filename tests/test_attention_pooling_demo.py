@@ -49,6 +49,7 @@ def test_subset_refuses_ids_that_are_not_graphs_naming_the_range():
         ([3, 5000], IndexError, r"graphs\[1\] = 5000 is out of range \[0, num_graphs = 600\)"),
         ([1.7], TypeError, r"graphs must hold integers"),  # never truncated to graph 1
         ([[1, 2]], ValueError, r"graphs must be 1-D"),
+        ([4, 7, 4], ValueError, r"graphs\[2\] = 4 repeats graphs\[0\]: subset takes each graph at most once"),
     ]:
         with pytest.raises(error, match=message):
             data.subset(graphs)

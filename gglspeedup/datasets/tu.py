@@ -46,15 +46,22 @@ class TUDataset(NamedTuple):
     def subset(self, graphs) -> TUDataset:
         """The graphs ``graphs`` (ids, in that order) as one batch, renumbered from 0.
 
-        ``graphs`` is a 1-D array or list of integer ids in ``[0, num_graphs)``: a float raises
-        ``TypeError``, an id out of range (a negative one too: nothing wraps around)
-        ``IndexError`` naming it and the range.
+        ``graphs`` is a 1-D array or list of distinct integer ids in ``[0, num_graphs)``: a float
+        raises ``TypeError``, an id out of range (a negative one too: nothing wraps around)
+        ``IndexError`` naming it and the range, an id given twice ``ValueError`` naming both places.
         """
         from ..validation import check_ids_in_range, int_array
 
         graphs = check_ids_in_range(
             "graphs", int_array("graphs", graphs, beyond=IndexError), self.num_graphs, what="num_graphs"
         )
+        seen = np.full(self.num_graphs, -1, np.int64)
+        for position, g in enumerate(graphs.tolist()):  # a node map holds one copy: a repeat's edges went to it
+            if seen[g] >= 0:
+                raise ValueError(
+                    f"graphs[{position}] = {g} repeats graphs[{seen[g]}]: subset takes each graph at most once"
+                )
+            seen[g] = position
         sizes = np.diff(self.ptr)[graphs]
         ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         nodes = (
