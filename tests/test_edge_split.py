@@ -65,6 +65,17 @@ def test_split_keeps_weights_and_edge_ids_with_their_edges():
         assert split.graph.indices[p] == graph.indices[position[e]]
 
 
+def test_the_message_graph_of_a_renumbered_graph_keeps_its_node_order():
+    # It was dropped: original_ids and rows_in_order on the message graph were the identity, so
+    # features gathered through it were the wrong nodes' rows.
+    edges = np.random.default_rng(3).integers(0, 60, size=(2, 400))
+    graph = gg.CSRGraph.from_edge_index(edges, num_nodes=60, reorder="degree")
+    split = datasets.split_edges(graph, seed=1)
+    np.testing.assert_array_equal(split.graph.node_order, graph.node_order)
+    x = np.arange(60.0)[:, None] * 10
+    np.testing.assert_array_equal(split.graph.rows_in_order(x), graph.rows_in_order(x))
+
+
 def test_split_is_deterministic_by_seed():
     graph = _graph()
     a, b, c = (datasets.split_edges(graph, seed=s) for s in (4, 4, 5))

@@ -29,7 +29,8 @@ class EdgeSplit(NamedTuple):
 
     graph : CSRGraph
         The message graph: every edge of the input whose pair is a training pair (both directions
-        of it when ``undirected``; parallel edges, weights and ``edge_ids`` kept), self loops too.
+        of it when ``undirected``; parallel edges, weights and ``edge_ids`` kept), self loops too;
+        the input's ``node_order`` too (its ids stay the renumbered ones).
     train : int64 (2, T)
         Training pairs (source, target), one per distinct pair (undirected: ``source < target``).
     val, test : int64 (2, 2 * V)
@@ -98,7 +99,9 @@ def split_edges(graph, val: float = 0.05, test: float = 0.10, *, seed: int = 0, 
     indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     edge_ids = np.flatnonzero(keep) if host.edge_ids is None else np.asarray(host.edge_ids)[keep]
     weights = None if host.weights is None else np.asarray(host.weights)[keep]
-    message = CSRGraph(indptr, source[keep], num_nodes=n, edge_ids=edge_ids, weights=weights)
+    message = CSRGraph(  # a renumbered graph's order kept: without it original_ids would be the identity
+        indptr, source[keep], num_nodes=n, edge_ids=edge_ids, weights=weights, node_order=host.node_order
+    )
     negatives = _negatives(rng, n, pairs, num_val + num_test, undirected)  # self loops are no candidates
     out_val, val_labels = _with_negatives(held_val, negatives[:num_val], n)
     out_test, test_labels = _with_negatives(held_test, negatives[num_val:], n)
