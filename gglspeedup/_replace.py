@@ -37,7 +37,10 @@ import json
 import os
 import warnings
 
-__all__ = ["ABSENT", "EMPTY", "FOLDER", "NPZ", "check_parent", "check_replaceable", "folder_files", "remove_replaced"]
+__all__ = [
+    "ABSENT", "EMPTY", "FOLDER", "NPZ", "check_parent", "check_replaceable", "folder_files", "remove_replaced",
+    "temporary_path",
+]  # fmt: skip
 
 ABSENT, EMPTY, FOLDER, NPZ = "absent", "empty", "folder", "npz"
 _HEADER = "header.json"  # gglspeedup._storage.HEADER (not imported: _storage imports this module)
@@ -60,6 +63,17 @@ def _listing(names, limit: int = 5) -> str:
 def _is_cwd_or_ancestor(path: str) -> bool:
     real, cwd = os.path.realpath(path), os.path.realpath(os.getcwd())
     return cwd == real or cwd.startswith(real.rstrip(os.sep) + os.sep)
+
+
+def temporary_path(path, tag: str, suffix: str = "") -> str:
+    """A new hidden name beside ``path`` for a writer's temporary: ``.{name}.{tag}-{12 hex}{suffix}``,
+    ``name`` cut to 200 bytes so that a destination name near the file system's 255-byte limit does
+    not make the temporary's name too long (``OSError: File name too long`` before any work)."""
+    import uuid
+
+    parent, name = os.path.split(os.fspath(path))
+    short = os.fsdecode(os.fsencode(name)[:200])  # surrogate escapes keep a cut character's bytes
+    return os.path.join(parent, f".{short}.{tag}-{uuid.uuid4().hex[:12]}{suffix}")
 
 
 def folder_files(path: str) -> set | None:

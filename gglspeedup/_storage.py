@@ -27,14 +27,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from typing import Any
 
 import numpy as np
 
 from ._integrity import check_indptr
 from ._npz import read_npz
-from ._replace import ABSENT, check_parent, check_replaceable, remove_replaced
+from ._replace import ABSENT, check_parent, check_replaceable, remove_replaced, temporary_path
 from .validation import check_bool
 
 __all__ = [
@@ -151,10 +150,9 @@ class FolderWriter:
         self.path = os.path.abspath(os.fspath(path))
         self.kind, self.meta = kind, meta
         self.overwrite, self.given = overwrite, path if given is None else given
-        parent, name = os.path.split(self.path)
         check_parent(self.path, given=self.given)
         check_replaceable(self.path, overwrite=overwrite, given=self.given)
-        self.tmp = os.path.join(parent, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
+        self.tmp = temporary_path(self.path, "tmp")
         self.entries: dict[str, dict] = {}
         self._open: dict[str, ArrayWriter] = {}
 

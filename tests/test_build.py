@@ -201,6 +201,12 @@ def test_build_never_replaces_what_it_did_not_write(tmp_path, monkeypatch):
     assert build_csr([np.array([[1], [0]])], tmp_path / "g", num_nodes=2).indices.tolist() == [1]  # ours: replaced
 
 
+def test_a_name_near_the_file_systems_limit_builds(tmp_path):
+    # Its scratch folder ('.{name}.scratch-{12 hex}', for a one-pass source) and temporary were too long.
+    graph = build_csr((c for c in _chunks(_edges(5_000))), tmp_path / ("g" * 250), memory="1M")
+    assert graph.num_edges == 5_000 and os.listdir(tmp_path) == ["g" * 250]
+
+
 def test_a_bad_parent_folder_is_refused_before_the_source_is_read(tmp_path):
     def untouched():  # a one-pass source: it used to create the missing folder on its first pass
         raise AssertionError("the source was read")

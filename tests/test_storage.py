@@ -248,6 +248,15 @@ def test_typed_folder_whose_edge_counts_are_not_integers_is_refused(tmp_path, co
             gg.HeteroGraph.load(tmp_path / "h", verify=verify)
 
 
+@pytest.mark.parametrize("name", ["g" * 250, "é" * 127], ids=["250 ASCII", "254 bytes of UTF-8"])
+def test_a_name_near_the_file_systems_limit_saves_and_replaces(tmp_path, name):
+    # The temporary folder was named '.{name}.tmp-{12 hex}': 'File name too long' before any work.
+    _graph().save(tmp_path / name)
+    _graph(np.int64).save(tmp_path / name)  # replacing: the old folder is renamed aside too
+    assert gg.CSRGraph.load(tmp_path / name, verify=True).indices.dtype == np.int64
+    assert os.listdir(tmp_path) == [name]
+
+
 @pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()])
 def test_a_failed_save_leaves_the_old_graph_and_no_temporary_files(tmp_path, monkeypatch, failure):
     path = tmp_path / "g"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import uuid
 
 import numpy as np
 from numba import njit
@@ -27,7 +26,7 @@ from .._csr_build import blocks_for, permuted_indptr
 from .._csr_kernels import compact_rows, count_rows, sort_unique_rows
 from .._intrinsics import prefetch
 from .._reorder import check_order_name, degree_order, inverse_order
-from .._replace import check_parent, check_replaceable
+from .._replace import check_parent, check_replaceable, temporary_path
 from .._storage import FolderWriter
 from ..device import parse_size
 from ..graph import CSRGraph
@@ -142,7 +141,7 @@ def build_csr(
     given, path = path, os.path.abspath(os.fspath(path))
     check_parent(path, given=given)  # both before a pass over the source, not after
     check_replaceable(path, overwrite=overwrite, given=given)
-    scratch = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.scratch-{uuid.uuid4().hex[:12]}")
+    scratch = temporary_path(path, "scratch")
     edges = as_source("source", source)
     weight_source = None if weights is None else as_source("weights", weights, kind="weights")
     # A slice of the source (two int64 rows and the kernels' temporaries) takes at most 1/16 of the budget.

@@ -15,10 +15,10 @@ complete folder: builds appear only when finished) is memory-mapped instead of r
 from __future__ import annotations
 
 import os
-import uuid
 
 import numpy as np
 
+from .._replace import temporary_path
 from ..validation import check_bool, check_int
 
 __all__ = [
@@ -102,7 +102,7 @@ def papers_like_features(
     path = os.fspath(path)
     overwrite = check_bool("overwrite", overwrite)
     _refuse_existing(path, overwrite)
-    tmp = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:12]}.npy")
+    tmp = temporary_path(os.path.join(os.path.dirname(path) or ".", os.path.basename(path)), "tmp", ".npy")
     try:
         with open(tmp, "xb") as handle:  # plain writes: no mapping, so written rows never count as ours
             header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False}
