@@ -152,9 +152,23 @@ class HeteroGraph:
 
     @classmethod
     def from_pyg(cls, data) -> HeteroGraph:
-        """From a ``torch_geometric.data.HeteroData`` (its ``edge_index_dict`` and node counts)."""
-        num_nodes = {node_type: int(data[node_type].num_nodes) for node_type in data.node_types}
-        relations = {tuple(et): data[et].edge_index for et in data.edge_types}
+        """From a ``torch_geometric.data.HeteroData`` (its ``edge_index_dict`` and node counts).
+        ``TypeError`` for anything else; ``ValueError`` naming a node type whose count PyG does not
+        know (no ``num_nodes`` nor node tensor) or an edge type without ``edge_index``."""
+        if not (hasattr(data, "node_types") and hasattr(data, "edge_types")):
+            raise TypeError(f"data must be a torch_geometric.data.HeteroData, got {type(data).__name__}")
+        num_nodes = {}
+        for node_type in data.node_types:
+            count = data[node_type].num_nodes
+            if count is None:  # int(None) was a bare TypeError
+                raise ValueError(f"data[{node_type!r}] has no num_nodes (set it, or give the type a node tensor)")
+            num_nodes[node_type] = int(count)
+        relations = {}
+        for edge_type in data.edge_types:
+            edge_index = getattr(data[edge_type], "edge_index", None)
+            if edge_index is None:  # e.g. only adj_t: the store's AttributeError named no type
+                raise ValueError(f"data[{tuple(edge_type)!r}] has no edge_index")
+            relations[tuple(edge_type)] = edge_index
         return cls(relations, num_nodes)
 
     # ------------------------------------------------------------------ properties

@@ -116,6 +116,16 @@ def test_from_pyg_hetero_data():
     graph = gg.HeteroGraph.from_pyg(data)
     assert graph.num_nodes == {"author": 3, "paper": 2}
     assert graph[WRITES].indices.tolist() == [0, 2] and graph[WRITES].indptr.tolist() == [0, 0, 2]
+    # these raised bare errors naming nothing: AttributeError, int(None)'s TypeError
+    with pytest.raises(TypeError, match=r"data must be a torch_geometric\.data\.HeteroData, got dict"):
+        gg.HeteroGraph.from_pyg({"author": 3})
+    data["venue"].name = "unsized"
+    with pytest.raises(ValueError, match=r"data\['venue'\] has no num_nodes"):
+        gg.HeteroGraph.from_pyg(data)
+    del data["venue"]
+    data["paper", "cites", "paper"].adj_t = None
+    with pytest.raises(ValueError, match=r"data\[\('paper', 'cites', 'paper'\)\] has no edge_index"):
+        gg.HeteroGraph.from_pyg(data)
 
 
 @pytest.mark.parametrize(
