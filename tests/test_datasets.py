@@ -258,6 +258,10 @@ def test_synthetic_labels_and_features():
             r"fractions must be three shares >= 0 summing to <= 1",
         ),
         (lambda: datasets.random_split(10, (0.5, 0.5)), ValueError, r"fractions must be three shares"),
+        # int(nan) / float("a") raised with messages naming no argument
+        (lambda: datasets.random_split(10, (np.nan, 0.2, 0.2)), ValueError, r"fractions must be three shares"),
+        (lambda: datasets.random_split(10, "abc"), ValueError, r"fractions must be three shares .*got 'abc'"),
+        (lambda: datasets.random_split(10, (0.2, 0.2, np.inf)), ValueError, r"fractions must be three shares"),
     ],
 )
 def test_synthetic_helpers_reject(call, error, message):

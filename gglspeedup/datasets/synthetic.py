@@ -248,9 +248,14 @@ def random_split(num_nodes: int, fractions=(0.6, 0.2, 0.2), seed: int = 0) -> di
     ``fractions`` gives the train, val and test shares (non-negative, summing to at most 1).
     """
     num_nodes = _check_count("num_nodes", num_nodes)
-    fractions = tuple(float(f) for f in fractions)
-    if len(fractions) != 3 or min(fractions) < 0 or sum(fractions) > 1 + 1e-9:
-        raise ValueError(f"fractions must be three shares >= 0 summing to <= 1, got {fractions}")
+    try:
+        shares = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):  # "abc": float("a")'s message named no argument
+        shares = ()
+    # not (... >= 0) also refuses nan, which int() below would have failed on unnamed
+    if len(shares) != 3 or not all(f >= 0 for f in shares) or not sum(shares) <= 1 + 1e-9:
+        raise ValueError(f"fractions must be three shares >= 0 summing to <= 1, got {fractions!r}")
+    fractions = shares
     order = np.random.default_rng([_check_seed(seed), 3]).permutation(num_nodes)
     n_train = int(fractions[0] * num_nodes)
     n_val = int(fractions[1] * num_nodes)
