@@ -89,6 +89,12 @@ def test_chronological_split_partitions_in_time_order():
             chronological_split(10, bad, 0.1)
     with pytest.raises(ValueError, match="val \\+ test must leave events"):
         chronological_split(10, 0.5, 0.5)
+    # int() read these: 5.7 as 5 events, "10" and True as counts, the events themselves failed in int()
+    for bad in (5.7, "10", True, load_uci_messages()):
+        with pytest.raises(TypeError, match=r"num_events must be an int"):
+            chronological_split(bad)
+    with pytest.raises(ValueError, match=r"num_events must be >= 0, got -3"):
+        chronological_split(-3)  # an empty split before
 
 
 def test_load_uci_messages_missing_file_is_named(tmp_path):

@@ -100,7 +100,9 @@ def chronological_split(num_events: int, val: float = 0.15, test: float = 0.15) 
             raise ValueError(f"{name} must be a share in (0, 1), got {share!r}")
     if val + test >= 1:
         raise ValueError(f"val + test must leave events to train on (< 1), got {val} + {test}")
-    num_events = int(num_events)
+    from ..validation import check_int
+
+    num_events = check_int("num_events", num_events, minimum=0)  # int() truncated 5.7, took "10" and True
     train_end = round(num_events * (1 - val - test))
     val_end = round(num_events * (1 - test))
     idx = np.arange(num_events, dtype=np.int64)
