@@ -113,10 +113,11 @@ def test_a_failed_call_removes_only_the_files_it_made(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
+@pytest.mark.parametrize("kind", ["sage", "gat"])  # GATConv's reshape(0, -1) failed in torch
 @pytest.mark.parametrize("num_layers", [1, 2, 3])
-def test_a_graph_without_nodes_gives_every_layers_width(num_layers, tmp_path):
+def test_a_graph_without_nodes_gives_every_layers_width(num_layers, kind, tmp_path):
     graph = gg.CSRGraph([0], [])
-    model = _model("sage", 4, 3, num_layers=num_layers)
+    model = _model(kind, 4, 3, num_layers=num_layers)
     with torch.no_grad():
         out = gg.inference.layerwise(model.convs, graph, np.zeros((0, 4), np.float32), activation=torch.relu)
         on_disk = gg.inference.layerwise(model.convs, graph, np.zeros((0, 4), np.float32), out_dir=tmp_path)

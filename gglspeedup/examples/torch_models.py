@@ -80,7 +80,8 @@ class GATConv(nn.Module):
         alpha = F.dropout(weight / norm[target], p=self.dropout, training=self.training)
         out = h.new_zeros((num_targets, self.heads, self.out_channels))
         out.index_add_(0, target, h[source] * alpha.unsqueeze(-1))
-        out = out.reshape(num_targets, -1) if self.concat else out.mean(dim=1)
+        # not reshape(T, -1): with no targets (a graph without nodes) -1 is ambiguous and torch refuses
+        out = out.reshape(num_targets, self.heads * self.out_channels) if self.concat else out.mean(dim=1)
         return out + self.bias
 
 
