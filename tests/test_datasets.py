@@ -95,6 +95,9 @@ def test_planetoid_normalized_features():
         (dict(name="pubmed"), ValueError, r"name must be one of \('cora', 'citeseer'\), got 'pubmed'"),
         (dict(name=1), TypeError, r"name must be a str, got int"),
         (dict(name="cora", root="/nonexistent/folder"), FileNotFoundError, r"cora.npz' not found"),
+        # os.fspath's "expected str, bytes or os.PathLike object, not int" named no argument
+        (dict(name="cora", root=3), TypeError, r"root must be a folder path \(str or os.PathLike\) or None, got int"),
+        (dict(name="wordnet", root=b"/data"), TypeError, r"root must be a folder path .* got bytes"),
     ],
 )
 def test_load_rejects(kwargs, error, message):

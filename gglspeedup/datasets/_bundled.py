@@ -33,6 +33,8 @@ _DAMAGE = (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFi
 def bundled_path(file_name: str, root, converter: str) -> str:
     """``root/file_name`` (``root`` ``None``: the package's data folder); ``FileNotFoundError``
     naming the path and ``converter`` (the tool that writes the file) when it is not there."""
+    if root is not None and not isinstance(root, (str, os.PathLike)):  # os.fspath's message names no argument
+        raise TypeError(f"root must be a folder path (str or os.PathLike) or None, got {type(root).__name__}")
     path = os.path.join(DATA_DIR if root is None else os.fspath(root), file_name)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path!r} not found; write it with {converter} --out")
