@@ -233,7 +233,7 @@ def layerwise(
     if not isinstance(progress, (bool, np.bool_)):  # progress="no" would report
         raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
     batch_size = check_int("batch_size", batch_size, minimum=1)
-    device = as_device(device)
+    device = as_device(device).check_available()  # the fused path reached for CuPy before any sampler checked
     cache_size = parse_size(cache_size, "cache_size")
     graph = as_csr_graph(graph)
     num_nodes = graph.num_nodes

@@ -190,6 +190,11 @@ def test_bad_inputs(tmp_path):
         gg.inference.layerwise([conv], graph, x[:59])
     with pytest.raises(TypeError, match="graph must be a CSRGraph"):
         gg.inference.layerwise([conv], [[0, 1], [1, 0]], x)
+    if not gg.device.gpu_available() and not gg.device.as_device("cuda").simulated:
+        # fused, the first layer imported CuPy: "ModuleNotFoundError: No module named 'cupy'"
+        with pytest.raises(gg.device.DeviceUnavailableError, match=r"device cuda:0 requested but no usable CUDA GPU"):
+            gg.inference.layerwise([conv], graph, x, device="cuda", out_dir=tmp_path)
+        assert not any(tmp_path.iterdir())
     # len() was taken as the row count: a path's characters ("got 14 rows"), a dict's keys; None raised
     # "object of type 'NoneType' has no len()"
     for wrong, shown in [("features.npy", r"str \(a path: pass np.load\(path, mmap_mode='r'\)\)"), ({"x": x}, "dict"),
