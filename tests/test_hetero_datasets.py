@@ -1,6 +1,7 @@
 """Typed datasets: bundled WordNet, its converter and link split, the IGBH-like generator, specs."""
 
 import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -297,6 +298,18 @@ def test_igbh_like_dataset_features_labels_split():
     assert [len(split[p]["paper"]) for p in ("train", "val", "test")] == [1200, 400, 400]
     ids = np.concatenate([split[p]["paper"] for p in split])
     assert len(np.unique(ids)) == 2000
+    for bad, message in [
+        (dict(feature_dim=0), r"feature_dim must be >= 1, got 0"),  # was "dims must be"
+        (dict(feature_dim=1.5), r"feature_dim must be an int"),
+        (dict(num_classes=0), r"num_classes"),
+    ]:
+        with (
+            pytest.raises((TypeError, ValueError), match=message),
+            mock.patch(
+                "gglspeedup.datasets.synthetic_hetero.synthetic_igbh", side_effect=AssertionError("built first")
+            ),
+        ):
+            load_igbh_like(2000, seed=2, **bad)
     again = load_igbh_like(2000, seed=2, feature_dim=16, num_classes=5)
     assert all(np.array_equal(x[t], again[1][t]) for t in x)
     only = synthetic_hetero_features(graph, {"paper": 4}, seed=0)

@@ -230,6 +230,9 @@ def load_igbh_like(num_papers: int, seed: int = 0, *, feature_dim: int = 128, nu
         ``{"train", "val", "test"}`` -> ``{"paper": ascending int64 ids}``, a random 60/20/20
         split of the papers.
     """
+    if not isinstance(feature_dim, dict):  # named as given ("dims" was), and before the graph is built
+        feature_dim = check_int("feature_dim", feature_dim, minimum=1)
+    num_classes = check_int("num_classes", num_classes, minimum=1)
     graph = synthetic_igbh(num_papers, seed)
     paper_labels = _synthetic_labels(num_papers, num_classes, seed=seed)
     x = synthetic_hetero_features(graph, feature_dim, seed=seed, labels={"paper": paper_labels})
