@@ -3,6 +3,7 @@
 import gzip
 import os
 import pickle
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -436,6 +437,21 @@ def test_parse_dataset_spec_planetoid_and_powerlaw():
     assert np.array_equal(graph.indices, expected.indices)
     _, x_small, y_small, _ = datasets.parse_dataset_spec("powerlaw:300:4", feature_dim=8, num_classes=3, seed=1)
     assert x_small.shape == (300, 8) and y_small.max() == 2
+
+
+def test_parse_dataset_spec_names_feature_dim_and_num_classes_before_building():
+    for options, error, message in [
+        (dict(feature_dim=0), ValueError, r"^feature_dim must be >= 1, got 0"),  # was "dim must be >= 1"
+        (dict(feature_dim=2.0), TypeError, r"^feature_dim must be an int, got float 2.0"),
+        (dict(num_classes=0), ValueError, r"^num_classes must be >= 1, got 0"),
+    ]:
+        for spec, builder in [("powerlaw:1000:4", "synthetic_powerlaw"), ("igbh-like:100", "synthetic_igbh")]:
+            module = "synthetic" if builder == "synthetic_powerlaw" else "synthetic_hetero"
+            with (
+                pytest.raises(error, match=message),
+                mock.patch(f"gglspeedup.datasets.{module}.{builder}", side_effect=AssertionError("built first")),
+            ):
+                datasets.parse_dataset_spec(spec, **options)
 
 
 def test_parse_dataset_spec_readers(tmp_path):

@@ -210,6 +210,11 @@ def load_spec_typed_graph(spec):
 
 def load_spec(spec: DatasetSpec, *, feature_dim: int = 128, num_classes: int = 16, seed: int = 0):
     """The ``(graph, x, y, split)`` of a parsed spec (see :func:`parse_dataset_spec`)."""
+    from ..validation import check_int
+
+    # named as the caller wrote them ("dim must be >= 1" was), and before a synthetic graph is built
+    feature_dim = check_int("feature_dim", feature_dim, minimum=1)
+    num_classes = check_int("num_classes", num_classes, minimum=1)
     if spec.kind in ("cora", "citeseer"):
         from .planetoid import load
 
