@@ -201,6 +201,17 @@ def test_sampler_pickles_small_and_rank_zero_matches_a_plain_sampler():
     assert is_shared(clone.graph.indices, clone._arrays["indices"])
 
 
+def test_a_reordered_graph_keeps_its_node_order_in_every_rank_and_process():
+    # the shared copy dropped node_order: original_ids on a rank's graph was the identity
+    edges = np.array([[0, 1, 2, 3, 4, 4, 4], [1, 2, 3, 4, 0, 1, 2]])
+    graph = gg.CSRGraph.from_edge_index(edges, num_nodes=5, reorder="degree")
+    assert graph.node_order is not None
+    sampler = MultiDeviceSampler(graph, ["cpu", "cpu"], [2])
+    for copy in (sampler, pickle.loads(pickle.dumps(sampler))):
+        np.testing.assert_array_equal(copy.graph.node_order, graph.node_order)
+        np.testing.assert_array_equal(copy.sampler(1).graph.node_order, graph.node_order)
+
+
 def test_sample_scattered_returns_one_output_per_device_in_rank_order(device):
     graph = _graph()
     devices = [device, "cpu", device]

@@ -68,7 +68,7 @@ class MultiDeviceSampler(_PerProcessState):
         self.options = dict(sampler_options)
         self._arrays = {
             name: share(getattr(graph, name))
-            for name in ("indptr", "indices", "edge_ids", "weights")
+            for name in ("indptr", "indices", "edge_ids", "weights", "node_order")  # a reordered graph's ids too
             if getattr(graph, name) is not None
         }
         self._local_state()
