@@ -178,6 +178,9 @@ def test_service_partition_server_refuses_ids_it_does_not_own(tmp_path):
         ({"node_time": np.zeros(5)}, ValueError, "node_time must have one entry per node"),
         ({"node_time": np.zeros(60), "edge_time": np.zeros(400)}, ValueError, "not both"),
         ({"memory": "1K"}, ValueError, "memory must be at least"),
+        ({"memory": "lots"}, ValueError, "memory must be a number with an optional K/M/G/T unit"),  # was "size must"
+        ({"memory": -1}, ValueError, "memory must be >= 0 bytes"),
+        ({"memory": True}, TypeError, "memory must be a str like '512M'"),
         ({"memory": "200M", "method": "metis", "num_parts": 2, "big": True}, ValueError, "method='range'"),
     ],
 )

@@ -154,6 +154,23 @@ def test_service_remote_store_refuses_a_table_without_columns_when_made(tmp_path
             RemoteFeatureStore(flat, str(tmp_path / "flat"), cache_size=cache_size)
 
 
+def test_service_remote_stores_name_a_bad_cache_size(tmp_path, served):
+    # parse_size's errors said "size must be ...", naming no argument the caller passed
+    folder = served[0]
+    for cache_size, error, message in [
+        ("lots", ValueError, "cache_size must be a number"),
+        (-8, ValueError, "cache_size must be >= 0"),
+    ]:
+        with pytest.raises(error, match=message):
+            RemoteFeatureStore(_transport(served), folder, cache_size=cache_size)
+    rng = np.random.default_rng(0)
+    graph = gg.HeteroGraph({("a", "to", "b"): rng.integers(0, 5, (2, 20))}, {"a": 5, "b": 5})
+    book = partition(graph, tmp_path / "t", 2, features={"a": rng.random((5, 2))}, method="range")
+    cluster = gg.service.Cluster(book, LocalTransport([PartServer(tmp_path / "t", [0, 1], warm=False)], [(0, 1)]))
+    with pytest.raises(TypeError, match="cache_size must be a str like '512M'"):
+        cluster.features(cache_size=None)
+
+
 def test_service_remote_typed_cluster_features_refuse_presample_by_name(tmp_path):
     # the typed stores were made without the cluster's sampler, so "presample" failed saying
     # "needs a sampler (cluster.features passes the cluster's)"

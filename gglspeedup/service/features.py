@@ -95,7 +95,7 @@ class RemoteFeatureStore(FeatureStore):
             raise ValueError(f"features must have at least one column, the folder holds shape {self._remote.shape}")
         self._shape = self._remote.shape
         self.dtype, self.row_bytes = self._remote.dtype, self._remote.row_bytes
-        self.cache_size = parse_size(cache_size)
+        self.cache_size = parse_size(cache_size, "cache_size")
         self.node_type = node_type
         name, order = self._order(self._remote.book, policy, presample, sampler)
         self.policy_info = {"policy": name}
@@ -289,7 +289,7 @@ def remote_features(cluster, device, cache_size, policy, presample):
         raise ValueError("the partitioned folder holds no features")
     sizes = [RemoteRows(cluster.transport, book, "x", t) for t in types]
     total = sum(rows.row_bytes * rows.shape[0] for rows in sizes)
-    budget = parse_size(cache_size)
+    budget = parse_size(cache_size, "cache_size")
     if policy is None or isinstance(policy, str):
         shares = {t: budget * rows.row_bytes * rows.shape[0] // max(total, 1) for t, rows in zip(types, sizes)}
         policies, options = dict.fromkeys(types, policy), presample

@@ -85,7 +85,7 @@ def partition(
         raise ValueError(f"num_parts must be in [1, number of nodes = {rel.num_nodes}], got {num_parts}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    budget = parse_size(memory)
+    budget = parse_size(memory, "memory")
     if budget < 1 << 20:
         raise ValueError(f"memory must be at least 1 MiB, got {budget} bytes")
     path = _check_path(path)
