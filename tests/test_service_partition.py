@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
+import shutil
 
 import numpy as np
 import pytest
@@ -264,6 +266,52 @@ def test_service_partition_book_loads_in_constant_time_and_checks_its_kind(tmp_p
     for flag in (1, 0, "no", None):  # read as truthy or falsy, as CSRGraph.load once read "no"
         with pytest.raises(TypeError, match=f"verify must be a bool \\(True or False\\), got {type(flag).__name__}"):
             PartitionBook.load(tmp_path / "p", verify=flag)
+
+
+def _edit_header(folder, edit):
+    header = json.loads((folder / "header.json").read_text())
+    edit(header["meta"])
+    (folder / "header.json").write_text(json.dumps(header))
+
+
+def test_service_partition_book_and_server_refuse_a_folder_whose_headers_disagree_by_name(tmp_path):
+    # the header holds no checksum of its own: an edited or foreign one raised KeyError('num_parts'),
+    # a book saying 30 nodes over a 20-entry part.npy sampled seed 25 from memory past its end, a
+    # table dtype edited to float32 had the float64 rows cast silently, a part folder from another
+    # partitioning was served as this one's
+    graph = _graph(num_nodes=20, num_edges=60)
+    x = np.random.default_rng(0).random((20, 3))
+    partition(graph, tmp_path / "other", 3, features=x, method="metis")
+    for name, edit in [
+        ("no_num_parts", lambda meta: meta.pop("num_parts")),
+        ("text_num_parts", lambda meta: meta.update(num_parts="3")),
+        ("more_parts", lambda meta: meta.update(num_parts=4)),
+        ("typed", lambda meta: meta.update(typed=True)),
+        ("sizes", lambda meta: meta["part_sizes"][1].pop("per_type")),
+    ]:
+        partition(graph, tmp_path / name, 3, features=x, method="range")
+        _edit_header(tmp_path / name, edit)
+        with pytest.raises(ValueError, match=f"'.*{name}': its header does not describe a partitioned folder"):
+            PartitionBook.load(tmp_path / name)
+    partition(graph, tmp_path / "more_nodes", 3, features=x, method="range")
+    _edit_header(tmp_path / "more_nodes", lambda meta: meta.update(num_nodes=30))
+    with pytest.raises(
+        ValueError, match=r"part must be an integer array with one entry per node \(30\), got .* \(20,\)"
+    ):
+        PartitionBook.load(tmp_path / "more_nodes")
+    partition(graph, tmp_path / "cast", 3, features=x, method="range")
+    _edit_header(tmp_path / "cast", lambda meta: meta["tables"]["x_0"].update(dtype="<f4"))
+    PartitionBook.load(tmp_path / "cast")  # the book alone cannot tell: its server does, when made
+    with pytest.raises(
+        ValueError, match=r"part0': the book says x_0 is dtype float32 shape \(\d+, 3\), got dtype float64"
+    ):
+        PartServer(tmp_path / "cast", [0], warm=False, verify=False)
+    partition(graph, tmp_path / "swapped", 3, features=x, method="range")
+    shutil.rmtree(tmp_path / "swapped" / "part1")
+    shutil.copytree(tmp_path / "other" / "part2", tmp_path / "swapped" / "part1")  # checksums pass
+    with pytest.raises(ValueError, match=r"part1' is not partition 1 of the book's 3 \(untyped\): .* part 2 of 3"):
+        PartServer(tmp_path / "swapped", [1], warm=False)
+    assert PartServer(tmp_path / "swapped", [0, 2], warm=False).parts == (0, 2)
 
 
 def _mapped_from(array, folder):

@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -148,7 +149,12 @@ def test_service_ray_command_refuses_bad_arguments_as_usage_errors_without_start
         gg.CSRGraph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), num_nodes=4), folder, 2, method="range"
     )
     (tmp_path / "empty").mkdir()
+    shutil.copytree(folder, tmp_path / "edited")
+    header = json.loads((tmp_path / "edited" / "header.json").read_text())
+    del header["meta"]["num_parts"]  # raised KeyError('num_parts') with a traceback
+    (tmp_path / "edited" / "header.json").write_text(json.dumps(header))
     cases = [
+        ([str(tmp_path / "edited")], r"'.*edited': its header does not describe a partitioned folder"),
         ([str(tmp_path / "missing")], r"no partitioned folder at '.*missing'"),
         ([str(tmp_path / "empty")], r"'.*empty' is not a saved graph folder"),
         ([folder, "--servers", "0"], r"--servers must be >= 1, got 0"),

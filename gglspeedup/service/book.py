@@ -77,28 +77,76 @@ class PartitionBook:
 
     def __init__(self, path, meta: dict, arrays: dict):
         self.path = os.path.abspath(os.fspath(path))
-        self.meta = meta
+        try:  # a header edited or from elsewhere: named, not a KeyError (or a read past part.npy's end)
+            self._read_meta(meta)
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{self.path!r}: its header does not describe a partitioned folder ({error!r})") from None
         self._arrays = arrays
-        self.num_parts = int(meta["num_parts"])
+        self.part, self.local = arrays.get("part"), arrays.get("local")
+        self._node_time = {name[len("node_time") :].lstrip("_"): a for name, a in arrays.items() if "time" in name}
+        self._check_arrays()
+
+    def _read_meta(self, meta: dict) -> None:
+        from ..validation import check_bool, check_int
+
+        self.meta = meta
+        self.num_parts = check_int("num_parts", meta["num_parts"], minimum=1)
         self.method = meta["method"]
-        self.typed = bool(meta["typed"])
-        self.part = arrays["part"]
-        self.local = arrays["local"]
-        self.weighted = bool(meta["weighted"])
+        self.typed = check_bool("typed", meta["typed"])
+        self.weighted = check_bool("weighted", meta["weighted"])
         self.temporal = meta.get("temporal")
+        if self.temporal not in (None, "node", "edge"):
+            raise ValueError(f"temporal must be None, 'node' or 'edge', got {self.temporal!r}")
         self.time_dtype = None if self.temporal is None else np.dtype(meta["time_dtype"])
         if self.typed:
             self.node_types = tuple(meta["node_types"])
             self.edge_types = tuple(tuple(et) for et in meta["edge_types"])
-            self.num_nodes = dict(zip(self.node_types, (int(n) for n in meta["num_nodes"])))
-            self.num_edges = dict(zip(self.edge_types, (int(n) for n in meta["num_edges"])))
-            counts = [self.num_nodes[t] for t in self.node_types]
+            counts = [
+                check_int(f"num_nodes[{t!r}]", n, minimum=0)
+                for t, n in zip(self.node_types, meta["num_nodes"], strict=True)
+            ]
+            self.num_nodes = dict(zip(self.node_types, counts))
+            edges = [
+                check_int(f"num_edges[{et!r}]", n, minimum=0)
+                for et, n in zip(self.edge_types, meta["num_edges"], strict=True)
+            ]
+            self.num_edges = dict(zip(self.edge_types, edges))
+            if any(et[0] not in self.num_nodes or et[2] not in self.num_nodes for et in self.edge_types):
+                raise ValueError(f"edge_types {list(self.edge_types)} name node types outside {list(self.node_types)}")
         else:
             self.node_types = self.edge_types = None
-            self.num_nodes, self.num_edges = int(meta["num_nodes"]), int(meta["num_edges"])
+            self.num_nodes = check_int("num_nodes", meta["num_nodes"], minimum=0)
+            self.num_edges = check_int("num_edges", meta["num_edges"], minimum=0)
             counts = [self.num_nodes]
         self.type_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self._node_time = {name[len("node_time") :].lstrip("_"): a for name, a in arrays.items() if "time" in name}
+        if not isinstance(meta["tables"], dict):
+            raise TypeError(f"tables must be a dict, got {type(meta['tables']).__name__}")
+        if len(meta["part_sizes"]) != self.num_parts:
+            raise ValueError(f"part_sizes lists {len(meta['part_sizes'])} partitions, num_parts is {self.num_parts}")
+        if any(len(size["per_type"]) != len(counts) for size in meta["part_sizes"]):
+            raise ValueError(f"part_sizes must count the nodes of each of the {len(counts)} node types per partition")
+
+    def _check_arrays(self) -> None:
+        """The book's arrays cover every node the header counts (O(1): shapes and dtypes)."""
+        total = int(self.type_offsets[-1])
+        for name in ("part", "local"):
+            array = getattr(self, name)
+            if array is None:
+                raise ValueError(f"{self.path!r}: the partitioned folder has no {name} array")
+            if array.ndim != 1 or array.dtype.kind not in "iu" or array.shape[0] != total:
+                raise ValueError(
+                    f"{self.path!r}: {name} must be an integer array with one entry per node ({total}), "
+                    f"got dtype {array.dtype} shape {array.shape}"
+                )
+        if self.temporal == "node":
+            for t, node_type in enumerate(self.node_types or [None]):
+                times = self.node_time(node_type)
+                count = int(self.type_offsets[t + 1] - self.type_offsets[t])
+                if times is not None and (times.ndim != 1 or times.shape[0] != count):
+                    raise ValueError(
+                        f"{self.path!r}: the node times of {'every node' if node_type is None else repr(node_type)} "
+                        f"must have one entry per node ({count}), got shape {times.shape}"
+                    )
 
     @classmethod
     def load(cls, path, *, verify: bool = False) -> PartitionBook:

@@ -82,7 +82,11 @@ class PartServer:
         if not parts or len(set(parts)) != len(parts):
             raise ValueError(f"parts must name at least one partition, each once, got {parts}")
         self.parts = tuple(parts)
-        self.arrays = [read_folder(part_folder(self.book.path, p), kind=PART_KIND, verify=verify)[1] for p in parts]
+        self.arrays = []
+        for p in parts:
+            meta, arrays = read_folder(part_folder(self.book.path, p), kind=PART_KIND, verify=verify)
+            _check_part(self.book, p, meta, arrays)
+            self.arrays.append(arrays)
         self._rows = None  # the sampling side (gglspeedup.sampling.remote.OwnedRows), made on first use
         if warm:
             self.warm()
@@ -176,6 +180,42 @@ class PartServer:
 
     def __repr__(self) -> str:
         return f"PartServer({self.book.path!r}, parts={list(self.parts)})"
+
+
+def _check_part(book: PartitionBook, part: int, meta: dict, arrays: dict) -> None:
+    """Refuse a part folder the book does not describe (O(1): headers, shapes and dtypes): a folder
+    copied from another partitioning, or a header edited, would be read past its arrays' ends or
+    its rows cast silently to the book's dtype (each file's own checksums still pass)."""
+    where = part_folder(book.path, part)
+    said = (meta.get("part"), meta.get("num_parts"), meta.get("typed"))
+    if said != (part, book.num_parts, book.typed):
+        kind = "typed" if book.typed else "untyped"
+        raise ValueError(
+            f"{where!r} is not partition {part} of the book's {book.num_parts} ({kind}): "
+            f"its header says part {said[0]!r} of {said[1]!r}, typed {said[2]!r}"
+        )
+    counts = book.part_sizes[part]["per_type"]
+    for t, count in enumerate(counts):
+        nodes = arrays.get(f"nodes_{t}")
+        if nodes is None or nodes.shape != (count,):
+            got = "none" if nodes is None else f"shape {nodes.shape}"
+            raise ValueError(f"{where!r}: the book gives it {count} nodes of type {t}, its nodes_{t} array has {got}")
+    for name, table in book.meta["tables"].items():
+        t = int(name.split("_")[1])
+        expected = (np.dtype(table["dtype"]), (counts[t], *table["shape"]))
+        array = arrays.get(name)
+        if array is None or (array.dtype, array.shape) != expected:
+            got = "none" if array is None else f"dtype {array.dtype} shape {array.shape}"
+            raise ValueError(f"{where!r}: the book says {name} is dtype {expected[0]} shape {expected[1]}, got {got}")
+    row_base, indptr, indices = arrays.get("row_base"), arrays.get("indptr"), arrays.get("indices")
+    if row_base is None or indptr is None or indptr.shape != (int(row_base[-1]) + 1,):
+        raise ValueError(f"{where!r}: its row_base and indptr arrays are missing or disagree")
+    if indices is None or indices.dtype != np.dtype(book.meta["index_dtype"]):  # ids travel in the book's width
+        got = "none" if indices is None else indices.dtype
+        raise ValueError(f"{where!r}: the book says neighbour ids are {np.dtype(book.meta['index_dtype'])}, got {got}")
+    for name, present in (("weights", book.weighted), ("times", book.temporal is not None)):
+        if (name in arrays) != present:
+            raise ValueError(f"{where!r}: the book says the parts {'hold' if present else 'have no'} {name}")
 
 
 def _reopened(path: str, parts: tuple) -> PartServer:
