@@ -345,6 +345,33 @@ def test_service_sampling_server_refuses_draws_it_cannot_answer(tmp_path):
         draw(mine[:2], dtype=np.float64)
 
 
+def test_service_sampling_server_refuses_edge_checks_it_cannot_answer(tmp_path):
+    # "edges" (strict negatives' checks) looked up another partition's local row in its own CSR:
+    # a wrong answer, or a read past its rows, where "draw" refuses such ids by name
+    rng = np.random.default_rng(1)
+    graph = _graph(rng, 40, 300)
+    book = partition(graph, tmp_path / "p", 4, method="range")
+    server = PartServer(tmp_path / "p", [3], warm=False)
+    mine, theirs = book.nodes(3), book.nodes(2)
+
+    def edges(src, dst, part_counts, rel=0):
+        payload = {"src": np.asarray(src), "dst": np.asarray(dst), "rel": rel, "parts": np.array([3])}
+        return server.handle("edges", {**payload, "part_counts": np.asarray(part_counts)})
+
+    rows = [graph.indices[graph.indptr[v] : graph.indptr[v + 1]] for v in mine[:2]]
+    assert edges([rows[0][0], 39], mine[:2], [2])["found"].tolist() == [1, int(39 in rows[1])]
+    with pytest.raises(ValueError, match=f"dst\\[1\\] = {theirs[-1]} is not a node partition 3 owns"):
+        edges([0, 1], [mine[0], theirs[-1]], [2])
+    with pytest.raises(ValueError, match="dst\\[0\\] = 40 is not a node partition 3 owns"):
+        edges([0], [40], [1])
+    with pytest.raises(ValueError, match="dst\\[0\\] = -1 is not a node partition 3 owns"):
+        edges([0], [-1], [1])
+    with pytest.raises(ValueError, match="src, dst and part_counts disagree"):
+        edges([0, 1, 2], mine[:3], [1])
+    with pytest.raises(ValueError, match="rel must lie in \\[0, 1\\), got 5"):
+        edges([0], mine[:1], [1], rel=5)
+
+
 def test_service_sampling_server_draws_into_the_answer_memory_it_is_given(tmp_path):
     # The channel hands a server the memory its answer is sent from: the draws are written there
     # (the parts of a group one after another, as one run), equal to the draws made without it.

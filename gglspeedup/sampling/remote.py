@@ -135,6 +135,17 @@ class OwnedRows:
         flat = self.type_offsets[self.dst_type[rel]] + ids
         return part.row_base[rel] + np.asarray(self.book.local[flat], np.int64)
 
+    def _check_owned(self, p: int, ids: np.ndarray, r: int, offset: int) -> None:
+        """``ValueError`` naming the first of ``ids`` (relation ``r``'s targets) partition ``p`` does not own."""
+        t = int(self.dst_type[r])
+        count = int(self.type_offsets[t + 1] - self.type_offsets[t])
+        inside = (ids >= 0) & (ids < count)
+        owned = inside.copy()
+        owned[inside] = np.asarray(self.book.part[self.type_offsets[t] + ids[inside]]) == p
+        if not owned.all():
+            bad = int(np.argmin(owned))
+            raise ValueError(f"dst[{offset + bad}] = {int(ids[bad])} is not a node partition {p} owns")
+
     def _owned(self, p: int) -> _Part:
         part = self.parts.get(int(p))
         if part is None:
@@ -266,11 +277,18 @@ class OwnedRows:
         """Answer an ``"edges"`` request: ``{"found": uint8}`` per ``(src, dst)`` pair."""
         src = _writable(payload["src"], np.int64)
         dst = _writable(payload["dst"], np.int64)
-        rel = np.full(src.shape[0], int(payload["rel"]), np.int64)
+        r = int(payload["rel"])
+        parts, counts = np.asarray(payload["parts"]).tolist(), np.asarray(payload["part_counts"]).tolist()
+        if src.ndim != 1 or dst.shape != src.shape or len(parts) != len(counts) or sum(counts) != src.shape[0]:
+            raise ValueError(f"src, dst and part_counts disagree: {src.shape}, {dst.shape}, {counts}")
+        if not 0 <= r < self.dst_type.shape[0]:
+            raise ValueError(f"rel must lie in [0, {self.dst_type.shape[0]}), got {r}")
+        rel = np.full(src.shape[0], r, np.int64)
         found, start = [], 0
-        for p, count in zip(np.asarray(payload["parts"]).tolist(), np.asarray(payload["part_counts"]).tolist()):
+        for p, count in zip(parts, counts):
             part = self._owned(p)
             stop = start + int(count)
+            self._check_owned(p, dst[start:stop], r, start)  # as draw refuses them: rows of p only
             rows = self._rows(part, dst[start:stop], rel[start:stop])
             with KERNEL_LOCK:
                 found.append(owned_edges(part.graph, src[start:stop], rows))
