@@ -423,6 +423,22 @@ def test_service_sampling_samplers_pickle_in_constant_size_and_draw_the_same(tmp
     _same(clone.sample(seeds, key=5), local.sample(seeds, key=5))
 
 
+def test_service_sampling_a_ray_clusters_sampler_refuses_pickling_by_name(tmp_path):
+    # pickle met a lock deep inside the Ray transport: "cannot pickle '_thread.lock' object"
+    from types import SimpleNamespace
+
+    from gglspeedup.service import RayTransport
+
+    graph = _graph(np.random.default_rng(2), 20, 60)
+    book = partition(graph, tmp_path / "p", 2, method="range")
+    replicas = [[SimpleNamespace(restarts_left=0)], [SimpleNamespace(restarts_left=1)]]
+    transport = RayTransport(replicas, [(0,), (1,)], deadline=1.0, startup=1.0)
+    sampler = RemoteSampler(transport, book, [2])
+    for what in (transport, sampler):
+        with pytest.raises(TypeError, match=r"a cluster's RayTransport .* cannot be pickled: .* named=True"):
+            pickle.dumps(what)
+
+
 class _Gate:
     """A transport whose calls wait until ``ready()`` first holds (so that batches queue up behind
     them), recording each call's requests; ``fail`` makes every merged call raise."""

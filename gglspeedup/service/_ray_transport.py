@@ -246,6 +246,15 @@ class RayTransport:
     def all_replicas(self) -> list:
         return [replica for group in self.replicas for replica in group]
 
+    def __reduce__(self):
+        # Its connections, secret and failure state belong to this process: pickle found a lock
+        # deep inside and said only "cannot pickle '_thread.lock' object"
+        raise TypeError(
+            "a cluster's RayTransport (and the cluster's samplers and feature stores over it) cannot be pickled: "
+            "its connections belong to this process; in another process, serve(path, address=...) attaches to "
+            "servers started with named=True (python -m gglspeedup.service serve), or use threads (loader workers=)"
+        )
+
     def stats(self) -> dict:
         """Counters since construction: ``calls``, ``requests`` (one per group per call),
         ``retries``, ``failures`` (attempts that failed), ``restarts`` (new processes seen),

@@ -238,8 +238,10 @@ class RemoteSampler(_RemoteMixin, NeighborSampler):
     request per group owning targets (the distinct targets it owns, int32 ids while they fit), all
     at once; a group that does not answer raises :class:`~gglspeedup.service.ServerUnavailable`
     (from the transport), naming it and the batch key. Calls from several threads at once (batches
-    kept in flight) share requests, each batch still exactly its own; a sampler pickles in O(1)
-    (the book and the servers travel as paths).
+    kept in flight) share requests, each batch still exactly its own; a sampler over a
+    :class:`~gglspeedup.service.LocalTransport` pickles in O(1) (the book and the servers travel
+    as paths), one over a cluster's Ray transport not at all (``TypeError``: its connections
+    belong to the process that made it).
 
     Examples
     --------
