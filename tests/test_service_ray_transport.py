@@ -77,6 +77,14 @@ def test_service_ray_transport_answers_every_group_at_once_with_plain_messages(t
     assert transport.stats()["failures"] == 0 and scale_all(transport) == EXPECTED
 
 
+def test_service_ray_transport_answers_under_a_deadline_longer_than_poll_can_wait(transports):
+    # serve(deadline="30d") was taken, then every request failed in poll(): "OverflowError:
+    # timeout is too large" (its timeout is a C int of milliseconds, at most 24.8 days)
+    transport = start(deadline=30 * 86400.0)
+    transports.append(transport)
+    assert scale_all(transport, key=1) == EXPECTED and transport.stats()["failures"] == 0
+
+
 def test_service_ray_sigkill_names_the_server_its_parts_and_the_key_within_two_seconds(transports):
     transport = start(max_restarts=0, deadline=5.0)
     transports.append(transport)

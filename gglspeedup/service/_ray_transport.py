@@ -49,6 +49,7 @@ _PROBE_PAUSE = 0.05  # seconds between probes of a process Ray is restarting
 # A killed process's sockets are closed a moment before /proc shows it gone: a reset connection
 # to a process on this node is looked at for this long before it counts as a dropped connection.
 _DYING = 0.05
+_POLL_MS = 2**31 - 1  # the longest wait poll() takes (its timeout is a C int of milliseconds)
 
 
 class _Attempt:
@@ -160,7 +161,8 @@ class RayTransport:
                     poller.register(attempt.conn.sock, attempt.conn.events())
                     by_fd[attempt.conn.sock.fileno()] = group
                 wait = min(a.expires for a in attempts.values()) - time.monotonic()
-                for fd, _ in poller.poll(max(0, math.ceil(wait * 1000))):
+                # poll takes a C int of milliseconds: a deadline past 24.8 days waits in pieces
+                for fd, _ in poller.poll(min(max(0, math.ceil(wait * 1000)), _POLL_MS)):
                     attempt = attempts[by_fd[fd]]
                     try:
                         frame = attempt.conn.advance()
