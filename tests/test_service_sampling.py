@@ -308,6 +308,11 @@ def test_service_sampling_refuses_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="differs from the times"):
         RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30)[::-1])
     RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30))  # the partition's own: accepted
+    # times that only equal the partition's once cast to its int64 were taken (1.6 read as 1), and
+    # the batches were not NeighborSampler(graph, node_time=those times)'s
+    with pytest.raises(ValueError, match="differs from the times"):
+        RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30) + 0.6)
+    RemoteSampler(timed_transport, timed, [2], node_time=np.arange(30, dtype=np.uint8))  # the same values
     typed = _typed_graph(rng, {"a": 3, "b": 4, "c": 2})
     cites = ("b", "cites", "b")
     times = np.arange(typed.num_edges[cites])
