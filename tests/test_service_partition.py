@@ -196,6 +196,21 @@ def test_service_partition_refuses_bad_input_before_writing(tmp_path, kwargs, er
     assert not target.exists() and os.listdir(tmp_path) == []
 
 
+def test_service_partition_refuses_bfloat16_tables_by_name(tmp_path):
+    # FeatureStore takes bfloat16 tables, a part's .npy reads them back as raw 2-byte records: a
+    # torch table failed inside torch ("Got unsupported ScalarType BFloat16"), a NumPy one was
+    # "not a numeric array"
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    torch = pytest.importorskip("torch")
+    graph = _graph()
+    for table in (np.ones((60, 2), ml_dtypes.bfloat16), torch.ones(60, 2, dtype=torch.bfloat16)):
+        with pytest.raises(TypeError, match="features holds bfloat16, which a partition cannot store"):
+            partition(graph, tmp_path / "p", 2, features=table, method="range")
+    with pytest.raises(TypeError, match=r"labels\['paper'\] holds bfloat16"):
+        partition(_typed(), tmp_path / "p", 2, labels={"paper": torch.ones(12, dtype=torch.bfloat16)}, method="range")
+    assert os.listdir(tmp_path) == []
+
+
 def test_service_partition_refuses_a_link_to_an_empty_folder_and_the_working_directory_by_name(tmp_path, monkeypatch):
     # both passed the path check, then the folder writer raised FileExistsError (not the
     # documented ValueError) once the partitioning was done

@@ -68,7 +68,7 @@ def partition(
     Raises
     ------
     TypeError
-        a graph of another kind, tables or times that are not numeric arrays.
+        a graph of another kind, tables or times that are not numeric arrays, bfloat16 tables.
     ValueError
         ``num_parts`` outside ``[1, nodes]``, an unknown ``method``, tables of the wrong length or
         node type, ``path`` existing and not an empty folder (or a symbolic link, or the working
@@ -160,6 +160,11 @@ def _check_tables(name: str, tables, rel, prefix: str) -> dict:
             raise ValueError(f"{name} names node type {node_type!r}, which the graph does not have")
         t = 0 if node_type is None else rel.node_types.index(node_type)
         reject_meta(where, table)
+        if "bfloat16" in str(getattr(table, "dtype", "")):  # FeatureStore takes them; a part's .npy cannot say so
+            raise TypeError(
+                f"{where} holds bfloat16, which a partition cannot store (its .npy files would read back as raw "
+                f"2-byte records): cast it to float32 or float16 first"
+            )
         if isinstance(table, list):
             try:
                 table = np.asarray(table)
