@@ -171,6 +171,32 @@ def test_service_remote_stores_name_a_bad_cache_size(tmp_path, served):
         cluster.features(cache_size=None)
 
 
+def test_service_remote_store_checks_presample_options_as_feature_store_does(served):
+    # an unknown option reached presample_halves as a keyword ("got an unexpected keyword argument"),
+    # and only when a cache was filled; a bad fanouts was named as the cluster sampler's own
+    folder, graph, x, _, _ = served
+    cluster = gg.service.Cluster(gg.service.PartitionBook.load(folder), _transport(served))
+    bad = [
+        ({"fanouts": [2], "bogus": 1}, ValueError, r"unknown presample option\(s\) \['bogus'\]"),
+        ({"fanouts": "x"}, TypeError, r"presample\['fanouts'\] must be a list of ints"),
+        ({"batch_size": 0}, ValueError, r"presample\['batch_size'\] must be >= 1"),
+        ({"seeds": [200]}, ValueError, r"presample\['seeds'\]"),
+        ([("fanouts", [2])], TypeError, "presample must be a dict of options"),
+    ]
+    for presample, error, message in bad:
+        for cache_size in (0, 1024):
+            with pytest.raises(error, match=message):
+                gg.FeatureStore(x, cache_size=cache_size, policy="presample", graph=graph, presample=presample)
+            with pytest.raises(error, match=message):
+                cluster.features(cache_size=cache_size, policy="presample", presample=presample)
+            with pytest.raises(error, match=message):
+                RemoteFeatureStore(
+                    _transport(served), folder, cache_size=cache_size, policy="presample", presample=presample
+                )
+    store = cluster.features(cache_size=1024, policy="presample", presample={"fanouts": [2], "batch_size": 50})
+    assert store.num_cached == 1024 // store.row_bytes == 16 and np.array_equal(store[np.arange(200)], x)
+
+
 def test_service_remote_typed_cluster_features_refuse_presample_by_name(tmp_path):
     # the typed stores were made without the cluster's sampler, so "presample" failed saying
     # "needs a sampler (cluster.features passes the cluster's)"

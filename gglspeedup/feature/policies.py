@@ -263,21 +263,28 @@ def resolve_policy(policy: Any, graph, num_rows: int, presample: dict | None):
     if policy == "degree":
         return "degree", lambda budget: (degree_order(graph), {"policy": "degree"})
     options = dict(presample or {})
-    unknown = set(options) - _PRESAMPLE_KEYS
-    if unknown:
-        raise ValueError(f"unknown presample option(s) {sorted(unknown)}; known: {sorted(_PRESAMPLE_KEYS)}")
-    check_presample_scalars(options)
-    if options.get("seeds") is not None:
-        seeds = _as_node_ids("presample['seeds']", options["seeds"], graph.num_nodes)
-        if len(seeds) == 0:
-            raise ValueError("presample['seeds'] must not be empty")
-    _check_sampler(options.get("sampler"))
+    check_presample_options(options, graph.num_nodes)
 
     def compute(budget):
         order, info = presample_policy(graph, budget, presample_halves(graph, **options))
         return order, {"policy": "presample", **info}
 
     return "presample", compute
+
+
+def check_presample_options(options: dict, num_nodes: int) -> None:
+    """Check an untyped store's ``presample=`` options (a dict) when the store is built: no
+    unknown option, the scalars (:func:`check_presample_scalars`), ``seeds`` non-empty ids in
+    ``[0, num_nodes)``, ``sampler`` a :class:`~gglspeedup.protocols.Sampler`."""
+    unknown = set(options) - _PRESAMPLE_KEYS
+    if unknown:
+        raise ValueError(f"unknown presample option(s) {sorted(unknown)}; known: {sorted(_PRESAMPLE_KEYS)}")
+    check_presample_scalars(options)
+    if options.get("seeds") is not None:
+        seeds = _as_node_ids("presample['seeds']", options["seeds"], num_nodes)
+        if len(seeds) == 0:
+            raise ValueError("presample['seeds'] must not be empty")
+    _check_sampler(options.get("sampler"))
 
 
 def check_presample_scalars(options: dict) -> None:

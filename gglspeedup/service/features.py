@@ -131,7 +131,7 @@ class RemoteFeatureStore(FeatureStore):
             graph = _Degrees(book, node_type)
             if policy == "degree":
                 return "degree", lambda budget: (degree_order(graph), {"policy": "degree"})
-            options = dict(presample or {})
+            options = checked_presample(presample, graph.num_nodes)
             if sampler is None and options.get("sampler") is None:
                 raise ValueError("policy='presample' needs a sampler (cluster.features passes the cluster's)")
             options.setdefault("sampler", sampler)
@@ -307,8 +307,24 @@ def remote_features(cluster, device, cache_size, policy, presample):
     }
 
 
+def checked_presample(presample, num_nodes: int) -> dict:
+    """``presample=`` as a dict, checked as :class:`~gglspeedup.FeatureStore` checks it when made
+    (:func:`~gglspeedup.feature.policies.check_presample_options`), before a sampler is made from it
+    or a cache filled: an unknown option reached ``presample_halves`` as a keyword, a bad
+    ``fanouts`` the cluster's sampler as its own."""
+    from ..feature.policies import check_presample_options
+
+    if presample is not None and not isinstance(presample, dict):
+        raise TypeError(
+            f"presample must be a dict of options (e.g. {{'fanouts': [10, 5]}}), got {type(presample).__name__}"
+        )
+    options = dict(presample or {})
+    check_presample_options(options, num_nodes)
+    return options
+
+
 def _presample_sampler(cluster, policy, presample):
     if not (isinstance(policy, str) and policy == "presample"):
         return None
-    fanouts = list((presample or {}).get("fanouts", (15, 10, 5)))
-    return cluster.sampler(fanouts, seed=int((presample or {}).get("seed", 0)))
+    options = checked_presample(presample, cluster.book.count())
+    return cluster.sampler(list(options.get("fanouts", (15, 10, 5))), seed=int(options.get("seed", 0)))
