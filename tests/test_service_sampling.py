@@ -444,6 +444,32 @@ def test_service_sampling_a_ray_clusters_sampler_refuses_pickling_by_name(tmp_pa
             pickle.dumps(what)
 
 
+def test_service_sampling_a_ray_transport_refuses_calls_from_a_forked_child():
+    # a DataLoader's forked workers shared the parent's connections: interleaved frames, a KeyError,
+    # a segfault, a 60 s hang or a server killed as hung, depending on the run
+    from types import SimpleNamespace
+
+    from gglspeedup.service import RayTransport
+
+    transport = RayTransport([[SimpleNamespace(restarts_left=0)]], [(0,)], deadline=1.0, startup=1.0)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            transport.call({0: ("draw", {})}, key=3)
+            message = "answered"
+        except BaseException as error:
+            message = f"{type(error).__name__}: {error}"
+        os.write(write, message.encode()[:4000])
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    os.waitpid(child, 0)
+    assert message.startswith(f"RuntimeError: a cluster's transport is used in process {child}, forked from process ")
+    assert "num_workers=0" in message
+
+
 class _Gate:
     """A transport whose calls wait until ``ready()`` first holds (so that batches queue up behind
     them), recording each call's requests; ``fail`` makes every merged call raise."""

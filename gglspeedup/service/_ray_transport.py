@@ -32,6 +32,7 @@ cannot be restarted: used only when nothing else can answer), ``dead``.
 from __future__ import annotations
 
 import math
+import os
 import select
 import signal
 import threading
@@ -122,6 +123,7 @@ class RayTransport:
         )
         self.owner = True  # False for servers another process started (close() leaves them running)
         self.closed = False
+        self.pid = os.getpid()  # the process whose connections these are (see call)
 
     # ------------------------------------------------------------------ the contract
     def call(
@@ -134,6 +136,15 @@ class RayTransport:
         (the answer then holds that buffer)."""
         if self.closed:
             raise RuntimeError("the transport is closed (cluster.close() was called)")
+        if os.getpid() != self.pid:
+            # A forked child (a DataLoader's worker) shares the parent's sockets and failure state:
+            # its requests interleaved with other processes' frames, hung, crashed, or killed servers
+            # it took for hung
+            raise RuntimeError(
+                f"a cluster's transport is used in process {os.getpid()}, forked from process {self.pid} that made "
+                "it: its connections belong to that process; sample and gather there (num_workers=0, or the "
+                "loader's thread workers=), or attach to named servers in the child (serve(path, address=...))"
+            )
         for group, (_method, payload) in requests.items():
             if not 0 <= group < len(self.replicas):
                 raise IndexError(f"group must lie in [0, {len(self.replicas)}), got {group}")

@@ -243,7 +243,8 @@ class RemoteSampler(_RemoteMixin, NeighborSampler):
     kept in flight) share requests, each batch still exactly its own; a sampler over a
     :class:`~gglspeedup.service.LocalTransport` pickles in O(1) (the book and the servers travel
     as paths), one over a cluster's Ray transport not at all (``TypeError``: its connections
-    belong to the process that made it).
+    belong to the process that made it, which alone may use it: a forked child, a DataLoader's
+    worker, gets a ``RuntimeError``).
 
     Examples
     --------
