@@ -35,4 +35,7 @@ def leased(array: np.ndarray, release, *args) -> np.ndarray:
     it is referenced any more."""
     lease = Lease(array)
     weakref.finalize(lease, release, *args)
-    return np.asarray(lease)
+    out = np.asarray(lease)
+    # The array interface spells dtypes NumPy does not know by name (ml_dtypes' bfloat16) as raw
+    # bytes ("<V2"): view them back as the array's own dtype (a view keeps the lease as its base).
+    return out if out.dtype == array.dtype else out.view(array.dtype)

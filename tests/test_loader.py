@@ -378,6 +378,24 @@ def test_a_pool_buffer_comes_back_only_after_its_last_view():
     assert pool.free == 1
 
 
+@pytest.mark.parametrize("backend", [None, "torch"])
+def test_recycled_buffers_keep_a_bfloat16_store_s_dtype(data, backend):
+    # The pool's buffers came back through the array interface, which spells bfloat16 "<V2": the
+    # store refused them (out of dtype |V2) on every batch.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    if backend is not None:
+        pytest.importorskip(backend)
+    graph, x, y = data
+    table = (x / 7).astype(ml_dtypes.bfloat16)
+    sampler = gg.NeighborSampler(graph, [3, 2], seed=5)
+    loader = NodeLoader(sampler, gg.FeatureStore(table), np.arange(graph.num_nodes), 4, prefetch=0, backend=backend)
+    for batch in loader:
+        rows = gg.backends.from_(batch.x)
+        assert rows.dtype == table.dtype
+        assert rows.tobytes() == table[np.asarray(gg.backends.from_(batch.n_id))].tobytes()
+    assert loader.stats()["buffers_reused"] > 0
+
+
 def test_reuse_buffers_off_gathers_into_fresh_memory(data):
     loader = _pool_loader(data, prefetch=0, backend=None, reuse_buffers=False)
     batches = list(loader)
