@@ -250,6 +250,18 @@ def test_torch_gets_a_compact_copy_of_negatively_strided_input_only():
         assert data_ptr(backends.to("torch", view)) == view.ctypes.data
 
 
+def test_paddle_gets_a_compact_copy_of_negatively_strided_input_only():
+    paddle = pytest.importorskip("paddle")
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    # unhandled, Paddle read rows from outside the buffer (2-D) or failed allocating 2**64 bytes (1-D)
+    for view in (base[::-1], base[:, ::-1], base[::-2, 1::2], base.reshape(-1)[::-1]):
+        out = backends.to("paddle", view)
+        assert isinstance(out, paddle.Tensor) and dtype_of(out) == "float32"
+        np.testing.assert_array_equal(out.numpy(), view)
+    for view in (base, base[:, ::2], base.T):  # positive strides: still shared
+        assert data_ptr(backends.to("paddle", view)) == view.ctypes.data
+
+
 def test_paddle_cpu_tensor_is_wrapped_to_report_device_zero():
     paddle = pytest.importorskip("paddle")
     tensor = paddle.to_tensor(np.arange(4, dtype=np.int64))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._common import import_framework, prepare, settle_gpu_work
+from ._common import compact, import_framework, prepare, settle_gpu_work
 
 __all__ = ["NAME", "EXTRA", "framework", "from_array", "from_bfloat16_bits"]
 
@@ -35,11 +35,16 @@ def framework():
 
 
 def from_array(array: Any):
-    """A ``paddle.Tensor`` sharing ``array``'s memory, dtype and device."""
+    """A ``paddle.Tensor`` sharing ``array``'s memory, dtype and device (input with a negative
+    stride, which Paddle misreads, is copied)."""
     paddle = framework()
     if isinstance(array, paddle.Tensor):
         return array
     source = prepare(array)
+    if any(stride < 0 for stride in getattr(source, "strides", None) or ()):
+        # Paddle takes a negative stride as a huge unsigned one: it reads outside the buffer
+        # (garbage rows) or fails allocating 2**64 bytes; a compact copy instead, as for torch.
+        source = compact(source)
     settle_gpu_work(source)  # Paddle takes the capsule without a stream: nothing orders it after ours
     return paddle.utils.dlpack.from_dlpack(source)
 
