@@ -189,6 +189,17 @@ def test_numpy_bfloat16_reaches_frameworks_as_bfloat16_without_a_copy(name):
     np.testing.assert_array_equal(widened, values)
 
 
+def test_numpy_bfloat16_stays_a_numpy_bfloat16_view_for_the_numpy_backend():
+    # to("numpy") refused it ("cannot view a NumPy bfloat16 array without a copy"), so a loader
+    # with backend="numpy" over a bfloat16 store failed on every batch
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    array = np.arange(8, dtype=np.float32).reshape(2, 4).astype(ml_dtypes.bfloat16)
+    for name in ("numpy", "np"):
+        out = backends.to(name, {"x": array})["x"]
+        assert isinstance(out, np.ndarray) and out.dtype == array.dtype and out.shape == (2, 4)
+        assert out.ctypes.data == array.ctypes.data and out.tobytes() == array.tobytes()
+
+
 def test_numpy_bfloat16_to_jax_says_how_instead_of_copying():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     pytest.importorskip("jax")

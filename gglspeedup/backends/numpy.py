@@ -9,7 +9,7 @@ import numpy as np
 from ..device import DLPACK_CPU, DLPACK_CUDA_HOST
 from ._common import prepare
 
-__all__ = ["NAME", "EXTRA", "from_array"]
+__all__ = ["NAME", "EXTRA", "from_array", "from_bfloat16_bits"]
 
 NAME = "numpy"
 EXTRA = None  # a core dependency
@@ -41,3 +41,11 @@ def from_array(array: Any) -> np.ndarray:
             f"device type {device_type} (use backends.to('cupy', ...) or backends.from_(...))"
         )
     return np.from_dlpack(source)
+
+
+def from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
+    """An ``ml_dtypes.bfloat16`` view of ``bits`` (uint16 bfloat16 bit patterns): a NumPy bfloat16
+    array stays one, zero-copy."""
+    from .._bfloat16 import bfloat16_dtype
+
+    return bits.view(bfloat16_dtype())
