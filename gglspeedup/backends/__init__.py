@@ -14,10 +14,12 @@ Backends (one small module each, imported on first use): ``numpy``, ``cupy``, ``
 Quirks handled inside the adapters: TensorFlow accepts only DLPack capsules and compact buffers;
 JAX accepts only DLPack objects, needs ``jax_enable_x64`` for 64-bit types (the adapter enables it
 with a one-time warning, never downcasts) and copies NumPy buffers that are not 64-byte aligned
-(the adapter makes that copy itself, aligned, and warns); Paddle's CPU tensors report a ``None``
-device id (wrapped); importing TensorFlow before Paddle crashes the process, so the package never
-imports TensorFlow unless asked for it, and the paddle adapter refuses (``ImportError``) instead
-of crashing when TensorFlow was imported first.
+(the adapter makes that copy itself, aligned, and warns); TensorFlow and JAX get a copy, with a
+warning, of a read-only NumPy array (NumPy exports one only to DLPack 1.0 consumers, which they
+are not); Paddle's CPU tensors report a ``None`` device id (wrapped) and Paddle misreads negative
+strides (such input is copied, as for torch); importing TensorFlow before Paddle crashes the
+process, so the package never imports TensorFlow unless asked for it, and the paddle adapter
+refuses (``ImportError``) instead of crashing when TensorFlow was imported first.
 """
 
 from __future__ import annotations

@@ -159,7 +159,14 @@ def ensure_aligned(source: Any, alignment: int, framework: str) -> Any:
     TensorFlow aborts the process on under-aligned buffers (``Check failed: IsAligned()``) and JAX
     silently copies them; NumPy and Numba allocate on 16/32-byte boundaries only. Device (GPU)
     buffers and empty arrays pass through unchanged.
+
+    A read-only NumPy array (a memory-mapped ``.npy`` opened with ``mmap_mode="r"``) is copied too,
+    with a ``UserWarning``: NumPy exports it only to consumers that ask for DLPack 1.0 (which can
+    mark memory read-only), and TensorFlow and JAX ask for the older version, so the export raises
+    ``BufferError``.
     """
+    if isinstance(source, np.ndarray) and not source.flags.writeable:
+        return _writable_copy(source, alignment, framework)
     if isinstance(source, np.ndarray):
         view = source
     else:
@@ -178,6 +185,23 @@ def ensure_aligned(source: Any, alignment: int, framework: str) -> Any:
     )
     out = aligned_empty(view.shape, view.dtype, alignment)
     out[...] = view
+    return out
+
+
+def _writable_copy(source: np.ndarray, alignment: int, framework: str) -> np.ndarray:
+    """A writable, ``alignment``-byte aligned copy of the read-only ``source`` (see
+    :func:`ensure_aligned`), with a ``UserWarning`` when there are bytes to copy."""
+    from ..device import aligned_empty
+
+    if source.size:
+        warnings.warn(
+            f"{framework} cannot share a read-only NumPy array's memory over DLPack: copied a read-only "
+            f"{source.dtype} array (pass a writable array, e.g. np.load(path, mmap_mode='c'), to share it)",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+    out = aligned_empty(source.shape, source.dtype, alignment)
+    out[...] = source
     return out
 
 

@@ -11,6 +11,8 @@ Quirks handled here:
 - JAX copies host buffers that are not 64-byte aligned. Such input is copied here into an aligned
   buffer (the same cost JAX would pay) with a ``UserWarning``; 64-byte aligned input (the feature
   store's output, torch/paddle/TF tensors, ``device.aligned_empty``) passes through zero-copy.
+- JAX asks for a DLPack version that cannot mark memory read-only, so NumPy refuses to export a
+  read-only array (``BufferError``): such input is copied here, with a ``UserWarning``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 TensorFlow's ``from_dlpack`` accepts only a capsule (not an object with ``__dlpack__``), rejects
 strided buffers, and aborts the whole process (``Check failed: IsAligned()``) when a host buffer
 does not start on a 64-byte boundary. Strided input is copied into a compact buffer and
-under-aligned host input into an aligned one (with a ``UserWarning``); nothing else is copied.
+under-aligned host input into an aligned one (with a ``UserWarning``), as is read-only NumPy input
+(TensorFlow asks for a DLPack version that cannot mark memory read-only, and NumPy then refuses
+the export); nothing else is copied.
 This module imports TensorFlow on first use; it is the only place in the package that does.
 """
 
