@@ -250,14 +250,14 @@ def test_tensorflow_gets_an_aligned_copy_of_under_aligned_input(source):
     assert data_ptr(out) % 64 == 0
 
 
-@pytest.mark.parametrize("name", ["tensorflow", "jax"])
-def test_tensorflow_and_jax_get_a_copy_of_read_only_numpy_input(name, tmp_path):
+@pytest.mark.parametrize("name, shown", [("tensorflow", "TensorFlow"), ("jax", "JAX")])
+def test_tensorflow_and_jax_get_a_copy_of_read_only_numpy_input(name, shown, tmp_path):
     # Unhandled, NumPy's export raised BufferError ("Cannot export readonly array") from inside
     # the framework: a table opened with np.load(mmap_mode="r") could not be converted at all.
     pytest.importorskip(name)
     np.save(tmp_path / "x.npy", np.arange(12, dtype=np.float32).reshape(3, 4))
     mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
-    with pytest.warns(UserWarning, match=rf"{'TensorFlow' if name == 'tensorflow' else 'JAX'} cannot share a read-only"):
+    with pytest.warns(UserWarning, match=f"{shown} cannot share a read-only"):
         out = backends.to(name, mapped)
     assert dtype_of(out) == "float32" and tuple(out.shape) == (3, 4) and data_ptr(out) % 64 == 0
     np.testing.assert_array_equal(as_numpy(out), mapped)

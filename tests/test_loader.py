@@ -385,7 +385,7 @@ def test_recycled_buffers_keep_a_bfloat16_store_s_dtype(data, backend):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     if backend is not None:
         pytest.importorskip(backend)
-    graph, x, y = data
+    graph, x, _y = data
     table = (x / 7).astype(ml_dtypes.bfloat16)
     sampler = gg.NeighborSampler(graph, [3, 2], seed=5)
     loader = NodeLoader(sampler, gg.FeatureStore(table), np.arange(graph.num_nodes), 4, prefetch=0, backend=backend)
