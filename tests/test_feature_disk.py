@@ -67,6 +67,20 @@ def test_a_misaligned_out_buffer_is_filled_exactly(table_file):
     assert np.array_equal(out, x[ids]) and store.stats()["hits"] == 7  # ids below 100 are cached
 
 
+def test_rows_wider_than_a_gather_chunk_are_gathered_one_per_chunk(table_file, monkeypatch):
+    # A row wider than GATHER_CHUNK_BYTES made more chunks than ids, and an empty chunk reached the
+    # RAM cache's misaligned-out staging, which failed reshaping zero rows ("cannot reshape ... (0,newaxis)").
+    from gglspeedup.feature import store as store_module
+
+    path, x = table_file(np.float32, (600, 8))
+    monkeypatch.setattr(store_module, "GATHER_CHUNK_BYTES", 20)  # under one 32-byte row
+    store = gg.FeatureStore.from_npy(path, cache_size=100 * 32, policy=np.arange(600))
+    ids = np.array([1, 500, 2, 99, 100, 0, 3])
+    out = np.empty(7 * 32 + 4, np.uint8)[4:].view(np.float32).reshape(7, 8)  # misaligned: staged
+    assert store.gather(ids, out=out) is out and np.array_equal(out, x[ids])
+    assert np.array_equal(store[ids], x[ids]) and store.stats()["hits"] == 2 * 5
+
+
 def test_degree_policy_caches_the_best_connected_rows(table_file):
     path, _ = table_file(np.float32, (600, 4))
     graph = gg.datasets.synthetic_powerlaw(600, 6)

@@ -281,7 +281,7 @@ class FeatureStore:
         if self.device.is_cuda or nbytes <= GATHER_CHUNK_BYTES:
             self._tier.gather(ids, out)
             return out
-        parts = -(-nbytes // GATHER_CHUNK_BYTES)
+        parts = min(count, -(-nbytes // GATHER_CHUNK_BYTES))  # rows wider than a chunk: one per part, none empty
         with interruptible() as guard:  # Ctrl-C between chunks; leaving the block raises
             for part in range(parts):
                 if guard.stopping():
