@@ -302,7 +302,7 @@ def to_numpy(array: Any) -> np.ndarray:
         if array.device.type != "cpu":
             array = array.cpu()
         return array.numpy()
-    if hasattr(array, "__dlpack__") and hasattr(array, "__dlpack_device__"):
+    if hasattr(array, "__dlpack__") and hasattr(array, "__dlpack_device__") and unexportable_dtype(array) is None:
         device_type = array.__dlpack_device__()[0]
         if int(device_type) in _HOST_DLPACK:
             try:
@@ -321,6 +321,19 @@ def reject_meta(name: str, value: Any) -> None:
             f"{name} is a tensor on torch's 'meta' device, which holds no data (only its shape "
             f"{tuple(value.shape)} and dtype): pass a tensor with data (e.g. on 'cpu' or 'cuda')"
         )
+
+
+def unexportable_dtype(array: Any) -> str | None:
+    """The dtype name of a TensorFlow tensor whose DLPack export kills the process (strings,
+    resource handles, variants: TensorFlow's ``DataTypeCanUseMemcpy`` check aborts instead of
+    raising), ``None`` for everything else. Callers refuse such tensors, or read them another way,
+    before asking for ``__dlpack__``."""
+    if array_library(array) != "tensorflow":
+        return None
+    dtype = getattr(array, "dtype", None)
+    if not getattr(dtype, "is_numpy_compatible", True) or np.dtype(dtype.as_numpy_dtype).hasobject:
+        return str(getattr(dtype, "name", dtype))
+    return None
 
 
 def on_gpu(array: Any) -> bool:

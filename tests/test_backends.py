@@ -207,6 +207,20 @@ def test_numpy_bfloat16_to_jax_says_how_instead_of_copying():
         backends.to("jax", np.zeros(2, ml_dtypes.bfloat16))
 
 
+def test_tensorflow_string_tensors_raise_a_type_error_instead_of_aborting_the_process():
+    # TensorFlow's DLPack export of a string (or resource) tensor fails a fatal check
+    # (DataTypeCanUseMemcpy): unhandled, to() and from_() killed the interpreter.
+    tf = pytest.importorskip("tensorflow")
+    words = tf.constant(["a", "bc"])
+    handle = tf.Variable([1.0]).handle
+    for convert in (backends.from_, *[lambda obj, name=name: backends.to(name, obj) for name in ("numpy", "torch")]):
+        with pytest.raises(TypeError, match="EagerTensor of dtype string: DLPack carries"):
+            convert({"labels": words})
+        with pytest.raises(TypeError, match="EagerTensor of dtype resource"):
+            convert(handle)
+    assert backends.to("tensorflow", words) is words  # its own framework keeps it as it is
+
+
 def test_missing_framework_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
     with pytest.raises(ImportError, match=r"pip install gglspeedup\[torch\]"):

@@ -125,6 +125,16 @@ def test_paddle_bfloat16_table_is_read_as_bfloat16_not_uint16():
     np.testing.assert_array_equal(store[[5, 0]].astype(np.float32), values[[5, 0]])  # exact in bf16
 
 
+def test_tensorflow_string_tables_and_ids_raise_type_errors_instead_of_aborting():
+    # Read through DLPack, a string tensor failed TensorFlow's fatal DataTypeCanUseMemcpy check
+    # and killed the interpreter; read as values, it is refused as any non-numeric input is.
+    tf = pytest.importorskip("tensorflow")
+    with pytest.raises(TypeError, match="x must hold numbers"):
+        FeatureStore(tf.constant([["a", "b"]]))
+    with pytest.raises(TypeError, match="ids must hold integers"):
+        FeatureStore(_x())[tf.constant(["1"])]
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("num_rows", [5, 2**31, 2**40])
 def test_the_device_range_check_finds_negative_and_too_large_ids_in_one_comparison(dtype, num_rows):

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import DLPACK_CPU, DLPACK_CUDA_HOST, array_library
+from ..device import DLPACK_CPU, DLPACK_CUDA_HOST, array_library, unexportable_dtype
 
 __all__ = [
     "import_framework",
@@ -76,13 +76,20 @@ def prepare(obj: Any) -> Any:
     Raises
     ------
     TypeError
-        when ``obj`` is not an array or tensor.
+        when ``obj`` is not an array or tensor, or is a TensorFlow tensor of strings (or another
+        type whose DLPack export aborts the process).
     """
     if isinstance(obj, np.ndarray):
         return obj
     if getattr(obj, "requires_grad", False) and hasattr(obj, "detach"):
         obj = obj.detach()
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        unexportable = unexportable_dtype(obj)
+        if unexportable is not None:  # its export would abort the process, not raise
+            raise TypeError(
+                f"cannot convert a {type(obj).__name__} of dtype {unexportable}: DLPack carries bool, signed and "
+                "unsigned integer, float and complex tensors only; encode strings and handles as numbers first"
+            )
         device_type, device_id = obj.__dlpack_device__()
         if device_id is None:
             return DLPackView(obj, (int(device_type), 0))
