@@ -29,6 +29,10 @@ def bfloat16_table(x) -> np.ndarray:
         import torch
 
         bits = x.detach().cpu().contiguous().view(torch.int16).numpy()  # .numpy() refuses bfloat16
+    elif array_library(x) == "paddle":
+        # NumPy reads no DLPack bfloat16 (Paddle 3 exports it as such: np.asarray would copy) and
+        # older Paddles export uint16: the same bits viewed as int16 are read in place either way
+        bits = to_numpy(x.view("int16"))
     else:
-        bits = to_numpy(x)  # Paddle hands bfloat16 out as uint16 bits; TF and JAX as bfloat16
+        bits = to_numpy(x)  # TF and JAX hand out ml_dtypes bfloat16
     return bits.view(bfloat16_dtype()) if bits.dtype.itemsize == 2 and bits.dtype.kind in "iu" else bits

@@ -135,9 +135,16 @@ _DLPACK_KINDS = "biufc"
 def _checked(convert, backend: str):
     """``convert`` behind a dtype check: arrays DLPack cannot carry raise a ``TypeError`` naming
     the dtype (instead of DLPack's ``BufferError``); NumPy bfloat16 arrays (``ml_dtypes``) travel
-    as their uint16 bits and are reinterpreted by adapters that can do so without a copy."""
+    as their uint16 bits and are reinterpreted by adapters that can do so without a copy, and so
+    do other frameworks' bfloat16 host tensors (a framework's own pass through untouched)."""
 
     def leaf(array):
+        if not isinstance(array, np.ndarray) and "bfloat16" in str(getattr(array, "dtype", "")):
+            if array_library(array) == backend:
+                return convert(array)  # the framework's own bfloat16 tensor, as it is
+            # Another framework's: not every from_dlpack reads DLPack's bfloat16 (TensorFlow's and
+            # JAX's refuse torch's, JAX's dtype is ml_dtypes'), so its bits travel, as NumPy's do.
+            array = host_bfloat16(array)
         dtype = getattr(array, "dtype", None)
         if isinstance(dtype, np.dtype) and not dtype.isnative and backend != "numpy":
             raise TypeError(
@@ -193,8 +200,10 @@ def to(name: str, obj: Any) -> Any:
         (strings, objects, datetimes, records, byte-swapped numbers for any backend but
         ``"numpy"``): the message names the dtype.
     """
-    module = adapter(name)
-    return map_arrays(obj, _checked(module.from_array, _canonical(name)))
+    key = _canonical(name)
+    if key == "tlx":  # the framework TensorLayerX runs on, so that its adapter's hooks (bfloat16) apply
+        key = adapter("tlx").target()
+    return map_arrays(obj, _checked(adapter(key).from_array, key))
 
 
 def host_bfloat16(obj: Any):
