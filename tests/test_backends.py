@@ -370,6 +370,20 @@ def test_paddle_gets_a_compact_copy_of_negatively_strided_input_only():
         assert data_ptr(backends.to("paddle", view)) == view.ctypes.data
 
 
+def test_paddle_refuses_uint16_which_it_would_read_as_bfloat16():
+    # Paddle stores bfloat16 as uint16: to("paddle", labels.astype(np.uint16)) returned a
+    # paddle.bfloat16 tensor of other numbers, silently
+    paddle = pytest.importorskip("paddle")
+    torch = pytest.importorskip("torch")
+    for array in (np.arange(4, dtype=np.uint16), torch.arange(4, dtype=torch.int32).to(torch.uint16)):
+        with pytest.raises(TypeError, match=r"dtype uint16 to paddle: Paddle has no uint16 type.*astype\('int32'\)"):
+            backends.to("paddle", {"y": array})
+    for dtype in ("int16", "uint8", "uint32"):  # the other small integers keep their type
+        out = backends.to("paddle", np.arange(4, dtype=dtype))
+        assert isinstance(out, paddle.Tensor) and dtype_of(out) == dtype
+        np.testing.assert_array_equal(out.numpy(), np.arange(4))
+
+
 def test_paddle_cpu_tensor_is_wrapped_to_report_device_zero():
     paddle = pytest.importorskip("paddle")
     tensor = paddle.to_tensor(np.arange(4, dtype=np.int64))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._common import compact, import_framework, prepare, settle_gpu_work
+from ._common import compact, dtype_name, import_framework, prepare, settle_gpu_work
 
 __all__ = ["NAME", "EXTRA", "framework", "from_array", "from_bfloat16_bits"]
 
@@ -36,11 +36,19 @@ def framework():
 
 def from_array(array: Any):
     """A ``paddle.Tensor`` sharing ``array``'s memory, dtype and device (input with a negative
-    stride, which Paddle misreads, is copied)."""
+    stride, which Paddle misreads, is copied). uint16 input raises ``TypeError``: Paddle has no
+    uint16 type, and would read it as bfloat16."""
     paddle = framework()
     if isinstance(array, paddle.Tensor):
         return array
     source = prepare(array)
+    if dtype_name(source) == "uint16":
+        raise TypeError(
+            f"cannot convert a {type(array).__name__} of dtype uint16 to paddle: Paddle has no uint16 type (its "
+            "bfloat16 is stored as uint16, so DLPack's uint16 would arrive as paddle.bfloat16, other numbers); "
+            "convert it first, e.g. array.astype('int32'); bfloat16 bits (a GPU FeatureStore's bfloat16 rows): "
+            "pass array.view('int16') and view the tensor as paddle.bfloat16"
+        )
     if any(stride < 0 for stride in getattr(source, "strides", None) or ()):
         # Paddle takes a negative stride as a huge unsigned one: it reads outside the buffer
         # (garbage rows) or fails allocating 2**64 bytes; a compact copy instead, as for torch.
