@@ -74,6 +74,25 @@ def test_presample_counts_the_sampled_rows_exactly():
     assert policies.expected_hit_rate(counts, [2]) == pytest.approx(counts[2] / counts.sum())
 
 
+@pytest.mark.parametrize(
+    "n_id, error, message",
+    [
+        ([2, 6], ValueError, r"n_id\[1\] = 6 is out of range \[0, 6\)"),
+        ([-1, 2], ValueError, r"n_id\[0\] = -1 is out of range"),
+        ([2.5], TypeError, "n_id must hold integer node ids, got dtype float64"),
+    ],
+)
+def test_presample_checks_a_user_sampler_s_n_id(n_id, error, message):
+    # unchecked, 6 failed inside np.bincount ("operands could not be broadcast together") and 2.5
+    # was silently counted as node 2
+    class BadSampler:
+        def sample(self, seeds, key=None):
+            return np.array(n_id), []
+
+    with pytest.raises(error, match=r"presample\['sampler'\]\.sample\(seeds\)'s " + message):
+        policies.presample_counts(_star_graph(), batch_size=2, num_batches=1, sampler=BadSampler())
+
+
 def test_presample_store_reports_its_expected_hit_rate(device):
     graph = _star_graph()
     x = np.arange(12, dtype=np.float64).reshape(6, 2)

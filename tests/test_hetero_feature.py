@@ -384,6 +384,29 @@ def test_presample_visits_counts_every_typed_batch_with_replayable_keys():
         presample_visits(graph, sampler=object())
 
 
+class _BadSampler:
+    def __init__(self, n_id):
+        self.n_id = n_id
+
+    def sample(self, seeds, key=None):
+        return gg.HeteroSampleOutput(self.n_id, [], {}, {})
+
+
+@pytest.mark.parametrize(
+    "n_id, error, message",
+    [
+        ({"paper": np.array([1, 6])}, ValueError, r"n_id\['paper'\]\[1\] = 6 is out of range \[0, 6\)"),
+        ({"paper": np.array([-1])}, ValueError, r"n_id\['paper'\]\[0\] = -1 is out of range"),
+        ({"paper": np.array([1.5])}, TypeError, r"n_id\['paper'\] must hold integer node ids, got dtype float64"),
+        ({"book": np.array([0])}, ValueError, r"n_id\['book'\] names a node type the graph lacks"),
+    ],
+)
+def test_presample_visits_check_a_user_sampler_s_n_id(n_id, error, message):
+    # unchecked, 6 or -1 failed inside np.bincount, 1.5 was counted as node 1 and 'book' was a KeyError
+    with pytest.raises(error, match=message):
+        presample_visits(_graph(), batch_size=2, num_batches=1, seeds={"paper": [0]}, sampler=_BadSampler(n_id))
+
+
 @pytest.mark.cuda
 def test_presample_policy_caches_within_budget_and_reports_where_its_order_came_from():
     graph, x = _graph(), _tables()

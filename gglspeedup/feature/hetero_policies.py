@@ -214,7 +214,11 @@ def presample_visits(
         position += batch_size
         batch = {types[i]: chunk[1][chunk[0] == i] for i in np.unique(chunk[0]).tolist()}
         for t, n_id in _sample_n_id(sampler.sample(batch, key=first_key + number)).items():
-            counts[t] += np.bincount(np.asarray(to_numpy(n_id), np.int64), minlength=graph.num_nodes[t])
+            name = f"presample['sampler'].sample(seeds)'s n_id[{t!r}]"
+            if t not in counts:
+                raise ValueError(f"{name} names a node type the graph lacks; its node types: {list(types)}")
+            ids = _as_node_ids(name, to_numpy(n_id), graph.num_nodes[t])  # a user's sampler: checked
+            counts[t] += np.bincount(ids, minlength=graph.num_nodes[t])
     return counts
 
 

@@ -109,7 +109,8 @@ def presample_counts(
             permutation, position = rng.permutation(seeds), 0
         batch = permutation[position : position + batch_size]
         position += batch_size
-        n_id = np.asarray(to_numpy(sampler.sample(batch)[0]), dtype=np.int64)
+        # a user's sampler: ids out of range failed inside bincount, float ids were truncated
+        n_id = _as_node_ids("presample['sampler'].sample(seeds)'s n_id", to_numpy(sampler.sample(batch)[0]), num_nodes)
         counts += np.bincount(n_id, minlength=num_nodes)
     return counts
 
