@@ -407,6 +407,30 @@ def test_presample_visits_check_a_user_sampler_s_n_id(n_id, error, message):
         presample_visits(_graph(), batch_size=2, num_batches=1, seeds={"paper": [0]}, sampler=_BadSampler(n_id))
 
 
+@pytest.mark.parametrize(
+    "counts, error, message",
+    [
+        ({"papr": [0, 0, 0, 9, 0, 0]}, ValueError, r"names node type 'papr'; the graph's node types"),
+        ({"paper": [0, 0, 0, 0.9, 0, 0.5]}, TypeError, r"\['paper'\] must hold visit counts \(integers\), got dtype f"),
+        ({"paper": ["0", "1", "2", "3", "4", "5"]}, TypeError, "must hold visit counts"),
+        ({"paper": [0, 0, -5, 0, 0, 0]}, ValueError, r"\['paper'\] must not be negative, got -5"),
+        ({"paper": [1, 2]}, ValueError, r"\['paper'\] must have shape \(6,\), got \(2,\)"),
+    ],
+)
+def test_given_presample_counts_are_checked(tmp_path, counts, error, message):
+    # A misspelt type was ignored, float counts truncated (0.9 -> 0), strings parsed and negative
+    # counts ranked, all silently: the cache then held other rows than the counts asked for.
+    paths = {}
+    for t, table in _tables().items():
+        if table is not None:
+            paths[t] = tmp_path / f"{t}.npy"
+            np.save(paths[t], table)
+    options = dict(graph=_graph(), cache_size=40, policy="presample", presample={"counts": counts})
+    with pytest.raises(error, match=message) as caught:
+        HeteroFeatureStore.from_npy(paths, **options)
+    assert str(caught.value).startswith("presample['counts']")
+
+
 @pytest.mark.cuda
 def test_presample_policy_caches_within_budget_and_reports_where_its_order_came_from():
     graph, x = _graph(), _tables()

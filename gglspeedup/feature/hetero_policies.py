@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..device import to_numpy
-from ..validation import check_int
+from ..validation import check_int, int_array
 from .policies import (
     _PRESAMPLE_KEYS,
     _as_node_ids,
@@ -249,10 +249,22 @@ def _presample(graph, row_bytes: dict, budget: int, options: dict) -> tuple[Rank
         counts = given() if callable(given) else given
         if not isinstance(counts, dict):
             raise TypeError(f"presample['counts'] must be a dict node type -> visit counts, got {type(counts)}")
-        counts = {t: np.asarray(to_numpy(counts.get(t, np.zeros(graph.num_nodes[t]))), np.int64) for t in row_bytes}
-        for t, c in counts.items():
+        unknown = [t for t in counts if t not in graph.num_nodes]
+        if unknown:  # a misspelt type would leave its rows uncounted, silently
+            raise ValueError(
+                f"presample['counts'] names node type {unknown[0]!r}; the graph's node types: {list(graph.num_nodes)}"
+            )
+        checked = {}
+        for t in row_bytes:
+            name = f"presample['counts'][{t!r}]"
+            c = int_array(name, counts[t], expected="must hold visit counts (integers)") if t in counts else None
+            c = np.zeros(graph.num_nodes[t], np.int64) if c is None else c.astype(np.int64, copy=False)
             if c.shape != (graph.num_nodes[t],):
-                raise ValueError(f"presample['counts'][{t!r}] must have shape ({graph.num_nodes[t]},), got {c.shape}")
+                raise ValueError(f"{name} must have shape ({graph.num_nodes[t]},), got {c.shape}")
+            if c.size and int(c.min()) < 0:
+                raise ValueError(f"{name} must not be negative, got {int(c.min())}")
+            checked[t] = c
+        counts = checked
         return _presample_ranking(graph, row_bytes, counts, None), {"order_from": "counts", "counts": counts}
     total = options.pop("num_batches", None)
     if total is None:
