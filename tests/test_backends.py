@@ -384,6 +384,21 @@ def test_paddle_refuses_uint16_which_it_would_read_as_bfloat16():
         np.testing.assert_array_equal(out.numpy(), np.arange(4))
 
 
+@pytest.mark.parametrize("target", ["tensorflow", "jax"])
+def test_strided_paddle_tensors_reach_frameworks_that_need_compact_input(target):
+    # The wrapper reporting device 0 hid the tensor's layout from compact(): TensorFlow raised
+    # "Invalid strides array from DLPack" and JAX "Only DLPack tensors with trivial (compact) striding"
+    paddle = pytest.importorskip("paddle")
+    pytest.importorskip(target)
+    values = np.arange(24, dtype=np.float32).reshape(4, 6)
+    tensor = paddle.to_tensor(values)
+    for view, expected in ((tensor[:, ::2], values[:, ::2]), (tensor.T, values.T)):
+        out = backends.to(target, view)
+        assert dtype_of(out) == "float32" and tuple(out.shape) == expected.shape
+        np.testing.assert_array_equal(as_numpy(out), expected)
+    assert data_ptr(backends.to(target, tensor)) == tensor.data_ptr()  # compact input is still shared
+
+
 def test_paddle_cpu_tensor_is_wrapped_to_report_device_zero():
     paddle = pytest.importorskip("paddle")
     tensor = paddle.to_tensor(np.arange(4, dtype=np.int64))

@@ -119,8 +119,12 @@ def is_compact(obj: Any) -> bool:
 def compact(obj: Any) -> Any:
     """``obj`` if it is C-contiguous, else a C-contiguous copy (TensorFlow and JAX reject strides).
 
-    Only strided input is copied; compact input is returned unchanged.
+    Only strided input is copied; compact input is returned unchanged. A :class:`DLPackView` is
+    judged (and copied) by the tensor it wraps (a strided Paddle CPU tensor, ``x[:, ::2]``).
     """
+    if isinstance(obj, DLPackView):
+        inner = compact(obj.source)
+        return obj if inner is obj.source else DLPackView(inner, obj.device)
     if is_compact(obj):
         return obj
     if isinstance(obj, np.ndarray):
