@@ -114,6 +114,22 @@ def test_sample_output_and_containers_keep_their_types(name):
     assert data_ptr(as_dict["x"]) == x.ctypes.data
 
 
+def test_dict_subclasses_keep_their_type():
+    # to() documents that dicts keep their type: an OrderedDict or a defaultdict came back a dict
+    import collections
+
+    x = aligned_empty(3, np.int64)
+    x[...] = [4, 5, 6]
+    ordered = collections.OrderedDict([("b", x), ("a", None)])
+    factory = collections.defaultdict(list, x=x)
+    for name in ("numpy", "torch") if importlib.util.find_spec("torch") else ("numpy",):
+        out = backends.to(name, {"ordered": ordered, "factory": factory})
+        assert type(out["ordered"]) is collections.OrderedDict and list(out["ordered"]) == ["b", "a"]
+        assert type(out["factory"]) is collections.defaultdict and out["factory"]["missing"] == []
+        assert data_ptr(out["ordered"]["b"]) == data_ptr(out["factory"]["x"]) == x.ctypes.data
+    assert "missing" not in factory and ordered["b"] is x  # the given containers are left as they were
+
+
 @pytest.mark.parametrize("method, name", [("cp2torch", "torch"), ("cp2tf", "tensorflow"), ("cp2paddle", "paddle")])
 def test_seed_names_on_adj(method, name):
     pytest.importorskip(FRAMEWORKS[name])

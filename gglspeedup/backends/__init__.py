@@ -24,6 +24,7 @@ refuses (``ImportError``) instead of crashing when TensorFlow was imported first
 
 from __future__ import annotations
 
+import copy
 import importlib
 from typing import Any
 
@@ -100,8 +101,9 @@ def map_arrays(obj: Any, leaf) -> Any:
 
     Named tuples (:class:`~gglspeedup.Adj`, :class:`~gglspeedup.SampleOutput`, loader batches,
     any user record) come back as the same named tuple, lists as lists, tuples as tuples, dicts
-    as dicts; ``None`` and Python scalars pass through untouched and NumPy scalars become Python
-    scalars (so an ``Adj``'s ``size`` is always a tuple of Python ints).
+    as dicts of the same type (``OrderedDict``, ``defaultdict`` with its factory); ``None`` and
+    Python scalars pass through untouched and NumPy scalars become Python scalars (so an
+    ``Adj``'s ``size`` is always a tuple of Python ints).
     :func:`to` and :func:`from_` are this with a backend's converter as ``leaf``; loaders use it
     to post-process whole batches.
 
@@ -124,7 +126,12 @@ def map_arrays(obj: Any, leaf) -> Any:
     if isinstance(obj, (list, tuple)):
         return type(obj)([map_arrays(item, leaf) for item in obj])
     if isinstance(obj, dict):
-        return {key: map_arrays(value, leaf) for key, value in obj.items()}
+        converted = {key: map_arrays(value, leaf) for key, value in obj.items()}
+        if type(obj) is dict:
+            return converted
+        out = copy.copy(obj)  # an OrderedDict, a defaultdict (its factory too), a user's dict subclass
+        out.update(converted)
+        return out
     return leaf(obj)
 
 
