@@ -262,6 +262,15 @@ def advise_random(array: np.ndarray) -> bool:
     return True
 
 
+# How to read each kind a folder may hold (a partition's part is read by its servers, not by a user).
+_LOADERS = {
+    "CSRGraph": "use CSRGraph.load",
+    "HeteroGraph": "use HeteroGraph.load",
+    "PartitionBook": "use gglspeedup.service.PartitionBook.load",
+    "Partition": "it is one part of a partitioned folder: load that folder's PartitionBook (its parent)",
+}
+
+
 def read_folder(path, *, kind: str, mmap: bool = True, verify: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
     """``(meta, arrays)`` of the graph folder at ``path`` written for ``kind``.
 
@@ -279,9 +288,8 @@ def read_folder(path, *, kind: str, mmap: bool = True, verify: bool = False) -> 
     path = os.fspath(path)
     header = _read_header(path)
     if header.get("kind") != kind:
-        raise ValueError(
-            f"{path!r} is not a saved {kind}: it holds a saved {header.get('kind')}; use {header.get('kind')}.load"
-        )
+        found = header.get("kind")
+        raise ValueError(f"{path!r} is not a saved {kind}: it holds a saved {found}; {_LOADERS.get(found, '')}")
     entries = header.get("arrays")
     if not isinstance(entries, dict):
         raise ValueError(f"{path!r}: the header lists no arrays")

@@ -271,8 +271,11 @@ def test_service_partition_book_loads_in_constant_time_and_checks_its_kind(tmp_p
     partition(graph, tmp_path / "p", 2, method="range")
     book = PartitionBook.load(tmp_path / "p", verify=True)
     assert isinstance(book.part, np.memmap) and book.num_nodes == graph.num_nodes
-    with pytest.raises(ValueError, match="not a saved PartitionBook"):
+    # it named "Partition.load", which does not exist
+    with pytest.raises(ValueError, match=r"not a saved PartitionBook: .* one part of a partitioned folder: load"):
         PartitionBook.load(tmp_path / "p" / "part0")
+    with pytest.raises(ValueError, match=r"holds a saved PartitionBook; use gglspeedup\.service\.PartitionBook\.load"):
+        gg.CSRGraph.load(tmp_path / "p")
     with pytest.raises(FileNotFoundError):
         PartitionBook.load(tmp_path / "missing")
     with pytest.raises(ValueError, match="node_type must be None"):
