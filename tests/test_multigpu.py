@@ -228,6 +228,18 @@ def test_sample_scattered_returns_one_output_per_device_in_rank_order(device):
         assert _same(host, reference.sample(chunk, rank, key=11))  # bit-identical across devices
 
 
+def test_sample_scattered_takes_an_empty_list_as_sample_does():
+    sampler = MultiDeviceSampler(_graph(), ["cpu", "cpu"], [2, 2], seed=3)
+    for seeds in ([], ()):  # NumPy reads [] as float64: sample_scattered raised "got dtype float64"
+        outputs = sampler.sample_scattered(seeds, key=5)
+        assert len(outputs) == 2
+        for rank, output in enumerate(outputs):
+            assert output.n_id.dtype == np.int64 and output.n_id.shape == (0,)
+            assert _same(output, sampler.sample([], rank, key=5))
+    with pytest.raises(TypeError, match="seeds must hold integers"):
+        sampler.sample_scattered(np.array([1.0, 2.0]))
+
+
 @pytest.mark.parametrize(
     "call, error, message",
     [

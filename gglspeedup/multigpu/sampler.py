@@ -131,6 +131,8 @@ class MultiDeviceSampler(_PerProcessState):
         ``devices[r]``, where a replica of the model can consume them without a round trip through
         device 0. Returns a list of :class:`~gglspeedup.SampleOutput`, in rank order.
         """
+        if isinstance(seeds, (list, tuple)) and len(seeds) == 0:
+            seeds = np.empty(0, np.int64)  # as sample() takes it (NumPy reads [] as float64)
         host = to_numpy(seeds)
         if host.ndim != 1:
             raise ValueError(f"seeds must be 1-D, got shape {host.shape}")
