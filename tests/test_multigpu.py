@@ -521,3 +521,30 @@ def test_rank_views_are_a_sampler_and_a_feature_source_a_loader_takes():
         assert _same(
             gg.SampleOutput(batch.n_id, batch.adjs), sampler.sample(batch.n_id[: batch.batch_size], 1, key=index)
         )
+
+
+def test_rank_views_tell_their_shape_so_loaders_check_rows_and_typed_loaders_ask_featured_types():
+    graph = _graph()
+    sampler = MultiDeviceSampler(graph, ["cpu", "cpu"], [3, 2], seed=4)
+    short = MultiDeviceFeature(_table(NUM_NODES - 1), ["cpu", "cpu"])
+    assert short.rank(1).shape == short.shape == (NUM_NODES - 1, 5)
+    with pytest.raises(ValueError, match=f"features has {NUM_NODES - 1} rows"):  # was a mid-epoch IndexError
+        gg.NodeLoader(sampler.rank(1), short.rank(1), np.arange(10), 4, backend=None)
+    # typed: the view's shape names the types with features; without it a typed loader asked
+    # every node type of the sampler, and every batch raised "node type 'b' has no features"
+    edges = np.random.default_rng(5).integers(0, 5, (2, 20))
+    typed_graph = gg.HeteroGraph({("a", "to", "b"): edges, ("b", "to", "a"): edges[::-1]}, {"a": 5, "b": 5})
+    typed_sampler = gg.HeteroNeighborSampler(typed_graph, [2, 2], seed=1)
+    table = _table(5)
+    feature = MultiDeviceFeature({"a": table, "b": None}, ["cpu", "cpu"])
+    assert feature.rank(1).shape == {"a": (5, 5)}
+    loader = gg.NodeLoader(typed_sampler, feature.rank(1), {"b": np.arange(5)}, 2, shuffle=False, backend=None)
+    batches = list(loader)
+    assert len(batches) == 3
+    for index, batch in enumerate(batches):
+        assert list(batch.x) == ["a"]
+        np.testing.assert_array_equal(batch.x["a"], table[batch.n_id["a"]])
+        expected = typed_sampler.sample({"b": np.arange(5)[2 * index : 2 * index + 2]}, key=index)
+        np.testing.assert_array_equal(batch.n_id["a"], expected.n_id["a"])
+    with pytest.raises(ValueError, match=r"features\['a'\] has 4 rows"):
+        gg.NodeLoader(typed_sampler, MultiDeviceFeature({"a": table[:4]}, ["cpu"]).rank(0), {"b": [0]}, 2, backend=None)

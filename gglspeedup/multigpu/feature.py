@@ -94,6 +94,12 @@ class _RankFeature:
     def __init__(self, owner: MultiDeviceFeature, rank: int):
         self._owner, self.rank = owner, rank
 
+    @property
+    def shape(self):
+        """The owner's :attr:`MultiDeviceFeature.shape`: a loader checks the rows against the
+        sampler's node count, and a typed one asks only for the types with features."""
+        return self._owner.shape
+
     def __getitem__(self, ids):
         return self.gather(ids)
 
