@@ -70,6 +70,13 @@ def hash_partition(num_nodes: int, world_size: int, seed: int = 0) -> np.ndarray
     return (z % np.uint64(world_size)).astype(np.int64)
 
 
+def _bytes(rows):
+    """``rows`` as bytes, a row each: exact for every dtype (gloo refuses int16 and uint16-64, index_put uint16-64)."""
+    import torch
+
+    return rows.contiguous().reshape(len(rows), int(np.prod(rows.shape[1:]))).view(torch.uint8)
+
+
 class _Plan:
     """Who sends what to whom for one lookup (kept by autograd for the reverse exchange)."""
 
@@ -161,8 +168,9 @@ class DistFeature:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
-        if not isinstance(local_rows, torch.Tensor):
-            local_rows = torch.from_numpy(np.ascontiguousarray(to_numpy(local_rows)))
+        if not isinstance(local_rows, torch.Tensor):  # in native byte order, all torch holds; 0-d stays 0-d
+            array = np.asarray(to_numpy(local_rows), order="C")
+            local_rows = torch.from_numpy(array.astype(array.dtype.newbyteorder("="), copy=False))
         if local_rows.ndim < 1:
             raise ValueError(
                 f"local_rows must have at least 1 dimension (rows first), got shape {tuple(local_rows.shape)}"
@@ -348,8 +356,8 @@ class DistFeature:
         if hit is None:
             return fetched
         out = torch.empty((len(ids), *self.local_rows.shape[1:]), dtype=self.dtype, device=self.device)
-        out[hit] = self._cache_rows[slot[hit]]
-        out[~hit] = fetched
+        _bytes(out)[hit] = _bytes(self._cache_rows[slot[hit]])
+        _bytes(out)[~hit] = _bytes(fetched)
         return out
 
     def _plan(self, ids) -> _Plan:
@@ -371,7 +379,7 @@ class DistFeature:
         served = local_rows[plan.recv_index]
         rows = self._all_to_all(served, output_splits=plan.send_splits, input_splits=plan.recv_splits, what="rows")
         out = torch.empty_like(rows)
-        out[plan.order] = rows
+        _bytes(out)[plan.order] = _bytes(rows)
         return out
 
     def _all_to_all(self, tensor, output_rows=None, output_splits=None, input_splits=None, what="data"):
@@ -385,7 +393,7 @@ class DistFeature:
         tensor = tensor.contiguous()
         output = torch.empty((output_rows, *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
         try:
-            dist.all_to_all_single(output, tensor, output_splits, input_splits, group=self.group)
+            dist.all_to_all_single(_bytes(output), _bytes(tensor), output_splits, input_splits, group=self.group)
         except RuntimeError as error:
             raise RuntimeError(
                 f"DistFeature on rank {self.rank} of {self.world_size}: exchanging {what} failed; a peer "

@@ -133,6 +133,28 @@ def test_dist_feature_single_rank_validates_before_any_exchange(world_of_one):
         feat.gather([4, 1], out=np.empty((2, 3), np.float32))
 
 
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.uint32, np.uint64, ">f4", ">i8", np.bool_, np.complex64])
+def test_dist_feature_rows_of_every_dtype_equal_the_global_gather(world_of_one, dtype):
+    # gloo refuses int16 and unsigned 16/32/64-bit tensors: every lookup raised "a peer rank died";
+    # big-endian rows raised torch's own byte-order ValueError at construction
+    from gglspeedup.distributed import DistFeature
+
+    values = np.random.default_rng(3).integers(0, 2**15, (NUM_NODES, 2, 3))
+    x = values.astype(dtype)
+    feat = DistFeature(x, range_partition(NUM_NODES, 1))
+    for ids in (np.array([5, 5, 0, 36, 2]), np.array([], np.int64), np.arange(NUM_NODES)[::-1]):
+        rows = feat[ids].numpy()
+        assert rows.dtype == np.dtype(dtype).newbyteorder("=") and rows.shape == (len(ids), 2, 3)
+        np.testing.assert_array_equal(rows, x[ids])
+
+
+def test_dist_feature_refuses_a_0d_array_of_local_rows_by_its_shape(world_of_one):
+    from gglspeedup.distributed import DistFeature
+
+    with pytest.raises(ValueError, match=r"local_rows must have at least 1 dimension.*got shape \(\)"):
+        DistFeature(np.array(1.0), range_partition(1, 1))  # was made 1-D: "got 1 rows" for one owned node
+
+
 # ---------------------------------------------------------------------- spawned ranks
 def _check_lookups(rank, world_size, port):
     from gglspeedup.distributed import DistFeature
@@ -141,7 +163,7 @@ def _check_lookups(rank, world_size, port):
     try:
         rng = np.random.default_rng(100 + rank)
         for part in (range_partition(NUM_NODES, world_size), hash_partition(NUM_NODES, world_size, seed=3)):
-            for x in (_global_table(np.float32, (3,)), _global_table(np.int64, (2, 2))):
+            for x in (_global_table(np.float32, (3,)), _global_table(np.int64, (2, 2)), _global_table(np.int16)):
                 feat = DistFeature(x[part == rank], part)
                 remote = np.flatnonzero(part != rank)
                 cases = {
@@ -166,6 +188,10 @@ def _check_lookups(rank, world_size, port):
         hits = feat.stats()["cache_hits"]
         assert feat[np.array([0, 0])].numpy().tolist() == x[[0, 0]].tolist()  # a collective: every rank
         assert feat.stats()["cache_hits"] - hits == (0 if rank == 0 else 2)  # rank 0 owns the hub
+        wide = _global_table(np.float64).view(np.uint64)  # every bit pattern, exchanged and cached as bytes
+        feat = DistFeature(wide[part == rank], part, cache_size=4 * 3 * 8, graph=graph)
+        np.testing.assert_array_equal(feat[ids].numpy(), wide[ids])
+        assert feat.stats()["cache_hits"] > 0 or rank == 0
         # learnable rows: gradients reach the owners and equal the single-process reference.
         part = hash_partition(NUM_NODES, world_size, seed=11)
         table = torch.from_numpy(_global_table(np.float64))
