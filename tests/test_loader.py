@@ -203,6 +203,26 @@ def test_bad_arguments_raise_before_any_batch(data):
         NodeLoader(sampler, x, np.arange(4), 2, prefetch=-1)
 
 
+def test_a_sampler_the_loader_cannot_call_with_a_key_is_refused_at_construction(data):
+    graph, x, _y = data
+    multi = gg.MultiDeviceSampler(graph, ["cpu", "cpu"], [2], seed=4)
+    # was accepted: every batch raised "sample() missing 1 required positional argument: 'rank'"
+    with pytest.raises(TypeError, match=r"sampler\.sample cannot be called as sample\(seeds, key=None\).*'rank'"):
+        NodeLoader(multi, x, np.arange(4), 2, backend=None)
+
+    class WithoutKey:
+        def sample(self, seeds):
+            return multi.sample(seeds, 0)
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'key'"):
+        NodeLoader(WithoutKey(), x, np.arange(4), 2, backend=None)
+    loader = NodeLoader(multi.rank(1), x, np.arange(4), 2, shuffle=False, backend=None)
+    for index, batch in enumerate(loader):  # the rank's own sampler: what the message points to
+        expected = multi.sample(np.arange(4)[2 * index : 2 * index + 2], 1, key=index)
+        np.testing.assert_array_equal(batch.n_id, expected.n_id)
+        np.testing.assert_array_equal(batch.x, x[expected.n_id])
+
+
 @pytest.mark.parametrize("device", [pytest.param("cuda:0", id="cuda", marks=pytest.mark.cuda)])
 def test_cuda_loader_matches_the_cpu_loader(device):
     graph = small_graph(num_nodes=10, num_edges=24)

@@ -11,6 +11,7 @@ and what it counts. The row helpers here (:func:`pool_for`, :func:`gather_rows`,
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import threading
 import time
@@ -88,12 +89,30 @@ def check_indexable(name: str, table) -> None:
 
 def check_sampler(sampler, protocol: type, method: str) -> None:
     """Refuse a sampler that lacks ``method`` (the call ``protocol``, a runtime-checkable protocol
-    of :mod:`gglspeedup.protocols`, asks for), naming both."""
+    of :mod:`gglspeedup.protocols`, asks for), naming both, or whose method a loader cannot call
+    that way (a :class:`~gglspeedup.MultiDeviceSampler`'s ``sample(seeds, rank, key=None)``, a
+    ``sample(seeds)`` without ``key``): every batch would raise, naming an argument the loader
+    does not take."""
     if not isinstance(sampler, protocol):
         raise TypeError(
             f"sampler must have a {method} method (gglspeedup.protocols.{protocol.__name__}), "
             f"got {type(sampler).__name__}"
         )
+    name = method.split("(")[0]
+    try:
+        signature = inspect.signature(getattr(sampler, name))
+    except (TypeError, ValueError):  # no signature to read (a builtin): the first batch tells
+        return
+    try:  # loaders call sample(seeds, key=k) and sample_links(pairs, labels, key=k, **their options)
+        if name == "sample":
+            signature.bind(None, key=0)
+        else:
+            signature.bind_partial(None, None, key=0)
+    except TypeError as error:
+        raise TypeError(
+            f"sampler.{name} cannot be called as {method} ({error}); a multi-device sampler serves one rank "
+            "through sampler.rank(rank)"
+        ) from None
 
 
 def check_default_times(sampler, node_types, argument: str) -> None:

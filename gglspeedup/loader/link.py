@@ -92,9 +92,10 @@ class LinkLoader(BaseLoader):
     Raises
     ------
     TypeError
-        a sampler without ``sample_links``, features that cannot be indexed, non-integer pairs,
-        non-numeric labels, a wrongly typed option; ``edge_type`` missing for a typed sampler or
-        given for an untyped one, an ``edge_type`` that is not a 3-tuple of str.
+        a sampler without ``sample_links`` (or one that takes no ``key``), features that cannot be
+        indexed, non-integer pairs, non-numeric labels, a wrongly typed option; ``edge_type``
+        missing for a typed sampler or given for an untyped one, an ``edge_type`` that is not a
+        3-tuple of str.
     ValueError
         pairs not (2, E), labels not (E,), an unknown ``negatives`` / ``exclude`` / backend, a count
         out of range, a temporal sampler that cannot time the pairs by itself (the loader passes

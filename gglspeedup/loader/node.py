@@ -118,10 +118,12 @@ class NodeLoader(BaseLoader):
     Raises
     ------
     TypeError
-        a sampler without ``sample``, features that cannot be indexed, non-integer seeds, a
-        non-bool ``shuffle`` / ``drop_last`` / ``reuse_buffers``, a non-int ``batch_size`` /
-        ``prefetch`` / ``seed`` / ``workers``; typed seeds with an untyped sampler or the reverse, untyped
-        features for a typed sampler, one labels array for several seed types.
+        a sampler without ``sample`` or whose ``sample`` cannot be called as ``sample(seeds,
+        key=...)`` (a ``MultiDeviceSampler``: pass ``sampler.rank(r)``), features that cannot be
+        indexed, non-integer seeds, a non-bool ``shuffle`` / ``drop_last`` / ``reuse_buffers``, a
+        non-int ``batch_size`` / ``prefetch`` / ``seed`` / ``workers``; typed seeds with an untyped
+        sampler or the reverse, untyped features for a typed sampler, one labels array for several
+        seed types.
     ValueError
         seeds not 1-D, ``labels`` not one entry per node, an unknown backend, a count out of range
         (``workers > 1`` with ``prefetch=0`` included), ``workers > 1`` with a collective feature
