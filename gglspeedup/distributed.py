@@ -165,9 +165,9 @@ class DistFeature:
 
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("DistFeature needs torch.distributed initialised: call init_process_group first")
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.world_size = dist.get_world_size(group)
+        self.group, self.rank, self.world_size = group, dist.get_rank(group), dist.get_world_size(group)
+        if self.rank < 0:  # torch's rank and size outside the group: -1 ("ranks in [0, world_size = -1)")
+            raise ValueError(f"this process (rank {dist.get_rank()}) is not in group: only the group's ranks hold rows")
         if not isinstance(local_rows, torch.Tensor):  # in native byte order, all torch holds; 0-d stays 0-d
             array = np.asarray(to_numpy(local_rows), order="C")
             local_rows = torch.from_numpy(array.astype(array.dtype.newbyteorder("="), copy=False))
@@ -192,8 +192,7 @@ class DistFeature:
         local_index[order] = np.arange(self.num_nodes, dtype=np.int64) - starts[self.partition[order]]
         self._owner = torch.from_numpy(self.partition).to(self.device)
         self._local_index = torch.from_numpy(local_index).to(self.device)
-        self._cache_slot = None
-        self._cache_rows = None
+        self._cache_slot = self._cache_rows = None
         self._lookups = self._cached_lookups = 0
         self._build_cache(cache_size, cache_policy, graph)
 

@@ -275,3 +275,27 @@ def test_a_rank_that_never_arrives_fails_the_others_within_the_group_timeout():
     with pytest.raises(mp.ProcessRaisedException, match=r"(?s)Process 0 terminated.*DistFeature on rank 0 of 2"):
         mp.spawn(_absent_rank_one, args=(2, free_port()), nprocs=2, join=True)
     assert time.monotonic() - start < 90
+
+
+def _outside_the_group(rank, world_size, port):
+    from gglspeedup.distributed import DistFeature
+
+    init_gloo(rank, world_size, port, 30)
+    try:
+        group = dist.new_group([0, 2])  # every rank makes the group; rank 1 is not in it
+        part = range_partition(NUM_NODES, 2)
+        x = _global_table()
+        if rank == 1:  # torch's rank and size outside a group are -1: "ranks in [0, world_size = -1)"
+            with pytest.raises(ValueError, match=r"this process \(rank 1\) is not in group"):
+                DistFeature(x[:0], part, group=group)
+        else:
+            feat = DistFeature(x[part == dist.get_rank(group)], part, group=group)
+            ids = np.arange(NUM_NODES)[::-1]
+            np.testing.assert_array_equal(feat[ids].numpy(), x[ids])
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_process_outside_the_group_is_refused_by_name():
+    mp.spawn(_outside_the_group, args=(3, free_port()), nprocs=3, join=True)
