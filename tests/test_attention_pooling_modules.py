@@ -238,3 +238,28 @@ def test_a_head_count_is_checked_as_every_int_option(heads, error):
     ):
         AttentionPooling(3, 4, heads=heads)
     assert AttentionPooling(3, 4, heads=np.int64(4)).heads == 4
+
+
+@pytest.mark.parametrize(
+    "kwargs, name, held",
+    [
+        ({"mapping": "gfusedmax", "lam": 1e39}, "lam", "inf"),
+        ({"mapping": "sparsemax", "gamma": 1e39}, "gamma", "inf"),
+        ({"mapping": "gfusedmax", "gamma": 1e-50}, "gamma", "0.0"),
+    ],
+)
+def test_lam_and_gamma_the_parameters_dtype_cannot_hold_are_refused_by_name(kwargs, name, held):
+    # lam=1e39 raised torch.full's "value cannot be converted to type float without overflow";
+    # gamma=1e-50 passed the check of the given value and was stored as float32 0.0, refused only by
+    # the first forward ("gamma must be finite and > 0, got 0.0")
+    value = kwargs[name]
+    with pytest.raises(ValueError, match=rf"^{name} = {re.escape(repr(value))} does not fit the layer's float32 "
+                       rf"parameter \(it would hold {held}\)"):  # fmt: skip
+        AttentionPooling(3, 4, **kwargs)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # a float64 parameter holds them
+    try:
+        layer = AttentionPooling(3, 4, **kwargs)
+    finally:
+        torch.set_default_dtype(previous)
+    assert getattr(layer, name).dtype == torch.float64 and float(getattr(layer, name)) == value

@@ -65,6 +65,21 @@ def _identity(x):
     return x
 
 
+def _check_stored(name, value, *, positive):
+    """Raise ``ValueError`` naming ``name`` when the layer's parameter (torch's default dtype,
+    float32 unless changed) cannot hold ``value``: past its largest float ``torch.full`` raised
+    "value cannot be converted to type float without overflow", and a temperature below its
+    smallest positive float was stored as 0 (refused only at the first forward, as "got 0.0")."""
+    dtype = torch.get_default_dtype()
+    stored = torch.tensor(float(value), dtype=torch.float64).to(dtype).item()
+    if not np.isfinite(stored) or (positive and stored == 0.0):
+        kind = str(dtype).replace("torch.", "")
+        raise ValueError(
+            f"{name} = {value!r} does not fit the layer's {kind} parameter (it would hold {stored}); give a "
+            f"value {kind} holds, or build the layer under torch.set_default_dtype(torch.float64)"
+        )
+
+
 def _index(batch: GraphBatch, device):
     """``(graph of each node, nodes per graph)`` as torch tensors on ``device``, cached on the batch."""
 
@@ -102,8 +117,9 @@ class AttentionPooling(torch.nn.Module):
         Standardise the scores inside each graph first (attpool2's ``norm_flag``).
     lam, gamma : float
         The fused-lasso strength (gfusedmax) and the sparsemax temperature (sparsemax, gfusedmax);
-        parameters named ``lam`` and ``gamma`` (one per head), trained when ``learn_lam`` /
-        ``learn_gamma``.
+        parameters named ``lam`` and ``gamma`` (one per head, in torch's default dtype: a value it
+        cannot hold, such as ``lam=1e39`` or ``gamma=1e-50`` in float32, raises ``ValueError``),
+        trained when ``learn_lam`` / ``learn_gamma``.
     heads : int
         Attention heads, all computed in one call, in ``[1, output_size]`` (``ValueError`` outside,
         ``TypeError`` for a non-int such as ``2.0``, as for every int option).
@@ -141,8 +157,10 @@ class AttentionPooling(torch.nn.Module):
         )  # fmt: skip
         if mapping in ("sparsemax", "gfusedmax"):
             per_head("gamma", gamma, 1, positive=True)  # the given value in the message, not its float32
+            _check_stored("gamma", gamma, positive=True)
         if mapping == "gfusedmax":
             per_head("lam", lam, 1, positive=False)
+            _check_stored("lam", lam, positive=False)
         self.mapping, self.norm, self.heads, self.output_size = mapping, bool(norm), int(heads), int(output_size)
         self.proj_func = torch.nn.Linear(input_size, output_size)
         self.score_func = torch.nn.Linear(input_size, self.heads)
