@@ -7,7 +7,9 @@ import warnings
 import numpy as np
 import pytest
 
+from gglspeedup._config import cuda_sim_enabled
 from gglspeedup.attention import AttentionGraph, SequencePattern
+from gglspeedup.device import DeviceUnavailableError, gpu_available
 
 from conftest import to_host
 
@@ -442,6 +444,13 @@ def test_a_hand_built_attention_graph_is_checked_at_construction():
         hand_built([0, 1], [0], 1, global_ptr=np.array([0, 1]), global_ids=np.array([5]))
     with pytest.raises(ValueError, match=r"^lengths must lie in"):
         hand_built([0, 1], [0], 1, lengths=np.array([2]))
+
+
+@pytest.mark.skipif(cuda_sim_enabled() or gpu_available(), reason="a CUDA device is usable here")
+def test_a_hand_built_graph_on_a_cuda_device_this_machine_lacks_names_the_device():
+    # raised ModuleNotFoundError "No module named 'cupy'" where SequencePattern(device="cuda:0") names the device
+    with pytest.raises(DeviceUnavailableError, match=r"^device cuda:0 requested but no usable CUDA GPU"):
+        hand_built([0, 1], [0], 1, device="cuda:0")
 
 
 def test_pattern_builds_skip_the_check_and_still_pass_it():

@@ -73,7 +73,9 @@ class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
         ``global_ids[global_ptr[s]:global_ptr[s + 1]]`` (one sequence when they all share one).
         Default: no global tokens.
     device : Device or str
-        ``"cpu"`` (default) or ``"cuda:<i>"``, where the arrays live.
+        ``"cpu"`` (default) or ``"cuda:<i>"``, where the arrays live (a CUDA device this machine
+        cannot use raises :class:`~gglspeedup.device.DeviceUnavailableError`, as
+        :class:`SequencePattern` does).
     """
 
     indptr: Any
@@ -206,7 +208,9 @@ class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
 
 def _check_graph(graph: AttentionGraph) -> None:
     """Check (and normalise) a hand-built graph's fields in place, or raise naming the field."""
-    graph.device = as_device(graph.device)
+    # a CUDA device this machine lacks is named here, as SequencePattern(device=...) names it (its
+    # array library otherwise failed first: "No module named 'cupy'")
+    graph.device = as_device(graph.device).check_available()
     graph.seq_len = check_int("seq_len", graph.seq_len, minimum=0)
     graph.batch = check_int("batch", graph.batch, minimum=1)
     graph.shared = check_bool("shared", graph.shared)
