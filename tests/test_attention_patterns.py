@@ -224,6 +224,20 @@ def test_to_dgl_hands_over_the_csc_arrays_without_a_sort(monkeypatch):
     assert indptr.tolist() == graph.indptr.tolist()
 
 
+def test_hand_offs_to_a_framework_that_does_not_import_name_what_to_install(monkeypatch):
+    # raised ModuleNotFoundError "No module named 'torch_geometric'" / "'dgl'", naming no install
+    pytest.importorskip("torch")
+    graph = SequencePattern(window=4, num_random=2, num_global=1).csc(12, batch=2)
+    monkeypatch.setitem(sys.modules, "torch_geometric", None)  # import fails as when not installed
+    monkeypatch.setitem(sys.modules, "dgl", None)
+    with pytest.raises(
+        ImportError, match=r"^AttentionGraph.to_pyg needs torch_geometric \(PyG\), .*gglspeedup\[pyg\]$"
+    ):
+        graph.to_pyg()
+    with pytest.raises(ImportError, match=r"^AttentionGraph.to_dgl needs DGL, which does not import .*pip install dgl"):
+        graph.to_dgl()
+
+
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [

@@ -164,8 +164,14 @@ class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
     def to_dgl(self):
         """A DGL graph in CSC format only (``indptr`` over destinations): no sort on first use.
         Edge ``e`` is position ``e`` of :attr:`indices`. For a shared graph, give node features
-        the shape ``(seq_len, batch * heads, dim)``."""
-        import dgl
+        the shape ``(seq_len, batch * heads, dim)``. Without DGL: ``ImportError`` naming the install."""
+        try:
+            import dgl
+        except ImportError as error:  # not a gglspeedup extra: DGL's wheels follow torch's version and CUDA
+            raise ImportError(
+                f"AttentionGraph.to_dgl needs DGL, which does not import ({error}): pip install dgl (the build "
+                "matching your torch, see https://www.dgl.ai/pages/start.html)"
+            ) from error
 
         indptr, indices = self._torch(self.indptr), self._torch(self.indices)
         if indptr.dtype != indices.dtype:
@@ -199,8 +205,15 @@ class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
     def to_pyg(self):
         """A PyG ``EdgeIndex`` ``[source, destination]`` sorted by destination (column), int64: a new
         ``(2, num_edges)`` tensor, not a view of this graph (PyG keeps both rows in one tensor, so
-        neither :attr:`indices` nor the expanded destinations can be shared)."""
-        from torch_geometric import EdgeIndex
+        neither :attr:`indices` nor the expanded destinations can be shared). Without PyG:
+        ``ImportError`` naming the ``pyg`` extra."""
+        try:
+            from torch_geometric import EdgeIndex
+        except ImportError as error:
+            raise ImportError(
+                f"AttentionGraph.to_pyg needs torch_geometric (PyG), which does not import ({error}): "
+                "pip install gglspeedup[pyg]"
+            ) from error
 
         edge_index = self._torch(self.edge_index())
         return EdgeIndex(edge_index, sparse_size=(self.num_nodes, self.num_nodes), sort_order="col")
