@@ -196,6 +196,17 @@ def test_batch_structure_is_cached_by_content():
     assert first.arrays is again.arrays  # the structure is built once
 
 
+def test_sizes_summing_past_int64_are_refused_by_name_not_wrapped():
+    # sizes=[2**62, 2**62] gave ptr [0, 2**62, -2**63] (a batch of -2**63 nodes, split_batch a part
+    # of no graphs), and with edges NumPy's "negative dimensions not allowed"
+    expected = r"^sizes must sum to less than 2\*\*63 nodes \(int64 offsets\): sizes\[0\] \.\. sizes\[1\] sum past it"
+    for sizes, edges in (([2**62, 2**62], None), ([2**63 - 1, 1], [[], []]), ([2**62, 2**62, 5], [[[0, 1]], [], []])):
+        with pytest.raises(ValueError, match=expected):
+            graph_batch(sizes=sizes, edge_index=edges)
+    assert graph_batch(sizes=[2**61, 2**61, 2**61]).ptr.tolist() == [0, 2**61, 2**62, 3 * 2**61]
+    assert graph_batch(sizes=[2**63 - 1]).num_nodes == 2**63 - 1
+
+
 @pytest.mark.parametrize("copy_of", ["pickle", "deepcopy"])
 def test_a_batch_structure_pickles_and_deep_copies(copy_of):
     # its lock made pickle and copy.deepcopy fail ("cannot pickle '_thread.lock' object")

@@ -140,8 +140,9 @@ def graph_batch(
         for non-integer ``ptr`` / ``sizes`` / edges.
     ValueError
         when neither or both of ``ptr`` and ``sizes`` are given, ``ptr`` does not start at 0 or
-        decreases, a size is negative, ``ptr`` does not cover ``num_nodes`` rows, the edge index
-        has the wrong shape or the list the wrong length, or an edge joins two graphs.
+        decreases, a size is negative or the sizes sum past int64, ``ptr`` does not cover
+        ``num_nodes`` rows, the edge index has the wrong shape or the list the wrong length, or an
+        edge joins two graphs.
     IndexError
         for an edge id outside ``[0, num_nodes)`` (global) or ``[0, size of its graph)`` (local).
     """
@@ -188,7 +189,15 @@ def _check_ptr(ptr, sizes) -> np.ndarray:
         if sizes.size and sizes.min() < 0:
             position = int(np.argmax(sizes < 0))
             raise ValueError(f"sizes must be >= 0, got sizes[{position}] = {sizes[position]}")
-        return np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)])
+        ptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes)])
+        # sizes below 2**63 each: the first partial sum past int64 wraps to a negative one
+        if ptr.size and ptr.min() < 0:
+            position = int(np.argmax(ptr < 0)) - 1
+            raise ValueError(
+                f"sizes must sum to less than 2**63 nodes (int64 offsets): sizes[0] .. sizes[{position}] "
+                f"sum past it (sizes[{position}] = {sizes[position]})"
+            )
+        return ptr
     ptr = int_array("ptr", ptr)
     if ptr.size == 0 or ptr[0] != 0:
         raise ValueError(f"ptr must start at 0 (ptr[0] = 0, one entry per graph plus one), got {ptr[:3].tolist()}")
