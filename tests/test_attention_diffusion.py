@@ -432,3 +432,28 @@ def test_sequences_of_no_tokens_attend_to_nothing_with_and_without_dropout():
         assert out.shape == (2, 0, H, D)
         out.sum().backward()
         assert q.grad.shape == (2, 0, H, D)
+
+
+def test_fractional_refuses_a_hand_built_graph_joining_sequences_and_diffusion_takes_it():
+    # query 0 (sequence 0) attending to key 2 (sequence 1) was taken: with gamma = 1 and one term the
+    # operator is the Laplacian diag(outdeg) - W exactly, yet token 2's row came out 0.0127 where the
+    # Laplacian gives 0.0716 (the weights are shifted and divided by rho per sequence of the query,
+    # the out-degrees summed over every query)
+    import copy
+    import pickle
+
+    joined = AttentionGraph(np.array([0, 2, 3, 4, 5]), np.array([0, 2, 1, 2, 3]), seq_len=2, batch=2, shared=False)
+    own = AttentionGraph(np.array([0, 2, 3, 4, 5]), np.array([0, 1, 1, 2, 3]), seq_len=2, batch=2, shared=False)
+    q, k, v = (t[:, :2].detach() for t in make_inputs())
+    expected = r"^graph joins two sequences: query 0 \(sequence 0\) attends to key 2 \(sequence 1\); fractional "
+    for graph in (joined, pickle.loads(pickle.dumps(joined)), copy.deepcopy(joined)):
+        with pytest.raises(ValueError, match=expected):
+            fractional_attention(q, k, v, graph)
+    out = fractional_attention(q, k, v, own, gamma=1.0, terms=1, steps=1)
+    torch.testing.assert_close(out, dense_fractional(q, k, v, own, gamma=1.0, terms=1, steps=1), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(diffusion_attention(q, k, v, joined), dense_diffusion(q, k, v, joined))
+    batched = SequencePattern(window=4, num_random=2, num_global=1, seed=1).csc(L, batch=B, step=2)
+    assert (
+        batched._joining_edge is None
+        and AttentionGraph(batched.indptr, batched.indices, L, B, False)._joining_edge is None
+    )

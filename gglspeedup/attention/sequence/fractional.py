@@ -179,6 +179,7 @@ def fractional_attention(
     q, k, v : torch.Tensor (B, L, H, D)
         float32 or float64; ``q`` is used as given (scaled by ``1 / sqrt(D)`` in the modules).
     graph : AttentionGraph
+        Each query's keys in its own sequence (a hand-built graph joining two raises ``ValueError``).
     gamma : float
         The fractional power, in ``(0, 1]`` (fractional-attn: 0.5).
     terms : int
@@ -207,6 +208,14 @@ def fractional_attention(
         )
     steps = check_int("steps", steps, minimum=1)
     batch, length, heads, depth, pad, repeats = check_inputs(q, k, v, graph, key_padding_mask, 0, 0.0, dropout)
+    if graph._joining_edge is not None:  # rho, the shift and the out-degrees are per sequence
+        query, key = graph._joining_edge
+        raise ValueError(
+            f"graph joins two sequences: query {query} (sequence {query // length}) attends to key {key} "
+            f"(sequence {key // length}); fractional attention's operator is per sequence (its rho is each "
+            "sequence's largest out-degree), so each query's keys must lie in its own sequence "
+            "(diffusion_attention takes such a graph)"
+        )
     dropout = float(dropout)  # a NumPy float32 would keep 1 / (1 - dropout) in float32
     if length == 0:  # sequences of no tokens: nothing to attend (and no largest weight per sequence)
         return v.clone()

@@ -59,7 +59,9 @@ class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
         row (sorted, no duplicates: so :meth:`SequencePattern.csc` builds them, and a hand-built
         graph is checked for it). The kernels do not need the order: the local graph of a
         :class:`~gglspeedup.attention.sequence.sharded.ShardPlan` (keys renumbered, local rows
-        first) is unsorted.
+        first) is unsorted. A hand-built batched graph may join sequences (a query's key in another
+        sequence): :func:`~gglspeedup.attention.diffusion_attention` takes it,
+        :func:`~gglspeedup.attention.fractional_attention` (per-sequence operator) refuses it.
     seq_len, batch : int
         Positions per sequence and sequences. Node ``b * seq_len + i`` is token ``i`` of sequence
         ``b``; a ``shared`` graph has ``seq_len`` nodes and serves every sequence of the batch,
@@ -90,6 +92,9 @@ class AttentionGraph(RemadeOnLoad, remake={"_lock": threading.Lock}):
     _transposed: Any = field(default=None, repr=False)
     _lock: Any = field(default_factory=threading.Lock, repr=False)
     _check: InitVar[bool] = True  # False: the library's builders (arrays correct by construction)
+    # (query, key) of the first edge joining two sequences of a batched graph, found by the
+    # construction check (only a hand-built graph can have one; not a field: no constructor argument)
+    _joining_edge = None
 
     def __post_init__(self, _check: bool) -> None:
         if self.global_ptr is None:
@@ -253,7 +258,21 @@ def _check_graph(graph: AttentionGraph) -> None:
     if indices.shape[0] and (int(indices.min()) < 0 or int(indices.max()) >= nodes):  # sync on a GPU
         check_ids_in_range("indices", to_numpy(indices), nodes, what="num_nodes")
     _check_rows_increase(indptr, indices, xp)
+    graph._joining_edge = _joining_edge(graph, indptr, indices, xp)
     _check_metadata(graph)
+
+
+def _joining_edge(graph: AttentionGraph, indptr, indices, xp):
+    """``(query, key)`` of the first edge whose key is in another sequence than its query (rows
+    ``b * seq_len .. (b + 1) * seq_len`` are sequence ``b``), or None: O(num_edges), on the device."""
+    if graph.shared or graph.batch == 1 or indices.shape[0] == 0:
+        return None
+    rows = xp.repeat(xp.arange(graph.num_nodes, dtype=np.int64), xp.diff(indptr).astype(np.int64))
+    joins = indices.astype(np.int64) // graph.seq_len != rows // graph.seq_len
+    if not bool(joins.any()):  # sync on a GPU
+        return None
+    position = int(to_numpy(xp.argmax(joins)))
+    return int(rows[position]), int(indices[position])
 
 
 def _check_rows_increase(indptr, indices, xp) -> None:
