@@ -21,6 +21,7 @@ __all__ = [
     "MappingState",
     "driver_for",
     "per_head",
+    "check_stored",
     "check_finite",
     "reduce_heads",
     "CertificateError",
@@ -69,6 +70,23 @@ def per_head(name: str, value: Any, heads: int, *, positive: bool) -> np.ndarray
             f"normal float64), got {float(array[np.argmax(array < GAMMA_MIN)])}"
         )
     return array
+
+
+def check_stored(name: str, value: Any, *, positive: bool) -> None:
+    """Raise ``ValueError`` naming ``name`` when a layer's parameter (torch's default dtype, float32
+    unless changed) cannot hold ``value``: past its largest float ``torch.full`` raised "value
+    cannot be converted to type float without overflow", and a temperature below its smallest
+    positive float was stored as 0 (refused only at the first forward, as "got 0.0")."""
+    import torch
+
+    dtype = torch.get_default_dtype()
+    stored = torch.tensor(float(value), dtype=torch.float64).to(dtype).item()
+    if not math.isfinite(stored) or (positive and stored == 0.0):
+        kind = str(dtype).replace("torch.", "")
+        raise ValueError(
+            f"{name} = {value!r} does not fit the layer's {kind} parameter (it would hold {stored}); give a "
+            f"value {kind} holds, or build the layer under torch.set_default_dtype(torch.float64)"
+        )
 
 
 def check_finite(x, xp) -> None:

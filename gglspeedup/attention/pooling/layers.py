@@ -33,7 +33,7 @@ import torch
 from ...device import reject_meta
 from ...validation import check_int
 from ._layer import linear_parameters
-from ._state import per_head
+from ._state import check_stored, per_head
 from .batch import GraphBatch, graph_batch
 from .maps import gfusedmax, softmax, sparsemax
 
@@ -63,21 +63,6 @@ _WIDENED = (torch.float16, torch.bfloat16)  # no CPU kernel computes in them: fl
 
 def _identity(x):
     return x
-
-
-def _check_stored(name, value, *, positive):
-    """Raise ``ValueError`` naming ``name`` when the layer's parameter (torch's default dtype,
-    float32 unless changed) cannot hold ``value``: past its largest float ``torch.full`` raised
-    "value cannot be converted to type float without overflow", and a temperature below its
-    smallest positive float was stored as 0 (refused only at the first forward, as "got 0.0")."""
-    dtype = torch.get_default_dtype()
-    stored = torch.tensor(float(value), dtype=torch.float64).to(dtype).item()
-    if not np.isfinite(stored) or (positive and stored == 0.0):
-        kind = str(dtype).replace("torch.", "")
-        raise ValueError(
-            f"{name} = {value!r} does not fit the layer's {kind} parameter (it would hold {stored}); give a "
-            f"value {kind} holds, or build the layer under torch.set_default_dtype(torch.float64)"
-        )
 
 
 def _index(batch: GraphBatch, device):
@@ -157,10 +142,10 @@ class AttentionPooling(torch.nn.Module):
         )  # fmt: skip
         if mapping in ("sparsemax", "gfusedmax"):
             per_head("gamma", gamma, 1, positive=True)  # the given value in the message, not its float32
-            _check_stored("gamma", gamma, positive=True)
+            check_stored("gamma", gamma, positive=True)
         if mapping == "gfusedmax":
             per_head("lam", lam, 1, positive=False)
-            _check_stored("lam", lam, positive=False)
+            check_stored("lam", lam, positive=False)
         self.mapping, self.norm, self.heads, self.output_size = mapping, bool(norm), int(heads), int(output_size)
         self.proj_func = torch.nn.Linear(input_size, output_size)
         self.score_func = torch.nn.Linear(input_size, self.heads)
