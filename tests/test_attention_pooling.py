@@ -196,6 +196,20 @@ def test_batch_structure_is_cached_by_content():
     assert first.arrays is again.arrays  # the structure is built once
 
 
+def test_a_cached_batch_keeps_its_offsets_and_edges_when_the_callers_buffers_are_reused():
+    # the cached batch held the caller's int64 ptr (and its edge rows until first use) without a
+    # copy: a buffer reused for the next batch rewrote it, and the next call with the first batch's
+    # offsets got the cached structure of the rewritten ones (softmax over graphs [0, 3) and [3, 5))
+    ptr, edges = np.array([0, 2, 5]), np.array([[0, 2], [1, 4]])
+    batch = graph_batch(ptr, edges)
+    ptr[1], edges[1, 1] = 3, 3  # the caller's buffers, filled with the next batch
+    again = graph_batch(np.array([0, 2, 5]), np.array([[0, 2], [1, 4]]))
+    assert again is batch and batch.ptr.tolist() == [0, 2, 5]
+    assert batch.edge_index.tolist() == [[0, 2], [1, 4]]
+    weights = softmax_numpy(np.zeros(5), np.array([0, 2, 5])).output
+    np.testing.assert_array_equal(weights, [1 / 2, 1 / 2, 1 / 3, 1 / 3, 1 / 3])
+
+
 def test_sizes_summing_past_int64_are_refused_by_name_not_wrapped():
     # sizes=[2**62, 2**62] gave ptr [0, 2**62, -2**63] (a batch of -2**63 nodes, split_batch a part
     # of no graphs), and with edges NumPy's "negative dimensions not allowed"

@@ -198,7 +198,9 @@ def _check_ptr(ptr, sizes) -> np.ndarray:
                 f"sum past it (sizes[{position}] = {sizes[position]})"
             )
         return ptr
-    ptr = int_array("ptr", ptr)
+    # a copy: the batch is cached and kept, and int_array shares an int64 array (or a torch tensor)
+    # with the caller, whose buffer reused for the next batch rewrote the cached structure
+    ptr = int_array("ptr", ptr).copy()
     if ptr.size == 0 or ptr[0] != 0:
         raise ValueError(f"ptr must start at 0 (ptr[0] = 0, one entry per graph plus one), got {ptr[:3].tolist()}")
     steps = np.diff(ptr)
@@ -291,7 +293,7 @@ def _checked_edges(form, parts, ptr):
         stacked = np.concatenate(parts) if parts else np.zeros((0, 2), np.int64)
         return stacked[:, 0] + offsets, stacked[:, 1] + offsets
     (array,) = parts
-    src, dst = np.ascontiguousarray(array[0]), np.ascontiguousarray(array[1])
+    src, dst = np.array(array[0]), np.array(array[1])  # copies, kept until the structure is built (as ptr)
     for row, ids in enumerate((src, dst)):
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
             k = int(np.argmax((ids < 0) | (ids >= num_nodes)))
