@@ -91,6 +91,25 @@ def test_two_gloo_ranks_match_one_process():
             np.testing.assert_allclose(mine, theirs[lo:hi], rtol=1e-12, atol=1e-12)
 
 
+def test_no_hops_give_a_new_tensor_as_one_process_does():
+    # hops=0 returned the caller's v itself (diffusion_attention returns a copy): an in-place
+    # operation on the output changed v, or raised "a leaf Variable that requires grad is being used
+    # in an in-place operation"
+    q, k, v, _, _ = inputs()
+    v.requires_grad_()
+    init_gloo(0, 1, free_port(), 60)
+    try:
+        plan = ShardPlan(pattern(), 0, 1)
+        plan.exchange_requests(None)
+        out = sharded_diffusion_attention(q, k, v, plan, hops=0)
+    finally:
+        dist.destroy_process_group()
+    assert out is not v and torch.equal(out, v)
+    out.mul_(2.0)  # the output is the caller's to change
+    out.sum().backward()
+    assert torch.equal(v.grad, torch.full_like(v, 2.0))
+
+
 def test_a_plan_reads_only_what_its_rows_point_at():
     graph = pattern()
     plan = ShardPlan(graph, 0, 2)

@@ -140,7 +140,7 @@ def sharded_diffusion_attention(
     for _ in range(hops):
         h = _Hop.apply(attn, h_ext.contiguous(), v_ext.contiguous(), ops, float(alpha))[:local]
         h_ext = plan.fetch(h, group)
-    return h
+    return h if hops else v.clone()  # a new tensor, as diffusion_attention's (not the caller's v)
 
 
 def _check_inputs(q, k, v, local, hops, alpha, key_padding_mask):
