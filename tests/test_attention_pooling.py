@@ -210,6 +210,24 @@ def test_a_cached_batch_keeps_its_offsets_and_edges_when_the_callers_buffers_are
     np.testing.assert_array_equal(weights, [1 / 2, 1 / 2, 1 / 3, 1 / 3, 1 / 3])
 
 
+@pytest.mark.parametrize("shape", [(5,), (5, 1), (5, 2)])
+def test_a_results_arrays_are_its_own_so_editing_them_leaves_the_backward_alone(shape):
+    # with scores (N, 1) result.output was the state's own array (a transposed (1, N) view, already
+    # contiguous): scaling it in place changed what vjp computed (26.7 for 0.498)
+    scores = np.linspace(-1.0, 1.5, int(np.prod(shape))).reshape(shape)
+    upstream = np.linspace(2.0, -1.0, int(np.prod(shape))).reshape(shape)
+    for result in (
+        softmax_numpy(scores, [0, 3, 5]),
+        gfusedmax_numpy(scores, [0, 3, 5], [[0, 1, 3], [1, 2, 4]], lam=0.2),
+    ):
+        expected = result.vjp(upstream)
+        for array in (result.output, result.fused, result.groups, result.boundary):
+            if array is not None:
+                array *= 10
+        for got, want in zip(result.vjp(upstream), expected):
+            np.testing.assert_array_equal(got, want)
+
+
 def test_sizes_summing_past_int64_are_refused_by_name_not_wrapped():
     # sizes=[2**62, 2**62] gave ptr [0, 2**62, -2**63] (a batch of -2**63 nodes, split_batch a part
     # of no graphs), and with edges NumPy's "negative dimensions not allowed"

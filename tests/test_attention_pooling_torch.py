@@ -259,3 +259,25 @@ def test_a_second_derivative_through_the_maps_and_the_layer_raises_by_name():
         assert torch.equal(grad, plain)
         with pytest.raises(RuntimeError, match=r"^AttentionPooling \(its CPU path\) has first derivatives only"):
             grad.pow(2).sum().backward()
+
+
+@pytest.mark.parametrize("heads", [0, 1, 2], ids=["1-D", "1 head", "2 heads"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_outputs_are_tensors_of_their_own_that_take_in_place_operations(heads, dtype):
+    # a float64 (N,) or (N, 1) output was a view of the state its backward reads: an in-place operation
+    # raised "Output 0 of PoolingMap is a view and is being modified inplace" where float32 and
+    # (N, 2) outputs took it
+    ptr = np.concatenate([[0], np.cumsum(SIZES)])
+    upstream = torch.linspace(-1.0, 2.0, scores(heads).numel(), dtype=dtype).reshape(scores(heads).shape)
+    for call in (
+        lambda s: softmax(s, ptr),
+        lambda s: sparsemax(s, ptr, gamma=0.8),
+        lambda s: gfusedmax(s, ptr, EDGES, lam=0.3),
+        lambda s: fused_lasso(s, ptr, EDGES, lam=0.3),
+    ):
+        x = scores(heads).detach().to(dtype).requires_grad_()
+        (expected,) = torch.autograd.grad((call(x) * 3.0 * upstream).sum(), x)
+        out = call(x)
+        out.mul_(3.0)
+        (got,) = torch.autograd.grad((out * upstream).sum(), x)
+        assert torch.equal(got, expected)

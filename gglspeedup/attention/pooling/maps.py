@@ -83,10 +83,13 @@ def _to_driver(tensor, driver):
 
 
 def _from_driver(array, like, squeeze):
+    """A driver array ``[H, N]`` as a new torch tensor ``[N]`` / ``[N, H]`` in ``like``'s dtype: a copy
+    (the state keeps ``array`` for the backward; a float64 output that was a view of it refused
+    in-place operations, "Output 0 of PoolingMap is a view", where a float32 one took them)."""
     torch = _torch()
+    array = array[0] if squeeze else array.T
     tensor = torch.from_numpy(array) if isinstance(array, np.ndarray) else torch.as_tensor(array, device=like.device)
-    tensor = tensor[0] if squeeze else tensor.T
-    return tensor.to(dtype=like.dtype).contiguous()
+    return tensor.to(dtype=like.dtype, memory_format=torch.contiguous_format, copy=True)
 
 
 def _parameter(name, value, reference):

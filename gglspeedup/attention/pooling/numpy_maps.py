@@ -56,8 +56,8 @@ class PoolingResult:
         self.residual = None if state.residual is None else self._shape(state.residual)
 
     def _shape(self, array):
-        array = to_numpy(array)
-        return array[0].copy() if self._squeeze else np.ascontiguousarray(array.T)
+        array = to_numpy(array)  # copies in either shape: vjp reads the state's arrays
+        return array[0].copy() if self._squeeze else np.array(array.T, order="C")
 
     def vjp(self, grad_output):
         """``(grad_scores, grad_lam, grad_gamma)`` for ``dL/doutput`` (the output's shape);
