@@ -267,7 +267,8 @@ def _joining_edge(graph: AttentionGraph, indptr, indices, xp):
     ``b * seq_len .. (b + 1) * seq_len`` are sequence ``b``), or None: O(num_edges), on the device."""
     if graph.shared or graph.batch == 1 or indices.shape[0] == 0:
         return None
-    rows = xp.repeat(xp.arange(graph.num_nodes, dtype=np.int64), xp.diff(indptr).astype(np.int64))
+    # each edge's row by a search (CuPy's repeat takes no array of counts)
+    rows = xp.searchsorted(indptr[1:].astype(np.int64), xp.arange(indices.shape[0], dtype=np.int64), side="right")
     joins = indices.astype(np.int64) // graph.seq_len != rows // graph.seq_len
     if not bool(joins.any()):  # sync on a GPU
         return None
