@@ -107,6 +107,22 @@ def test_induced_batches_hold_every_edge_among_the_sampled_nodes(how):
     assert got == expected and batch.edge_index.size(1) == len(expected)
 
 
+def test_induced_subgraphs_refuse_disjoint_and_temporal_sampling_as_pyg():
+    # each tree's copy of a node got the induced edges of the first tree's copy only (seeds [0, 0]:
+    # the second tree had no edges), and edges joined the trees
+    data = _data()
+    data.time = torch.zeros(data.num_nodes, dtype=torch.long)
+    for options in ({"disjoint": True}, {"time_attr": "time"}):
+        with pytest.raises(ValueError, match="induced"):
+            pyg.NeighborLoader(data, [2], subgraph_type="induced", **options)
+        with pytest.raises(ValueError, match="induced"):
+            pyg.NeighborSampler(data, [2], subgraph_type="induced", **options)
+    sampler = pyg.NeighborSampler(data, [2], subgraph_type="induced")
+    with pytest.raises(ValueError, match="induced"):
+        sampler.disjoint = True  # as PyG's BidirectionalNeighborSampler sets it
+    assert not sampler.disjoint
+
+
 def test_backward_sampling_equals_forward_sampling_of_the_flipped_graph():
     data = _data(seed=5)
     flipped = Data(x=data.x, edge_index=data.edge_index.flip(0), num_nodes=data.num_nodes)

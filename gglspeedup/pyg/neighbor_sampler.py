@@ -16,7 +16,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
 from ..validation import check_bool
-from .sampler import Sampler, _fanouts
+from .sampler import Sampler, _check_induced, _fanouts
 
 __all__ = ["NeighborSampler"]
 
@@ -117,7 +117,9 @@ class NeighborSampler(Sampler):
 
     @disjoint.setter
     def disjoint(self, disjoint) -> None:
-        self.sampler.disjoint = check_bool("disjoint", disjoint) or self.sampler.temporal
+        disjoint = check_bool("disjoint", disjoint) or self.sampler.temporal
+        _check_induced(self.subgraph_type, disjoint)
+        self.sampler.disjoint = disjoint
 
     @property
     def num_neighbors(self) -> NumNeighbors:

@@ -64,7 +64,8 @@ class Sampler(BaseSampler):
         Redraw negatives that are graph edges (PyG draws them approximately, keeping such edges).
     subgraph_type : {"directional", "bidirectional", "induced"}
         PyG's: the sampled edges as drawn; with each one's reverse among the sampled nodes too
-        (``num_sampled_*`` then ``None``, as PyG); every edge between sampled nodes.
+        (``num_sampled_*`` then ``None``, as PyG); every edge between sampled nodes (not with
+        ``disjoint`` or times: ``ValueError``, as PyG).
     sample_direction : {"forward", "backward"}
         ``"backward"`` samples along out-edges (PyG's option): over the transposed graph, with
         each edge reported ``source -> target`` as stored.
@@ -171,6 +172,7 @@ class Sampler(BaseSampler):
                 temporal_strategy=temporal_strategy if timed else "uniform",
             )
             self._times = {"node_time": node_time, "edge_time": edge_time}
+        _check_induced(self.subgraph_type, self.sampler.disjoint)
         self.exclude = exclude
         self.reverse_edge_types = dict(reverse_edge_types or {})
         self.strict_negatives = check_bool("strict_negatives", strict_negatives)
@@ -379,6 +381,17 @@ def _reversed_keys(num_neighbors):
     if isinstance(num_neighbors, dict):
         return {reverse_name(et): v for et, v in num_neighbors.items()}
     return num_neighbors
+
+
+def _check_induced(subgraph_type: str, disjoint: bool) -> None:
+    """PyG refuses disjoint (and so temporal) sampling of induced subgraphs: every edge among the
+    sampled nodes would join the trees, and a node reached by several trees would get its edges in
+    the first one only."""
+    if subgraph_type == "induced" and disjoint:
+        raise ValueError(
+            "subgraph_type='induced' (directed=False) does not go with disjoint or temporal sampling (as in PyG): "
+            "each tree's edges would be mixed with the others'"
+        )
 
 
 def _bad_expand(expand):
