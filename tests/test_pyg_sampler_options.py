@@ -184,6 +184,28 @@ def test_typed_input_nodes_on_an_untyped_graph_name_input_nodes():
         pyg.NeighborLoader(_data(), [2], input_nodes=("n", None))
 
 
+def test_numpy_and_list_input_nodes_seed_the_nodes_they_name_on_data_and_on_stores():
+    # PyG's loader read a NumPy bool mask as the ids 0 and 1, and its remote path failed on a
+    # NumPy array or a list ('cannot unpack non-iterable NoneType object', a bare AssertionError)
+    data = _data(num_nodes=12, num_edges=40)
+    mask = np.arange(12) % 3 == 0
+    stores = (pyg.FeatureStore.from_data(data), pyg.GraphStore.from_data(data))
+    for source in (data, stores):
+        for input_nodes, seeds in (
+            (mask, [0, 3, 6, 9]),
+            (mask.tolist(), [0, 3, 6, 9]),
+            (np.array([5, 1, 5], np.int32), [5, 1, 5]),
+            ([5, 1, 5], [5, 1, 5]),
+            (np.array([5, 1], ">i8"), [5, 1]),
+        ):
+            batches = list(pyg.NeighborLoader(source, [2], input_nodes=input_nodes, batch_size=2))
+            assert torch.cat([batch.n_id[: batch.batch_size] for batch in batches]).tolist() == seeds
+        with pytest.raises(ValueError, match="input_nodes must be 1-D"):
+            pyg.NeighborLoader(source, [2], input_nodes=torch.tensor(3))
+        with pytest.raises(ValueError, match=r"input_nodes as a bool mask must have one entry per node \(12\)"):
+            pyg.NeighborLoader(source, [2], input_nodes=torch.tensor([True, False]))
+
+
 def test_edge_label_index_and_edge_label_shapes_are_checked_by_name():
     data = _data()
     with pytest.raises(ValueError, match=r"edge_label_index must have shape \(2, num_pairs\)"):

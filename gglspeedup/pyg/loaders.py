@@ -12,6 +12,7 @@ store: gglspeedup's device cache with :class:`~gglspeedup.pyg.FeatureStore`).
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch_geometric.data import Data, GraphStore
 from torch_geometric.loader import LinkLoader, NodeLoader
@@ -242,6 +243,11 @@ def _default_input_nodes(data, input_nodes, sampler: Sampler):
             "a typed graph needs typed seeds: input_nodes=(node_type, ids), (node_type, None) or a node type, "
             f"got {'None' if input_nodes is None else type(input_nodes).__name__}"
         )
+    if typed_pair:
+        node_type = input_nodes[0]
+        input_nodes = (node_type, _seed_tensor(input_nodes[1], sampler.num_nodes.get(node_type)))
+    elif not isinstance(input_nodes, str):
+        input_nodes = _seed_tensor(input_nodes, sampler.num_nodes)
     if not _is_remote(data):
         return input_nodes
     if input_nodes is None and not sampler.is_hetero:
@@ -249,6 +255,24 @@ def _default_input_nodes(data, input_nodes, sampler: Sampler):
     if typed_pair and input_nodes[1] is None:
         return (input_nodes[0], torch.arange(sampler.num_nodes[input_nodes[0]]))
     return input_nodes
+
+
+def _seed_tensor(ids, num_nodes):
+    """Seed ids or a bool mask as the 1-D tensor PyG's loaders index: a NumPy array or a list is
+    converted here (PyG reads a NumPy bool mask as the ids 0 and 1, and its remote path takes tensors
+    only); a mask must have one entry per node (``num_nodes``; ``None``: unknown)."""
+    if ids is None:
+        return None
+    if not isinstance(ids, torch.Tensor):
+        array = np.asarray(ids)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"input_nodes must hold integer node ids or be a bool mask, got dtype {array.dtype}")
+        ids = torch.from_numpy(np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")))
+    if ids.dim() != 1:
+        raise ValueError(f"input_nodes must be 1-D (node ids or a bool mask), got shape {tuple(ids.shape)}")
+    if ids.dtype == torch.bool and num_nodes is not None and ids.numel() != int(num_nodes):
+        raise ValueError(f"input_nodes as a bool mask must have one entry per node ({num_nodes}), got {ids.numel()}")
+    return ids
 
 
 def _all_edges(graph_store, sampler: Sampler) -> torch.Tensor:
