@@ -124,6 +124,26 @@ def test_typed_graph_store_puts_relations_and_builds_a_hetero_graph():
         store.put_edge_index((writes[0], writes[1]), edge_type=None, layout="coo", size=(3, 3))
 
 
+def test_typed_relations_put_without_size_take_each_types_largest_count():
+    # PyG's size is optional: each relation inferred its own counts, and building the graph failed
+    # ("its CSRGraph has 3 rows but num_nodes['paper'] = 6")
+    store = pyg.GraphStore()
+    store.put_edge_index(torch.tensor([[0, 1, 2], [1, 2, 5]]), edge_type=("paper", "cites", "paper"), layout="coo")
+    store.put_edge_index((torch.tensor([0, 1, 2]), torch.tensor([1, 2])), ("author", "writes", "paper"), layout="csr")
+    store.put_edge_index((torch.tensor([1, 0]), torch.tensor([0, 1, 2])), ("paper", "by", "author"), layout="csc")
+    graph = store.graph
+    assert graph.num_nodes == {"paper": 6, "author": 2}
+    writes = graph[("author", "writes", "paper")]
+    assert (writes.num_src_nodes, writes.num_nodes) == (2, 6) and writes.degree().tolist() == [0, 1, 1, 0, 0, 0]
+    assert graph[("paper", "by", "author")].num_src_nodes == 6
+    sampler = pyg.Sampler(store, [-1])
+    out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([5, 2]), input_type="paper"))
+    assert out.node["paper"].tolist() == [5, 2, 1] and out.node["author"].tolist() == [1]
+    with pytest.raises(ValueError, match="rows"):  # sizes that were given still have to agree
+        store.put_edge_index(torch.tensor([[0], [0]]), edge_type=("author", "likes", "paper"), layout="coo", size=(2, 3))
+        store.graph
+
+
 def test_feature_store_rows_equal_the_table_for_every_index_kind():
     x = np.arange(40, dtype=np.float32).reshape(10, 4)
     y = np.arange(10) * 3

@@ -113,8 +113,14 @@ class GraphStore(PyGGraphStore):
                         f"edge type {edge_type!r} is not a (src, name, dst) triple: a typed graph to sample from "
                         "needs its node types"
                     )
-            relations = {edge_type: self._relation(edge_type) for edge_type in edge_types}
-            self._hetero = HeteroGraph(relations, self.num_nodes)
+            counts = self.num_nodes
+            relations = {}
+            for edge_type in edge_types:
+                relation = self._relation(edge_type)
+                if self._sizeless(edge_type):  # put without size: its counts are the largest any relation gives
+                    relation = _padded(relation, counts[edge_type[0]], counts[edge_type[-1]])
+                relations[edge_type] = relation
+            self._hetero = HeteroGraph(relations, counts)
         return self._hetero
 
     @property
@@ -212,6 +218,11 @@ class GraphStore(PyGGraphStore):
             first, second, size, _ = self._puts[(edge_type, layout)]
             self._relations[edge_type] = _as_relation(first, second, layout, size, typed=edge_type is not None)
         return self._relations[edge_type]
+
+    def _sizeless(self, edge_type) -> bool:
+        """Whether ``edge_type`` was put without a ``size`` (its node counts inferred from its edges)."""
+        sizes = [size for (et, _), (_, _, size, _) in self._puts.items() if et == edge_type]
+        return edge_type not in self._given and all(size is None for size in sizes)
 
     def _layout(self, edge_type, layout: EdgeLayout) -> tuple:
         """``(row, col, perm)`` of ``edge_type`` in ``layout`` (torch tensors; ``perm`` the edge id
@@ -343,6 +354,17 @@ def _as_relation(first, second, layout: EdgeLayout, size, typed: bool) -> CSRGra
         )
     except ValueError as error:
         raise ValueError(f"edge_index ({layout.value}): {error}") from None
+
+
+def _padded(relation: CSRGraph, num_src: int, num_dst: int) -> CSRGraph:
+    """``relation`` over ``num_src`` source and ``num_dst`` target nodes (the nodes it lacks have no edges)."""
+    if relation.num_nodes == num_dst and relation.num_src_nodes == num_src:
+        return relation
+    indptr = to_numpy(relation.indptr)
+    indptr = np.concatenate([indptr, np.full(num_dst - relation.num_nodes, indptr[-1], indptr.dtype)])
+    return CSRGraph(
+        indptr, relation.indices, edge_ids=relation.edge_ids, weights=relation.weights, num_src_nodes=num_src
+    )
 
 
 def graph_from_pyg_store(graph_store):
