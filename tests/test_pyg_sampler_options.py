@@ -133,6 +133,26 @@ def test_backward_sampling_equals_forward_sampling_of_the_flipped_graph():
     assert torch.equal(backward.row, forward.col) and torch.equal(backward.col, forward.row)
 
 
+def test_backward_typed_sampling_takes_num_neighbors_per_edge_type():
+    # the dict was re-keyed by the transposed graph's relation names, which PyG's NumNeighbors
+    # cannot hold ("Cannot convert the edge type 'paper____gglspeedup_rev__cites__paper' to a tuple")
+    hetero = HeteroData()
+    hetero["author"].num_nodes, hetero["paper"].num_nodes = 3, 4
+    writes, cites = ("author", "writes", "paper"), ("paper", "cites", "paper")
+    hetero[writes].edge_index = torch.tensor([[0, 0, 1, 2], [0, 1, 1, 3]])
+    hetero[cites].edge_index = torch.tensor([[0, 1, 3], [2, 2, 0]])
+    seeds = NodeSamplerInput(None, torch.tensor([0]), input_type="author")
+    for num_neighbors, papers in (({writes: [-1, 0], cites: [0, -1]}, [0, 1, 2]), ({writes: [-1, 0], cites: [0, 0]}, [0, 1])):
+        sampler = pyg.NeighborSampler(hetero, num_neighbors, sample_direction="backward")
+        assert sampler.num_neighbors.get_values([writes, cites]) == num_neighbors
+        out = sampler.sample_from_nodes(seeds)
+        assert out.node["author"].tolist() == [0] and out.node["paper"].tolist() == papers
+        edges = out.node["author"][out.row[writes]].tolist(), out.node["paper"][out.col[writes]].tolist()
+        assert edges == ([0, 0], [0, 1])  # each edge source -> target as stored
+        sampler.num_neighbors = {writes: [0, 0], cites: [0, 0]}
+        assert sampler.sample_from_nodes(seeds).node["paper"].tolist() == []
+
+
 def test_weighted_hetero_data_never_draws_zero_weight_edges():
     hetero = HeteroData()
     hetero["paper"].num_nodes = 5

@@ -16,6 +16,7 @@ from torch_geometric.sampler import NodeSamplerInput
 from torch_geometric.sampler.base import NumNeighbors
 
 from ..validation import check_bool
+from .graphs import forward_name
 from .sampler import Sampler, _check_induced, _fanouts
 
 __all__ = ["NeighborSampler"]
@@ -125,7 +126,9 @@ class NeighborSampler(Sampler):
     def num_neighbors(self) -> NumNeighbors:
         """The fanouts, as PyG's ``NumNeighbors``; setting it resamples with new fanouts."""
         fanouts = self.sampler.fanouts
-        return NumNeighbors(dict(fanouts) if isinstance(fanouts, dict) else list(fanouts))
+        if isinstance(fanouts, dict):  # keyed as the user names the relations (a backward sampler renames them)
+            return NumNeighbors({forward_name(edge_type): list(v) for edge_type, v in fanouts.items()})
+        return NumNeighbors(list(fanouts))
 
     @num_neighbors.setter
     def num_neighbors(self, num_neighbors) -> None:

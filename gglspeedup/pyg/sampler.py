@@ -24,7 +24,7 @@ from torch_geometric.sampler.base import NumNeighbors
 from ..heterograph import HeteroGraph
 from ..sampling import HeteroNeighborSampler, NeighborSampler
 from ..validation import check_bool, check_fanouts
-from .graphs import NO_EDGES, graph_of, with_empty_relation
+from .graphs import NO_EDGES, forward_name, graph_of, with_empty_relation
 from .outputs import binary_labels, hetero_sampler_output, link_metadata, pair_batch, sampler_output
 from .subgraphs import SUBGRAPH_TYPES, finish_output, weighted_negatives
 from .times import times_of
@@ -149,8 +149,6 @@ class Sampler(BaseSampler):
             if num_neighbors is None:
                 raise TypeError("num_neighbors is required unless data is a ready gglspeedup sampler")
             graph = graph_of(data, weight_attr, self.backward)
-            if self.backward and isinstance(graph, HeteroGraph):
-                num_neighbors = _reversed_keys(num_neighbors)
             if time_attr is not None:
                 if self.backward:
                     raise NotImplementedError("Temporal Sampling not yet supported for backward sampling")
@@ -356,7 +354,12 @@ def _fanouts(num_neighbors, graph):
     if isinstance(graph, HeteroGraph) and (isinstance(num_neighbors, (dict, NumNeighbors))):
         if not isinstance(num_neighbors, NumNeighbors):
             num_neighbors = NumNeighbors(num_neighbors)
-        return NumNeighbors(num_neighbors.values, num_neighbors.default).get_values(list(graph.edge_types))
+        # Keyed as the user names the relations: a backward sampler's graph renames each one
+        # (reverse_name), which PyG's NumNeighbors cannot key (it splits edge types at '__').
+        edge_types = list(graph.edge_types)
+        names = [forward_name(edge_type) for edge_type in edge_types]
+        values = NumNeighbors(num_neighbors.values, num_neighbors.default).get_values(names)
+        return {edge_type: values[name] for edge_type, name in zip(edge_types, names)}
     if isinstance(num_neighbors, NumNeighbors):
         if isinstance(num_neighbors.values, dict):
             raise ValueError("num_neighbors per edge type needs a typed graph")
@@ -369,18 +372,6 @@ def _fanouts(num_neighbors, graph):
 def _no_hops(num_neighbors) -> bool:
     values = num_neighbors.values if isinstance(num_neighbors, NumNeighbors) else num_neighbors
     return isinstance(values, (list, tuple)) and len(values) == 0
-
-
-def _reversed_keys(num_neighbors):
-    """Per-edge-type fanouts keyed as the transposed typed graph names its relations."""
-    from .graphs import reverse_name
-
-    if isinstance(num_neighbors, NumNeighbors) and isinstance(num_neighbors.values, dict):
-        values = {reverse_name(et): v for et, v in num_neighbors.values.items()}
-        return NumNeighbors(values, num_neighbors.default)
-    if isinstance(num_neighbors, dict):
-        return {reverse_name(et): v for et, v in num_neighbors.items()}
-    return num_neighbors
 
 
 def _check_induced(subgraph_type: str, disjoint: bool) -> None:
