@@ -133,6 +133,20 @@ def test_backward_sampling_equals_forward_sampling_of_the_flipped_graph():
     assert torch.equal(backward.row, forward.col) and torch.equal(backward.col, forward.row)
 
 
+def test_backward_link_batches_keep_the_pairs_edges_out_with_reverse_and_refuse_self():
+    # over the transposed graph exclude='self' kept out each pair's target -> source edges and
+    # sampled its own source -> target edge
+    data = _data()
+    pairs = data.edge_index[:, :12]
+    with pytest.raises(NotImplementedError, match="exclude='reverse'"):
+        pyg.NeighborSampler(data, [3, 2], sample_direction="backward", exclude="self")
+    sampler = pyg.NeighborSampler(data, [-1, -1], sample_direction="backward", exclude="reverse")
+    for batch in pyg.LinkNeighborLoader(data, [3, 2], edge_label_index=pairs, batch_size=4, neighbor_sampler=sampler):
+        own = {tuple(pair) for pair in pairs[:, batch.input_id].t().tolist()}
+        sampled = {tuple(edge) for edge in batch.n_id[batch.edge_index].t().tolist()}
+        assert sampled and not sampled & (own | {(v, u) for u, v in own})
+
+
 def test_backward_typed_sampling_takes_num_neighbors_per_edge_type():
     # the dict was re-keyed by the transposed graph's relation names, which PyG's NumNeighbors
     # cannot hold ("Cannot convert the edge type 'paper____gglspeedup_rev__cites__paper' to a tuple")

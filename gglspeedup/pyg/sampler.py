@@ -55,7 +55,8 @@ class Sampler(BaseSampler):
     exclude : {None, "self", "reverse"}
         Link batches only: ``None`` (PyG's behaviour) keeps every edge; ``"self"`` removes the
         positive pairs' own edges ``source -> target`` from every sampled hop, ``"reverse"`` also
-        ``target -> source`` (see :meth:`gglspeedup.NeighborSampler.sample_links`).
+        ``target -> source`` (see :meth:`gglspeedup.NeighborSampler.sample_links`); with
+        ``sample_direction="backward"`` only ``"reverse"`` (or ``None``).
     reverse_edge_types : dict edge type -> edge type, optional
         Typed graphs with ``exclude="reverse"``: the relation holding each edge type's reverse
         edges. By default ``(dst, "rev_" + name, src)`` (PyG's ``ToUndirected``), else the one
@@ -133,6 +134,10 @@ class Sampler(BaseSampler):
         if sample_direction not in ("forward", "backward"):
             raise ValueError(f"sample_direction must be 'forward' or 'backward', got {sample_direction!r}")
         self.subgraph_type, self.backward = subgraph_type, sample_direction == "backward"
+        if self.backward and exclude == "self":  # over the transposed graph it would keep out target -> source
+            raise NotImplementedError(
+                "exclude='self' with sample_direction='backward': use exclude='reverse' (keeps out both directions)"
+            )
         # PyG takes num_neighbors=[] (the seeds alone): one hop drawing nothing, then left out.
         self.zero_hops = _no_hops(num_neighbors)
         if self.zero_hops:
