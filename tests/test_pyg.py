@@ -398,6 +398,22 @@ def test_batch_keys_follow_the_batches_with_or_without_workers_and_change_every_
     assert first != second  # fresh workers every epoch, told apart by the epoch's base seed
 
 
+def test_persistent_workers_give_each_epoch_the_batches_of_a_loader_without_workers(cora):
+    # persistent workers keep their sampler between epochs: a worker's keys ran on from its own count,
+    # so with 3 batches over 2 workers every epoch after the first drew other batches than without workers
+    graph, x, _y, split = cora
+    stores = (pyg.FeatureStore({"x": x}), pyg.GraphStore(graph))
+    seeds = torch.from_numpy(split["val"][:120])
+
+    def epochs(**options):
+        loader = pyg.NeighborLoader(stores, [3, 3], input_nodes=seeds, batch_size=40, **options)
+        return [[b.n_id.tolist() for b in loader] for _ in range(3)]
+
+    alone = epochs()
+    assert epochs(num_workers=2, persistent_workers=True) == alone
+    assert alone[1] != alone[2]
+
+
 def test_every_device_gives_the_cpus_batches(device):
     edge_index = np.random.default_rng(6).integers(0, 24, size=(2, 90))
     graph = gg.CSRGraph.from_edge_index(edge_index, num_nodes=24)

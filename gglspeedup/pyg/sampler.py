@@ -94,7 +94,8 @@ class Sampler(BaseSampler):
     -----
     Batch keys: each call uses the next key (0, 1, 2, ...). gglspeedup.pyg's loaders number each
     epoch's batches on from the last (:meth:`start_epoch`), so batch ``i`` of an epoch gets the same
-    key with or without ``num_workers`` (worker ``w`` of ``W`` takes batches ``w, w + W, ...``). A
+    key with or without ``num_workers``, persistent or not (worker ``w`` of ``W`` takes batches
+    ``w, w + W, ...`` of every epoch). A
     plain PyG loader with ``num_workers > 0`` restarts its workers every epoch; their keys then also
     carry the epoch's base seed (``torch.manual_seed`` makes it reproducible). ``batch`` is filled
     for disjoint (and temporal) samplers, ``None`` otherwise. Negatives are
@@ -207,7 +208,9 @@ class Sampler(BaseSampler):
     def start_epoch(self, num_batches: int) -> None:
         """Give the next ``num_batches`` calls the keys ``base .. base + num_batches - 1``, in order
         of the loader's batches, whether they run in this process or in ``num_workers`` workers
-        forked after this call (gglspeedup.pyg's loaders call it as an epoch starts)."""
+        forked after this call (gglspeedup.pyg's loaders call it as an epoch starts); persistent
+        workers, forked in an earlier epoch, count this epoch's batches on from the ``num_batches``
+        of the epoch they were forked in."""
         with self._lock:
             self._base += max(self._count, self._span)  # past every key this process or its workers used
             self._span, self._count, self._epochs = int(num_batches), 0, self._epochs + 1
@@ -219,7 +222,10 @@ class Sampler(BaseSampler):
         info = torch.utils.data.get_worker_info()
         if info is None:
             return self._base + count
-        key = self._base + count * info.num_workers + info.id  # batch i goes to worker i % num_workers
+        epoch, mine = 0, len(range(info.id, self._span, info.num_workers))  # this worker's batches per epoch
+        if self._epochs and mine:  # persistent workers keep counting past the epoch they were forked in
+            epoch, count = divmod(count, mine)
+        key = self._base + epoch * self._span + count * info.num_workers + info.id  # batch i: worker i % W
         if self._epochs == 0:  # a plain PyG loader: fresh workers restart from the parent's count each epoch
             key += ((info.seed - info.id) & 0xFFFFFFFF) << 32  # so this epoch's (random) base seed tells them apart
         return key
