@@ -140,8 +140,9 @@ def test_typed_relations_put_without_size_take_each_types_largest_count():
     out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([5, 2]), input_type="paper"))
     assert out.node["paper"].tolist() == [5, 2, 1] and out.node["author"].tolist() == [1]
     with pytest.raises(ValueError, match="rows"):  # sizes that were given still have to agree
-        store.put_edge_index(torch.tensor([[0], [0]]), edge_type=("author", "likes", "paper"), layout="coo", size=(2, 3))
-        store.graph
+        likes = ("author", "likes", "paper")
+        store.put_edge_index(torch.tensor([[0], [0]]), edge_type=likes, layout="coo", size=(2, 3))
+        _ = store.graph
 
 
 def test_feature_store_rows_equal_the_table_for_every_index_kind():

@@ -156,7 +156,10 @@ def test_backward_typed_sampling_takes_num_neighbors_per_edge_type():
     hetero[writes].edge_index = torch.tensor([[0, 0, 1, 2], [0, 1, 1, 3]])
     hetero[cites].edge_index = torch.tensor([[0, 1, 3], [2, 2, 0]])
     seeds = NodeSamplerInput(None, torch.tensor([0]), input_type="author")
-    for num_neighbors, papers in (({writes: [-1, 0], cites: [0, -1]}, [0, 1, 2]), ({writes: [-1, 0], cites: [0, 0]}, [0, 1])):
+    for num_neighbors, papers in (
+        ({writes: [-1, 0], cites: [0, -1]}, [0, 1, 2]),
+        ({writes: [-1, 0], cites: [0, 0]}, [0, 1]),
+    ):
         sampler = pyg.NeighborSampler(hetero, num_neighbors, sample_direction="backward")
         assert sampler.num_neighbors.get_values([writes, cites]) == num_neighbors
         out = sampler.sample_from_nodes(seeds)

@@ -84,7 +84,8 @@ def sum_gradients(module, group=None) -> None:
 def pool_across_devices(module, x, ptr=None, edge_index=None, devices=("cpu",), *, sizes=None):
     """``module(x, ptr, edge_index)`` computed in parts, one per device, rows concatenated on
     ``devices[0]`` (the one-device result up to rounding: torch's matrix products over row subsets
-    may round apart, about 1e-16 in float64; gradients reach ``module``'s parameters and ``x``). ``module`` is an :class:`~gglspeedup.attention.AttentionPooling`."""
+    may round apart, about 1e-16 in float64; gradients reach ``module``'s parameters and ``x``).
+    ``module`` is an :class:`~gglspeedup.attention.AttentionPooling`."""
     import torch
     from torch.func import functional_call
 
