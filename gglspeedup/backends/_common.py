@@ -177,7 +177,11 @@ def ensure_aligned(source: Any, alignment: int, framework: str) -> Any:
     ``BufferError``.
     """
     if isinstance(source, np.ndarray) and not source.flags.writeable:
-        return _writable_copy(source, alignment, framework)
+        why = (
+            f"{framework} cannot share a read-only NumPy array's memory over DLPack: copied a read-only "
+            f"{source.dtype} array (pass a writable array, e.g. np.load(path, mmap_mode='c'), to share it)"
+        )
+        return _aligned_copy(source, alignment, why)
     if isinstance(source, np.ndarray):
         view = source
     else:
@@ -186,33 +190,20 @@ def ensure_aligned(source: Any, alignment: int, framework: str) -> Any:
         view = np.from_dlpack(source)
     if view.size == 0 or view.ctypes.data % alignment == 0:
         return source
+    why = f"{framework} needs {alignment}-byte aligned host buffers: copied an under-aligned {view.dtype} array"
+    return _aligned_copy(view, alignment, why)
+
+
+def _aligned_copy(view: np.ndarray, alignment: int, why: str) -> np.ndarray:
+    """A writable, ``alignment``-byte aligned copy of ``view`` (see :func:`ensure_aligned`), with a
+    ``UserWarning`` saying ``why`` when there are bytes to copy (one fixed text per dtype and
+    framework, so Python's default filter shows it once per place)."""
     from ..device import aligned_empty
 
-    warnings.warn(  # one fixed text per dtype, so Python's default filter shows it once per place
-        f"{framework} needs {alignment}-byte aligned host buffers: copied an under-aligned "
-        f"{view.dtype} array into an aligned one",
-        UserWarning,
-        stacklevel=user_stacklevel(),
-    )
+    if view.size:
+        warnings.warn(why, UserWarning, stacklevel=user_stacklevel())
     out = aligned_empty(view.shape, view.dtype, alignment)
     out[...] = view
-    return out
-
-
-def _writable_copy(source: np.ndarray, alignment: int, framework: str) -> np.ndarray:
-    """A writable, ``alignment``-byte aligned copy of the read-only ``source`` (see
-    :func:`ensure_aligned`), with a ``UserWarning`` when there are bytes to copy."""
-    from ..device import aligned_empty
-
-    if source.size:
-        warnings.warn(
-            f"{framework} cannot share a read-only NumPy array's memory over DLPack: copied a read-only "
-            f"{source.dtype} array (pass a writable array, e.g. np.load(path, mmap_mode='c'), to share it)",
-            UserWarning,
-            stacklevel=user_stacklevel(),
-        )
-    out = aligned_empty(source.shape, source.dtype, alignment)
-    out[...] = source
     return out
 
 
