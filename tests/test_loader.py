@@ -69,6 +69,32 @@ def test_order_reproduces_for_the_same_seed_and_differs_across_epochs(data):
     np.testing.assert_array_equal(first.order(1), np.concatenate(epoch1))
 
 
+def test_set_epoch_refuses_an_epoch_whose_keys_pass_2_to_the_64(data):
+    # set_epoch(2**63) was taken and the first batch raised "key must be an int in [0, 2**64)"
+    loader = make_loader(data, seed=7)
+    last = 2**64 // len(loader) - 1
+    loader.set_epoch(last)  # its last batch's key is 2**64 - 1 at most
+    assert loader._key(last, len(loader) - 1) < 2**64
+    with pytest.raises(ValueError, match=r"epoch must be an int in \[0, \d+\) \(keys < 2\*\*64\), got"):
+        loader.set_epoch(last + 1)
+    with pytest.raises(TypeError, match="epoch must be"):
+        loader.set_epoch(1.0)
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_an_epochs_iterator_tells_its_batch_count(data, prefetch):
+    # with prefetch=0 the epoch was a generator: len(iter(loader)) raised TypeError
+    loader = make_loader(data, prefetch=prefetch)
+    epoch = iter(loader)
+    assert len(epoch) == len(loader) and iter(epoch) is epoch
+    assert len(list(epoch)) == len(loader)
+    early = iter(loader)
+    next(early)
+    early.close()
+    with pytest.raises(StopIteration):
+        next(early)
+
+
 def test_without_shuffle_seeds_keep_their_order(data):
     seeds = np.array([9, 3, 3, 30, 1], dtype=np.int32)
     loader = make_loader(data, seeds, batch_size=2, shuffle=False)

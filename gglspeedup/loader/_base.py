@@ -245,8 +245,12 @@ class BaseLoader:
         return math.ceil(self._num_items / self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
-        """Make the next ``iter(loader)`` epoch ``epoch`` (its order and sampler keys)."""
-        self.epoch = check_int("epoch", epoch, minimum=0)
+        """Make the next ``iter(loader)`` epoch ``epoch`` (its order and sampler keys: batch ``i``'s
+        key is ``epoch * len(loader) + i``, which must stay below 2**64, so ``epoch`` is checked
+        here rather than as a ``key`` the first batch cannot take)."""
+        below = 2**64 // max(len(self), 1)
+        expected = f"an int in [0, {below}) (keys < 2**64)"
+        self.epoch = check_int("epoch", epoch, minimum=0, below=below, expected=expected)
 
     def _permutation(self, epoch: int):
         """The visiting order of epoch ``epoch`` (``None``: the given order)."""
@@ -267,12 +271,8 @@ class BaseLoader:
         self.epoch += 1
         slices = self._slices(epoch)
         if self.prefetch == 0:
-            return self._serial(epoch, slices)
+            return _SerialIterator(self, epoch, slices)
         return PrefetchIterator(self, epoch, slices)
-
-    def _serial(self, epoch: int, slices: list):
-        for index, items in enumerate(slices):
-            yield self._make_batch(epoch, index, items)
 
     def _key(self, epoch: int, index: int) -> int:
         return epoch * len(self) + index
@@ -387,3 +387,25 @@ def _realign(array, alignment: int):
     out = aligned_empty(array.shape, array.dtype, alignment)
     out[...] = array
     return out
+
+
+class _SerialIterator:
+    """An epoch's batches built as they are asked for (``prefetch=0``); ``len()`` is the epoch's
+    batch count, as a prefetching epoch's iterator tells it."""
+
+    def __init__(self, loader: BaseLoader, epoch: int, slices: list):
+        self._batches = (loader._make_batch(epoch, index, items) for index, items in enumerate(slices))
+        self._num_batches = len(slices)
+
+    def __len__(self) -> int:
+        return self._num_batches
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._batches)
+
+    def close(self) -> None:
+        """End the epoch early (as :meth:`PrefetchIterator.close`): later ``next()`` calls stop."""
+        self._batches.close()
