@@ -95,6 +95,21 @@ def test_an_epochs_iterator_tells_its_batch_count(data, prefetch):
         next(early)
 
 
+def test_features_and_labels_the_backend_cannot_take_are_named_when_the_loader_is_made(data):
+    # a big-endian table (or string labels) passed construction and failed the first batch
+    pytest.importorskip("torch")
+    graph, x, y = data
+    sampler = gg.NeighborSampler(graph, [3, 2], seed=1)
+    swapped = x.astype(x.dtype.newbyteorder(">"))
+    for features in (swapped, gg.FeatureStore(swapped)):
+        with pytest.raises(TypeError, match=r"cannot convert features of dtype >f\d to torch: its bytes are swapped"):
+            NodeLoader(sampler, features, np.arange(4), 2, backend="torch")
+    with pytest.raises(TypeError, match="cannot convert labels of dtype <U1 to torch"):
+        NodeLoader(sampler, x, np.arange(4), 2, labels=np.full(len(y), "a"), backend="torch")
+    batch = next(iter(NodeLoader(sampler, swapped, np.arange(4), 2, backend="numpy")))  # NumPy keeps them
+    np.testing.assert_array_equal(batch.x, x[batch.n_id])
+
+
 def test_without_shuffle_seeds_keep_their_order(data):
     seeds = np.array([9, 3, 3, 30, 1], dtype=np.int32)
     loader = make_loader(data, seeds, batch_size=2, shuffle=False)

@@ -33,7 +33,7 @@ import numpy as np
 from ..device import DLPACK_CPU, DLPACK_CUDA, DLPACK_CUDA_HOST, DLPACK_CUDA_MANAGED, array_library
 from ._common import import_framework, prepare
 
-__all__ = ["to", "from_", "map_arrays", "adapter", "names", "available", "needs_alignment"]
+__all__ = ["to", "from_", "map_arrays", "adapter", "names", "available", "needs_alignment", "check_dtype"]
 
 # backend name -> adapter module (relative to this package)
 _ADAPTERS = {
@@ -153,13 +153,7 @@ def _checked(convert, backend: str):
             # JAX's refuse torch's, JAX's dtype is ml_dtypes'), so its bits travel, as NumPy's do.
             array = host_bfloat16(array)
         dtype = getattr(array, "dtype", None)
-        if isinstance(dtype, np.dtype) and not dtype.isnative and backend != "numpy":
-            raise TypeError(
-                f"cannot convert a {type(array).__name__} of dtype {dtype} to {backend}: its bytes are swapped "
-                "(big-endian) and DLPack carries native byte order only; convert it first, e.g. "
-                "array.astype(array.dtype.newbyteorder('='))"
-            )
-        if not isinstance(dtype, np.dtype) or dtype.kind in _DLPACK_KINDS:
+        if not isinstance(dtype, np.dtype) or (dtype.kind in _DLPACK_KINDS and (dtype.isnative or backend == "numpy")):
             return convert(array)
         if dtype.name == "bfloat16" and isinstance(array, np.ndarray):
             from_bits = getattr(adapter(backend), "from_bfloat16_bits", None)
@@ -169,13 +163,31 @@ def _checked(convert, backend: str):
                 f"the {backend} backend cannot view a NumPy bfloat16 array without a copy; convert "
                 f"array.view(numpy.uint16) and reinterpret the bits in {backend}"
             )
+        check_dtype(f"a {type(array).__name__}", backend, dtype)
+        return convert(array)  # another dtype the numpy backend keeps (a big-endian array)
+
+    return leaf
+
+
+def check_dtype(what: str, backend: str | None, dtype) -> None:
+    """Raise ``TypeError`` naming ``what`` when arrays of ``dtype`` cannot reach ``backend``
+    (``None``: no conversion): bytes swapped (big-endian; the numpy backend keeps them) or a kind
+    DLPack does not carry (strings, objects, dates, records; NumPy bfloat16 travels as its bits).
+    Loaders call it when made, so such features or labels are named before the first batch."""
+    if backend is None or not isinstance(dtype, np.dtype) or dtype.name == "bfloat16":
+        return
+    if not dtype.isnative and _canonical(backend) != "numpy":
         raise TypeError(
-            f"cannot convert a {type(array).__name__} of dtype {dtype} to {backend}: DLPack carries "
+            f"cannot convert {what} of dtype {dtype} to {backend}: its bytes are swapped "
+            "(big-endian) and DLPack carries native byte order only; convert it first, e.g. "
+            "array.astype(array.dtype.newbyteorder('='))"
+        )
+    if dtype.kind not in _DLPACK_KINDS:
+        raise TypeError(
+            f"cannot convert {what} of dtype {dtype} to {backend}: DLPack carries "
             "bool, signed and unsigned integer, float (float16/32/64, bfloat16) and complex arrays "
             "only; encode strings, objects, dates and records as numbers first"
         )
-
-    return leaf
 
 
 def to(name: str, obj: Any) -> Any:

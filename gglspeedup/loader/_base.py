@@ -211,6 +211,7 @@ class BaseLoader:
                 framework()  # ImportError naming the extra now, not on the first batch
         self.backend = backend
         self._alignment = backends.needs_alignment(backend) if backend is not None else 0
+        self._check_dtypes("features", features)
         if not typed:
             check_feature_rows(sampler, features)
         self.sampler, self.features = sampler, features
@@ -224,6 +225,15 @@ class BaseLoader:
         self._stats = {name: 0 for name in ("batches",) + self._COUNTERS + ("nodes", "edges")}
         self._stats.update(sample_s=0.0, gather_s=0.0, convert_s=0.0, wait_s=0.0)
         self._stats_lock = threading.Lock()
+
+    def _check_dtypes(self, name: str, values) -> None:
+        """Refuse ``values`` (an array or store, or a dict of them per node type) whose dtype cannot
+        reach the backend (:func:`gglspeedup.backends.check_dtype`: big-endian, strings), naming
+        ``name``, when the loader is made instead of at its first batch."""
+        items = values.items() if isinstance(values, dict) else [(None, values)]
+        for key, value in items:
+            where = name if key is None else f"{name}[{key!r}]"
+            backends.check_dtype(where, self.backend, getattr(value, "dtype", None))
 
     @property
     def _max_buffers(self) -> int:

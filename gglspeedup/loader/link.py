@@ -190,6 +190,7 @@ class LinkLoader(BaseLoader):
                 raise ValueError(f"labels must be finite numbers: labels[{position}] = {labels[position]}")
             labels = np.array(labels, copy=True)
         self.labels = labels
+        self._check_dtypes("labels", self.labels)
         negatives, num_negatives, strict, exclude = check_link_options(
             negatives, num_negatives, strict_negatives, exclude
         )

@@ -203,6 +203,7 @@ class NodeLoader(BaseLoader):
             if num_nodes is None and self.seeds.size and labels.shape[0] <= int(self.seeds.max()):
                 raise ValueError(f"labels has {labels.shape[0]} entries but seeds reach node {int(self.seeds.max())}")
         self.labels = labels
+        self._check_dtypes("labels", self.labels)
 
     def _setup_typed(self, features, seeds, labels, num_nodes: dict) -> None:
         """The typed mode: seeds, labels and features per node type (see :mod:`.hetero`)."""
@@ -210,6 +211,7 @@ class NodeLoader(BaseLoader):
         self._num_items = self._items.shape[1]
         self.seeds = {t: self._items[1][self._items[0] == i] for i, t in enumerate(self.seed_types)}
         self.labels = check_typed_labels(labels, self.seed_types, num_nodes)
+        self._check_dtypes("labels", self.labels)
         self._typed = TypedFeatures(features, num_nodes, self._max_buffers)
         self._pools = self._typed.pools
 
