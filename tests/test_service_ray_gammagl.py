@@ -177,3 +177,8 @@ def test_gammagl_graph_loaders_take_seed_and_device_from_a_given_sampler_and_ref
             make(neighbor_sampler=local, device="cuda:0")
         assert make(neighbor_sampler=local).seed == make(neighbor_sampler=local, seed=4, device=-1).seed == 4
         assert make().seed == 0 and make(seed=9).seed == 9  # no given sampler: seed as given, 0 by default
+        with pytest.raises(ValueError, match=r"replace=True, but the given sampler samples without replacement"):
+            make(neighbor_sampler=local, replace=True)  # was ignored: the sampler drew without replacement
+        with pytest.raises(TypeError, match="replace must be a bool"):
+            make(neighbor_sampler=local, replace="yes")
+        make(neighbor_sampler=local.with_fanouts([2]), replace=False)  # the default: the sampler's own

@@ -72,6 +72,11 @@ class _GraphLoader(BaseLoader):
         if self._given:
             sampler = _given_sampler(owner, graph, neighbor_sampler, num_neighbors, self.is_hetero)
             seed = ready_sampler_seed(owner, sampler, seed, device)
+            if check_bool("replace", replace) and not sampler.replace:  # False is the default: the sampler's own
+                raise ValueError(
+                    f"{owner}: replace=True, but the given sampler samples without replacement; a ready sampler "
+                    "draws as it was built: build it with replace=True or leave replace out"
+                )
             stores = [graph[et] for et in graph.metadata()[1]] if self.is_hetero else [graph]
             self._skeleton = all(getattr(store, "edge_index", None) is None for store in stores)
             if self.is_hetero:  # the graph's edges may be absent: the sampler's types
@@ -170,7 +175,8 @@ class NodeNeighborLoader(_GraphLoader):
         gglspeedup only: a ready sampler draws the batches instead of one built over ``graph``'s
         edges (e.g. a service cluster's ``cluster.sampler(...)``), with ``num_neighbors`` as its
         fanouts (``with_fanouts``) and its own ``seed``, ``replace`` and ``device`` (``seed=`` or
-        ``device=`` other than the sampler's raises ``ValueError``); ``graph``
+        ``device=`` other than the sampler's, or ``replace=True`` beside a sampler without
+        replacement, raises ``ValueError``); ``graph``
         must have its node counts, and needs no edges. Given a ``graph`` without edges (no
         ``edge_index``: ``Graph(num_nodes=N)``), each batch carries ``edge_index`` and also ``n_id``
         (the sampled nodes' global ids, per node type) and ``e_id`` (each edge's id, per edge
