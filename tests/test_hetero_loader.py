@@ -129,6 +129,22 @@ def test_batches_are_the_sampler_replayed_by_key_with_exact_rows_and_labels(data
             np.testing.assert_array_equal(y, labels[t][seeds[t]])
 
 
+def test_a_disjoint_typed_samplers_trees_reach_the_batch(data):
+    # HeteroBatch dropped the sampler output's batch (each row's tree, per node type)
+    graph, tables, _ = data
+    sampler = gg.HeteroNeighborSampler(graph, [2, 1], seed=1, disjoint=True)
+    loader = NodeLoader(sampler, dict(tables), SEEDS, 4, backend=None, shuffle=False)
+    order = loader.order(0)
+    for index, batch in enumerate(loader):
+        chunk = order[:, index * 4 : index * 4 + 4]
+        seeds = {t: chunk[1][chunk[0] == p] for p, t in enumerate(loader.seed_types)}
+        want = sampler.sample(seeds, key=index)
+        assert sorted(batch.batch) == sorted(want.batch) and len(batch) == 7
+        for t, trees in want.batch.items():
+            np.testing.assert_array_equal(batch.batch[t], trees)
+    assert next(iter(make_loader(data))).batch is None
+
+
 def test_the_same_epoch_twice_gives_identical_batches(data):
     loader = make_loader(data, prefetch=2)
     loader.set_epoch(5)

@@ -110,6 +110,21 @@ def test_features_and_labels_the_backend_cannot_take_are_named_when_the_loader_i
     np.testing.assert_array_equal(batch.x, x[batch.n_id])
 
 
+def test_a_disjoint_samplers_trees_reach_the_batch_as_an_attribute(data):
+    # the loaders dropped SampleOutput.batch: a disjoint or temporal batch's tree ids were unreachable
+    graph, x, _ = data
+    sampler = gg.NeighborSampler(graph, [3, 2], seed=1, disjoint=True)
+    loader = NodeLoader(sampler, x, np.arange(5, 28), 6, backend=None)
+    for index, batch in enumerate(loader):
+        reference = sampler.sample(loader.order(0)[index * 6 : (index + 1) * 6], key=index)
+        np.testing.assert_array_equal(batch.batch, reference.batch)
+        assert len(batch) == 5  # still unpacks as (x, y, adjs, n_id, batch_size)
+    links = gg.LinkLoader(sampler, x, np.array([[5, 6, 7], [8, 9, 10]]), 2, backend=None, shuffle=False)
+    first = next(iter(links))
+    np.testing.assert_array_equal(first.batch, sampler.sample_links([[5, 6], [8, 9]], key=0).batch)
+    assert next(iter(make_loader(data))).batch is None  # shared sampling: no trees
+
+
 def test_without_shuffle_seeds_keep_their_order(data):
     seeds = np.array([9, 3, 3, 30, 1], dtype=np.int32)
     loader = make_loader(data, seeds, batch_size=2, shuffle=False)

@@ -134,6 +134,15 @@ def check_default_times(sampler, node_types, argument: str) -> None:
         )
 
 
+def with_trees(record, out):
+    """The batch ``record`` with ``out.batch`` attached (a disjoint or temporal sampler's tree of
+    each row of ``n_id``; an attribute, so the batch unpacks as before), when ``out`` has one."""
+    trees = getattr(out, "batch", None)
+    if trees is not None:
+        record.batch = trees
+    return record
+
+
 def label_array(name: str, labels):
     """``labels`` as an array (NumPy, or the framework's via DLPack); ``TypeError`` naming ``name``
     for anything that is not an array (a number, a string, a dict) and for an array of Python

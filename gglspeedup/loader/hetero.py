@@ -37,7 +37,17 @@ __all__ = [
 ]
 
 
-class HeteroBatch(NamedTuple):
+class _HeteroBatchFields(NamedTuple):
+    x: dict
+    y: Any
+    adjs: list
+    n_id: dict
+    batch_size: dict
+    num_sampled_nodes: dict
+    num_sampled_edges: dict
+
+
+class HeteroBatch(_HeteroBatchFields):
     """One typed mini-batch, in the loader's backend.
 
     x : dict node type -> tensor, shape (N_t, F_t)
@@ -55,18 +65,29 @@ class HeteroBatch(NamedTuple):
         Seeds of each of the loader's seed types in this batch (``0`` for a type the batch lacks).
     num_sampled_nodes, num_sampled_edges : dict
         As :class:`~gglspeedup.HeteroSampleOutput`'s (PyG's per-hop counts, seed hop first).
+    batch : dict node type -> tensor, int64, or None
+        An attribute, not a field (the batch unpacks as before): a disjoint or temporal sampler's
+        tree of each row of ``n_id[t]``; ``None`` for shared sampling.
     """
 
+    batch = None  # an attribute, not a field: see the docstring
+
+
+class _HeteroLinkBatchFields(NamedTuple):
     x: dict
-    y: Any
     adjs: list
     n_id: dict
-    batch_size: dict
+    pair_index: Any
+    labels: Any
+    negative_targets: Any
+    num_false_negatives: Any
+    batch_size: int
+    edge_type: tuple
     num_sampled_nodes: dict
     num_sampled_edges: dict
 
 
-class HeteroLinkBatch(NamedTuple):
+class HeteroLinkBatch(_HeteroLinkBatchFields):
     """One typed link mini-batch (pairs of one edge type), in the loader's backend.
 
     x, adjs, n_id, num_sampled_nodes, num_sampled_edges : as :class:`HeteroBatch`'s; the seeds
@@ -79,19 +100,12 @@ class HeteroLinkBatch(NamedTuple):
         As :class:`~gglspeedup.loader.LinkBatch`'s (``batch_size``: pairs of the loader's array).
     edge_type : tuple (src_type, name, dst_type)
         The pairs' edge type.
+    batch : dict node type -> tensor, int64, or None
+        An attribute, not a field (the batch unpacks as before): a disjoint or temporal sampler's
+        tree of each row of ``n_id[t]``; ``None`` for shared sampling.
     """
 
-    x: dict
-    adjs: list
-    n_id: dict
-    pair_index: Any
-    labels: Any
-    negative_targets: Any
-    num_false_negatives: Any
-    batch_size: int
-    edge_type: tuple
-    num_sampled_nodes: dict
-    num_sampled_edges: dict
+    batch = None  # an attribute, not a field: see the docstring
 
 
 def typed_num_nodes(sampler) -> dict | None:

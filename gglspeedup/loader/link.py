@@ -14,13 +14,24 @@ import numpy as np
 from ..protocols import LinkSampler
 from ..sampling.links import check_link_options
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, check_default_times, check_sampler, num_nodes_of
+from ._base import BaseLoader, check_default_times, check_sampler, num_nodes_of, with_trees
 from .hetero import HeteroLinkBatch, TypedFeatures, check_typed_link, typed_num_nodes, typed_sizes
 
 __all__ = ["LinkBatch", "LinkLoader"]
 
 
-class LinkBatch(NamedTuple):
+class _LinkBatchFields(NamedTuple):
+    x: Any
+    adjs: list
+    n_id: Any
+    pair_index: Any
+    labels: Any
+    negative_targets: Any
+    num_false_negatives: Any
+    batch_size: int
+
+
+class LinkBatch(_LinkBatchFields):
     """One link mini-batch, in the loader's backend.
 
     x : tensor, shape (N, F)
@@ -41,16 +52,13 @@ class LinkBatch(NamedTuple):
         ``strict_negatives=True``: negatives that are still graph edges after the redraws.
     batch_size : int
         Pairs of the loader's pair array in this batch (negatives not counted).
+    batch : tensor, int64, shape (N,), or None
+        An attribute, not a field (the batch unpacks as before): a disjoint or temporal sampler's
+        tree of each row of ``n_id`` (:attr:`SampleOutput.batch <gglspeedup.SampleOutput>`);
+        ``None`` for shared sampling.
     """
 
-    x: Any
-    adjs: list
-    n_id: Any
-    pair_index: Any
-    labels: Any
-    negative_targets: Any
-    num_false_negatives: Any
-    batch_size: int
+    batch = None  # an attribute, not a field: see the docstring
 
 
 class LinkLoader(BaseLoader):
@@ -248,7 +256,7 @@ class LinkLoader(BaseLoader):
             batch = HeteroLinkBatch(*fields, out.edge_type, out.num_sampled_nodes, out.num_sampled_edges)
         else:
             batch = LinkBatch(*fields)
-        batch = self._convert(batch)
+        batch = self._convert(with_trees(batch, out))
         nodes, edges = typed_sizes(out.n_id, out.adjs) if typed else (len(out.n_id), _edges(out.adjs))
         negatives = out.negative_targets.size if out.negative_targets is not None else out.batch_size - count
         self._timed(

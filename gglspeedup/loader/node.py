@@ -16,7 +16,7 @@ import numpy as np
 from ..device import array_module
 from ..protocols import Sampler
 from ..validation import check_ids_in_range, int_array
-from ._base import BaseLoader, check_default_times, check_sampler, label_array, num_nodes_of, take_labels
+from ._base import BaseLoader, check_default_times, check_sampler, label_array, num_nodes_of, take_labels, with_trees
 from .hetero import (
     HeteroBatch,
     TypedFeatures,
@@ -31,7 +31,15 @@ from .hetero import (
 __all__ = ["Batch", "NodeLoader"]
 
 
-class Batch(NamedTuple):
+class _BatchFields(NamedTuple):
+    x: Any
+    y: Any
+    adjs: list
+    n_id: Any
+    batch_size: int
+
+
+class Batch(_BatchFields):
     """One mini-batch, in the loader's backend.
 
     x : tensor, shape (N, F)
@@ -44,13 +52,13 @@ class Batch(NamedTuple):
         Global node ids; ``n_id[:batch_size]`` are the seeds.
     batch_size : int
         Number of seeds in this batch.
+    batch : tensor, int64, shape (N,), or None
+        An attribute, not a field (the batch unpacks as before): a disjoint or temporal sampler's
+        tree of each row of ``n_id`` (:attr:`SampleOutput.batch <gglspeedup.SampleOutput>`);
+        ``None`` for shared sampling.
     """
 
-    x: Any
-    y: Any
-    adjs: list
-    n_id: Any
-    batch_size: int
+    batch = None  # an attribute, not a field: see the docstring
 
 
 class NodeLoader(BaseLoader):
@@ -236,12 +244,13 @@ class NodeLoader(BaseLoader):
         if self._typed is not None:
             return self._make_typed_batch(epoch, index, batch_seeds)
         start = time.perf_counter()
-        n_id, adjs = self.sampler.sample(batch_seeds, key=self._key(epoch, index))
+        out = self.sampler.sample(batch_seeds, key=self._key(epoch, index))
+        n_id, adjs = out
         sampled = time.perf_counter()
         x = self._gather(n_id)
         y = None if self.labels is None else take_labels(self.labels, batch_seeds, array_module(n_id))
         gathered = time.perf_counter()
-        batch = self._convert(Batch(x, y, list(adjs), n_id, len(batch_seeds)))
+        batch = self._convert(with_trees(Batch(x, y, list(adjs), n_id, len(batch_seeds)), out))
         edges = sum(int(adj.edge_index.shape[1]) for adj in adjs)
         self._timed(start, sampled, gathered, seeds=len(batch_seeds), nodes=len(n_id), edges=edges)
         return batch
@@ -259,7 +268,7 @@ class NodeLoader(BaseLoader):
         gathered = time.perf_counter()
         batch_size = {t: len(ids) for t, ids in seeds.items()}
         batch = HeteroBatch(x, y, list(out.adjs), out.n_id, batch_size, out.num_sampled_nodes, out.num_sampled_edges)
-        batch = self._convert(batch)
+        batch = self._convert(with_trees(batch, out))
         nodes, edges = typed_sizes(out.n_id, out.adjs)
         self._timed(start, sampled, gathered, seeds=items.shape[1], nodes=nodes, edges=edges)
         return batch
