@@ -202,10 +202,9 @@ class CSRGraph:
 
     @classmethod
     def from_scipy(cls, matrix, weighted: bool = False) -> CSRGraph:
-        """Build from a square scipy sparse matrix; row ``i`` of the matrix is row ``i`` here.
-
-        With ``weighted=True`` the matrix values become edge weights.
-        """
+        """Build from a square scipy sparse matrix; row ``i`` of the matrix is row ``i`` here, each
+        stored entry one edge (a COO matrix's duplicates too, which ``tocsr()`` would sum: in the
+        order ``from_edge_index`` gives them), its value the edge's weight with ``weighted=True``."""
         import scipy.sparse as sp
 
         from .validation import check_bool
@@ -215,6 +214,9 @@ class CSRGraph:
             raise TypeError(f"matrix must be a scipy sparse matrix, got {type(matrix).__name__}")
         if matrix.shape[0] != matrix.shape[1]:
             raise ValueError(f"matrix must be square (num_nodes x num_nodes), got shape {matrix.shape}")
+        if matrix.format == "coo":  # tocsr() would sum duplicates: a multigraph lost edges, weights added
+            edge_index, weights = np.stack([matrix.row, matrix.col]), (matrix.data if weighted else None)
+            return cls.from_edge_index(edge_index, matrix.shape[0], "out", weights, keep_edge_ids=False)
         matrix = matrix.tocsr()
         return cls(matrix.indptr, matrix.indices, weights=matrix.data if weighted else None)
 

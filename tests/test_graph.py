@@ -278,6 +278,28 @@ def test_from_scipy_keeps_rows_and_weights():
     assert np.array_equal(graph.to_scipy().toarray(), matrix.toarray())
 
 
+def test_from_scipy_keeps_every_coo_entry_as_an_edge():
+    # A multigraph as COO: duplicate (row, col) entries are separate edges, weights per entry,
+    # exactly as from_edge_index reads the same entries (tocsr() would sum them).
+    row, col = np.array([2, 0, 2, 0, 1, 2]), np.array([1, 1, 1, 2, 0, 1])
+    data = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    expected = CSRGraph.from_edge_index(
+        np.stack([row, col]), num_nodes=3, direction="out", weights=data, keep_edge_ids=False
+    )
+    for matrix in (sp.coo_matrix((data, (row, col)), shape=(3, 3)), sp.coo_array((data, (row, col)), shape=(3, 3))):
+        graph = CSRGraph.from_scipy(matrix, weighted=True)
+        assert graph.indptr.tolist() == expected.indptr.tolist() == [0, 2, 3, 6]
+        assert graph.indices.tolist() == expected.indices.tolist() == [1, 2, 0, 1, 1, 1]
+        assert graph.weights.tolist() == expected.weights.tolist() == [2.0, 4.0, 5.0, 1.0, 3.0, 6.0]
+        assert graph.edge_ids is None and CSRGraph.from_scipy(matrix).weights is None
+    # CSR and CSC with repeated columns keep every stored entry too, in stored order.
+    csr = sp.csr_matrix((data[[1, 3, 4, 0, 2, 5]], expected.indices, expected.indptr), shape=(3, 3))
+    for matrix in (csr, csr.tocsc()):
+        graph = CSRGraph.from_scipy(matrix, weighted=True)
+        assert graph.indptr.tolist() == [0, 2, 3, 6] and graph.indices.tolist() == [1, 2, 0, 1, 1, 1]
+        assert graph.weights.tolist() == [2.0, 4.0, 5.0, 1.0, 3.0, 6.0]
+
+
 # ---------------------------------------------------------------------------- permute
 def _random_graph(rng, num_nodes=30, num_edges=120, weighted=True):
     edge_index = rng.integers(0, num_nodes, size=(2, num_edges))
