@@ -74,13 +74,59 @@ class HostArray(np.ndarray):
 
     def toDlpack(self):  # CuPy's name, called by the original scripts
         """A DLPack capsule of these elements (64-byte aligned and C-contiguous, as every framework
-        accepts; copied only when this array is not)."""
+        accepts; copied only when this array is not).
+
+        A bfloat16 array (``ml_dtypes``, as a bfloat16 feature table's rows come back) is exported
+        as DLPack's bfloat16 over the same bits, through torch (NumPy's export has no bfloat16;
+        without torch a ``TypeError`` says so). Arrays DLPack cannot carry raise a ``TypeError``
+        naming the dtype, as :func:`gglspeedup.backends.to` does: swapped bytes (big-endian;
+        DLPack carries native byte order only) and strings, objects, dates and records.
+        """
         array = self.view(np.ndarray)
+        dtype = array.dtype
+        bfloat16 = dtype.name == "bfloat16"
+        if not bfloat16:
+            _check_dlpack_dtype(dtype)
         if not array.flags.c_contiguous or array.ctypes.data % 64:
             copy = aligned_empty(array.shape, array.dtype)
             copy[...] = array
             array = copy
+        if bfloat16:
+            return _bfloat16_capsule(array)
         return array.__dlpack__()
+
+
+def _check_dlpack_dtype(dtype: np.dtype) -> None:
+    """Raise ``TypeError`` naming ``dtype`` when a DLPack capsule cannot carry it (NumPy's
+    ``BufferError`` named neither the array nor a way out)."""
+    if not dtype.isnative:
+        raise TypeError(
+            f"toDlpack() cannot export a HostArray of dtype {dtype}: its bytes are swapped (big-endian) "
+            "and DLPack carries native byte order only; convert it first, e.g. "
+            "array.astype(array.dtype.newbyteorder('='))"
+        )
+    if dtype.kind not in "biufc":
+        raise TypeError(
+            f"toDlpack() cannot export a HostArray of dtype {dtype}: DLPack carries bool, signed and "
+            "unsigned integer, float (float16/32/64, bfloat16) and complex arrays only; encode strings, "
+            "objects, dates and records as numbers first"
+        )
+
+
+def _bfloat16_capsule(array: np.ndarray):
+    """A DLPack bfloat16 capsule over ``array``'s bits (C-contiguous ``ml_dtypes.bfloat16``), made by
+    torch: NumPy exports no bfloat16, and torch (the seed scripts' ``from_dlpack``) reads it."""
+    from . import _config
+
+    if not _config.HAS_TORCH:
+        raise TypeError(
+            "toDlpack() of a bfloat16 HostArray needs torch (NumPy's DLPack export has no bfloat16): "
+            "pip install torch, or export array.view(numpy.uint16) and reinterpret the bits"
+        )
+    import torch
+
+    # Zero-copy: the int16 view shares the array's memory, and the capsule keeps the tensor alive.
+    return torch.from_dlpack(array.view(np.int16)).view(torch.bfloat16).__dlpack__()
 
 
 def _with_to_dlpack(array):

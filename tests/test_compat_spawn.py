@@ -116,6 +116,36 @@ def test_cpu_outputs_answer_to_dlpack_with_the_same_elements(seed_csr):
     np.testing.assert_array_equal(from_dlpack(strided.toDlpack()).numpy(), np.arange(1, 20, 2))
 
 
+def test_to_dlpack_carries_bfloat16_bits_exactly_and_refuses_swapped_bytes_by_name(seed_csr, monkeypatch):
+    torch = pytest.importorskip("torch")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from torch.utils.dlpack import from_dlpack
+
+    # bfloat16 rows (a bfloat16 table's) reach torch as bfloat16 with the same bits: nan, -0.0 and
+    # the largest finite value included, from a contiguous array and from a strided one (copied).
+    values = np.array([1.5, -2.0, np.nan, -0.0, 3.3895e38, 1e-40] * 2, dtype=ml_dtypes.bfloat16)
+    for array in (values, values[::2]):
+        tensor = from_dlpack(array.view(HostArray).toDlpack())
+        assert tensor.dtype == torch.bfloat16
+        np.testing.assert_array_equal(tensor.view(torch.int16).numpy(), array.view(np.int16))
+    x = torch.arange(40 * 2, dtype=torch.bfloat16).reshape(40, 2) / 7
+    rows = from_dlpack(CGPUFeature(seed_csr, "cpu", "0").from_cpu_tensor(x)[np.array([3, 0, 3])].toDlpack())
+    assert rows.dtype == torch.bfloat16 and torch.equal(rows, x[[3, 0, 3]])
+    # Swapped bytes and dtypes DLPack has no code for: a TypeError naming the dtype (NumPy's
+    # BufferError named neither), before any copy.
+    for array, match in [
+        (np.arange(5, dtype=">i4"), r"dtype >i4: its bytes are swapped \(big-endian\)"),
+        (np.linspace(0, 1, 6).astype(">f8")[::2], r"dtype >f8: its bytes are swapped"),
+        (np.array(["a", "b"]), r"dtype <U1: DLPack carries bool"),
+    ]:
+        with pytest.raises(TypeError, match=match):
+            array.view(HostArray).toDlpack()
+    # Without torch nothing exports a bfloat16 capsule: said by name, not NumPy's BufferError.
+    monkeypatch.setattr(_config, "HAS_TORCH", False)
+    with pytest.raises(TypeError, match="bfloat16 HostArray needs torch"):
+        values.view(HostArray).toDlpack()
+
+
 @no_gpu
 @pytest.mark.parametrize(
     "build",
