@@ -7,8 +7,8 @@ then uses its servers instead of starting its own, and closing the trainer's clu
 to the command, which stops them on SIGTERM. A Ray Client server on the namespace's loopback,
 joined to the session's Ray, lets a driver in a fresh child process serve through
 ``ray://127.0.0.1:PORT``. The embedded default (no address, no Ray yet) runs in
-a child process with a namespace of its own: serve() starts a local Ray there and close() leaves
-none of its processes behind.
+a child process with a namespace of its own: serve() starts a local Ray there, in a temporary
+folder of its own, and close() leaves none of its processes and none of its files behind.
 """
 
 import json
@@ -46,6 +46,7 @@ def _read_until(process, marker: str, seconds: float) -> list[str]:
 
 def test_service_ray_command_serves_until_stopped_and_trainers_use_its_servers(ray_session, tmp_path_factory):  # noqa: F811
     folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
+    ray_files = os.listdir(ray_session.temp_dir)  # the joined cluster's own: nobody else's to remove
     env = {**os.environ, "RAY_ADDRESS": ray_session.address}
     command = [sys.executable, "-m", "gglspeedup.service", "serve", folder, "--servers", "2", "--address", "auto"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -67,6 +68,7 @@ def test_service_ray_command_serves_until_stopped_and_trainers_use_its_servers(r
         assert process.wait(timeout=30) == 0
         assert process.stdout.read().strip().endswith("stopped")
         assert not wait_gone(pids, 10.0)
+        assert all(os.path.exists(os.path.join(ray_session.temp_dir, name)) for name in ray_files)
     finally:
         if process.poll() is None:
             process.kill()
@@ -125,12 +127,17 @@ EMBEDDED = textwrap.dedent(
         children = [p.pid for p in psutil.Process().children(recursive=True)]
         servers = [s.pid for s in cluster.servers]
         n_id = cluster.sampler([4, 3], seed=1).sample(np.arange(0, num_nodes, 11), key=3).n_id
+        node = ray._private.worker._global_node  # where this Ray instance keeps its files
+        temp_dir, session_dir = node.get_temp_dir_path(), node.get_session_dir_path()
+        logs = len(os.listdir(os.path.join(session_dir, "logs")))
         cluster.close()
         alive = [pid for pid in children + servers if psutil.pid_exists(pid)
                  and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     print(json.dumps({"started": started, "connected": ray.is_initialized(), "alive": alive,
                       "servers": len(servers), "children": len(children), "n_id": n_id.tolist(),
-                      "new_shm": sorted(set(os.listdir("/dev/shm")) - shm_before)}))
+                      "new_shm": sorted(set(os.listdir("/dev/shm")) - shm_before),
+                      "temp_dir": temp_dir, "session_dir": session_dir, "logs": logs,
+                      "files_left": os.path.exists(temp_dir) or os.path.exists(session_dir)}))
     """
 )
 
@@ -180,6 +187,40 @@ def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_pa
     assert report["children"] >= 3  # Ray's own processes and the servers, all started by serve()
     assert report["alive"] == [] and report["new_shm"] == []
     assert report["n_id"] == expected.tolist()
+    # Its files (sockets, spilled objects, every process's logs) were in a folder of its own, not
+    # in Ray's shared default /tmp/ray (where they stayed forever), and close() removed it.
+    temp_dir, session_dir = report["temp_dir"], report["session_dir"]
+    assert temp_dir != "/tmp/ray" and os.path.dirname(session_dir) == temp_dir and report["logs"] > 0
+    assert not report["files_left"], temp_dir
+
+
+def test_service_ray_local_temp_dir_is_where_ray_puts_its_own_unless_its_sockets_would_not_fit(tmp_path, monkeypatch):
+    import tempfile
+
+    from gglspeedup.service._actors import local_temp_dir
+
+    short = tempfile.mkdtemp(prefix="t", dir="/tmp")  # room below it for Ray's socket paths
+    try:
+        monkeypatch.delenv("RAY_TMPDIR", raising=False)
+        monkeypatch.setenv("TMPDIR", short)
+        made = [local_temp_dir()]
+        assert os.path.dirname(made[0]) == short and os.path.basename(made[0]).startswith("ray")
+        os.mkdir(os.path.join(short, "r"))
+        monkeypatch.setenv("RAY_TMPDIR", os.path.join(short, "r"))  # Ray's own variable first, as Ray reads it
+        made.append(local_temp_dir())
+        assert os.path.dirname(made[1]) == os.path.join(short, "r")
+        deep = tmp_path / ("d" * 40)  # Ray's socket paths below it would pass AF_UNIX's 107 bytes
+        deep.mkdir()
+        monkeypatch.setenv("RAY_TMPDIR", str(deep))
+        made.append(local_temp_dir())
+        assert os.path.dirname(made[2]) == "/tmp"
+        for folder in made:
+            assert os.path.isdir(folder) and not os.listdir(folder)
+            plasma = os.path.join(folder, "session_2026-11-30_15-46-30_160654_4194304", "sockets", "plasma_store")
+            assert len(plasma.encode()) <= 107
+        os.rmdir(made[2])
+    finally:
+        shutil.rmtree(short)
 
 
 AFTER_SHUTDOWN = textwrap.dedent(

@@ -1,16 +1,21 @@
 """Starting the server processes: a Ray connection, one actor per (group, replica), a transport.
 
 :func:`connect` joins Ray (an existing connection of this process, a cluster at ``address``, or a
-new local instance); :func:`start_servers` starts every replica of every group at once, waits
-until each has built its server (mapped its parts, warmed its kernels) and returns the
-:class:`~._ray_transport.RayTransport` over them; :func:`attach_servers` finds servers another
-process started under names (``python -m gglspeedup.service serve``).
+new local instance in a temporary folder of its own) and :func:`disconnect` leaves it (stopping
+that local instance and removing its folder); :func:`start_servers` starts every replica of every
+group at once, waits until each has built its server (mapped its parts, warmed its kernels) and
+returns the :class:`~._ray_transport.RayTransport` over them; :func:`attach_servers` finds
+servers another process started under names (``python -m gglspeedup.service serve``).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
+import tempfile
 import time
+import warnings
 
 from ._ray import ServerHost, import_ray, ray_errors
 from ._ray_transport import RayTransport, Replica
@@ -19,6 +24,7 @@ __all__ = [
     "NAMESPACE",
     "RAY_SYSTEM_CONFIG",
     "connect",
+    "disconnect",
     "start_servers",
     "attach_servers",
     "refresh_replicas",
@@ -38,26 +44,78 @@ NAMESPACE = "gglspeedup"  # the Ray namespace of named servers
 # Ray. Joined clusters keep their own settings.
 RAY_SYSTEM_CONFIG = {"max_direct_call_object_size": 2 << 20, "worker_niceness": 0}
 _HOST_CLASS = []  # ray.remote(ServerHost), made once per process
+# The folder of the local Ray instance connect() started (its session's logs, sockets and spilled
+# objects), removed by disconnect(): Ray's default, /tmp/ray, keeps every session's logs forever.
+_LOCAL_TEMP_DIRS: list = []
+# Ray's Unix sockets lie at <folder>/session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store
+# (and .../raylet), and an AF_UNIX path holds at most 107 bytes: this much is Ray's below the folder.
+_RAY_SOCKET_TAIL = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store.99")
+_AF_UNIX_PATH_MAX = 107
 
 
 def connect(address: str | None):
     """``(ray, started)``: Ray connected for this process. An existing connection is used as is
     (``started`` False); otherwise ``address`` (``"auto"``, ``"host:port"``, ``"ray://host:port"``)
     is joined, or with ``None`` a local instance is started on the loopback address (the embedded
-    default). ``started`` tells whether this call connected (and the caller should disconnect)."""
+    default) in a temporary folder of its own (:func:`local_temp_dir`), which :func:`disconnect`
+    removes. ``started`` tells whether this call connected (and the caller should
+    :func:`disconnect`)."""
     ray = import_ray()
     if ray.is_initialized():
         return ray, False
     if address is None:
-        ray.init(
-            include_dashboard=False,
-            _node_ip_address="127.0.0.1",
-            log_to_driver=False,
-            _system_config=RAY_SYSTEM_CONFIG,
-        )
+        temp_dir = local_temp_dir()
+        try:
+            ray.init(
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=False,
+                _system_config=RAY_SYSTEM_CONFIG,
+                _temp_dir=temp_dir,
+            )
+        except BaseException:
+            _remove_folder(temp_dir)
+            raise
+        _LOCAL_TEMP_DIRS.append(temp_dir)
     else:
         ray.init(address=address, log_to_driver=False)
     return ray, True
+
+
+def disconnect() -> None:
+    """Leave Ray (``ray.shutdown()``): a local instance :func:`connect` started stops, and its
+    temporary folder (logs, sockets, spilled objects) is removed; a joined cluster is left as is."""
+    try:
+        import_ray().shutdown()
+    finally:
+        while _LOCAL_TEMP_DIRS:
+            _remove_folder(_LOCAL_TEMP_DIRS.pop())
+
+
+def local_temp_dir() -> str:
+    """A new folder for a local Ray instance, where Ray would put its own (``RAY_TMPDIR``, else
+    ``TMPDIR``, else ``/tmp``), or in ``/tmp`` when Ray's socket paths below that would pass
+    the 107 bytes of an ``AF_UNIX`` path."""
+    base = os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp"
+    if len(os.path.join(os.path.abspath(base), "rayXXXXXXXX").encode()) + _RAY_SOCKET_TAIL > _AF_UNIX_PATH_MAX:
+        base = "/tmp"
+    return tempfile.mkdtemp(prefix="ray", dir=base)  # absolute, as Ray requires
+
+
+def _remove_folder(path: str) -> None:
+    """Remove ``path`` and everything below it; a warning names it if it cannot be removed (a
+    process of the stopped instance may still be writing there: tried again for a moment)."""
+    for attempt in range(20):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            if attempt == 19:
+                warnings.warn(f"could not remove Ray's temporary folder {path}: {error}", stacklevel=3)
+                return
+            time.sleep(0.05)
 
 
 def server_threads(processes: int):

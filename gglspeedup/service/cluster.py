@@ -10,10 +10,10 @@ is named by :class:`~.errors.ServerUnavailable` (see :mod:`._ray_transport` for 
 replicas and restarts allow).
 
 Where Ray runs: with ``address=None`` a local instance is started (the embedded default, on the
-loopback address, stopped again by :meth:`Cluster.close`); ``address="auto"`` (or
-``"host:port"``, ``"ray://host:port"``) joins a running cluster, whose nodes the servers are spread
-over. A process already connected to Ray uses that connection. Ray's token authentication stays
-as Ray sets it up (on).
+loopback address, in a temporary folder of its own: stopped again, and the folder removed, by
+:meth:`Cluster.close`); ``address="auto"`` (or ``"host:port"``, ``"ray://host:port"``) joins a
+running cluster, whose nodes the servers are spread over. A process already connected to Ray
+uses that connection. Ray's token authentication stays as Ray sets it up (on).
 
 Servers started by ``python -m gglspeedup.service serve PATH`` carry names; ``serve(PATH, ...)`` in
 a trainer on the same Ray cluster finds them and uses them instead of starting its own (closing
@@ -27,7 +27,7 @@ import hashlib
 from typing import NamedTuple
 
 from ..validation import check_bool, check_int, check_seconds
-from ._actors import attach_servers, connect, server_threads, start_servers
+from ._actors import attach_servers, connect, disconnect, server_threads, start_servers
 from .book import PartitionBook
 
 __all__ = ["serve", "Cluster", "ServerInfo", "PART_SERVER", "group_partitions", "ray_connection"]
@@ -66,9 +66,10 @@ def group_partitions(num_parts: int, num_servers: int) -> list[tuple]:
 def ray_connection(address=None, *, private_network: bool = False):
     """Ray connected for the ``with`` block: this process's connection as it is, the cluster at
     ``address`` (disconnected at the end), or a new local instance with the settings :func:`serve`
-    starts one with (stopped at the end). ``private_network=True`` starts that local instance in a
-    private network namespace this thread enters (:mod:`.netns`: loopback only) and leaves at the
-    end; ``PermissionError`` where none can be made. The bench and the demo run Ray this way."""
+    starts one with (stopped, and its temporary folder removed, at the end).
+    ``private_network=True`` starts that local instance in a private network namespace this
+    thread enters (:mod:`.netns`: loopback only) and leaves at the end; ``PermissionError`` where
+    none can be made. The bench and the demo run Ray this way."""
     from ._ray import import_ray
 
     ray = import_ray()
@@ -78,7 +79,7 @@ def ray_connection(address=None, *, private_network: bool = False):
             yield
         finally:
             if connected:
-                ray.shutdown()
+                disconnect()
         return
     from .netns import private_network as enter
 
@@ -88,7 +89,7 @@ def ray_connection(address=None, *, private_network: bool = False):
             yield
         finally:
             if connected:
-                ray.shutdown()
+                disconnect()
 
 
 def server_tag(book: PartitionBook) -> str:
@@ -173,7 +174,7 @@ def serve(
     if address is not None and not isinstance(address, str):
         raise TypeError(f"address must be None or a str ('auto', 'host:port', 'ray://host:port'), got {address!r}")
     groups = group_partitions(book.num_parts, num_servers)
-    ray, connected = connect(address)
+    _, connected = connect(address)
     try:
         transport = None
         if not connected or address is not None:  # servers may already run on this cluster
@@ -195,7 +196,7 @@ def serve(
             )
     except BaseException:
         if connected:
-            ray.shutdown()
+            disconnect()
         raise
     return Cluster(book, transport, disconnect=connected)
 
@@ -280,8 +281,9 @@ class Cluster:
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:
         """Stop every server process this cluster started (no restart), and the local Ray
-        instance when :func:`serve` started one; leaves no process and no shared memory behind.
-        Idempotent."""
+        instance when :func:`serve` started one; leaves no process, no shared memory and no file
+        behind (that instance's temporary folder, its logs included, is removed; a joined
+        cluster's files are its own). Idempotent."""
         if self.closed:
             return
         self.closed = True
@@ -289,9 +291,7 @@ class Cluster:
             self.transport.close()
         finally:
             if self._disconnect:
-                from ._ray import import_ray
-
-                import_ray().shutdown()
+                disconnect()
 
     def _check_open(self) -> None:
         if self.closed:
