@@ -71,6 +71,56 @@ def test_our_link_loader_over_every_edge_keeps_each_label_with_its_pair(from_put
     assert _check_labels([(b, b.n_id) for b in loader], label_of) == 150
 
 
+def _pair_without_sizes(ours: bool, typed: bool):
+    """A store pair over 10 featured nodes whose edges (put without ``size``) reach only 0 .. 7."""
+    from torch_geometric.testing import MyFeatureStore, MyGraphStore
+
+    group, edge_type = ("a", ("a", "to", "a")) if typed else (None, None)
+    x = torch.arange(10, dtype=torch.float32).view(10, 1)
+    if ours:
+        feature_store, graph_store = pyg.FeatureStore({"x": {"a": x} if typed else x}), pyg.GraphStore()
+    else:
+        feature_store, graph_store = MyFeatureStore(), MyGraphStore()
+        feature_store.put_tensor(x, group_name=group, attr_name="x", index=None)
+    edges = torch.tensor([[1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 4, 5, 6]])
+    graph_store.put_edge_index(edges, edge_type=edge_type, layout="coo", size=None)
+    return feature_store, graph_store
+
+
+@pytest.mark.parametrize("ours", [True, False], ids=["our-stores", "pygs-stores"])
+@pytest.mark.filterwarnings("ignore:Using 'NeighborSampler' without")  # PyG's own, without pyg-lib
+def test_a_store_pairs_node_count_reads_the_features_when_no_edge_gives_a_size_as_pyg(ours):
+    from torch_geometric.loader import NeighborLoader as PyGNeighborLoader
+    from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
+
+    data = _pair_without_sizes(ours, typed=True)
+    assert pyg.NeighborSampler(data, [2]).num_nodes == PyGNeighborSampler(data, [2]).num_nodes == {"a": 10}
+    for input_nodes in ("a", ("a", None)):
+        loader = pyg.NeighborLoader(data, [2], input_nodes=input_nodes, batch_size=20)
+        theirs = PyGNeighborLoader(data, [2], input_nodes="a", batch_size=20)  # PyG's ("a", None) reads None's count
+        assert torch.equal(loader.input_data.node, theirs.input_data.node)
+        (batch,) = list(loader)
+        assert batch["a"].batch_size == 10 and batch["a"].n_id.tolist() == list(range(10))
+        assert batch["a"].x.view(-1).tolist() == [float(i) for i in range(10)]  # node 9: its own row
+    # untyped: PyG's sampler reads max(size) (none here: TypeError); ours reads the features likewise
+    loader = pyg.NeighborLoader(_pair_without_sizes(ours, typed=False), [2], batch_size=20)
+    assert loader.input_data.node.tolist() == list(range(10))
+    assert next(iter(loader)).x.view(-1).tolist() == [float(i) for i in range(10)]
+
+
+@pytest.mark.filterwarnings("ignore:Using 'NeighborSampler' without")  # PyG's own, without pyg-lib
+def test_an_edge_attributes_size_wins_over_the_feature_rows_and_featured_types_join_the_graph():
+    """PyG's remote_backend_utils.num_nodes: a size an edge attribute gives a type first, then the features."""
+    from torch_geometric.sampler import NeighborSampler as PyGNeighborSampler
+
+    x = {"a": np.zeros((10, 1), np.float32), "b": np.ones((3, 1), np.float32)}
+    graph_store = pyg.GraphStore(gg.HeteroGraph({("a", "to", "a"): [[1, 2], [0, 1]]}, {"a": 8}))
+    data = (pyg.FeatureStore({"x": x}), graph_store)
+    assert pyg.NeighborSampler(data, [2]).num_nodes == PyGNeighborSampler(data, [2]).num_nodes == {"a": 8, "b": 3}
+    batch = next(iter(pyg.NeighborLoader(data, [2], input_nodes="b", batch_size=5)))
+    assert batch["b"].n_id.tolist() == [0, 1, 2] and batch["a"].n_id.numel() == 0
+
+
 # ------------------------------------------------------------------------------ A2, A4: puts
 def test_put_edge_index_takes_a_stacked_coo_tensor():
     edges = torch.tensor([[0, 1, 2], [1, 2, 0]])

@@ -369,7 +369,9 @@ def _padded(relation: CSRGraph, num_src: int, num_dst: int) -> CSRGraph:
 
 def graph_from_pyg_store(graph_store):
     """The gglspeedup graph of any PyG ``GraphStore``: its :attr:`GraphStore.graph` for ours, else
-    built from its ``csc()`` layout (edge ids from the layout's ``perm``)."""
+    built from its ``csc()`` layout (edge ids from the layout's ``perm``; a node type counts the
+    largest size any relation gives it, an untyped graph as many nodes as its sources and targets
+    reach)."""
     if isinstance(graph_store, GraphStore):
         return graph_store.graph
     attrs = graph_store.get_all_edge_attrs()
@@ -383,15 +385,21 @@ def graph_from_pyg_store(graph_store):
     for edge_type, row in rows.items():
         colptr, perm, size = colptrs[edge_type], perms.get(edge_type), sizes.get(edge_type)
         num_src = int(size[0]) if size is not None else (int(row.max()) + 1 if row.numel() else 0)
+        num_dst = len(colptr) - 1
+        if edge_type is None:  # one node set: a source past the last target (size=None) is a node too
+            num_src = num_dst = max(num_src, num_dst)
         relation = CSRGraph(
             colptr.to(torch.int64).cpu().numpy(),
             row.to(torch.int64).cpu().numpy(),
             edge_ids=None if perm is None else perm.to(torch.int64).cpu().numpy(),
-            num_src_nodes=num_src if edge_type is not None else None,
+            num_src_nodes=num_src,
         )
+        relation = _padded(relation, num_src, num_dst)
         if edge_type is None:
             return relation
         relations[edge_type] = relation
         for node_type, count in ((edge_type[0], relation.num_src_nodes), (edge_type[-1], relation.num_nodes)):
             num_nodes[node_type] = max(num_nodes.get(node_type, 0), int(count))
+    # A type's count is the largest any relation gives it (as our GraphStore's): the others gain edgeless nodes.
+    relations = {et: _padded(r, num_nodes[et[0]], num_nodes[et[-1]]) for et, r in relations.items()}
     return HeteroGraph(relations, num_nodes)

@@ -6,7 +6,9 @@ for a store pair, whose graph carries weights itself when built from a weighted 
 ``sample_direction`` (``"backward"``: sample along out-edges, over the transposed layout).
 :func:`graph_of` turns all of that into one :class:`~gglspeedup.CSRGraph` or
 :class:`~gglspeedup.HeteroGraph`, whose edge ids index the
-caller's edge attributes in the order the edges were given.
+caller's edge attributes in the order the edges were given. A store pair's node counts are PyG's
+(``remote_backend_utils.num_nodes``): the ``size`` an edge attribute gives a node type, else the
+rows of its first feature tensor too (featured nodes without edges are nodes of the graph).
 
 A typed graph without any edge type (PyG accepts ``HeteroData(paper={"num_nodes": 100})``) gets
 one empty placeholder relation, :data:`NO_EDGES`, which the outputs leave out; link batches of an
@@ -54,6 +56,8 @@ def graph_of(data, weight_attr=None, backward: bool = False):
                 "edge weights): build the GraphStore from a weighted CSRGraph / HeteroGraph and pass weighted=True"
             )
         graph = graph_from_pyg_store(data[1] if isinstance(data, (tuple, list)) else data)
+        if isinstance(data, (tuple, list)):
+            graph = _with_feature_rows(graph, data[0], data[1])
     elif isinstance(data, HeteroGraph):
         graph = data
     else:
@@ -67,6 +71,41 @@ def graph_of(data, weight_attr=None, backward: bool = False):
     if backward:
         graph = _transpose_graph(graph)
     return graph
+
+
+def _with_feature_rows(graph, feature_store, graph_store):
+    """``graph`` over PyG's node counts of a store pair (``remote_backend_utils.num_nodes``): a node
+    type (untyped: the graph) that no edge attribute gives a ``size`` has as many nodes as the rows
+    of its first feature tensor, so featured nodes past the last one the edges reach are nodes too,
+    and a typed graph gets the featured node types without edges; never fewer nodes than the edges
+    reach (PyG would take the rows then, and sample ids with no features)."""
+    from .graph_store import _padded
+
+    sized = set()
+    for attr in graph_store.get_all_edge_attrs():
+        if attr.size is not None:  # PyG's first answer: a size wins over the features
+            sized.update([None] if attr.edge_type is None else [attr.edge_type[0], attr.edge_type[-1]])
+    rows: dict = {}
+    for attr in feature_store.get_all_tensor_attrs():
+        group = attr.group_name
+        if group in rows or group in sized or not (group is None or isinstance(group, str)):
+            continue
+        size = feature_store.get_tensor_size(attr)
+        rows[group] = None if not size else int(size[0])  # PyG reads the group's first tensor only
+    rows = {group: count for group, count in rows.items() if count is not None}
+    if isinstance(graph, CSRGraph):
+        count = rows.get(None, 0)
+        if count <= graph.num_nodes or graph.num_src_nodes != graph.num_nodes:
+            return graph
+        return _padded(graph, count, count)
+    counts = dict(graph.num_nodes)
+    for group, count in rows.items():
+        if isinstance(group, str):
+            counts[group] = max(counts.get(group, 0), count)
+    if counts == dict(graph.num_nodes):
+        return graph
+    relations = {et: _padded(graph[et], counts[et[0]], counts[et[2]]) for et in graph.edge_types}
+    return HeteroGraph(relations, counts)
 
 
 def _edge_attr(store, name: str, what: str):
