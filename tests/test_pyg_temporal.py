@@ -88,6 +88,49 @@ def test_disjoint_sampler_output_fills_batch():
     assert sampler.disjoint and not sampler.is_temporal
 
 
+def _pygs_pair_labels(pairs, amount, typed):
+    """The tree label (``batch``) of every pair endpoint by PyG's own ``edge_sample`` (the code its
+    LinkNeighborLoader runs; pyg-lib's part, one tree per seed in order, stubbed): the seeds are
+    every source, then every target, ``ceil(amount * B)`` negatives each, and ``batch % B``."""
+    from torch_geometric.sampler import EdgeSamplerInput, HeteroSamplerOutput, NegativeSampling, SamplerOutput
+    from torch_geometric.sampler.neighbor_sampler import edge_sample
+
+    def one_tree_per_seed(seed, seed_time):
+        if typed:
+            trees = {t: torch.arange(s.numel()) for t, s in seed.items()}
+            return HeteroSamplerOutput(node=seed, row={}, col={}, edge={}, batch=trees)
+        return SamplerOutput(node=seed, row=None, col=None, edge=None, batch=torch.arange(seed.numel()))
+
+    edge_type = ("a", "to", "a") if typed else None
+    index = EdgeSamplerInput(torch.arange(pairs.size(1)), pairs[0], pairs[1], input_type=edge_type)
+    num_nodes = {"a": 50} if typed else 50
+    out = edge_sample(index, one_tree_per_seed, num_nodes, True, None, NegativeSampling("binary", amount))
+    batch = out.batch["a"] if typed else out.batch
+    return batch[out.metadata[1]]
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["untyped", "typed"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["uniform-negatives", "weighted-negatives"])
+@pytest.mark.parametrize("amount", [1.5, 0.5, 2])
+def test_disjoint_binary_negatives_label_each_pairs_trees_as_pygs_edge_sample(typed, weighted, amount):
+    from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
+
+    data = _data(seed=5)
+    if typed:
+        data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
+    pairs = data.edge_index[:, :6] if not typed else data["a", "to", "a"].edge_index[:, :6]
+    edge_type = ("a", "to", "a") if typed else None
+    sampler = pyg.Sampler(data, [2, 2], disjoint=True)
+    weight = torch.ones(50) if weighted else None
+    out = sampler.sample_from_edges(
+        EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
+        neg_sampling=NegativeSampling("binary", amount, src_weight=weight),
+    )
+    batch = out.batch["a"] if typed else out.batch
+    # target j: tree B + num_neg + j, so (num_neg + j) % B
+    assert torch.equal(batch[out.metadata[1]], _pygs_pair_labels(pairs, amount, typed))
+
+
 def test_temporal_link_neighbor_loader_with_triplet_negatives():
     data = _data(seed=4)
     label_index = data.edge_index[:, :40]

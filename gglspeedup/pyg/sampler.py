@@ -295,7 +295,10 @@ class Sampler(BaseSampler):
             negative_targets = out.negative_targets
         result = hetero_sampler_output(out) if edge_type is not None else sampler_output(out)
         if result.batch is not None:
-            result.batch = pair_batch(out, edge_type, num_pos, sampler.graph)
+            trees = None  # binary negatives drawn ceil(amount) per pair: trees past PyG's num_pos + num_neg
+            if mode == "binary" and not weighted:
+                trees = (num_pos * (1 + per_pair), num_pos + num_neg)
+            result.batch = pair_batch(out, edge_type, num_pos, sampler.graph, trees)
         if mode == "binary":
             edge_label, num_pairs = binary_labels(index.label, num_pos, num_neg), num_pos + num_neg
         else:
