@@ -181,6 +181,27 @@ def test_weighted_hetero_data_never_draws_zero_weight_edges():
     assert batch["paper"].n_id[batch["paper", "to", "paper"].edge_index].tolist() == [[3, 4], [2, 3]]
 
 
+def test_weight_attr_on_some_edge_types_draws_the_others_uniformly_as_pyg():
+    """PyG collects weight_attr where it exists (data.collect) and pyg-lib draws an edge type
+    missing from its edge_weight_dict uniformly; no edge type with it is refused."""
+    hetero = HeteroData()
+    hetero["paper"].num_nodes = 5
+    hetero["paper", "to", "paper"].edge_index = torch.tensor([[1, 3, 0, 4], [2, 2, 1, 3]])
+    hetero["paper", "to", "paper"].w = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    hetero["paper", "cites", "paper"].edge_index = torch.tensor([[0, 1, 4], [2, 2, 2]])  # no "w"
+    sampler = pyg.NeighborSampler(hetero, [1], weight_attr="w")
+    drawn = {("paper", "to", "paper"): [], ("paper", "cites", "paper"): []}
+    for _ in range(300):  # a new batch key each call
+        out = sampler.sample_from_nodes(NodeSamplerInput(None, torch.tensor([2]), input_type="paper"))
+        for edge_type, sources in drawn.items():
+            sources += out.node["paper"][out.row[edge_type]].tolist()
+    assert set(drawn[("paper", "to", "paper")]) == {3}  # weighted: never the zero-weight edge from 1
+    counts = np.bincount(drawn[("paper", "cites", "paper")], minlength=5)[[0, 1, 4]]
+    assert counts.sum() == 300 and counts.min() >= 60 and counts.max() <= 140  # uniform: 100 each, sd 8
+    with pytest.raises(ValueError, match="weight_attr='weight': no edge type of data has an edge attribute"):
+        pyg.NeighborSampler(hetero, [1], weight_attr="weight")
+
+
 @pytest.mark.parametrize("mode", ["binary", "triplet"])
 def test_weighted_negatives_come_from_nodes_with_weight(mode):
     data = _data()

@@ -1,7 +1,8 @@
 """The gglspeedup graph a PyG sampler's ``data`` stands for: edges (none is fine), weights, direction.
 
 PyG samplers take a ``Data`` / ``HeteroData`` or a ``(FeatureStore, GraphStore)`` pair, plus
-``weight_attr`` (edge weights: an edge attribute of a ``Data`` / ``HeteroData``; as in PyG, not
+``weight_attr`` (edge weights: an edge attribute of a ``Data`` / ``HeteroData``, whose edge types
+without it get equal weights, drawn uniformly as pyg-lib draws them; as in PyG, not
 for a store pair, whose graph carries weights itself when built from a weighted graph) and
 ``sample_direction`` (``"backward"``: sample along out-edges, over the transposed layout).
 :func:`graph_of` turns all of that into one :class:`~gglspeedup.CSRGraph` or
@@ -108,6 +109,17 @@ def _with_feature_rows(graph, feature_store, graph_store):
     return HeteroGraph(relations, counts)
 
 
+def _weighted_edge_types(data, weight_attr) -> list:
+    """The edge types of ``data`` holding ``weight_attr`` (PyG's ``data.collect(weight_attr)``); at
+    least one must, as in PyG."""
+    if weight_attr is None:
+        return []
+    weighted = [edge_type for edge_type in data.edge_types if weight_attr in data[edge_type]]
+    if data.edge_types and not weighted:
+        raise ValueError(f"weight_attr={weight_attr!r}: no edge type of data has an edge attribute {weight_attr!r}")
+    return weighted
+
+
 def _edge_attr(store, name: str, what: str):
     if name not in store:
         raise ValueError(f"weight_attr={name!r}: {what} has no edge attribute {name!r}")
@@ -132,10 +144,15 @@ def _with_weights(graph: CSRGraph, weights) -> CSRGraph:
 def _hetero_of_data(data, weight_attr) -> HeteroGraph:
     num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
     relations = {}
+    weighted = _weighted_edge_types(data, weight_attr)
     for edge_type in data.edge_types:
         src, _, dst = edge_type
         store = data[edge_type]
-        weights = None if weight_attr is None else _edge_attr(store, weight_attr, f"edge type {edge_type!r}")
+        weights = None
+        if edge_type in weighted:
+            weights = _edge_attr(store, weight_attr, f"edge type {edge_type!r}")
+        elif weight_attr is not None:  # pyg-lib draws an edge type without the weights uniformly: equal ones
+            weights = np.ones(store.num_edges)
         relations[tuple(edge_type)] = CSRGraph.from_edge_index(
             store.edge_index, num_nodes=num_nodes[dst], num_src_nodes=num_nodes[src], weights=weights
         )

@@ -40,8 +40,8 @@ class NeighborSampler(Sampler):
         neighbours (edges) at or before its time (``input_time`` / ``edge_label_time``, else the
         seed's own node time). Not with ``sample_direction="backward"`` (as PyG).
     weight_attr : str, optional
-        Edge weights: an edge attribute of the ``Data`` / ``HeteroData`` (a store pair:
-        ``NotImplementedError``, as PyG).
+        Edge weights: an edge attribute of the ``Data`` / ``HeteroData`` (edge types without it
+        drawn uniformly; a store pair: ``NotImplementedError``, as PyG).
     is_sorted, share_memory
         Accepted and ignored (gglspeedup builds its own CSR once; its samplers pickle and fork).
     directed : bool

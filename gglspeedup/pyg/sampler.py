@@ -72,7 +72,8 @@ class Sampler(BaseSampler):
         each edge reported ``source -> target`` as stored.
     weight_attr : str, optional
         Edge weights for weighted sampling: an edge attribute of the ``Data`` / ``HeteroData``
-        (implies ``weighted``). A store pair raises ``NotImplementedError`` as in PyG; its graph
+        (implies ``weighted``; a ``HeteroData``'s edge types without it are drawn uniformly, as
+        pyg-lib draws them). A store pair raises ``NotImplementedError`` as in PyG; its graph
         samples weighted with ``weighted=True`` when it was built from a weighted graph.
     expand : {"new", "all"}
         ``"new"`` is PyG's hop rule (the default here); ``"all"`` gglspeedup's layer blocks.
