@@ -285,6 +285,29 @@ def test_a_typed_store_over_a_weighted_graph_samples_by_weight():
     assert out.node["paper"].tolist() == [2, 3, 4]
 
 
+@pytest.mark.filterwarnings("ignore:Unable to accurately infer 'num_nodes'")  # PyG's, for an empty store
+def test_an_edge_type_naming_a_node_type_without_a_node_store_or_count_is_named():
+    def hetero(touch_b: bool):
+        data = HeteroData()
+        data["a"].x = torch.zeros(3, 1)
+        data["a", "to", "b"].edge_index = torch.tensor([[0, 1], [0, 2]])
+        if touch_b:
+            data["b"]  # noqa: B018 (a node store without attributes: num_nodes None)
+        return data
+
+    missing = r"edge type \('a', 'to', 'b'\) names node type 'b', which data has no node store for: set data\['b'\]"
+    with pytest.raises(ValueError, match=missing):  # was a bare KeyError: 'b'
+        pyg.NeighborLoader(hetero(False), [1], input_nodes="a")
+    with pytest.raises(ValueError, match=missing):
+        pyg.NeighborSampler(hetero(False), [1], weight_attr=None)
+    with pytest.raises(ValueError, match=r"data\['b'\] has no num_nodes \(set it"):  # was int(None)'s TypeError
+        pyg.NeighborLoader(hetero(True), [1], input_nodes="a")
+    fixed = hetero(True)
+    fixed["b"].num_nodes = 4
+    batch = next(iter(pyg.NeighborLoader(fixed, [-1], input_nodes="a", batch_size=3)))
+    assert batch["b"].n_id.numel() == 0 and batch["a", "to", "b"].edge_index.shape == (2, 0)
+
+
 def test_untyped_or_missing_input_nodes_on_a_typed_graph_name_input_nodes():
     hetero = HeteroData()
     hetero["paper"].x = torch.arange(4).view(-1, 1)

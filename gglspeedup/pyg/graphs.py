@@ -142,11 +142,23 @@ def _with_weights(graph: CSRGraph, weights) -> CSRGraph:
 
 
 def _hetero_of_data(data, weight_attr) -> HeteroGraph:
-    num_nodes = {t: int(data[t].num_nodes) for t in data.node_types}
+    num_nodes = {}
+    for node_type in data.node_types:
+        count = data[node_type].num_nodes
+        if count is None:  # int(None) was a bare TypeError (as HeteroGraph.from_pyg says it)
+            raise ValueError(f"data[{node_type!r}] has no num_nodes (set it, or give the type a node tensor)")
+        num_nodes[node_type] = int(count)
     relations = {}
     weighted = _weighted_edge_types(data, weight_attr)
     for edge_type in data.edge_types:
         src, _, dst = edge_type
+        for node_type in (src, dst):
+            if node_type not in num_nodes:  # was a bare KeyError; data[node_type] would create the store
+                raise ValueError(
+                    f"edge type {tuple(edge_type)!r} names node type {node_type!r}, which data has no node store "
+                    f"for: set data[{node_type!r}].num_nodes (or give the type a node tensor); sampling needs "
+                    "every node type's count (PyG's own sampler leaves it out of its node types)"
+                )
         store = data[edge_type]
         weights = None
         if edge_type in weighted:
