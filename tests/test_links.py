@@ -145,6 +145,30 @@ def test_negatives_are_uniform_deterministic_and_positioned(device, mode):
     assert not np.array_equal(to_host(other.n_id), n_id)
 
 
+@pytest.mark.parametrize("disjoint", [False, True], ids=["shared", "disjoint"])
+@pytest.mark.parametrize("total", [1, 5, 9, 12])
+def test_total_negatives_draws_exactly_that_many_binary_pairs_a_prefix_of_the_keyed_ones(device, disjoint, total):
+    # PyG's binary count ceil(amount * B): the pairs, labels and seeds are those of that many
+    # negatives only (no seed of an unreturned negative), the same ones num_negatives draws first
+    graph, _ = _multigraph(num_nodes=30, seed=2)
+    sampler = gg.NeighborSampler(graph, [2, 2], device=device, seed=1, disjoint=disjoint)
+    pairs = np.array([[0, 4, 4, 9], [5, 2, 2, 9]])
+    out = sampler.sample_links(pairs, negatives="binary", num_negatives=3, total_negatives=total, key=11)
+    every = sampler.sample_links(pairs, negatives="binary", num_negatives=3, key=11)
+    n_id, pair_index = to_host(out.n_id), to_host(out.pair_index)
+    drawn = to_host(every.n_id)[to_host(every.pair_index)]
+    np.testing.assert_array_equal(n_id[pair_index], drawn[:, : 4 + total])
+    assert to_host(out.labels).tolist() == [1] * 4 + [0] * total
+    seeds = _seeds_of(out)
+    if disjoint:  # every endpoint its tree: sources, then targets
+        np.testing.assert_array_equal(seeds, np.concatenate(n_id[pair_index]))
+    else:
+        assert sorted(seeds.tolist()) == sorted(set(n_id[pair_index].ravel().tolist()))
+    if total == 12:  # num_negatives * B: the call without total_negatives, bit for bit
+        assert_same_sample((out.n_id, out.adjs), (every.n_id, every.adjs))
+        np.testing.assert_array_equal(pair_index, to_host(every.pair_index))
+
+
 @pytest.mark.parametrize("mode", ["binary", "per_source"])
 def test_negatives_are_uniform_over_the_nodes(mode):
     graph, _ = _multigraph(num_nodes=25, seed=3)
@@ -250,6 +274,10 @@ def test_empty_pair_lists_are_an_empty_batch():
         (dict(exclude="both"), ValueError, "exclude must be one of"),
         (dict(num_negatives=0), ValueError, "num_negatives must be >= 1"),
         (dict(num_negatives=1.5), TypeError, "num_negatives must be an int"),
+        (dict(negatives="binary", total_negatives=0), ValueError, "total_negatives must be >= 1"),
+        (dict(negatives="binary", total_negatives=2.5), TypeError, "total_negatives must be an int"),
+        (dict(negatives="triplet", total_negatives=2), ValueError, "total_negatives counts binary negatives"),
+        (dict(total_negatives=2), ValueError, "it needs negatives='binary', got negatives=None"),
         (dict(strict_negatives="yes"), TypeError, "strict_negatives must be a bool"),
         (dict(pairs=[[0], [40]], check=None), TypeError, "check must be a bool"),  # not a skipped range scan
         (dict(pairs=[[0], [40]], check=0), TypeError, "check must be a bool"),

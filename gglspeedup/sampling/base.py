@@ -161,10 +161,11 @@ class SamplerBase(BatchKeys):
         seed_time = options.seed_time if tree_time is None or not stride else tree_time
         return options._replace(expand_new=expand_new, stride=stride, seed_time=seed_time)
 
-    def _link_batch(self, call, pairs, labels, options: tuple, pair_time, check: bool):
+    def _link_batch(self, call, pairs, labels, options: tuple, pair_time, check: bool, total_negatives=None):
         """``sample_links``' run: ``call`` the sampler's hooks (``links.UntypedLinks``,
         ``hetero_links.TypedLinks``, built from its public pieces), ``options`` ``(negatives,
         num_negatives, strict_negatives, exclude, key)``."""
         from .links import link_batch
 
-        return link_batch(call, self._driver, self._next_key, pairs, labels, *options, pair_time, check)
+        driver = self._driver
+        return link_batch(call, driver, self._next_key, pairs, labels, *options, pair_time, check, total_negatives)

@@ -199,14 +199,15 @@ class HeteroNeighborSampler(SamplerBase):
         key: int | None = None,
         pair_time=None,
         check: bool = True,
+        total_negatives: int | None = None,
     ) -> HeteroLinkSampleOutput:
         """Sample the typed neighbourhood of node pairs of one edge type, with negatives.
 
         ``pairs`` (2, B) holds ``(source, target)`` local ids of ``edge_type``'s source and
-        target types; ``labels``, ``negatives``, ``num_negatives``, ``strict_negatives`` and
-        ``key`` are as in :meth:`NeighborSampler.sample_links`, with negative sources drawn from
-        the source type and negative targets from the target type (strict mode tests
-        ``edge_type``'s edges). ``exclude="self"`` keeps every ``edge_type`` edge ``source ->
+        target types; ``labels``, ``negatives``, ``num_negatives``, ``strict_negatives``,
+        ``total_negatives`` and ``key`` are as in :meth:`NeighborSampler.sample_links`, with
+        negative sources drawn from the source type and negative targets from the target type
+        (strict mode tests ``edge_type``'s edges). ``exclude="self"`` keeps every ``edge_type`` edge ``source ->
         target`` of a positive pair out of every hop; ``"reverse"`` also the edges ``target ->
         source`` of ``reverse_edge_type`` (required then, e.g. ``(dst, "rev_name", src)``).
 
@@ -223,7 +224,7 @@ class HeteroNeighborSampler(SamplerBase):
         options = (negatives, num_negatives, strict_negatives, exclude, key)
         pieces = (self.graph, self.device, self.timeline, self.disjoint, self._plan, self._call_options())
         call = TypedLinks(*pieces, edge_type, reverse_edge_type)
-        return self._link_batch(call, pairs, labels, options, pair_time, check)
+        return self._link_batch(call, pairs, labels, options, pair_time, check, total_negatives)
 
     # ------------------------------------------------------------------ internals
     def _check_seed_dict(self, seeds) -> list:

@@ -130,15 +130,18 @@ def check_labels(labels, count: int, device):
 BYTES_PER_NEGATIVE = 128
 
 
-def check_negative_count(num_negatives: int, count: int) -> None:
-    """Refuse ``num_negatives * count`` negatives that the memory available now cannot hold
-    (:data:`BYTES_PER_NEGATIVE` each), before anything is allocated: past it the allocation
-    would fail, or the system would kill the process."""
+def check_negative_count(num_negatives: int, count: int, total: int | None = None) -> None:
+    """Refuse ``num_negatives * count`` negatives (``total`` when given: binary's
+    ``total_negatives``) that the memory available now cannot hold (:data:`BYTES_PER_NEGATIVE`
+    each), before anything is allocated: past it the allocation would fail, or the system would
+    kill the process."""
     limit = available_memory()
-    if limit and num_negatives * count * BYTES_PER_NEGATIVE > limit:
+    asked = num_negatives * count if total is None else total
+    if limit and asked * BYTES_PER_NEGATIVE > limit:
+        what = f"num_negatives = {num_negatives} for {count} pairs" if total is None else f"total_negatives = {total}"
         raise ValueError(
-            f"num_negatives = {num_negatives} for {count} pairs asks for {num_negatives * count} negatives "
-            f"(about {num_negatives * count * BYTES_PER_NEGATIVE / 2**30:.3g} GiB at {BYTES_PER_NEGATIVE} bytes "
+            f"{what} asks for {asked} negatives "
+            f"(about {asked * BYTES_PER_NEGATIVE / 2**30:.3g} GiB at {BYTES_PER_NEGATIVE} bytes "
             f"each), more than the memory available ({limit / 2**30:.3g} GiB)"
         )
 
@@ -177,6 +180,7 @@ def link_batch(
     key,
     pair_time=None,
     check=True,
+    total_negatives=None,
 ):
     """The steps every link call takes (module notes), in order, with ``call`` supplying what
     differs between the untyped and the typed sampler (:class:`UntypedLinks`,
@@ -185,10 +189,12 @@ def link_batch(
     excluded rows and the output record. ``driver`` is the sampler's driver
     (:class:`~.drivers.Driver` or :class:`~.drivers.TypedDriver`); ``next_key(key)`` checks
     ``key`` (or draws the sampler's next one) once the arguments are checked, so a refused call
-    leaves the sampler's key counter alone."""
+    leaves the sampler's key counter alone. ``total_negatives``: binary negatives drawn in all,
+    in place of ``num_negatives * B`` (``sample_links``)."""
     device = call.device
-    pairs, labels, negatives, num_negatives, strict, exclude = check_link_call(
-        device, pairs, call.bounds, call.names, labels, negatives, num_negatives, strict_negatives, exclude, check
+    checked = (labels, negatives, num_negatives, strict_negatives, exclude, check, total_negatives)
+    pairs, labels, negatives, num_negatives, strict, exclude, total = check_link_call(
+        device, pairs, call.bounds, call.names, *checked
     )
     count = int(pairs.shape[1])
     times = call.check_times(pairs, pair_time, exclude)
@@ -201,7 +207,7 @@ def link_batch(
         if times is not None:
             eligible_of = lambda negative_pair: call.negative_times(xp, times[negative_pair])  # noqa: E731
         src, dst, extra, stayed, pair_of = draw_link_negatives(
-            driver, xp, pairs, negatives, num_negatives, strict, key, disjoint, eligible_of, call.space
+            driver, xp, pairs, negatives, num_negatives, strict, key, disjoint, eligible_of, call.space, total
         )
         num_pairs = int(src.shape[0])
         targets = dst if extra is None else xp.concatenate((dst, extra))
@@ -285,25 +291,42 @@ class UntypedLinks:
 
 
 def check_link_call(
-    device, pairs, bounds, names, labels, negatives, num_negatives, strict_negatives, exclude, check=True
+    device,
+    pairs,
+    bounds,
+    names,
+    labels,
+    negatives,
+    num_negatives,
+    strict_negatives,
+    exclude,
+    check=True,
+    total_negatives=None,
 ):
     """Step 1, the checks every link call makes, in order: ``pairs`` (:func:`check_pairs` against
     ``bounds``, errors naming ``names``; the range scan only with ``check``), ``labels``, the
-    options, the negatives' memory.
-    Returns ``(pairs, labels, negatives, num_negatives, strict, exclude)``."""
+    options (``total_negatives``: ``None``, or an int >= 1 with ``negatives="binary"``), the
+    negatives' memory.
+    Returns ``(pairs, labels, negatives, num_negatives, strict, exclude, total_negatives)``."""
     # check=None or 0 must not skip the range scan unnoticed: unchecked ids read outside the graph
     pairs = check_pairs(pairs, bounds, device, names, check_bool("check", check))
     count = int(pairs.shape[1])
     if labels is not None:
         labels = check_labels(labels, count, device)
     negatives, num_negatives, strict, exclude = check_link_options(negatives, num_negatives, strict_negatives, exclude)
+    if total_negatives is not None:
+        total_negatives = check_int("total_negatives", total_negatives, minimum=1)
+        if negatives != "binary":
+            raise ValueError(
+                f"total_negatives counts binary negatives: it needs negatives='binary', got negatives={negatives!r}"
+            )
     if negatives is not None:
-        check_negative_count(num_negatives, count)
-    return pairs, labels, negatives, num_negatives, strict, exclude
+        check_negative_count(num_negatives, count, total_negatives)
+    return pairs, labels, negatives, num_negatives, strict, exclude, total_negatives
 
 
 def draw_link_negatives(
-    driver, xp, pairs, negatives, num_negatives, strict, key, disjoint, eligible_of=None, space=None
+    driver, xp, pairs, negatives, num_negatives, strict, key, disjoint, eligible_of=None, space=None, total=None
 ):
     """Step 2, the negatives of the checked ``pairs`` (2, B) on the sampler's module ``xp``.
 
@@ -311,14 +334,17 @@ def draw_link_negatives(
     positives, then ``"binary"`` / ``"per_source"`` negatives), the triplet negatives' targets
     (``extra``, ``None`` for other modes), the driver's strict-mode flags, and for every returned
     pair and triplet negative the position of its positive pair. ``eligible_of(negative_pair)``
-    gives the driver's ``eligible`` (temporal calls); ``space`` the typed driver's sampling space.
+    gives the driver's ``eligible`` (temporal calls); ``space`` the typed driver's sampling space;
+    ``total`` the binary negatives' count when not ``num_negatives * B`` (the draws are keyed by
+    position, so a smaller count draws a prefix of the same negatives).
     """
     src, dst = pairs[0], pairs[1]
     count = int(pairs.shape[1])
     extra, stayed, pair_of = None, None, xp.arange(count, dtype=np.int64)
     if negatives is not None and count:
         fixed = negatives != "binary"
-        total = num_negatives * count
+        if total is None:
+            total = num_negatives * count
         negative_pair = xp.arange(total, dtype=np.int64)
         negative_pair = negative_pair // num_negatives if fixed else negative_pair % count  # binary: PyG's
         eligible = None if eligible_of is None else eligible_of(negative_pair)

@@ -233,6 +233,7 @@ class NeighborSampler(SamplerBase):
         key: int | None = None,
         pair_time=None,
         check: bool = True,
+        total_negatives: int | None = None,
     ) -> LinkSampleOutput:
         """Sample the neighbourhood of node pairs for link prediction, with negatives.
 
@@ -277,6 +278,11 @@ class NeighborSampler(SamplerBase):
             ``False`` skips the range scan of ``pairs`` (a sync per call for GPU pairs), for
             pairs known to lie in ``[0, num_nodes)`` (the link loaders check theirs once). An id
             out of range then reads outside the graph. Dtype and shape are checked either way.
+        total_negatives : int, optional
+            ``"binary"`` only: draw this many negative pairs (>= 1) instead of
+            ``num_negatives * B``, e.g. PyG's ``ceil(amount * B)`` for a fractional ``amount``.
+            Negatives are keyed by position, so the first ``total_negatives`` are the ones a
+            larger count would draw first.
 
         Returns
         -------
@@ -292,7 +298,8 @@ class NeighborSampler(SamplerBase):
             ``strict_negatives``.
         ValueError
             pairs not (2, B) or on a GPU for a CPU sampler, labels not (B,), an unknown
-            ``negatives`` or ``exclude``, ``num_negatives < 1``.
+            ``negatives`` or ``exclude``, ``num_negatives < 1``, ``total_negatives < 1`` or given
+            without ``negatives="binary"``.
         IndexError
             a pair endpoint outside ``[0, num_nodes)``.
 
@@ -311,7 +318,7 @@ class NeighborSampler(SamplerBase):
         options = (negatives, num_negatives, strict_negatives, exclude, key)
         pieces = (self.device, self.num_nodes, self.timeline, self.disjoint, self.fanouts, self._call_options())
         call = UntypedLinks(*pieces)
-        return self._link_batch(call, pairs, labels, options, pair_time, check)
+        return self._link_batch(call, pairs, labels, options, pair_time, check, total_negatives)
 
     # ------------------------------------------------------------------ validation
     def _check_seeds(self, seeds):
