@@ -1,6 +1,8 @@
 """PyG's disjoint and temporal loaders over gglspeedup.pyg (issue 20): PyG's own NeighborLoader /
 LinkNeighborLoader with ``time_attr`` on our stores and sampler, ``SamplerOutput.batch``."""
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -9,7 +11,7 @@ pytest.importorskip("torch_geometric")
 from torch_geometric.data import Data, HeteroData  # noqa: E402
 from torch_geometric.loader import LinkNeighborLoader as PyGLinkNeighborLoader  # noqa: E402
 from torch_geometric.loader import NeighborLoader as PyGNeighborLoader  # noqa: E402
-from torch_geometric.sampler import NodeSamplerInput  # noqa: E402
+from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling, NodeSamplerInput  # noqa: E402
 
 import gglspeedup as gg  # noqa: E402
 from gglspeedup import pyg  # noqa: E402
@@ -129,6 +131,108 @@ def test_disjoint_binary_negatives_label_each_pairs_trees_as_pygs_edge_sample(ty
     batch = out.batch["a"] if typed else out.batch
     # target j: tree B + num_neg + j, so (num_neg + j) % B
     assert torch.equal(batch[out.metadata[1]], _pygs_pair_labels(pairs, amount, typed))
+
+
+def _pygs_binary_batch(sampler, pairs, amount, typed, negatives, monkeypatch):
+    """PyG's own ``edge_sample`` of ``pairs`` with binary negatives at ``amount``: ``neg_sample``
+    returns ``negatives`` (2, ceil(amount * B), the ones ours drew) and pyg-lib's part is our
+    sampler's own neighbourhood of PyG's seeds (batch key 0, as the sampler's first batch)."""
+    from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
+    from torch_geometric.sampler import neighbor_sampler as pygs
+
+    from gglspeedup.pyg.outputs import hetero_sampler_output, sampler_output
+
+    monkeypatch.setattr(pygs, "neg_sample", lambda *args, endpoint: negatives[0 if endpoint == "src" else 1])
+    inner = sampler.sampler
+
+    def our_neighbourhood(seed, seed_time):
+        if typed:
+            return hetero_sampler_output(inner.sample(seed, key=0))
+        return sampler_output(inner.sample(seed, key=0))
+
+    edge_type = ("a", "to", "a") if typed else None
+    index = EdgeSamplerInput(torch.arange(pairs.size(1)), pairs[0], pairs[1], input_type=edge_type)
+    num_nodes = {"a": 50} if typed else 50
+    neg = NegativeSampling("binary", amount)
+    return pygs.edge_sample(index, our_neighbourhood, num_nodes, inner.disjoint, None, neg)
+
+
+def _same(ours, theirs) -> bool:
+    """Tensors (dtype and values), lists and dicts of them (same keys) alike."""
+    if isinstance(ours, dict):
+        return (
+            isinstance(theirs, dict) and ours.keys() == theirs.keys() and all(_same(ours[k], theirs[k]) for k in ours)
+        )
+    if isinstance(ours, torch.Tensor):
+        return isinstance(theirs, torch.Tensor) and ours.dtype == theirs.dtype and torch.equal(ours, theirs)
+    return ours == theirs
+
+
+def _global_edges(out, typed):
+    """Every sampled edge as (global source, global target, edge id), sorted."""
+    node, row, col, edge = out.node, out.row, out.col, out.edge
+    if typed:
+        node, row, col, edge = node["a"], row[("a", "to", "a")], col[("a", "to", "a")], edge[("a", "to", "a")]
+    return sorted(zip(node[row].tolist(), node[col].tolist(), edge.tolist()))
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["untyped", "typed"])
+@pytest.mark.parametrize("amount", [0.5, 1.5, 2])
+def test_disjoint_binary_negatives_grow_exactly_pygs_trees(typed, amount, monkeypatch):
+    # amount 1.5 with 6 pairs: PyG's 9 negatives, 2 * 15 trees; ours drew 2 per pair and cut the
+    # pairs to 9, but the 3 unreturned negatives' 6 trees stayed in the batch
+    data = _data(seed=5)
+    if typed:
+        data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
+    pairs = data.edge_index[:, :6] if not typed else data["a", "to", "a"].edge_index[:, :6]
+    edge_type = ("a", "to", "a") if typed else None
+    sampler = pyg.Sampler(data, [2, 2], disjoint=True)
+    out = sampler.sample_from_edges(
+        EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
+        neg_sampling=NegativeSampling("binary", amount),
+    )
+    node = out.node["a"] if typed else out.node
+    num_pairs = 6 + math.ceil(6 * amount)
+    label_index = out.metadata[1]
+    negatives = node[label_index[:, 6:]]
+    pygs = _pygs_binary_batch(sampler, pairs, amount, typed, negatives, monkeypatch)
+    for field in ("node", "row", "col", "edge", "batch", "num_sampled_nodes", "num_sampled_edges"):
+        assert _same(getattr(out, field), getattr(pygs, field)), field
+    assert torch.equal(label_index, pygs.metadata[1]) and torch.equal(out.metadata[2], pygs.metadata[2])
+    # one tree per returned endpoint, each rooted at it; no edge joins two trees
+    batch = out.batch["a"] if typed else out.batch
+    seeds = out.num_sampled_nodes["a"][0] if typed else out.num_sampled_nodes[0]
+    assert seeds == 2 * num_pairs and torch.equal(label_index.reshape(-1), torch.arange(seeds))
+    row, col = (out.row[edge_type], out.col[edge_type]) if typed else (out.row, out.col)
+    assert torch.equal(batch[row], batch[col])
+
+
+@pytest.mark.parametrize("typed", [False, True], ids=["untyped", "typed"])
+@pytest.mark.parametrize("amount", [0.5, 1.5, 2])
+def test_shared_binary_negatives_sample_exactly_pygs_seeds(typed, amount, monkeypatch):
+    # not disjoint: PyG's seeds are the distinct endpoints of its ceil(amount * B) negative pairs;
+    # ours held the unreturned negatives' endpoints too (and their neighbours). PyG sorts the
+    # seeds where we keep them in order of first appearance: the sets are compared
+    data = _data(seed=5)
+    if typed:
+        data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
+    pairs = data.edge_index[:, :6] if not typed else data["a", "to", "a"].edge_index[:, :6]
+    edge_type = ("a", "to", "a") if typed else None
+    sampler = pyg.Sampler(data, [2, 2])
+    out = sampler.sample_from_edges(
+        EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
+        neg_sampling=NegativeSampling("binary", amount),
+    )
+    node = out.node["a"] if typed else out.node
+    label_index = out.metadata[1]
+    pygs = _pygs_binary_batch(sampler, pairs, amount, typed, node[label_index[:, 6:]], monkeypatch)
+    their_node = pygs.node["a"] if typed else pygs.node
+    assert sorted(node.tolist()) == sorted(their_node.tolist())
+    seeds = out.num_sampled_nodes["a"][0] if typed else out.num_sampled_nodes[0]
+    assert sorted(node[:seeds].tolist()) == their_node[:seeds].tolist()  # PyG's: sorted
+    assert _global_edges(out, typed) == _global_edges(pygs, typed)
+    assert torch.equal(node[label_index], their_node[pygs.metadata[1]])
+    assert seeds == torch.unique(label_index).numel()  # every seed an endpoint of a returned pair
 
 
 def test_temporal_link_neighbor_loader_with_triplet_negatives():

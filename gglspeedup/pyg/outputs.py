@@ -137,19 +137,13 @@ def link_metadata(
     return (input_id, pair_index[0], pair_index[1], dst_neg_index, time)
 
 
-def pair_batch(out, edge_type, num_pos: int, graph, trees=None):
+def pair_batch(out, edge_type, num_pos: int, graph):
     """PyG's ``batch`` of a disjoint link batch: each node's tree as PyG numbers the trees (the seeds
     of the source type, then of the target type, each in order), modulo ``num_pos`` (PyG's
-    ``batch % num_pos``: the pair, for the positives and triplet negatives).
-
-    ``trees``: ``(drawn, kept)`` when the sampler grew ``drawn`` trees per endpoint side but PyG
-    has ``kept`` (binary negatives with a fractional ``amount``: ``ceil(amount)`` drawn per pair,
-    PyG draws ``ceil(amount * num_pos)``): PyG's target trees then start at ``kept``, so target
-    ``j`` is in tree ``kept + j`` (PyG's ``edge_sample``); the source side's trees past ``kept``
-    (negatives drawn but not returned) keep their numbers."""
+    ``batch % num_pos``: the pair, for the positives and triplet negatives)."""
     modulus = max(num_pos, 1)
     if edge_type is None:
-        return _as_pygs_trees(to_torch(out.batch), trees) % modulus
+        return to_torch(out.batch) % modulus
     src_type, _, dst_type = edge_type
     seeds = {t: c[0] for t, c in out.num_sampled_nodes.items()}
     ours, first = {}, 0
@@ -160,20 +154,11 @@ def pair_batch(out, edge_type, num_pos: int, graph, trees=None):
     renumber = torch.empty(first, dtype=torch.int64)
     for t, start in pyg_first.items():
         renumber[ours[t] : ours[t] + seeds.get(t, 0)] = torch.arange(start, start + seeds.get(t, 0))
-    renumber = _as_pygs_trees(renumber, trees)
     out_batch = {}
     for t, b in out.batch.items():
         b = to_torch(b)
         out_batch[t] = renumber.to(b.device)[b] % modulus
     return out_batch
-
-
-def _as_pygs_trees(tree, trees):
-    """Tree numbers over ``drawn`` trees per endpoint side as PyG's over ``kept`` (see :func:`pair_batch`)."""
-    if trees is None or trees[0] == trees[1]:
-        return tree
-    drawn, kept = trees
-    return torch.where(tree >= drawn, tree - (drawn - kept), tree)
 
 
 def binary_labels(edge_label, num_pos: int, num_neg: int):

@@ -101,8 +101,8 @@ class Sampler(BaseSampler):
     carry the epoch's base seed (``torch.manual_seed`` makes it reproducible). ``batch`` is filled
     for disjoint (and temporal) samplers, ``None`` otherwise. Negatives are
     uniform, or drawn from ``NegativeSampling``'s ``src_weight`` / ``dst_weight`` (keyed by the
-    sampler's seed and the batch key); binary negatives with a fractional ``amount`` draw
-    ``ceil(amount)`` per pair and return the first ``ceil(amount * num_pos)``, as PyG does.
+    sampler's seed and the batch key); binary negatives number ``ceil(amount * num_pos)``, as
+    PyG's, so a fractional ``amount`` samples no seeds PyG would not.
     """
 
     def __init__(
@@ -292,14 +292,13 @@ class Sampler(BaseSampler):
         if weighted:  # drawn here, then sampled as extra pairs
             out, negative_targets = weighted_negatives(self, sampler, pairs, neg, mode, per_pair, num_neg, options)
         else:
+            if mode == "binary" and num_neg:  # PyG's count: ceil(amount * num_pos), not ceil(amount) per pair
+                options.update(total_negatives=num_neg)
             out = sampler.sample_links(pairs, negatives=mode, num_negatives=per_pair, **options)
             negative_targets = out.negative_targets
         result = hetero_sampler_output(out) if edge_type is not None else sampler_output(out)
         if result.batch is not None:
-            trees = None  # binary negatives drawn ceil(amount) per pair: trees past PyG's num_pos + num_neg
-            if mode == "binary" and not weighted:
-                trees = (num_pos * (1 + per_pair), num_pos + num_neg)
-            result.batch = pair_batch(out, edge_type, num_pos, sampler.graph, trees)
+            result.batch = pair_batch(out, edge_type, num_pos, sampler.graph)
         if mode == "binary":
             edge_label, num_pairs = binary_labels(index.label, num_pos, num_neg), num_pos + num_neg
         else:
