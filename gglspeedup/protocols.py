@@ -57,7 +57,7 @@ class LinkSampler(Protocol):
     """Samples the neighbourhood of node pairs for link prediction.
 
     ``sample_links(pairs, labels=None, *, negatives=None, num_negatives=1, strict_negatives=False,
-    exclude="self", key=None)`` returns a :class:`~gglspeedup.LinkSampleOutput` that keeps
+    exclude="self", key=None, total_negatives=None)`` returns a :class:`~gglspeedup.LinkSampleOutput` that keeps
     DESIGN.md's link-prediction contract. :class:`~gglspeedup.LinkLoader` takes one.
     """
 
