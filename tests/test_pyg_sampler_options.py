@@ -292,7 +292,7 @@ def test_an_edge_type_naming_a_node_type_without_a_node_store_or_count_is_named(
         data["a"].x = torch.zeros(3, 1)
         data["a", "to", "b"].edge_index = torch.tensor([[0, 1], [0, 2]])
         if touch_b:
-            data["b"]  # noqa: B018 (a node store without attributes: num_nodes None)
+            data["b"]
         return data
 
     missing = r"edge type \('a', 'to', 'b'\) names node type 'b', which data has no node store for: set data\['b'\]"
