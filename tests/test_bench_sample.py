@@ -205,6 +205,18 @@ def test_sample_command_rejects_bad_options_before_loading(tmp_path):
     assert_rejects(main, ["sample", "--graph", "file:/never/read.npz"], cases)
 
 
+def test_an_unwritable_json_path_is_refused_before_the_run(tmp_path):
+    # it was opened after the measurements: a typo in the folder lost the run to a traceback
+    cases = [
+        (["--json", str(tmp_path / "missing" / "out.json")], "--json: cannot write .*does not exist"),
+        (["--json", str(tmp_path)], "--json must name a file, got the folder"),
+        (["--json", str(tmp_path / "file.txt" / "out.json")], "--json: cannot write .*is not a folder"),
+    ]
+    (tmp_path / "file.txt").write_text("kept")
+    assert_rejects(main, ["sample", "--graph", "file:/never/read.npz"], cases)
+    assert (tmp_path / "file.txt").read_text() == "kept" and not (tmp_path / "missing").exists()
+
+
 def test_empty_peers_measure_gglspeedup_alone(tmp_path):
     # what PeersMissing's message offers; it measured the numpy peer and listed dgl and pyg
     _powerlaw_graph().save(tmp_path / "g.npz")
