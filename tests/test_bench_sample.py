@@ -217,6 +217,20 @@ def test_an_unwritable_json_path_is_refused_before_the_run(tmp_path):
     assert (tmp_path / "file.txt").read_text() == "kept" and not (tmp_path / "missing").exists()
 
 
+@pytest.mark.parametrize("command", ["sample", "link", "hetero"])
+def test_fanouts_of_zero_sample_no_edges_and_report_no_ratio(tmp_path, command):
+    # --fanouts 0 is a valid fanout (no neighbours): the ratios divided by its 0 edges/s and the
+    # run ended in a ZeroDivisionError after its measurements; the table shows '-' instead
+    _powerlaw_graph().save(tmp_path / "g.npz")
+    graph = ["--dataset", "igbh-like:200"] if command == "hetero" else ["--graph", f"file:{tmp_path / 'g.npz'}"]
+    out = tmp_path / "zero.json"
+    argv = [command, *graph, "--fanouts", "0", "--batch", "8", "--batches", "1", "--warmup", "0", "--repeats", "1"]
+    assert main([*argv, "--peers", "", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert rows and all(row["edges_per_batch"] == 0 and row["ratio"] is None for row in rows)
+    assert all(row["best_ratio"] is None and row.get("exclusion_cost") is None for row in rows)
+
+
 def test_empty_peers_measure_gglspeedup_alone(tmp_path):
     # what PeersMissing's message offers; it measured the numpy peer and listed dgl and pyg
     _powerlaw_graph().save(tmp_path / "g.npz")

@@ -35,6 +35,7 @@ __all__ = [
     "prepare_contender",
     "time_rows",
     "set_ratios",
+    "rate_ratio",
     "timing_settings",
     "run_footer",
     "wait_passively",
@@ -386,6 +387,12 @@ def time_rows(rows: Sequence[dict], prepared: dict, rounds: int) -> dict[str, Ti
     return timings
 
 
+def rate_ratio(mine: float, other: float) -> float | None:
+    """``mine / other``, or ``None`` (the table's '-') when ``other`` is 0: a contender that sampled
+    no edges (``--fanouts 0``) has no ratio, where the division ended the run in a traceback."""
+    return mine / other if other else None
+
+
 def set_ratios(rows: Sequence[dict], timings: dict, ours: str, paired: bool = False) -> None:
     """``ratio`` (median rounds) and ``best_ratio`` (fastest rounds) of contender ``ours`` over each
     timed row, and with ``paired`` the :func:`paired_ratio` too; nothing when ``ours`` was not timed."""
@@ -396,8 +403,8 @@ def set_ratios(rows: Sequence[dict], timings: dict, ours: str, paired: bool = Fa
         timing = timings.get(row["name"])
         if timing is None:
             continue
-        row["ratio"] = mine.edges_per_s / row["edges_per_s"]
-        row["best_ratio"] = mine.best_edges_per_s / row["best_edges_per_s"]
+        row["ratio"] = rate_ratio(mine.edges_per_s, row["edges_per_s"])
+        row["best_ratio"] = rate_ratio(mine.best_edges_per_s, row["best_edges_per_s"])
         if paired:
             row["paired_ratio"] = paired_ratio(mine, timing)
 

@@ -249,7 +249,7 @@ def run(args) -> dict:
     timings = _common.time_rows(rows, prepared, args.repeats)
     _common.set_ratios(rows, timings, OURS, paired=True)
     typed_vs_untyped = None
-    if OURS in timings and UNTYPED in timings:
+    if OURS in timings and UNTYPED in timings and timings[UNTYPED].edges:  # none with --fanouts 0
         typed, untyped = timings[OURS], timings[UNTYPED]
         typed_vs_untyped = {
             "median": typed.edges_per_s / untyped.edges_per_s,

@@ -214,18 +214,21 @@ def run(args) -> dict:
 def _ratios(rows: list, timings: dict, exclude) -> None:
     """``ratio``: ours / this row at the same exclusion setting; ``exclusion_cost``: how much slower a
     contender runs with exclusion than with ``exclude=None`` (median rounds, same run)."""
+    from . import _common
+
     ours = {row["exclude"]: row["name"] for row in rows if row["name"].startswith(OURS) and row["name"] in timings}
     for row in rows:
         if row["name"] not in timings:
             continue
         mine = ours.get(row["exclude"])
         if mine is not None:
-            row["ratio"] = timings[mine].edges_per_s / row["edges_per_s"]
-            row["best_ratio"] = timings[mine].best_edges_per_s / row["best_edges_per_s"]
+            row["ratio"] = _common.rate_ratio(timings[mine].edges_per_s, row["edges_per_s"])
+            row["best_ratio"] = _common.rate_ratio(timings[mine].best_edges_per_s, row["best_edges_per_s"])
         if exclude is not None and row["exclude"] == exclude:
             free = f"{row['name']} exclude=None"
             if free in timings:
-                row["exclusion_cost"] = timings[free].edges_per_s / row["edges_per_s"] - 1
+                cost = _common.rate_ratio(timings[free].edges_per_s, row["edges_per_s"])
+                row["exclusion_cost"] = None if cost is None else cost - 1
 
 
 def _print_report(results: dict) -> None:
@@ -241,7 +244,7 @@ def _print_report(results: dict) -> None:
     table = []
     for row in results["results"]:
         shown = shown_edge_row(row)
-        if "exclusion_cost" in row:
+        if row.get("exclusion_cost") is not None:
             shown["exclusion_pct"] = 100 * row["exclusion_cost"]
         table.append(shown)
     print_edge_report(header, results, columns, table)
