@@ -107,6 +107,9 @@ def test_graph_specs_load_and_reject_clearly(tmp_path):
         ("file:/does/not/exist.npz", "no such file"),
         ("cora:1", "takes no arguments"),
         ("", "non-empty"),
+        # a dataset folder without its files was a FileNotFoundError traceback on the command line
+        (f"ogb:{tmp_path / 'none'}", "--graph 'ogb:.*raw' not found: path must be an OGB dataset folder"),
+        (f"reddit:{tmp_path}", "--graph 'reddit:.*reddit_data.npz' not found"),
     ]:
         with pytest.raises(ValueError, match=message):
             _common.load_graph(spec)

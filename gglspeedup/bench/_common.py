@@ -61,10 +61,14 @@ def load_graph(spec: str):
     Raises
     ------
     ValueError
-        for a malformed spec (the message names ``--graph`` and the expected forms).
+        for a malformed spec (the message names ``--graph`` and the expected forms), or a dataset
+        path without the dataset's files.
     """
     start = time.perf_counter()
-    graph = load_spec_graph(parse_spec(spec, graph_only=True))
+    try:
+        graph = load_spec_graph(parse_spec(spec, graph_only=True))
+    except FileNotFoundError as error:  # ogb:PATH / reddit:PATH without the dataset's files
+        raise ValueError(f"--graph {spec!r}: {error}") from None
     description = {
         "spec": spec,
         "num_nodes": int(graph.num_nodes),
