@@ -95,6 +95,9 @@ def test_gather_bench_draws_seeds_from_a_training_fraction():
         ({"cache": "nan"}, r"--cache must list fractions of the table in \[0, 1\]"),
         ({"train_fraction": 0.0}, "--train-fraction"),
         ({"train_fraction": 1.5}, "--train-fraction"),
+        # a TypeError traceback ("data type 'foo' not understood"), or the store's "x must hold numbers"
+        ({"dtype": "foo"}, "--dtype must name a numeric NumPy dtype .*, got 'foo'"),
+        ({"dtype": "U3"}, "--dtype must name a numeric NumPy dtype .*, got 'U3'"),
     ],
 )
 def test_gather_bench_rejects_bad_options(overrides, message):

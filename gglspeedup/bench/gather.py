@@ -317,8 +317,14 @@ def run(args) -> dict:
         raise ValueError("--rows, --dim and --ids must be >= 1")
     if not 0 < args.train_fraction <= 1:
         raise ValueError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
+    try:
+        dtype = np.dtype(args.dtype)
+    except TypeError:  # "data type 'foo' not understood" was a traceback
+        dtype = None
+    if dtype is None or dtype.kind not in "fiub":
+        raise ValueError(f"--dtype must name a numeric NumPy dtype (e.g. float32, float16, int8), got {args.dtype!r}")
     rng = np.random.default_rng(args.seed)
-    x = rng.random((args.rows, args.dim), dtype=np.float32).astype(args.dtype, copy=False)
+    x = rng.random((args.rows, args.dim), dtype=np.float32).astype(dtype, copy=False)
     results = {"machine": machine_info(), "args": {k: v for k, v in vars(args).items() if not k.startswith("_")}}
     ids, graph, train = _gather_ids(args, fanouts, rng, results)
     useful = len(ids) * args.dim * x.dtype.itemsize
