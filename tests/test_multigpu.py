@@ -494,6 +494,20 @@ def test_bench_multi_reports_per_rank_throughput_and_defined_scaling(capsys):
         multi.run(parser.parse_args(["--procs", "0"]))
 
 
+@pytest.mark.parametrize("threads", ["0", "-1"])
+def test_bench_multi_refuses_threads_per_proc_below_one_before_loading(threads):
+    # 0 ran silently as the default (cores // procs), -1 failed in a worker after the graph was built
+    import argparse
+
+    from gglspeedup.bench import multi
+
+    parser = argparse.ArgumentParser()
+    multi.add_arguments(parser)
+    args = parser.parse_args(["--graph", "file:/never/read.npz", "--threads-per-proc", threads])
+    with pytest.raises(ValueError, match=f"--threads-per-proc must be >= 1, got {threads}"):
+        multi.run(args)
+
+
 @pytest.mark.gpu_hardware
 def test_ids_on_a_gpu_select_the_rank_on_that_gpu():
     cupy = pytest.importorskip("cupy")

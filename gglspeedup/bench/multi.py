@@ -138,6 +138,8 @@ def run(args) -> dict:
         raise ValueError(f"--procs must be >= 1, got {procs}")
     if args.repeats < 1 or args.duration <= 0 or args.batch < 1:
         raise ValueError("--repeats and --batch must be >= 1 and --duration > 0")
+    if args.threads_per_proc is not None and args.threads_per_proc < 1:  # 0 read as the default, -1 failed a worker
+        raise ValueError(f"--threads-per-proc must be >= 1, got {args.threads_per_proc}")
     cores = _cores()
     per_proc = args.threads_per_proc or max(1, cores // procs)
     fanouts = parse_fanouts(args.fanouts)
