@@ -256,5 +256,8 @@ def test_bench_inference_rejects_bad_options_before_loading():
         (["--out", "0"], "--out must be >= 1, got 0"),
         (["--layers", "0"], "--layers must be >= 1, got 0"),  # these two failed after the graph build
         (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+        # a FileNotFoundError / NotADirectoryError traceback after the graph build
+        (["--out-dir", "/never/made"], "--out-dir must be an existing folder, got '/never/made', which does not exist"),
+        (["--out-dir", __file__], "--out-dir must be an existing folder, got .*, which is not a folder"),
     ]
     assert_rejects(main, ["inference", "--graph", "file:/never/read.npz", "--peers", ""], cases)

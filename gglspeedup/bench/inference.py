@@ -206,6 +206,20 @@ def _tiny_graph(graph):
     return CSRGraph.from_edge_index(edges, num_nodes=300, dtype=graph.index_dtype, keep_edge_ids=False)
 
 
+def _check_out_dir(out_dir) -> None:
+    """``--out-dir``: an existing, writable folder (each run makes a fresh folder in it), checked
+    before the graph is built; a missing one or a file was a traceback after the build."""
+    import os
+
+    if out_dir is None:
+        return
+    if not os.path.isdir(out_dir):
+        what = "is not a folder" if os.path.lexists(out_dir) else "does not exist"
+        raise ValueError(f"--out-dir must be an existing folder, got {out_dir!r}, which {what}")
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise ValueError(f"--out-dir must be a writable folder, got {out_dir!r}")
+
+
 def run(args) -> dict:
     import torch
 
@@ -219,6 +233,7 @@ def run(args) -> dict:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     # zero widths ran and reported nodes/s of an empty model; --layers and --batch-size failed after the build
     check_at_least_one(args, "layers", "dim", "hidden", "out", "batch_size")
+    _check_out_dir(args.out_dir)
     wanted = (parse_names(args.peers, ("dgl",)) or ["dgl"]) if args.peers.strip() else []
     missing = check_peers(args, wanted)  # before the graph is built
     apply_threads(args.threads)
