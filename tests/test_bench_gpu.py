@@ -72,3 +72,17 @@ def test_the_size_defaults_to_tiny_under_the_simulator_and_says_so(monkeypatch, 
     parser = __import__("argparse").ArgumentParser()
     gpu.add_arguments(parser)
     assert parser.parse_args([]).size is None  # decided at run time, not by argparse
+
+
+def test_an_out_that_is_a_file_is_refused_before_the_checks(tmp_path):
+    # it was a FileExistsError traceback after every check had run (up to --deadline seconds)
+    (tmp_path / "notes").write_text("kept")
+    for out in (tmp_path / "notes", tmp_path / "notes" / "gpu-report"):
+        done = _run(["--checks", "environment", "--size", "tiny", "--out", str(out)], True, tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        assert (
+            f"--out must be a folder for report.json and report.md, but '{tmp_path / 'notes'}' is a file" in done.stderr
+        )
+        assert "environment" not in done.stdout  # no check ran
+    assert (tmp_path / "notes").read_text() == "kept"
+    gpu._check_out(str(tmp_path / "new" / "gpu-report"))  # a folder yet to be made is fine
