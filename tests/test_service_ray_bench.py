@@ -61,7 +61,15 @@ def test_service_ray_bench_self_checks_counts_bytes_and_times_failures_however_l
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--servers", "0"], "--servers"), (["--servers", "a"], "--servers"), (["--method", "hash"], "--method")],
+    [
+        (["--servers", "0"], "--servers"),
+        (["--servers", "a"], "--servers"),
+        (["--method", "hash"], "--method"),
+        # read by serve() only after the graph was built and partitioned
+        (["--deadline", "soon"], "--deadline must be seconds or a duration such as '5s'"),
+        (["--deadline", "0s"], "--deadline must be a positive, finite duration"),
+        (["--failures", "2"], "--failures must be 0 or 1, got 2"),  # ran as 1
+    ],
 )
 def test_service_ray_bench_refuses_bad_options_before_starting_anything(extra, message):
     with pytest.raises(ValueError, match=message):

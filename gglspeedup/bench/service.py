@@ -311,7 +311,7 @@ def run(args) -> dict:
     from .. import __version__
     from ..sampling import NeighborSampler
     from ..service import partition, serve
-    from ..validation import parse_fanouts
+    from ..validation import check_seconds, parse_fanouts
     from ._common import format_table, load_graph, machine_info, seed_batches, set_threads
     from ._options import check_timing_args
 
@@ -321,6 +321,9 @@ def run(args) -> dict:
         raise ValueError(f"--method must be range or metis, got {args.method!r}")
     if args.dim < 0:
         raise ValueError(f"--dim must be >= 0, got {args.dim}")
+    check_seconds("--deadline", args.deadline)  # serve() read it only after the graph's build and partition
+    if args.failures not in (0, 1):  # 2 measured them as 1 did
+        raise ValueError(f"--failures must be 0 or 1, got {args.failures}")
     fanouts = parse_fanouts(args.fanouts)
     set_threads(args.threads)
     graph, description = load_graph(args.graph)
