@@ -27,6 +27,7 @@ def test_bad_options_are_rejected_before_any_batch_is_built():
         (["--repeats", "0"], "--repeats must be >= 1, got 0"),
         (["--heads", "x"], "--heads must list ints >= 1, got 'x'"),  # was int()'s own message
         (["--mappings", "softplus"], "--mappings must name some of"),
+        (["--torch-threads", "-2"], "--torch-threads must be >= 1, or 0 for torch's default, got -2"),  # ran
     ]
     assert_rejects(main, ["attention-pooling", "--peers", ""], cases)
 

@@ -64,7 +64,12 @@ def add_arguments(parser) -> None:
     parser.set_defaults(peers_given=False)
     parser.add_argument("--attpool2-pool", choices=("shipped", "serial"), default="shipped", help="attpool2's pool")
     parser.add_argument("--no-demo", action="store_true", help="skip the demo-model training step")
-    parser.add_argument("--torch-threads", type=int, default=1, help="torch threads (default 1, as attpool2 was run)")
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1, as attpool2 was run; 0 leaves torch's default)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the batches and weights")
 
 
@@ -215,6 +220,8 @@ def run(args) -> dict:
     from ._options import check_at_least_one
 
     check_at_least_one(args, "iters", "repeats")  # --iters 0 divided by zero after the first timings
+    if args.torch_threads < 0:  # ran silently with torch's default, as 0 does
+        raise ValueError(f"--torch-threads must be >= 1, or 0 for torch's default, got {args.torch_threads}")
     attpool2, absent = (None, "not requested")
     if "attpool2" in str(args.peers):
         from ._options import check_peers
