@@ -89,6 +89,8 @@ def run(args) -> dict:
     _check_build_and_disk_args(args)
     apply_threads(args.threads)
     folder = args.folder or cache_folder()
+    if os.path.lexists(folder) and not os.path.isdir(folder):  # was os.makedirs' FileExistsError traceback
+        raise ValueError(f"--folder must be a folder (made when missing), got the file {folder!r}")
     os.makedirs(folder, exist_ok=True)
     results = {"command": "scale", "nodes": args.nodes, "base_nodes": args.base_nodes, "fanouts": fanouts}
     results["machine"] = machine_info()
