@@ -53,7 +53,7 @@ def test_bench_scale_rejects_bad_options_before_building(tmp_path):
             bench_main([*argv, *extra])
     assert not any(tmp_path.iterdir())  # nothing built
     (tmp_path / "notes").write_text("kept")
-    with pytest.raises(ValueError, match="--folder must be a folder .*, got the file"):
+    with pytest.raises(ValueError, match=r"--folder must be a folder .*, got the file"):
         bench_main([*argv[:-1], str(tmp_path / "notes")])  # a FileExistsError traceback
     assert [path.name for path in tmp_path.iterdir()] == ["notes"] and (tmp_path / "notes").read_text() == "kept"
 
