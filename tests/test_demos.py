@@ -119,6 +119,9 @@ def test_bad_fanouts_are_rejected_by_the_parser(capsys):
         (["--dataset", "powerlaw:0:4"], "argument --dataset: dataset spec 'powerlaw:0:4': NUM_NODES must be >= 1"),
         (["--task", "link", "--embedding", "0"], "argument --embedding: must be >= 1"),  # trained to AUC 0.5
         (["--task", "link", "--runs", "0"], "argument --runs: must be >= 1"),
+        # a FileExistsError / NotADirectoryError traceback after every epoch had run
+        (["--out", __file__], "argument --out: must be a folder (made when missing), but"),
+        (["--out", os.path.join(__file__, "plots")], "argument --out: must be a folder (made when missing), but"),
     ],
 )
 def test_main_job_rejects_bad_options_with_a_usage_error(argv, message, capsys):

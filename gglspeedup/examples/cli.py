@@ -21,6 +21,7 @@ __all__ = [
     "set_out_default",
     "parse_fanouts",
     "at_least",
+    "out_folder",
     "best_device",
     "cpu_threads",
 ]
@@ -72,6 +73,20 @@ def _checked_text(check):
         return text
 
     return parse
+
+
+def _check_out_folder(text) -> None:
+    """An output folder (made when missing): nothing on its path may be a file, which made the
+    write at the end of a run (after every epoch) a FileExistsError / NotADirectoryError traceback."""
+    path = os.path.abspath(text)
+    while not os.path.isdir(path):  # the nearest part that exists: os.makedirs makes the rest
+        if os.path.lexists(path):
+            raise ValueError(f"must be a folder (made when missing), but {path!r} is a file")
+        path = os.path.dirname(path)
+
+
+out_folder = _checked_text(_check_out_folder)
+"""``argparse`` type of the demos' ``--out``: :func:`_check_out_folder`, the text kept."""
 
 
 def _checked_float(check):
@@ -179,7 +194,7 @@ def build_parser(
     parser.add_argument(
         "--seed", type=at_least(0), default=0, help="sampling, shuffling and init seed (default: %(default)s)"
     )
-    parser.add_argument("--out", default=None, help=_out_help(None))
+    parser.add_argument("--out", default=None, type=out_folder, help=_out_help(None))
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
     return parser
 

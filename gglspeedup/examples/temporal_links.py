@@ -51,7 +51,7 @@ _PAST = {"respect": "respected", "ignore": "ignored"}  # a mode as the plot titl
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cli import parse_fanouts
+    from .cli import out_folder, parse_fanouts
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         "not spin on a shared machine (default: %(default)s)",
     )
     parser.add_argument("--seed", type=int, default=0, help="initialisation, negatives and sampling (default: 0)")
-    parser.add_argument("--out", default=None, help="folder for the plots (default: no plot)")
+    parser.add_argument("--out", default=None, type=out_folder, help="folder for the plots (default: no plot)")
     parser.add_argument("--json", default=None, help="write the metrics here (default: none)")
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
     return parser

@@ -151,6 +151,8 @@ def run_fold(data, train, test, args, mapping, progress=None):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .cli import out_folder
+
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--datasets", default="enzymes,proteins", help="comma-separated: enzymes, proteins")
     parser.add_argument("--mappings", default=",".join(MAPPINGS), help="comma-separated: softmax, sparsemax, gfusedmax")
@@ -172,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch's CPU threads (default 1: on a busy 2-core machine two spinning OpenMP threads made "
         "every layer 10-40x slower; 0 leaves torch's default). Numba's pooling kernels use every core.",
     )
-    parser.add_argument("--out", default=".", help="folder for tu_pooling.json and tu_pooling.png (default .)")
+    parser.add_argument(
+        "--out", default=".", type=out_folder, help="folder for tu_pooling.json and tu_pooling.png (default .)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
