@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from gglspeedup.examples import ranks
+from gglspeedup.examples import cli, ranks
 
 
 def parse_args(argv=None):
@@ -35,7 +35,7 @@ def parse_args(argv=None):
     parser.add_argument("--partition", default="range", choices=("range", "hash"))
     parser.add_argument("--cache-size", default="0", help="local copy of the hottest remote feature rows")
     parser.add_argument("--timeout", type=float, default=120, help="seconds before a stuck collective fails")
-    parser.add_argument("--json", default=None, help="rank 0 writes the final metrics here")
+    parser.add_argument("--json", default=None, type=cli.out_file, help="rank 0 writes the final metrics here")
     return parser.parse_args(argv)
 
 

@@ -28,6 +28,8 @@ os.environ.setdefault("TL_BACKEND", "torch")
 
 
 def parse_args(argv=None):
+    from gglspeedup.examples.cli import out_file
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="cora", choices=("cora", "citeseer"))
     parser.add_argument("--epochs", type=int, default=20)
@@ -39,7 +41,7 @@ def parse_args(argv=None):
     parser.add_argument("--device", default="cpu", help="where gglspeedup samples: cpu (or -1), cuda:0 (or 0)")
     parser.add_argument("--samplers", default="gammagl,gglspeedup", help="which samplers to run, in order")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--json", default=None, type=out_file, help="write the results here")
     return parser.parse_args(argv)
 
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import sys
 
-from gglspeedup.examples import ranks
+from gglspeedup.examples import cli, ranks
 
 
 def parse_args(argv=None):
     parser = ranks.build_rank_parser(__doc__.splitlines()[0], spawn=True)
-    parser.add_argument("--json", default=None, help="write the final metrics here")
+    parser.add_argument("--json", default=None, type=cli.out_file, help="write the final metrics here")
     return parser.parse_args(argv)
 
 

@@ -53,3 +53,19 @@ def test_torchrun_demo_trains_on_partitioned_features_and_embeddings(tmp_path):
     metrics, stdout = _run("distributed_torch", arguments, tmp_path, launcher=launcher)
     assert metrics["world_size"] == 2
     assert metrics["test"] > CHANCE_MARGIN, stdout
+
+
+@pytest.mark.parametrize("demo", ["multigpu_torch_spawn", "multigpu_paddle_spawn", "distributed_torch"])
+def test_a_json_path_that_cannot_be_written_is_a_usage_error_before_training(demo, tmp_path, capsys):
+    # rank 0 opened it after the last epoch: a missing folder lost the run to a FileNotFoundError
+    from conftest import load_file
+
+    parse_args = load_file(f"demos/{demo}.py", f"demo_{demo}").parse_args
+    for path, message in [
+        (tmp_path / "missing" / "m.json", "argument --json: must name a file in a folder that exists"),
+        (tmp_path, "argument --json: must name a file, but"),
+    ]:
+        with pytest.raises(SystemExit) as done:
+            parse_args(["--json", str(path)])
+        assert done.value.code == 2 and message in capsys.readouterr().err
+    assert parse_args(["--json", str(tmp_path / "m.json")]).json == str(tmp_path / "m.json")

@@ -22,6 +22,7 @@ __all__ = [
     "parse_fanouts",
     "at_least",
     "out_folder",
+    "out_file",
     "best_device",
     "cpu_threads",
 ]
@@ -87,6 +88,22 @@ def _check_out_folder(text) -> None:
 
 out_folder = _checked_text(_check_out_folder)
 """``argparse`` type of the demos' ``--out``: :func:`_check_out_folder`, the text kept."""
+
+
+def _check_out_file(text) -> None:
+    """A file a run writes at its end (the demos' ``--json``): not a folder, in a folder that exists,
+    else the write after the last epoch was a FileNotFoundError / IsADirectoryError traceback."""
+    path = os.path.abspath(text)
+    if os.path.isdir(path):
+        raise ValueError(f"must name a file, but {path!r} is a folder")
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.lexists(folder) else "does not exist"
+        raise ValueError(f"must name a file in a folder that exists, but {folder!r} {what}")
+
+
+out_file = _checked_text(_check_out_file)
+"""``argparse`` type of the demos' ``--json``: :func:`_check_out_file`, the text kept."""
 
 
 def _checked_float(check):
