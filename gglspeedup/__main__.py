@@ -17,8 +17,11 @@ def main(argv=None) -> int:
     if not argv or argv[0] not in COMMANDS:
         listing = "\n".join(f"  {name:8s} {text}" for name, text in COMMANDS.items())
         asked = argv[:1] in (["-h"], ["--help"])  # help asked for: stdout and status 0, as argparse does
+        # argparse's form: the usage, then what was wrong (an unknown command was not named)
+        wrong = f"unknown command {argv[0]!r}" if argv else "a command is required"
+        error = "" if asked else f"\n\npython -m gglspeedup: error: {wrong}"
         print(
-            f"usage: python -m gglspeedup <command> [options]\n\ncommands:\n{listing}",
+            f"usage: python -m gglspeedup <command> [options]\n\ncommands:\n{listing}{error}",
             file=None if asked else sys.stderr,
         )
         return 0 if asked else 2

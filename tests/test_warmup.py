@@ -80,6 +80,9 @@ def test_warmup_command_rejects_no_parts_and_help_is_not_an_error(capsys):
     assert done.value.code == 2 and "--parts must name at least one of sample" in capsys.readouterr().err
     assert main(["--help"]) == 0 and "warmup" in capsys.readouterr().out
     assert main(["bogus"]) == 2 and "usage: python -m gglspeedup" in capsys.readouterr().err
+    # the usage alone did not say what was wrong
+    assert main(["warmpu"]) == 2 and "python -m gglspeedup: error: unknown command 'warmpu'" in capsys.readouterr().err
+    assert main([]) == 2 and capsys.readouterr().err.endswith("python -m gglspeedup: error: a command is required\n")
 
 
 def _read_only_runner(folder):
