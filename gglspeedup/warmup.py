@@ -309,8 +309,8 @@ def main(argv=None) -> int:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     try:
         parts = _check_parts(part.strip() for part in args.parts.split(",") if part.strip())
-    except ValueError as error:
-        parser.error(str(error))
+    except ValueError as error:  # _check_parts names the argument of warmup(); here it is --parts
+        parser.error(f"--{error}")
     if not parts:  # --parts '' compiled nothing and said "warmup of  done"
         parser.error(f"--parts must name at least one of {', '.join(PARTS)}, got {args.parts!r}")
     import numba  # noqa: F401  (a Python without it stops here, before a second process starts)

@@ -78,6 +78,9 @@ def test_warmup_command_rejects_no_parts_and_help_is_not_an_error(capsys):
     with pytest.raises(SystemExit) as done:  # compiled nothing and said "warmup of  done"
         main(["warmup", "--parts", " , "])
     assert done.value.code == 2 and "--parts must name at least one of sample" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:  # said "parts must be ...", not the option's name
+        main(["warmup", "--parts", "sample,everything"])
+    assert done.value.code == 2 and "error: --parts must be some of [" in capsys.readouterr().err
     assert main(["--help"]) == 0 and "warmup" in capsys.readouterr().out
     assert main(["bogus"]) == 2 and "usage: python -m gglspeedup" in capsys.readouterr().err
     # the usage alone did not say what was wrong
