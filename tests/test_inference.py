@@ -247,6 +247,20 @@ def test_bench_inference_tiny(tmp_path, capsys):
     assert "nodes/s (x layers)" in capsys.readouterr().out
 
 
+def test_bench_inference_runs_on_a_graph_smaller_than_its_warm_up_graph(tmp_path):
+    # the warm-up graph had 300 nodes whatever the graph: below that, its x[:300] was short and the
+    # run stopped with "x must have one row per graph node (300), got 200 rows"
+    import json
+
+    from gglspeedup.bench import main
+
+    path = tmp_path / "small.json"
+    argv = ["inference", "--graph", "powerlaw:200:4", "--layers", "2", "--dim", "4", "--hidden", "4", "--out", "2"]
+    assert main([*argv, "--batch-size", "64", "--peers", "", "--json", str(path)]) == 0
+    (row,) = json.loads(path.read_text())["rows"]
+    assert row["contender"] == "gglspeedup" and row["nodes_per_s"] > 0
+
+
 def test_bench_inference_rejects_bad_options_before_loading():
     from gglspeedup.bench import main
 

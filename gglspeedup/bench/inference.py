@@ -202,8 +202,11 @@ def _timed_run(name, function, model, graph, x, args, layer_bytes, cache) -> dic
 def _tiny_graph(graph):
     from ..graph import CSRGraph
 
-    edges = np.random.default_rng(1).integers(0, 300, size=(2, 3000))
-    return CSRGraph.from_edge_index(edges, num_nodes=300, dtype=graph.index_dtype, keep_edge_ids=False)
+    # the warm-up reads x[:nodes]: a graph below 300 nodes has fewer rows ("x must have one row per
+    # graph node (300), got 200 rows" ended --graph powerlaw:200:4)
+    nodes = min(300, graph.num_nodes)
+    edges = np.random.default_rng(1).integers(0, nodes, size=(2, 10 * nodes))
+    return CSRGraph.from_edge_index(edges, num_nodes=nodes, dtype=graph.index_dtype, keep_edge_ids=False)
 
 
 def _check_out_dir(out_dir) -> None:
