@@ -35,7 +35,6 @@ __all__ = [
     "prepare_contender",
     "time_rows",
     "set_ratios",
-    "rate_ratio",
     "timing_settings",
     "run_footer",
     "wait_passively",
@@ -61,14 +60,10 @@ def load_graph(spec: str):
     Raises
     ------
     ValueError
-        for a malformed spec (the message names ``--graph`` and the expected forms), or a dataset
-        path without the dataset's files.
+        for a malformed spec, or a dataset path without its files (the message names ``--graph``).
     """
     start = time.perf_counter()
-    try:
-        graph = load_spec_graph(parse_spec(spec, graph_only=True))
-    except FileNotFoundError as error:  # ogb:PATH / reddit:PATH without the dataset's files
-        raise ValueError(f"--graph {spec!r}: {error}") from None
+    graph = load_spec_graph(parse_spec(spec, graph_only=True))
     description = {
         "spec": spec,
         "num_nodes": int(graph.num_nodes),
@@ -391,15 +386,9 @@ def time_rows(rows: Sequence[dict], prepared: dict, rounds: int) -> dict[str, Ti
     return timings
 
 
-def rate_ratio(mine: float, other: float) -> float | None:
-    """``mine / other``, or ``None`` (the table's '-') when ``other`` is 0: a contender that sampled
-    no edges (``--fanouts 0``) has no ratio, where the division ended the run in a traceback."""
-    return mine / other if other else None
-
-
 def set_ratios(rows: Sequence[dict], timings: dict, ours: str, paired: bool = False) -> None:
-    """``ratio`` (median rounds) and ``best_ratio`` (fastest rounds) of contender ``ours`` over each
-    timed row, and with ``paired`` the :func:`paired_ratio` too; nothing when ``ours`` was not timed."""
+    """``ratio`` (median rounds) and ``best_ratio`` (fastest rounds) of ``ours`` over each timed row
+    (``None`` over no edges), with ``paired`` the :func:`paired_ratio` too; nothing if ``ours`` is untimed."""
     if ours not in timings:
         return
     mine = timings[ours]
@@ -407,8 +396,8 @@ def set_ratios(rows: Sequence[dict], timings: dict, ours: str, paired: bool = Fa
         timing = timings.get(row["name"])
         if timing is None:
             continue
-        row["ratio"] = rate_ratio(mine.edges_per_s, row["edges_per_s"])
-        row["best_ratio"] = rate_ratio(mine.best_edges_per_s, row["best_edges_per_s"])
+        row["ratio"] = mine.edges_per_s / row["edges_per_s"] if row["edges_per_s"] else None
+        row["best_ratio"] = mine.best_edges_per_s / row["best_edges_per_s"] if row["best_edges_per_s"] else None
         if paired:
             row["paired_ratio"] = paired_ratio(mine, timing)
 

@@ -27,6 +27,7 @@ __all__ = [
     "check_at_least_one",
     "check_timing_args",
     "check_peers",
+    "numeric_dtype",
 ]
 
 # name: (type, default, help); a type None keeps the option's text as given (argparse's default),
@@ -134,3 +135,18 @@ def check_timing_args(args) -> None:
         raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
+
+
+def numeric_dtype(text: str) -> str:
+    """An ``argparse`` type: ``text`` when it names a numeric NumPy dtype (float, int, uint, bool:
+    what a feature table holds), else a usage error naming the option (an unknown name was NumPy's
+    ``TypeError`` traceback out of the run)."""
+    import numpy as np
+
+    try:
+        kind = np.dtype(text).kind
+    except TypeError:
+        kind = None
+    if kind is None or kind not in "fiub":
+        raise argparse.ArgumentTypeError(f"must name a numeric NumPy dtype (e.g. float32, float16, int8), got {text!r}")
+    return text

@@ -33,11 +33,11 @@ FRESH_TAKE = "numpy.take clip (fresh out)"
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._options import add_common_arguments
+    from ._options import add_common_arguments, numeric_dtype
 
     parser.add_argument("--rows", type=int, default=2_000_000, help="table rows / graph nodes (default 2M)")
     add_common_arguments(parser, dim=(128, "row width in elements (default 128)"))
-    parser.add_argument("--dtype", default="float32", help="table dtype (default float32)")
+    parser.add_argument("--dtype", default="float32", type=numeric_dtype, help="table dtype (default float32)")
     parser.add_argument("--ids", type=int, default=200_000, help="rows gathered per call (default 200k)")
     parser.add_argument("--cache", default="0,0.1,0.2,0.5,1.0", help="device-cache budgets, table fractions in [0, 1]")
     parser.add_argument(
@@ -317,14 +317,8 @@ def run(args) -> dict:
         raise ValueError("--rows, --dim and --ids must be >= 1")
     if not 0 < args.train_fraction <= 1:
         raise ValueError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
-    try:
-        dtype = np.dtype(args.dtype)
-    except TypeError:  # "data type 'foo' not understood" was a traceback
-        dtype = None
-    if dtype is None or dtype.kind not in "fiub":
-        raise ValueError(f"--dtype must name a numeric NumPy dtype (e.g. float32, float16, int8), got {args.dtype!r}")
     rng = np.random.default_rng(args.seed)
-    x = rng.random((args.rows, args.dim), dtype=np.float32).astype(dtype, copy=False)
+    x = rng.random((args.rows, args.dim), dtype=np.float32).astype(args.dtype, copy=False)
     results = {"machine": machine_info(), "args": {k: v for k, v in vars(args).items() if not k.startswith("_")}}
     ids, graph, train = _gather_ids(args, fanouts, rng, results)
     useful = len(ids) * args.dim * x.dtype.itemsize

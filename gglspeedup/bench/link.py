@@ -214,21 +214,21 @@ def run(args) -> dict:
 def _ratios(rows: list, timings: dict, exclude) -> None:
     """``ratio``: ours / this row at the same exclusion setting; ``exclusion_cost``: how much slower a
     contender runs with exclusion than with ``exclude=None`` (median rounds, same run)."""
-    from . import _common
-
     ours = {row["exclude"]: row["name"] for row in rows if row["name"].startswith(OURS) and row["name"] in timings}
     for row in rows:
         if row["name"] not in timings:
             continue
         mine = ours.get(row["exclude"])
         if mine is not None:
-            row["ratio"] = _common.rate_ratio(timings[mine].edges_per_s, row["edges_per_s"])
-            row["best_ratio"] = _common.rate_ratio(timings[mine].best_edges_per_s, row["best_edges_per_s"])
+            # None (shown '-') over a row of no edges (--fanouts 0), where the division was a traceback
+            row["ratio"] = timings[mine].edges_per_s / row["edges_per_s"] if row["edges_per_s"] else None
+            best = row["best_edges_per_s"]
+            row["best_ratio"] = timings[mine].best_edges_per_s / best if best else None
         if exclude is not None and row["exclude"] == exclude:
             free = f"{row['name']} exclude=None"
             if free in timings:
-                cost = _common.rate_ratio(timings[free].edges_per_s, row["edges_per_s"])
-                row["exclusion_cost"] = None if cost is None else cost - 1
+                cost = timings[free].edges_per_s / row["edges_per_s"] - 1 if row["edges_per_s"] else None
+                row["exclusion_cost"] = cost
 
 
 def _print_report(results: dict) -> None:

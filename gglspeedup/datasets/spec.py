@@ -162,7 +162,8 @@ def parse_spec(text: str, *, graph_only: bool = False) -> DatasetSpec:
 
 def load_spec_graph(spec: DatasetSpec):
     """The :class:`~gglspeedup.CSRGraph` of a parsed spec (a powerlaw graph with ``spec.seed``, 0
-    when the string names none; a typed dataset's graph untyped, by ``HeteroGraph.to_homogeneous``)."""
+    when the string names none; a typed dataset's graph untyped, by ``HeteroGraph.to_homogeneous``).
+    A dataset folder without the dataset's files raises ``ValueError`` naming the ``--graph`` string."""
     if spec.kind == "file":
         from ..graph import CSRGraph
 
@@ -177,7 +178,10 @@ def load_spec_graph(spec: DatasetSpec):
         return load_papers_like(spec.num_nodes, spec.seed or 0)[0]
     if spec.kind in TYPED_KINDS:
         return load_spec_typed_graph(spec).to_homogeneous()[0]
-    return load_spec(spec)[0]
+    try:
+        return load_spec(spec)[0]
+    except FileNotFoundError as error:  # ogb:PATH / reddit:PATH without the dataset's files
+        raise ValueError(f"--graph {spec.text!r}: {error}") from None
 
 
 def load_spec_typed_graph(spec):
