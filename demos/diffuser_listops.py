@@ -13,22 +13,26 @@ import sys
 
 
 def build_parser():
+    from gglspeedup.examples.cli import at_least, out_folder
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=int, default=512, help="training sequences")
-    parser.add_argument("--val", type=int, default=128, help="validation (and test) sequences")
+    parser.add_argument("--train", type=at_least(1), default=512, help="training sequences")
+    parser.add_argument("--val", type=at_least(1), default=128, help="validation (and test) sequences")
     parser.add_argument("--min-len", type=int, default=1024)
     parser.add_argument("--max-len", type=int, default=2048)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--heads", type=int, default=2)
-    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--epochs", type=at_least(1), default=3)
+    parser.add_argument("--batch-size", type=at_least(1), default=8)
+    parser.add_argument("--hidden", type=at_least(1), default=64)
+    parser.add_argument("--heads", type=at_least(1), default=2)
+    parser.add_argument("--layers", type=at_least(1), default=2)
     parser.add_argument("--window", type=int, default=64)
     parser.add_argument("--num-random", type=int, default=8)
     parser.add_argument("--num-global", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="folder for the loss/accuracy plot (default: no plot)")
+    parser.add_argument(
+        "--out", default=None, type=out_folder, help="folder for the loss/accuracy plot (default: no plot)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--compare-dgl", action="store_true", help="time a step with Diffuser's DGL layer too")
     return parser

@@ -64,3 +64,19 @@ def test_tiny_run_trains_reports_and_plots(capsys, tmp_path):
 def test_bad_lengths_are_refused():
     with pytest.raises(SystemExit, match="--min-len"):
         load_demo().main(["--min-len", "100", "--max-len", "50"])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--batch-size", "0"], "argument --batch-size: must be >= 1, got '0'"),  # these two: ZeroDivisionError
+        (["--train", "0"], "argument --train: must be >= 1, got '0'"),
+        (["--epochs", "0"], "argument --epochs: must be >= 1, got '0'"),  # reported a "median step nan s"
+        (["--heads", "0"], "argument --heads: must be >= 1, got '0'"),  # the model config's traceback
+        (["--out", __file__], "argument --out: must be a folder (made when missing)"),  # after training
+    ],
+)
+def test_bad_counts_and_out_are_usage_errors_before_any_work(argv, message, capsys):
+    with pytest.raises(SystemExit) as done:
+        load_demo().main(argv)
+    assert done.value.code == 2 and message in capsys.readouterr().err
