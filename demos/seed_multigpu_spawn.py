@@ -108,6 +108,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="folder for each rank's rank<r>.json")
     args = parser.parse_args()
+    if args.out:  # the docstring's `--out results/`: each rank wrote into it after training, and failed
+        os.makedirs(args.out, exist_ok=True)
     graph, x, y, split = datasets.load("cora", normalize=True)
     source = np.asarray(graph.indices)
     target = np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))

@@ -43,10 +43,12 @@ def test_seed_spawn_script_runs_on_cpu_ranks_with_only_the_devices_changed(tmp_p
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
     env.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     command = [sys.executable, str(script), "--epochs", "8", "--batch-size", "16", "--nprocs", "3"]
-    command += ["--out", str(tmp_path)]  # 3 ranks for 2 listed feature devices: CPU ranks are not counted
+    # 3 ranks for 2 listed feature devices: CPU ranks are not counted; the folder the docstring's
+    # `--out results/` names is made (each rank's write into a missing one was a traceback)
+    command += ["--out", str(tmp_path / "results")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
-    results = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(3)]
+    results = [json.loads((tmp_path / "results" / f"rank{rank}.json").read_text()) for rank in range(3)]
     for result in results:
         assert result["device"] == "cpu"
         assert result["rows_match"]  # feat[dst_node] through toDlpack() equals x[all_node]
