@@ -255,6 +255,23 @@ def test_a_bad_option_on_the_command_line_is_a_message_and_status_2_not_a_traceb
     assert done.stderr.strip() == "python -m gglspeedup.bench sample: error: --batch must be >= 1, got 0"
 
 
+def test_a_cuda_device_without_a_gpu_is_a_message_and_status_1_not_a_traceback():
+    import os
+    import subprocess
+    import sys
+
+    from gglspeedup import _config
+
+    if _config.HAS_CUPY_GPU or _config.HAS_NUMBA_CUDA:
+        pytest.skip("a real GPU is usable here")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = [sys.executable, "-m", "gglspeedup.bench", "sample", "--graph", "file:/never/read.npz", "--device", "cuda"]
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root, env=env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("python -m gglspeedup.bench sample: device cuda:0 requested but no usable CUDA GPU")
+
+
 def test_dgl_peer_samples_the_same_hops_when_installed():
     require_dgl()
     graph = _powerlaw_graph()
