@@ -133,6 +133,23 @@ def test_disjoint_binary_negatives_label_each_pairs_trees_as_pygs_edge_sample(ty
     assert torch.equal(batch[out.metadata[1]], _pygs_pair_labels(pairs, amount, typed))
 
 
+def _six_pairs(typed, amount, disjoint=True):
+    """A sampler over seed 5's graph (untyped, or one node type "a"), its first six edges as pairs,
+    the edge type, and the sampler's link batch of them with binary negatives at ``amount``:
+    ``(sampler, pairs, edge_type, out)``."""
+    data = _data(seed=5)
+    if typed:
+        data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
+    pairs = data.edge_index[:, :6] if not typed else data["a", "to", "a"].edge_index[:, :6]
+    edge_type = ("a", "to", "a") if typed else None
+    sampler = pyg.Sampler(data, [2, 2], disjoint=disjoint)
+    out = sampler.sample_from_edges(
+        EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
+        neg_sampling=NegativeSampling("binary", amount),
+    )
+    return sampler, pairs, edge_type, out
+
+
 def _pygs_binary_batch(sampler, pairs, amount, typed, negatives, monkeypatch):
     """PyG's own ``edge_sample`` of ``pairs`` with binary negatives at ``amount``: ``neg_sample``
     returns ``negatives`` (2, ceil(amount * B), the ones ours drew) and pyg-lib's part is our
@@ -181,16 +198,7 @@ def _global_edges(out, typed):
 def test_disjoint_binary_negatives_grow_exactly_pygs_trees(typed, amount, monkeypatch):
     # amount 1.5 with 6 pairs: PyG's 9 negatives, 2 * 15 trees; ours drew 2 per pair and cut the
     # pairs to 9, but the 3 unreturned negatives' 6 trees stayed in the batch
-    data = _data(seed=5)
-    if typed:
-        data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
-    pairs = data.edge_index[:, :6] if not typed else data["a", "to", "a"].edge_index[:, :6]
-    edge_type = ("a", "to", "a") if typed else None
-    sampler = pyg.Sampler(data, [2, 2], disjoint=True)
-    out = sampler.sample_from_edges(
-        EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
-        neg_sampling=NegativeSampling("binary", amount),
-    )
+    sampler, pairs, edge_type, out = _six_pairs(typed, amount)
     node = out.node["a"] if typed else out.node
     num_pairs = 6 + math.ceil(6 * amount)
     label_index = out.metadata[1]
@@ -213,16 +221,7 @@ def test_shared_binary_negatives_sample_exactly_pygs_seeds(typed, amount, monkey
     # not disjoint: PyG's seeds are the distinct endpoints of its ceil(amount * B) negative pairs;
     # ours held the unreturned negatives' endpoints too (and their neighbours). PyG sorts the
     # seeds where we keep them in order of first appearance: the sets are compared
-    data = _data(seed=5)
-    if typed:
-        data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
-    pairs = data.edge_index[:, :6] if not typed else data["a", "to", "a"].edge_index[:, :6]
-    edge_type = ("a", "to", "a") if typed else None
-    sampler = pyg.Sampler(data, [2, 2])
-    out = sampler.sample_from_edges(
-        EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
-        neg_sampling=NegativeSampling("binary", amount),
-    )
+    sampler, pairs, _, out = _six_pairs(typed, amount, disjoint=False)
     node = out.node["a"] if typed else out.node
     label_index = out.metadata[1]
     pygs = _pygs_binary_batch(sampler, pairs, amount, typed, node[label_index[:, 6:]], monkeypatch)
