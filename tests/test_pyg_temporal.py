@@ -115,28 +115,17 @@ def _pygs_pair_labels(pairs, amount, typed):
 @pytest.mark.parametrize("weighted", [False, True], ids=["uniform-negatives", "weighted-negatives"])
 @pytest.mark.parametrize("amount", [1.5, 0.5, 2])
 def test_disjoint_binary_negatives_label_each_pairs_trees_as_pygs_edge_sample(typed, weighted, amount):
-    from torch_geometric.sampler import EdgeSamplerInput, NegativeSampling
-
-    data = _data(seed=5)
-    if typed:
-        data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
-    pairs = data.edge_index[:, :6] if not typed else data["a", "to", "a"].edge_index[:, :6]
-    edge_type = ("a", "to", "a") if typed else None
-    sampler = pyg.Sampler(data, [2, 2], disjoint=True)
     weight = torch.ones(50) if weighted else None
-    out = sampler.sample_from_edges(
-        EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
-        neg_sampling=NegativeSampling("binary", amount, src_weight=weight),
-    )
+    _, pairs, _, out = _six_pairs(typed, amount, src_weight=weight)
     batch = out.batch["a"] if typed else out.batch
     # target j: tree B + num_neg + j, so (num_neg + j) % B
     assert torch.equal(batch[out.metadata[1]], _pygs_pair_labels(pairs, amount, typed))
 
 
-def _six_pairs(typed, amount, disjoint=True):
+def _six_pairs(typed, amount, disjoint=True, src_weight=None):
     """A sampler over seed 5's graph (untyped, or one node type "a"), its first six edges as pairs,
-    the edge type, and the sampler's link batch of them with binary negatives at ``amount``:
-    ``(sampler, pairs, edge_type, out)``."""
+    the edge type, and the sampler's link batch of them with binary negatives at ``amount`` (their
+    sources drawn by ``src_weight`` when given): ``(sampler, pairs, edge_type, out)``."""
     data = _data(seed=5)
     if typed:
         data = HeteroData({"a": {"num_nodes": 50}, ("a", "to", "a"): {"edge_index": data.edge_index}})
@@ -145,7 +134,7 @@ def _six_pairs(typed, amount, disjoint=True):
     sampler = pyg.Sampler(data, [2, 2], disjoint=disjoint)
     out = sampler.sample_from_edges(
         EdgeSamplerInput(torch.arange(6), pairs[0], pairs[1], input_type=edge_type),
-        neg_sampling=NegativeSampling("binary", amount),
+        neg_sampling=NegativeSampling("binary", amount, src_weight=src_weight),
     )
     return sampler, pairs, edge_type, out
 
