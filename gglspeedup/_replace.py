@@ -38,8 +38,8 @@ import os
 import warnings
 
 __all__ = [
-    "ABSENT", "EMPTY", "FOLDER", "NPZ", "check_parent", "check_replaceable", "folder_files", "remove_replaced",
-    "temporary_path",
+    "ABSENT", "EMPTY", "FOLDER", "NPZ", "check_parent", "check_replaceable", "folder_files", "nearest_folder",
+    "remove_replaced", "temporary_path",
 ]  # fmt: skip
 
 ABSENT, EMPTY, FOLDER, NPZ = "absent", "empty", "folder", "npz"
@@ -124,6 +124,18 @@ def check_parent(path, *, given=None) -> None:
         raise error(f"cannot write {shown}: its parent folder {parent!r} {what}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {shown}: its parent folder {parent!r} is not writable")
+
+
+def nearest_folder(path) -> str:
+    """The nearest existing folder at or above ``path``, an output folder that is to be made when
+    missing (``os.makedirs`` makes the rest below it): checked before a run, so a file in the way
+    is not a traceback at its end. ``NotADirectoryError`` whose argument is that file's path."""
+    folder = os.path.abspath(os.fspath(path))
+    while not os.path.isdir(folder):
+        if os.path.lexists(folder):
+            raise NotADirectoryError(folder)
+        folder = os.path.dirname(folder)
+    return folder
 
 
 def check_replaceable(path, *, overwrite: bool = True, given=None) -> str:

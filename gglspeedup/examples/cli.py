@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from .._replace import nearest_folder
 from ..device import as_device, gpu_available, parse_size
 from ..validation import parse_fanouts as _check_fanout_text
 
@@ -79,11 +80,10 @@ def _checked_text(check):
 def _check_out_folder(text) -> None:
     """An output folder (made when missing): nothing on its path may be a file, which made the
     write at the end of a run (after every epoch) a FileExistsError / NotADirectoryError traceback."""
-    path = os.path.abspath(text)
-    while not os.path.isdir(path):  # the nearest part that exists: os.makedirs makes the rest
-        if os.path.lexists(path):
-            raise ValueError(f"must be a folder (made when missing), but {path!r} is a file")
-        path = os.path.dirname(path)
+    try:
+        nearest_folder(text)
+    except NotADirectoryError as error:
+        raise ValueError(f"must be a folder (made when missing), but {error.args[0]!r} is a file") from None
 
 
 out_folder = _checked_text(_check_out_folder)

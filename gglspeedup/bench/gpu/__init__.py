@@ -159,11 +159,13 @@ def default_size(size: str | None) -> str:
 def _check_out(out) -> None:
     """``--out``: a folder (made at the end when missing) that can hold the reports, checked before
     the checks run; a file there was a FileExistsError traceback after all of them."""
-    folder = os.path.abspath(out)
-    while not os.path.isdir(folder):  # the nearest folder that exists: makedirs writes below it
-        if os.path.lexists(folder):
-            raise ValueError(f"--out must be a folder for report.json and report.md, but {folder!r} is a file")
-        folder = os.path.dirname(folder)
+    from ..._replace import nearest_folder
+
+    try:
+        folder = nearest_folder(out)
+    except NotADirectoryError as error:
+        file = error.args[0]
+        raise ValueError(f"--out must be a folder for report.json and report.md, but {file!r} is a file") from None
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"--out: cannot write report.json and report.md under {out!r}: {folder!r} is not writable")
 
