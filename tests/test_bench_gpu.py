@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from gglspeedup.bench import gpu
@@ -29,7 +30,7 @@ def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
     done = _run(["--size", "tiny", "--deadline", "400"], True, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "report.json").read_text())
-    assert list(report["checks"]) == list(gpu.ORDER) and report["failed"] == []
+    assert list(report["checks"]) == list(gpu.DEFAULT) and report["failed"] == []
     assert all(result["status"] == "pass" for result in report["checks"].values())
     sampling = report["checks"]["sampling"]["figures"]
     assert {row["placement"] for row in sampling["rows"]} == {"device", "pinned"}
@@ -86,3 +87,38 @@ def test_an_out_that_is_a_file_is_refused_before_the_checks(tmp_path):
         assert "environment" not in done.stdout  # no check ran
     assert (tmp_path / "notes").read_text() == "kept"
     gpu._check_out(str(tmp_path / "new" / "gpu-report"))  # a folder yet to be made is fine
+
+
+def test_the_papers_build_on_the_device_is_synthetic_powerlaws_graph():
+    """The GPU's sort and dedupe (NumPy standing in for CuPy) give the CPU generator's graph."""
+    from gglspeedup.bench.gpu.papers import build_on_device
+    from gglspeedup.datasets import synthetic_powerlaw
+
+    for nodes, degree, seed, chunk, bucket in (
+        (300, 6.0, 0, 1 << 25, 1 << 29),
+        (1000, 14.6, 3, 7, 90),
+        (1, 4.0, 0, 5, 1),
+    ):
+        # neither the chunks the pairs are drawn in nor the buckets the keys are sorted in change it
+        indptr, indices = build_on_device(nodes, degree, seed, np, chunk=chunk, bucket=bucket)
+        expected = synthetic_powerlaw(nodes, degree, seed=seed)
+        assert indptr.dtype == np.int64 and indices.dtype == np.int32
+        np.testing.assert_array_equal(indptr, expected.indptr)
+        np.testing.assert_array_equal(indices, expected.indices)
+
+
+@pytest.mark.slow
+def test_the_papers_check_runs_on_the_simulator(tmp_path):
+    done = _run(["--checks", "papers", "--size", "tiny", "--deadline", "300"], True, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads((tmp_path / "report.json").read_text())["checks"]["papers"]["figures"]
+    assert figures["graph"]["nodes"] == 300 and figures["cpu_equal_batch"] == 300
+    assert [(row["placement"], row["batch"]) for row in figures["rows"]] == [
+        ("device", 16),
+        ("device", 64),
+        ("pinned", 16),
+        ("pinned", 64),
+    ]
+    assert all(row["edges"] > 0 for row in figures["rows"])
+    gather = figures["gather"]
+    assert gather["cached_rows"] == 60 and 0 < gather["hit_rate"] < 1

@@ -231,9 +231,17 @@ CHECKS = {"environment": environment, "tests": tests, "bitwise": bitwise, "strea
 
 
 def _measurements():
-    from . import measure
+    from . import measure, papers
 
-    return {"sampling": measure.sampling, "typed": measure.typed_sampling, "gather": measure.gather}
+    def papers_shape(size):  # its own sizes: the full one needs ~50 GB of GPU and ~80 GB of host memory
+        return papers.papers(papers.SIZES["tiny" if size is SIZES["tiny"] else "full"])
+
+    return {
+        "sampling": measure.sampling,
+        "typed": measure.typed_sampling,
+        "gather": measure.gather,
+        "papers": papers_shape,
+    }
 
 
 def run_check(name: str, size_name: str) -> dict:
