@@ -201,7 +201,7 @@ def run(args) -> dict:
             report["checks"][name] = {"status": "fail", "summary": "not run: the deadline was reached"}
             continue
         # The measurements take the rest; a check may use what is left, shared with those after it.
-        share = left if name in ("sampling", "gather") else left / max(1, len(names) - position) * 2
+        share = left if name in ("sampling", "gather", "papers") else left / max(1, len(names) - position) * 2
         report["checks"][name] = result = _run_one(name, args.size, min(left, share))
         print(f"{name:12s} {result['status']:5s} {result.get('seconds', 0):7.1f} s  {result['summary']}", flush=True)
     report["seconds"] = time.monotonic() - start
