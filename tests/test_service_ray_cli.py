@@ -179,6 +179,41 @@ def test_service_ray_command_refuses_bad_arguments_as_usage_errors_without_start
         assert re.search(rf"python -m gglspeedup.service serve: error: {message}", err), err
 
 
+def test_service_ray_command_refuses_an_address_nothing_answers_at_without_calling_ray_init(
+    tmp_path, monkeypatch, capsys
+):
+    # --address nohost:1 sat in ray.init's connection retries for minutes
+    from gglspeedup.service import __main__ as command
+    from gglspeedup.service import _actors
+
+    class NoRay:
+        @staticmethod
+        def is_initialized():
+            return False
+
+        @staticmethod
+        def init(*args, **kwargs):
+            raise AssertionError("ray.init was called for an address nothing answers at")
+
+    monkeypatch.setattr(_actors, "import_ray", lambda: NoRay)
+    folder = str(tmp_path / "p")
+    gg.service.partition(
+        gg.CSRGraph.from_edge_index(np.array([[0, 1, 2], [1, 2, 3]]), num_nodes=4), folder, 2, method="range"
+    )
+    cases = [
+        ("127.0.0.1:1", r"address '127\.0\.0\.1:1': no Ray cluster answers at 127\.0\.0\.1:1"),
+        ("ray://127.0.0.1:1", r"address 'ray://127\.0\.0\.1:1': no Ray cluster answers at 127\.0\.0\.1:1"),
+        ("nohost", r"address must be 'auto', 'host:port' or 'ray://host:port', got 'nohost'"),
+        ("127.0.0.1:port", r"address must be .*, got '127\.0\.0\.1:port'"),
+    ]
+    for address, message in cases:
+        with pytest.raises(SystemExit) as exit:
+            command.main(["serve", folder, "--address", address])
+        err = capsys.readouterr().err
+        assert exit.value.code == 2 and "Traceback" not in err, err
+        assert re.search(rf"python -m gglspeedup.service serve: error: {message}", err), err
+
+
 def test_service_ray_embedded_default_starts_a_local_ray_that_close_stops(tmp_path_factory):
     folder, graph, _, _ = partitioned(tmp_path_factory, "metis")
     report = run_in_namespace(EMBEDDED, folder, graph, os.path.dirname(os.path.abspath(__file__)))

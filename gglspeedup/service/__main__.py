@@ -57,7 +57,7 @@ def main(argv=None) -> int:
             verify=not args.no_verify,
             named=True,
         )
-    except (TypeError, ValueError, FileNotFoundError) as error:  # serve's refusals of its arguments
+    except (TypeError, ValueError, FileNotFoundError, ConnectionError) as error:  # serve refused its arguments
         command.error(str(error))  # a usage error (exit status 2), not a traceback
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):  # after Ray's start, which sets handlers of its own

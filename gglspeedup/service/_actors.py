@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import socket
 import tempfile
 import time
 import warnings
@@ -78,8 +79,31 @@ def connect(address: str | None):
             raise
         _LOCAL_TEMP_DIRS.append(temp_dir)
     else:
+        check_reachable(address)
         ray.init(address=address, log_to_driver=False)
     return ray, True
+
+
+def check_reachable(address: str, timeout: float = 10.0) -> None:
+    """Raise unless the ``host:port`` (or ``ray://host:port``) of ``address`` takes a TCP
+    connection within ``timeout`` seconds: ``ray.init`` retries an unreachable or unresolvable
+    address for minutes before it fails. ``"auto"`` (Ray finds its own cluster, or fails at once)
+    is not checked. ``ValueError`` for an address without a port, ``ConnectionError`` naming the
+    address for one that cannot be reached."""
+    if address == "auto":
+        return
+    target = address[len("ray://") :] if address.startswith("ray://") else address
+    host, _, port = target.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1]:6379
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise ConnectionError(
+            f"address {address!r}: no Ray cluster answers at {host}:{port} ({error or type(error).__name__}); "
+            "start one there (ray start --head) or leave address unset for a local instance"
+        ) from None
 
 
 def disconnect() -> None:

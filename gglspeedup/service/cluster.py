@@ -154,6 +154,9 @@ def serve(
     ------
     TypeError, ValueError
         a bad argument, named, before anything starts; ``FileNotFoundError`` for a missing folder.
+    ConnectionError
+        a ``"host:port"`` / ``"ray://host:port"`` address nothing answers at within 10 s (checked
+        before ``ray.init``, which retries such an address for minutes).
     ImportError
         Ray is not installed (the ``service`` extra).
     RuntimeError
