@@ -131,14 +131,16 @@ def test_options_parse_and_reject_clearly():
         _common.set_threads(0)
 
 
-def test_seed_batches_are_distinct_deterministic_and_wrap():
+def test_seed_batches_are_distinct_deterministic_and_wrap(capsys):
     batches = _common.seed_batches(10, 4, 5, seed=1)
     assert [len(b) for b in batches] == [4] * 5 and all(b.dtype == np.int64 for b in batches)
     assert all(len(np.unique(b)) == 4 and b.min() >= 0 and b.max() < 10 for b in batches)
     assert len(np.unique(np.concatenate(batches[:2]))) == 8  # one permutation: no id repeats
     again = _common.seed_batches(10, 4, 5, seed=1)
     assert all((a == b).all() for a, b in zip(batches, again))
-    assert [len(b) for b in _common.seed_batches(3, 8, 2)] == [3, 3]
+    assert capsys.readouterr().err == ""
+    assert [len(b) for b in _common.seed_batches(3, 8, 2)] == [3, 3]  # shrunk to the graph, and said
+    assert "note: --batch 8 is more than the graph's 3 nodes: batches of 3" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--batch"):
         _common.seed_batches(10, 0, 1)
 

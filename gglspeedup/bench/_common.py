@@ -89,6 +89,7 @@ def seed_batches(num_nodes: int, batch_size: int, num_batches: int, seed: int = 
 
     Batches are consecutive slices of a seeded random permutation (as a shuffling loader makes
     them); a new permutation starts when one is used up. Every contender receives this same list.
+    A ``batch_size`` above ``num_nodes`` gives batches of every node, said on stderr.
     """
     if num_nodes < 1:
         raise ValueError(f"the graph must have at least one node to draw seeds from, got {num_nodes}")
@@ -97,7 +98,12 @@ def seed_batches(num_nodes: int, batch_size: int, num_batches: int, seed: int = 
     if num_batches < 1:
         raise ValueError(f"--batches must be >= 1, got {num_batches}")
     rng = np.random.default_rng(seed)
-    batch_size = min(batch_size, num_nodes)
+    if batch_size > num_nodes:  # distinct seeds: a batch holds at most every node once
+        print(
+            f"note: --batch {batch_size} is more than the graph's {num_nodes} nodes: batches of {num_nodes}",
+            file=sys.stderr,
+        )
+        batch_size = num_nodes
     batches, order, cursor = [], rng.permutation(num_nodes), 0
     for _ in range(num_batches):
         if cursor + batch_size > num_nodes:
