@@ -256,9 +256,15 @@ def test_bench_inference_runs_on_a_graph_smaller_than_its_warm_up_graph(tmp_path
 
     path = tmp_path / "small.json"
     argv = ["inference", "--graph", "powerlaw:200:4", "--layers", "2", "--dim", "4", "--hidden", "4", "--out", "2"]
-    assert main([*argv, "--batch-size", "64", "--peers", "", "--json", str(path)]) == 0
+    (tmp_path / "tables").mkdir()
+    extra = ["--out-dir", str(tmp_path / "tables")]
+    assert main([*argv, "--batch-size", "64", "--peers", "", "--json", str(path), *extra]) == 0
     (row,) = json.loads(path.read_text())["rows"]
     assert row["contender"] == "gglspeedup" and row["nodes_per_s"] > 0
+    # every run's layerwise-* folder holds its layer tables (kept, as --out-dir says); none is left empty
+    assert all(
+        sorted(p.name for p in f.iterdir()) == ["layer0.npy", "layer1.npy"] for f in (tmp_path / "tables").iterdir()
+    )
 
 
 def test_bench_inference_rejects_bad_options_before_loading():

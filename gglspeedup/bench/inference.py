@@ -108,6 +108,7 @@ class _Timed:
 def _ours(model, graph, x, args, clock, fused=True):
     """Ours: fused (the layers themselves, which ``layerwise`` recognises; their time inside is
     not measured: ``clock`` becomes None) or on blocks (each layer wrapped in a timer)."""
+    import contextlib
     import os
     import tempfile
 
@@ -121,17 +122,22 @@ def _ours(model, graph, x, args, clock, fused=True):
     convs = list(model.convs) if fused else [_Timed(conv, clock) for conv in model.convs]
     if fused:
         clock[0] = None
-    with torch.no_grad():
-        return layerwise(
-            convs,
-            graph,
-            x,
-            batch_size=args.batch_size,
-            activation=torch.relu,
-            cache_size=args.cache_size,
-            out_dir=out_dir,
-            fused=fused,
-        )
+    try:
+        with torch.no_grad():
+            return layerwise(
+                convs,
+                graph,
+                x,
+                batch_size=args.batch_size,
+                activation=torch.relu,
+                cache_size=args.cache_size,
+                out_dir=out_dir,
+                fused=fused,
+            )
+    finally:
+        if out_dir is not None:
+            with contextlib.suppress(OSError):  # the run's folder, left only where a file stays in it
+                os.rmdir(out_dir)
 
 
 def _ours_blocks(model, graph, x, args, clock):
