@@ -139,6 +139,8 @@ def _kernels():
             flat = types.Array(word, 1, "C")
             signature = (flat, flat, i64, types.Array(index, 1, "C"), flat, types.int64, types.int64, i64)
             yield f"gather ({word} words, {index} ids)", gather_cuda.gather_two_tier, signature, False
+            checked = (*signature, types.int64, i64, types.int64)  # num_rows, flag, key_base
+            yield f"checked gather ({word} words, {index} ids)", gather_cuda.gather_two_tier_checked, checked, False
     yield from _attention_kernels()
     yield from _aggregate_kernels()
 
