@@ -16,7 +16,7 @@ from ..device import array_library, as_device_array, on_gpu, reject_meta, to_num
 from ..validation import ints_beyond_int64
 from ._kernels.gather import first_out_of_range
 
-__all__ = ["as_table", "as_ids", "check_out", "open_npy"]
+__all__ = ["as_table", "as_ids", "check_mode", "check_out", "open_npy"]
 
 _REJECTED_KINDS = {"O": "object", "U": "str", "S": "bytes", "M": "datetime", "m": "timedelta"}
 
@@ -108,8 +108,24 @@ def _device_ids(ids, device):
     return to_numpy(ids)
 
 
-def as_ids(ids: Any, num_rows: int, device, *, check: bool = True):
+def check_mode(check) -> bool | str:
+    """``check`` of ``FeatureStore.gather``: ``True``, ``False`` or ``"deferred"``; raise
+    ``ValueError`` naming it otherwise."""
+    if isinstance(check, (bool, np.bool_)):
+        return bool(check)
+    if isinstance(check, str) and check == "deferred":
+        return check
+    raise ValueError(f"check must be True, False or 'deferred', got {check!r}")
+
+
+def as_ids(ids: Any, num_rows: int, device, *, check: bool | str = True):
     """``ids`` as a 1-D int32/int64 array of ``device``'s array module, every id in range.
+
+    ``check``: ``False`` or ``"deferred"`` leave ids already on the GPU unchecked (the caller
+    trusts them, or the gather kernel checks them); under the simulator, whose device arrays are
+    NumPy arrays, ``"deferred"`` leaves NumPy ids to the kernel likewise. Other ids are always
+    checked here; so are 2**32 ids or more with ``"deferred"`` (the kernel's key holds a 32-bit
+    position).
 
     Accepts Python sequences, ranges, slices (``store[10:20]``), NumPy and CuPy arrays, torch
     tensors and any DLPack tensor. An empty sequence is an empty int64 array.
@@ -154,13 +170,16 @@ def as_ids(ids: Any, num_rows: int, device, *, check: bool = True):
         ids = ids.astype(np.int64)
     if not ids.flags.c_contiguous:
         ids = xp.ascontiguousarray(ids)
+    deferred = check == "deferred" and ids.size < 2**32
+    if xp is np and deferred and device.simulated and isinstance(given, np.ndarray):
+        return ids  # the simulator's device ids: checked by the gather kernel, as on a GPU
     if xp is np:
         if first_out_of_range(ids, num_rows) >= 0:
             _raise_out_of_range(ids, num_rows, xp)
         if device.xp is not np:  # host ids for a real GPU: checked here, then one upload
             with device:
                 ids = device.xp.asarray(ids)
-    elif check and ids.size and bool(to_host(_any_out_of_range(ids, num_rows))):  # sync: one bool per batch
+    elif check and not deferred and ids.size and bool(to_host(_any_out_of_range(ids, num_rows))):  # sync: one bool
         _raise_out_of_range(ids, num_rows, xp)
     return ids
 

@@ -1,8 +1,9 @@
 """Where a :class:`~gglspeedup.feature.FeatureStore` reads rows from: one tier object per store.
 
-Both classes have the same face: ``gather(ids, out)`` (``out[i] = x[ids[i]]``, ids checked and
-non-empty), ``hits`` (rows served from device memory so far), ``reset()``, ``cached_ids`` and
-``cache_map``, so the store holds one tier and never asks which kind it is.
+Every class has the same face: ``gather(ids, out, deferred=False)`` (``out[i] = x[ids[i]]``, ids
+checked and non-empty; ``deferred``: ids checked in the kernel, :class:`DeferredCheck`), ``hits``
+(rows served from device memory so far), ``reset()``, ``raise_deferred()`` and ``synchronize()``,
+``cached_ids`` and ``cache_map``, so the store holds one tier and never asks which kind it is.
 
 - :class:`HostTier` (``device="cpu"``): the caller's table itself, read by the parallel CPU
   gather; nothing is cached, so ``hits`` stays 0.
@@ -19,13 +20,16 @@ non-empty), ``hits`` (rows served from device memory so far), ``reset()``, ``cac
   once per process however many stores read it: for tables in shared memory);
 - ``location``: int64 per row, ``slot >= 0`` for a cached row, ``-1 - host_row`` otherwise (one
   load tells the kernel both the tier and the row);
-- ``counters``: ``counters[0]`` is the number of rows served from the device table so far.
+- ``counters``: ``counters[0]`` is the number of rows served from the device table so far;
+- ``deferred``: the :class:`DeferredCheck` of ``gather(..., check="deferred")`` (made on first use).
 
 Every launch goes through :func:`gglspeedup._launch.launch` (CuPy's current stream) and every
 device read through :func:`gglspeedup._launch.to_host` (a counted sync).
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -36,7 +40,7 @@ from .._pinned import pin, pinned_empty
 from ..device import aligned_empty
 from ._kernels.gather import gather_cached, gather_host, word_dtype
 
-__all__ = ["HostTier", "HostCacheTier", "CUDATiers", "device_free_bytes", "STAGING_BYTES", "PINS"]
+__all__ = ["HostTier", "HostCacheTier", "CUDATiers", "DeferredCheck", "device_free_bytes", "STAGING_BYTES", "PINS"]
 
 # Rows move to the GPU through two page-locked staging buffers of at most this many bytes each.
 STAGING_BYTES = 64 << 20
@@ -88,12 +92,19 @@ class HostTier:
     def reset(self) -> None:
         """Nothing to reset: there are no device hits to count."""
 
+    def raise_deferred(self) -> None:
+        """Nothing is deferred on the CPU: host ids are checked before every gather."""
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: a CPU gather is done when it returns."""
+
     def sources(self) -> list:
         """``(name, array)`` of every array the gather reads (an ``out`` must not overlap them)."""
         return [("feature table", self.table)]
 
-    def gather(self, ids, out) -> None:
-        """``out[i] = table[ids[i]]``; ids : int32/int64 host array, in range; out : C-contiguous."""
+    def gather(self, ids, out, deferred: bool = False) -> None:
+        """``out[i] = table[ids[i]]``; ids : int32/int64 host array, in range (checked on the host,
+        whatever ``deferred``); out : C-contiguous."""
         self._watch(self.backing)
         if self._cold is not None:
             self._cold.advise(ids)
@@ -166,11 +177,15 @@ class HostCacheTier:
     def reset(self) -> None:
         self.hits = 0
 
+    raise_deferred = HostTier.raise_deferred
+    synchronize = HostTier.synchronize
+
     def sources(self) -> list:
         return [("feature table", self.table), ("RAM cache", self.cache)]
 
-    def gather(self, ids, out) -> None:
-        """``out[i] = table[ids[i]]``, from RAM where cached; ids in range, out C-contiguous."""
+    def gather(self, ids, out, deferred: bool = False) -> None:
+        """``out[i] = table[ids[i]]``, from RAM where cached; ids in range (checked on the host,
+        whatever ``deferred``), out C-contiguous."""
         check_unchanged(self.backing)
         self._cold.advise(ids)
         if out.ctypes.data % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
@@ -243,6 +258,7 @@ class CUDATiers:
             # The arguments every launch reuses, as the numba views kernels take, made once.
             self._fixed = tuple(device_view(a) for a in (*tables, self.location))
             self._counters = device_view(self.counters)
+        self.deferred = None  # the DeferredCheck of check="deferred" gathers, made on first use
         self.location_host = location
         self.cached_ids = cached_ids
         check_unchanged(backing)  # the tiers hold the file as it was opened
@@ -330,10 +346,26 @@ class CUDATiers:
     def sources(self) -> list:
         return [("device cache", self.device_table), ("page-locked host rows", self.host_table)]
 
-    def gather(self, ids, out) -> None:
+    def raise_deferred(self) -> None:
+        """Raise the ``IndexError`` a deferred gather recorded, if one did (no sync unless so)."""
+        if self.deferred is not None:
+            self.deferred.raise_recorded()
+
+    def synchronize(self) -> None:
+        """Wait for this store's gathers (the current stream, and every stream a deferred gather
+        ran on), then raise the ``IndexError`` a deferred one recorded."""
+        if self.deferred is not None:
+            self.deferred.synchronize()
+        if not self.device.simulated:
+            with self.device:
+                synchronize(self.device.xp.cuda.get_current_stream())  # sync
+
+    def gather(self, ids, out, deferred: bool = False) -> None:
         """``out[i] = row ids[i]`` from whichever tier holds it; one kernel launch.
 
-        ids : int32/int64 device array, in range; out : (len(ids), dim) device array, C-contiguous.
+        ids : int32/int64 device array, in range unless ``deferred``; out : (len(ids), dim) device
+        array, C-contiguous. ``deferred``: ids are checked by the kernel itself
+        (:class:`DeferredCheck`): an id out of range gets a row of zeros and is raised later.
         """
         if len(ids) == 0:
             return
@@ -341,13 +373,13 @@ class CUDATiers:
         with self.device:  # this store's GPU, whichever the caller's thread has current
             if _address(out) % self.word.itemsize:  # a caller's misaligned buffer: rare, so stage
                 staging = self.device.xp.empty(len(ids) * self.words, dtype=self.word)
-                self._launch(ids, staging)
+                self._launch(ids, staging, deferred)
                 out.view(np.uint8)[...] = staging.view(np.uint8).reshape(out.shape[0], -1)
                 return
-            self._launch(ids, out.view(self.word).reshape(-1))
+            self._launch(ids, out.view(self.word).reshape(-1), deferred)
 
-    def _launch(self, ids, out_words) -> None:
-        from ._kernels.gather_cuda import BLOCK_THREADS, gather_two_tier
+    def _launch(self, ids, out_words, deferred: bool = False) -> None:
+        from ._kernels.gather_cuda import BLOCK_THREADS, gather_two_tier, gather_two_tier_checked
 
         if self._max_grid is None:  # simulator: ~1 ms per thread, so one warp strides over the rows
             grid, block = 1, 32
@@ -355,19 +387,117 @@ class CUDATiers:
             block = BLOCK_THREADS
             grid = min(-(-len(ids) // (block // self.group)), self._max_grid)
         device_table, host_table, location = self._fixed
-        launch(
-            gather_two_tier,
-            self.device,
-            grid,
-            block,
-            device_table,
-            host_table,
-            location,
-            ids,
-            out_words,
-            self.words,
-            self.group,
-            self._counters,
+        args = (device_table, host_table, location, ids, out_words, self.words, self.group, self._counters)
+        if not deferred:
+            launch(gather_two_tier, self.device, grid, block, *args)
+            return
+        if self.deferred is None:
+            with _DEFERRED_LOCK:
+                if self.deferred is None:
+                    self.deferred = DeferredCheck(self.device, len(self.location_host))
+        check = self.deferred
+        with check.lock:  # the launch and the copy behind it are one step for raise_recorded
+            key_base, stream = check.next_call()
+            launch(gather_two_tier_checked, self.device, grid, block, *args, check.num_rows, check.view, key_base)
+            check.copy_back(stream)
+
+
+_DEFERRED_LOCK = threading.Lock()
+_FIRST_KEY = 1 << 32  # call numbers start at 1: key = call << 32 | position
+
+
+class DeferredCheck:
+    """The range check of ``gather(..., check="deferred")``: done by the gather kernel itself, read
+    by the host without a synchronisation of its own.
+
+    ``flag`` (int64 device array: lowest key, its id, a lock) holds ``NO_BAD_KEY`` until the kernel
+    (:func:`~._kernels.gather_cuda.gather_two_tier_checked`) meets an id outside
+    ``[0, num_rows)``; it then holds ``call << 32 | position`` of the first such id of the earliest
+    such call, and the id itself. Behind every checked launch, on the same stream, an asynchronous
+    copy brings ``flag`` into ``seen`` (page-locked host memory, 24 bytes); the host reads ``seen``
+    at the next gather of the store (any mode) or at :meth:`synchronize` for free, and only when it
+    shows a key does it synchronise, read ``flag`` itself, reset both and raise. An error therefore
+    surfaces once the kernel and its copy have run: at the first gather or ``synchronize()`` after
+    that, one call late or more (never lost: every later copy carries the same key). Under the
+    simulator the kernel and the copy are done when the launch returns, so the error surfaces at
+    the very next call, as on a GPU that has caught up.
+
+    Calls are numbered from 1 in the key's upper 31 bits; positions take the lower 32, so a
+    deferred gather takes fewer than ``2**32`` ids (the store checks larger batches at once).
+    """
+
+    def __init__(self, device, num_rows: int):
+        from ._kernels.gather_cuda import NO_BAD_KEY
+
+        self.device = device
+        self.num_rows = int(num_rows)
+        self.lock = threading.Lock()
+        self.clean = np.array([NO_BAD_KEY, 0, 0], dtype=np.int64)
+        self.seen = pinned_empty(3, np.int64)  # the GPU's copy lands here (page-locked: asynchronous)
+        self.seen[...] = self.clean
+        with device:
+            self.flag = device.xp.array(self.clean)  # a copy (NumPy under the simulator), never clean itself
+            self.view = device_view(self.flag)
+        self.calls = 0
+        self.streams = {}  # CUDA stream handle -> CuPy stream with a copy not yet waited for
+
+    def next_call(self):
+        """``(key_base, stream)`` of the next checked launch; call with :attr:`lock` held."""
+        self.calls = self.calls + 1 if self.calls + 1 < 2**31 else 1  # the key stays an int64
+        stream = None
+        if not self.device.simulated:
+            stream = self.device.xp.cuda.get_current_stream()
+            if stream.ptr not in self.streams:
+                if len(self.streams) >= 64:  # streams come and go (one per loader thread)
+                    self._wait_streams()
+                self.streams[stream.ptr] = stream
+        return self.calls * _FIRST_KEY, stream
+
+    def copy_back(self, stream) -> None:
+        """``seen[...] = flag`` behind the launch on ``stream``: asynchronous, no sync."""
+        if stream is None:  # simulator: the kernel has already run
+            self.seen[...] = self.flag
+            return
+        runtime = self.device.xp.cuda.runtime
+        runtime.memcpyAsync(
+            self.seen.ctypes.data, self.flag.data.ptr, self.flag.nbytes, runtime.memcpyDeviceToHost, stream.ptr
+        )
+
+    def _wait_streams(self) -> None:
+        for stream in self.streams.values():
+            synchronize(stream)  # sync: the kernels and copies queued on it have run
+        self.streams.clear()
+
+    def synchronize(self) -> None:
+        """Wait for every deferred gather so far, then :meth:`raise_recorded`."""
+        with self.lock:
+            if self.streams:
+                with self.device:
+                    self._wait_streams()
+        self.raise_recorded()
+
+    def raise_recorded(self) -> None:
+        """Raise the ``IndexError`` of the first bad id ``seen`` shows (once: both flags are reset
+        first); nothing, and no sync, while ``seen`` shows none."""
+        if self.seen[0] == self.clean[0]:
+            return
+        with self.lock, self.device:
+            self._wait_streams()  # every copy into seen has landed: none can bring an old key back
+            key, row, _ = (int(value) for value in to_host(self.flag))  # sync
+            if key == self.clean[0]:  # another thread raised it first
+                return
+            if self.device.simulated:
+                self.flag[...] = self.clean
+            else:
+                self.flag.set(self.clean)
+                synchronize(self.device.xp.cuda.get_current_stream())  # sync: reset before any later launch
+            self.seen[...] = self.clean
+        call, position = key >> 32, key & (_FIRST_KEY - 1)
+        raise IndexError(
+            f"ids[{position}] = {row} is out of range for a table of {self.num_rows} rows (ids must lie in "
+            f"[0, {self.num_rows}); negative ids do not wrap around): found by deferred gather {call} of this "
+            "store (check='deferred'), which wrote zeros for that row; raised at the first gather or "
+            "synchronize() after it ran"
         )
 
 

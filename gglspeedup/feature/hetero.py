@@ -14,7 +14,7 @@ import numpy as np
 from .._backing import backing_file
 from ..device import as_device, parse_size
 from ..heterograph import HeteroGraph
-from ._inputs import as_table, open_npy
+from ._inputs import as_table, check_mode, open_npy
 from .hetero_policies import resolve_hetero_policy, split_budget, typed_hit_rate
 from .store import FeatureStore
 
@@ -125,7 +125,7 @@ class HeteroFeatureSource:
             return self.source(key)
         return self.gather(key)
 
-    def gather(self, ids, out=None, *, featureless: str = "raise", check: bool = True):
+    def gather(self, ids, out=None, *, featureless: str = "raise", check: bool | str = True):
         """Rows of every asked node type: ``{type: x[type][ids[type]]}``.
 
         Parameters
@@ -138,8 +138,9 @@ class HeteroFeatureSource:
         featureless : {"raise", "skip"}
             What a type without features in ``ids`` does: raise ``ValueError`` (default) or leave
             the type out of the result (for a sampler's ``n_id``, which lists every type).
-        check : bool
-            Passed to sources that take it (see :meth:`gglspeedup.FeatureStore.gather`).
+        check : bool or "deferred"
+            Passed to sources that take it (see :meth:`gglspeedup.FeatureStore.gather`); anything
+            else raises ``ValueError``.
 
         Returns
         -------
@@ -162,6 +163,7 @@ class HeteroFeatureSource:
                 f"ids must be a dict node type -> ids or a (node_type, ids) pair, got {type(ids).__name__}; "
                 "for one type use store[node_type][ids]"
             )
+        check = check_mode(check)
         if featureless not in ("raise", "skip"):
             raise ValueError(f"featureless must be 'raise' or 'skip', got {featureless!r}")
         if out is not None and not isinstance(out, dict):
@@ -347,6 +349,12 @@ class HeteroFeatureStore(HeteroFeatureSource):
     @staticmethod
     def _gather_one(source, ids, out, check: bool):
         return source.gather(ids, out=out, check=check)
+
+    def synchronize(self) -> None:
+        """:meth:`FeatureStore.synchronize` of every type's store, in type order: waits for their
+        gathers and raises the first ``IndexError`` a ``check="deferred"`` gather recorded."""
+        for node_type in sorted(self.feature_types):
+            self._sources[node_type].synchronize()
 
     def store(self, node_type) -> FeatureStore:
         """The :class:`~gglspeedup.FeatureStore` of ``node_type`` (same as ``store[node_type]``)."""

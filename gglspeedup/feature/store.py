@@ -14,7 +14,7 @@ from .._backing import backing_file
 from .._counts import COUNTS_LOCK
 from .._interrupt import interruptible
 from ..device import aligned_empty, array_library, as_device, parse_size
-from ._inputs import as_ids, as_table, check_out, open_npy
+from ._inputs import as_ids, as_table, check_mode, check_out, open_npy
 from ._tiers import PINS, CUDATiers, HostCacheTier, HostTier, device_free_bytes
 from .policies import expected_hit_rate, resolve_policy
 
@@ -81,7 +81,8 @@ class FeatureStore:
     a copy. On the CPU they are NumPy bfloat16 arrays, which ``gglspeedup.backends.to`` hands to
     torch, TensorFlow and Paddle as bfloat16 tensors, zero-copy. Ids are checked against ``[0, num_rows)`` before every
     gather: host ids on the host (then uploaded once); ids already on the GPU by a reduction
-    whose one bool is read back (a synchronisation per batch).
+    whose one bool is read back (a synchronisation per batch), or with ``check="deferred"`` by
+    the gather kernel itself, raised at a later call (see :meth:`gather`).
 
     Examples
     --------
@@ -245,11 +246,18 @@ class FeatureStore:
         out : array, shape (m, dim), optional
             A C-contiguous, writeable buffer of :attr:`out_dtype` on the store's device (NumPy
             on the CPU and the simulator, CuPy on a GPU), e.g. reused across batches.
-        check : bool
-            ``False`` skips the range check of ids already on the GPU, a device-to-host
-            synchronisation per call, for ids known to lie in ``[0, num_rows)``: a sampler's
-            ``n_id`` over a graph with at most one node per row (the loader does this). An id out
-            of range then reads memory outside the table. Host ids are always checked (no sync).
+        check : bool or "deferred"
+            ``True`` (default): ids already on the GPU are range-checked before the gather, a
+            device-to-host synchronisation per call. ``False`` skips that check, for ids known to
+            lie in ``[0, num_rows)``: a sampler's ``n_id`` over a graph with at most one node per
+            row (the loader does this); an id out of range then reads memory outside the table.
+            ``"deferred"``: the gather kernel checks each id itself, with no synchronisation;
+            an id out of range gets a row of zeros (nothing outside the table is read), and the
+            ``IndexError`` naming the call's first bad position and id is raised later: by the
+            first :meth:`gather` (any mode) or :meth:`synchronize` after the kernel ran, so one
+            call late or more on a GPU, the very next call under the simulator (where NumPy ids
+            count as device ids). Host ids are always checked on the host (no sync), and on the
+            CPU ``"deferred"`` is ``True``.
 
         Returns
         -------
@@ -263,8 +271,12 @@ class FeatureStore:
             ids that are not 1-D; an ``out`` of the wrong shape or layout, or sharing memory with
             the feature table or the cache the gather reads.
         IndexError
-            an id outside ``[0, num_rows)`` (negative ids included), naming the first one.
+            an id outside ``[0, num_rows)`` (negative ids included), naming the first one; or one
+            a previous ``check="deferred"`` gather found (see ``check``).
         """
+        check = check_mode(check)
+        self._tier.raise_deferred()  # a previous deferred gather's bad id: read without a sync
+        deferred = check == "deferred" and self.device.is_cuda
         ids = as_ids(ids, len(self), self.device, check=check)
         count = int(ids.shape[0])
         if out is None:
@@ -279,7 +291,7 @@ class FeatureStore:
             return out
         nbytes = count * self.row_bytes
         if self.device.is_cuda or nbytes <= GATHER_CHUNK_BYTES:
-            self._tier.gather(ids, out)
+            self._tier.gather(ids, out, deferred and count < 2**32)  # as_ids checked larger batches
             return out
         parts = min(count, -(-nbytes // GATHER_CHUNK_BYTES))  # rows wider than a chunk: one per part, none empty
         with interruptible() as guard:  # Ctrl-C between chunks; leaving the block raises
@@ -304,6 +316,13 @@ class FeatureStore:
                     f"out shares memory with the store's {name}: the gather would overwrite rows it still has to "
                     "read; pass a separate buffer"
                 )
+
+    def synchronize(self) -> None:
+        """Wait for this store's gathers on the GPU (the current stream, and every stream a
+        ``check="deferred"`` gather ran on), then raise the ``IndexError`` of an id out of range
+        that a deferred gather found, if any (once: the record is cleared as it is raised). On
+        the CPU there is nothing to wait for."""
+        self._tier.synchronize()
 
     def check_ids(self, ids):
         """``ids`` as :meth:`gather` reads them: a 1-D int32/int64 array of the store's device

@@ -175,6 +175,9 @@ class RemoteFeatureStore(FeatureStore):
             f"servers={len(self._remote.transport.group_parts)})"
         )
 
+    def synchronize(self) -> None:
+        """Nothing is deferred here: every gather checks its ids first (``check`` is not used)."""
+
     # ------------------------------------------------------------------ gather
     def gather(self, ids, out=None, *, check=True):
         """Rows ``x[ids]`` on the store's device (into ``out`` when given): cached rows from the
