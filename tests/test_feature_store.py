@@ -143,6 +143,73 @@ def test_out_of_range_ids_raise_index_error_naming_the_first(device):
         store[np.array([2**64 - 1], dtype=np.uint64)]
 
 
+def _on_device(store, ids):
+    """``ids`` as the store's device array: CuPy on a GPU, NumPy on the CPU and the simulator
+    (whose device arrays are NumPy)."""
+    return store.device.xp.asarray(ids)
+
+
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+def test_deferred_check_gathers_exactly_x_ids(device, id_dtype):
+    x = _table(40, 3, np.float32)
+    store = FeatureStore(x, device=device, cache_size=_budget(40, 12, 0.5), policy=np.arange(39, -1, -1))
+    ids = np.random.default_rng(4).integers(0, 40, 25).astype(id_dtype)
+    ids[:2] = (0, 39)  # both ends of the range
+    _same(store.gather(_on_device(store, ids), check="deferred"), x[ids])
+    out = store.gather(_on_device(store, ids[::-1].copy()), out=store.gather(ids[:25]), check="deferred")
+    _same(out, x[ids[::-1]])
+    store.synchronize()  # nothing recorded: nothing raised
+    _same(store.gather(ids[:3]), x[ids[:3]])
+
+
+@pytest.mark.parametrize(
+    ("id_dtype", "bad"),
+    [(np.int32, -1), (np.int32, 40), (np.int32, -(2**31)), (np.int64, -1), (np.int64, 40), (np.int64, 2**62)],
+)
+def test_deferred_check_zeroes_bad_rows_and_raises_once_at_the_next_gather(device, id_dtype, bad):
+    x = _table(40, 3, np.float32) + 1000  # no row of zeros
+    store = FeatureStore(x, device=device, cache_size=_budget(40, 12, 0.5), policy=np.arange(40))
+    ids = np.array([5, 39, bad, 0, bad, 21], dtype=id_dtype)  # rows 5, 0 cached; 39, 21 in host memory
+    if not store.device.is_cuda:  # the CPU checks host ids at once: "deferred" is True there
+        with pytest.raises(IndexError, match=rf"ids\[2\] = {bad} is out of range"):
+            store.gather(ids, check="deferred")
+        return
+    got = to_host(store.gather(_on_device(store, ids), check="deferred"))  # its stream has run: the copy too
+    good = np.array([0, 1, 3, 5])
+    _same(got[good], x[ids[good]])
+    assert not got[[2, 4]].any()  # zeros, nothing read outside the table
+    with pytest.raises(
+        IndexError, match=rf"ids\[2\] = {bad} is out of range for a table of 40 rows.*deferred gather 1"
+    ):
+        store.gather([1, 2])  # any mode raises it, before gathering
+    _same(store.gather([1, 2]), x[[1, 2]])  # once: the record was cleared
+    store.synchronize()
+
+
+def test_deferred_check_raises_at_synchronize_naming_the_earliest_call(device):
+    x = _table(10, 2, np.float32)
+    store = FeatureStore(x, device=device, cache_size=_budget(10, 8, 1.0), policy=np.arange(10))
+    if not store.device.is_cuda:
+        with pytest.raises(IndexError, match=r"ids\[1\] = 10 is out of range"):
+            store.gather(np.array([3, 10]), check="deferred")
+        store.synchronize()  # the CPU has nothing pending
+        return
+    _same(store.gather(_on_device(store, np.array([3, 4])), check="deferred"), x[[3, 4]])
+    store.gather(_on_device(store, np.array([3, 10, -4])), check="deferred")
+    with pytest.raises(IndexError, match=r"ids\[1\] = 10 is out of range.*deferred gather 2"):
+        store.synchronize()
+    store.synchronize()  # raised once
+    _same(store.gather(_on_device(store, np.array([9])), check="deferred"), x[[9]])
+    store.synchronize()
+
+
+@pytest.mark.parametrize("check", ["maybe", "Deferred", 1, None])
+def test_check_must_be_a_bool_or_deferred(device, check):
+    store = FeatureStore(_table(4, 2, np.float32), device=device)
+    with pytest.raises(ValueError, match=r"check must be True, False or 'deferred', got"):
+        store.gather([0, 1], check=check)
+
+
 def test_bad_id_kinds_raise_before_any_kernel(device):
     store = FeatureStore(_table(8, 2, np.float32), device=device)
     with pytest.raises(TypeError, match="integers"):
