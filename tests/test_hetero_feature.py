@@ -540,3 +540,23 @@ def test_dist_feature_over_typed_rows_in_one_process():
 def test_dist_feature_over_typed_rows_keeps_ranks_in_step_when_they_ask_for_different_types():
     mp = pytest.importorskip("torch.multiprocessing")
     mp.spawn(_typed_dist_checks, args=(2, free_port()), nprocs=2, join=True)
+
+
+def test_check_reaches_every_type_s_store_and_synchronize_raises_a_deferred_error(device):
+    x = {"paper": np.arange(12, dtype=np.float32).reshape(6, 2), "author": np.ones((3, 4), np.float32)}
+    store = HeteroFeatureStore(x, device=device, cache_size=48, policy="none")
+    with pytest.raises(ValueError, match="check must be True, False or 'deferred'"):
+        store.gather({"paper": [0]}, check="maybe")
+    xp = store.store("paper").device.xp
+    rows = store.gather({"paper": xp.asarray([5, 0]), "author": xp.asarray([2])}, check="deferred")
+    np.testing.assert_array_equal(to_host(rows["paper"]), x["paper"][[5, 0]])
+    np.testing.assert_array_equal(to_host(rows["author"]), x["author"][[2]])
+    store.synchronize()
+    if not store.device.is_cuda:  # host ids are checked at once on the CPU
+        with pytest.raises(IndexError, match=r"ids\[0\] = 3"):
+            store.gather({"author": np.array([3])}, check="deferred")
+        return
+    store.gather({"author": xp.asarray([3])}, check="deferred")  # one past the table
+    with pytest.raises(IndexError, match=r"ids\[0\] = 3 is out of range for a table of 3 rows"):
+        store.synchronize()
+    store.synchronize()  # raised once
