@@ -42,6 +42,20 @@ def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
     assert "| bitwise | pass |" in markdown and "| placement | batch |" in markdown
 
 
+def test_the_gather_check_times_every_check_mode_back_to_back_on_the_simulator(tmp_path):
+    done = _run(["--checks", "gather", "--size", "tiny", "--deadline", "300"], True, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    figures = json.loads((tmp_path / "report.json").read_text())["checks"]["gather"]["figures"]
+    modes = ["gglspeedup cache=1", "gglspeedup cache=1, check=deferred", "gglspeedup cache=1, check=False"]
+    assert list(figures["back_to_back"]) == ["device-to-device copy", *modes]  # no CuPy: no cupy.take
+    assert figures["back_to_back_calls"] == 2
+    assert all(row["ms_per_call_best"] > 0 and row["paired_vs_d2d"] > 0 for row in figures["back_to_back"].values())
+    assert figures["back_to_back"]["device-to-device copy"]["paired_vs_d2d"] == 1.0
+    assert figures["deferred_back_to_back_vs_d2d"] == figures["back_to_back"][modes[1]]["paired_vs_d2d"]
+    assert {f"gglspeedup cache={r}, check=deferred" for r in (0, 1)} <= set(figures["rows"])
+    assert "calls back to back, one sync after the last" in (tmp_path / "report.md").read_text()
+
+
 def test_a_failing_check_is_reported_and_fails_the_command(tmp_path):
     from gglspeedup import _config
 

@@ -166,12 +166,20 @@ def test_gpu_contenders_gather_exactly_on_the_simulator(device, monkeypatch):
         "gglspeedup cache=0, check=False",
         "gglspeedup cache=0.5, check=False",
         "gglspeedup cache=2, check=False",
+        "gglspeedup cache=0, check=deferred",
+        "gglspeedup cache=0.5, check=deferred",
+        "gglspeedup cache=2, check=deferred",
         "device-to-device copy",
         "pinned host-to-device copy",
         "cupy.take (table on GPU)",
     }
     timings = gather.time_interleaved(contenders, repeats=1)
     assert all(len(rounds) == 1 and rounds[0] > 0 and cpu >= 0 for rounds, cpu in timings.values())
+    picked = {name: contenders[name] for name in ("device-to-device copy", "gglspeedup cache=2, check=deferred")}
+    back_to_back = gather.time_back_to_back(picked, calls=2, repeats=2)
+    assert all(len(rounds) == 2 and min(rounds) > 0 for rounds in back_to_back.values())
+    with pytest.raises(ValueError, match="calls must be >= 1"):
+        gather.time_back_to_back(picked, calls=0, repeats=1)
     for ratio, store in stores.items():
         np.testing.assert_array_equal(store[ids], x[ids])
         assert store.num_cached == min(40, int(ratio * 40))

@@ -10,7 +10,10 @@
 - :func:`gather`: GB/s of ``FeatureStore.gather`` with every row cached (device tier) and none
   (pinned host tier), beside ``cupy.take`` and ``torch.index_select`` on the same device arrays,
   a device-to-device copy and a pinned host-to-device copy of the same bytes (the tiers'
-  ceilings), interleaved rounds, paired ratios (:mod:`gglspeedup.bench.gather`).
+  ceilings), interleaved rounds, paired ratios (:mod:`gglspeedup.bench.gather`), each check mode
+  (``True``, ``"deferred"``, ``False``); then the host wall per call of ``back_to_back_calls``
+  calls made back to back with one sync at the end (:func:`~gglspeedup.bench.gather.time_back_to_back`)
+  for the D2D copy, the cached gather in each check mode and ``cupy.take``, each against the copy.
 
 Under the simulator both run at tiny sizes to prove they work; the times there mean nothing.
 """
@@ -163,10 +166,19 @@ def _same_typed(out, ref) -> None:
             assert adj.size == expected.size, edge_type
 
 
+BACK_TO_BACK = (
+    "device-to-device copy",
+    "gglspeedup cache=1",
+    "gglspeedup cache=1, check=deferred",
+    "gglspeedup cache=1, check=False",
+    "cupy.take (table on GPU)",
+)
+
+
 def gather(size: dict) -> dict:
     import gglspeedup as gg
 
-    from ..gather import gpu_contenders, paired_ratio, time_interleaved
+    from ..gather import gpu_contenders, paired_ratio, time_back_to_back, time_interleaved
     from ._common import _device, _sync
 
     device = _device()
@@ -174,38 +186,83 @@ def gather(size: dict) -> dict:
     x = rng.random((size["rows"], size["dim"]), dtype=np.float32)
     ids = rng.integers(0, size["rows"], size["ids"], dtype=np.int64)
     useful = ids.size * size["dim"] * 4
-    if device.simulated:  # no CuPy: our two tiers only, to prove the path runs
-        stores = {
-            ratio: gg.FeatureStore(x, device=device, cache_size=int(ratio * x.nbytes), policy=np.arange(len(x)))
-            for ratio in (0.0, 1.0)
-        }
-        contenders = {f"gglspeedup cache={r:g}": (lambda s=s: s.gather(ids)) for r, s in stores.items()}
+    if device.simulated:  # no CuPy: our two tiers and a NumPy copy in its place, to prove the path runs
+        contenders, stores = _simulated_contenders(gg, x, ids, device)
     else:
         contenders, stores = gpu_contenders(x, ids, device, [0.0, 1.0], graph=None)
-    for store in stores.values():  # exact before timed
-        got = store.gather(ids)
-        np.testing.assert_array_equal(got if device.simulated else got.get(), x[ids])
-    timings = time_interleaved(contenders, size["repeats"], lambda: _sync(device))
+    for store in stores.values():  # exact before timed, in every check mode
+        for check in (True, "deferred"):
+            got = store.gather(device.xp.asarray(ids), check=check)
+            np.testing.assert_array_equal(got if device.simulated else got.get(), x[ids])
+    sync = lambda: _sync(device)  # noqa: E731
+    timings = time_interleaved(contenders, size["repeats"], sync)
     rows = {
         name: {"gb_per_s_best": useful / min(rounds) / 1e9, "gb_per_s_median": useful / float(np.median(rounds)) / 1e9}
         for name, (rounds, _) in timings.items()
     }
-    summary = "simulator: both tiers exact (times meaningless)"
+    calls = size["back_to_back_calls"]
+    back_to_back = time_back_to_back(
+        {name: contenders[name] for name in BACK_TO_BACK if name in contenders}, calls, size["repeats"], sync
+    )
+    for store in stores.values():
+        store.synchronize()  # no id was out of range: nothing recorded by the deferred gathers
+    copy_rounds = back_to_back["device-to-device copy"]
+    back_rows = {
+        name: {
+            "ms_per_call_best": 1e3 * min(rounds),
+            "ms_per_call_median": 1e3 * float(np.median(rounds)),
+            "paired_vs_d2d": paired_ratio(rounds, copy_rounds),
+        }
+        for name, rounds in back_to_back.items()
+    }
+    deferred = back_rows["gglspeedup cache=1, check=deferred"]["paired_vs_d2d"]
+    summary = f"simulator: both tiers exact in every check mode, {calls} calls back to back ran (times meaningless)"
     if not device.simulated:
         device_tier, host_tier = timings["gglspeedup cache=1"][0], timings["gglspeedup cache=0"][0]
         rows["gglspeedup cache=1"]["paired_vs_d2d"] = paired_ratio(device_tier, timings["device-to-device copy"][0])
         rows["gglspeedup cache=0"]["paired_vs_h2d"] = paired_ratio(host_tier, timings["pinned host-to-device copy"][0])
         for name, ceiling in (("cache=1", "device-to-device copy"), ("cache=0", "pinned host-to-device copy")):
-            rows[f"gglspeedup {name}, check=False"]["paired_vs_ceiling"] = paired_ratio(
-                timings[f"gglspeedup {name}, check=False"][0], timings[ceiling][0]
-            )
+            for mode in ("check=False", "check=deferred"):
+                rows[f"gglspeedup {name}, {mode}"]["paired_vs_ceiling"] = paired_ratio(
+                    timings[f"gglspeedup {name}, {mode}"][0], timings[ceiling][0]
+                )
+        checked = back_rows["gglspeedup cache=1"]["paired_vs_d2d"]
+        unchecked = back_rows["gglspeedup cache=1, check=False"]["paired_vs_d2d"]
         summary = (
-            f"cached rows {rows['gglspeedup cache=1']['gb_per_s_best']:.0f} GB/s = "
+            f"{calls} cached gathers back to back, one sync: check=deferred {deferred:.2f}x a D2D copy by host wall "
+            f"(check=True {checked:.2f}x, check=False {unchecked:.2f}x); per call with a sync: cached rows "
+            f"{rows['gglspeedup cache=1']['gb_per_s_best']:.0f} GB/s = "
             f"{rows['gglspeedup cache=1']['paired_vs_d2d']:.2f}x a D2D copy "
-            f"({rows['gglspeedup cache=1, check=False']['paired_vs_ceiling']:.2f}x unchecked); pinned rows "
+            f"({rows['gglspeedup cache=1, check=deferred']['paired_vs_ceiling']:.2f}x deferred, "
+            f"{rows['gglspeedup cache=1, check=False']['paired_vs_ceiling']:.2f}x unchecked); pinned rows "
             f"{rows['gglspeedup cache=0']['gb_per_s_best']:.1f} GB/s = "
             f"{rows['gglspeedup cache=0']['paired_vs_h2d']:.2f}x a pinned H2D copy "
             f"({rows['gglspeedup cache=0, check=False']['paired_vs_ceiling']:.2f}x unchecked)"
         )
-    figures = {"table": list(x.shape), "ids": int(ids.size), "bytes_per_gather": useful, "rows": rows}
+    figures = {
+        "table": list(x.shape),
+        "ids": int(ids.size),
+        "bytes_per_gather": useful,
+        "rows": rows,
+        "back_to_back_calls": calls,
+        "back_to_back": back_rows,
+        "deferred_back_to_back_vs_d2d": deferred,
+    }
     return {"status": "pass", "summary": summary, "figures": figures}
+
+
+def _simulated_contenders(gg, x, ids, device):
+    """The simulator's stand-ins for :func:`~gglspeedup.bench.gather.gpu_contenders`: our store per
+    tier in each check mode (NumPy ids are the simulator's device ids, so ``"deferred"`` checks in
+    the kernel) and a NumPy copy of the same bytes in place of the D2D copy."""
+    stores = {
+        ratio: gg.FeatureStore(x, device=device, cache_size=int(ratio * x.nbytes), policy=np.arange(len(x)))
+        for ratio in (0.0, 1.0)
+    }
+    contenders = {}
+    for ratio, store in stores.items():
+        for mode, check in (("", True), (", check=False", False), (", check=deferred", "deferred")):
+            contenders[f"gglspeedup cache={ratio:g}{mode}"] = lambda s=store, c=check: s.gather(ids, check=c)
+    source, copy_out = x[: len(ids)].copy(), np.empty((len(ids), x.shape[1]), x.dtype)
+    contenders["device-to-device copy"] = lambda: np.copyto(copy_out, source)
+    return contenders, stores
