@@ -38,6 +38,23 @@ def _event_ms(call, repeats):
     return cupy.cuda.get_elapsed_time(start, stop) / repeats
 
 
+def _back_to_back_ms(call, calls):
+    """Host wall per call of ``calls`` calls in a row and one sync after the last (median of 5)."""
+    import cupy
+
+    sync = cupy.cuda.get_current_stream().synchronize
+    call()
+    sync()
+    seconds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        sync()
+        seconds.append(time.perf_counter() - start)
+    return 1e3 * float(np.median(seconds)) / calls
+
+
 def launches(results):
     import cupy
     from numba import cuda
@@ -115,7 +132,19 @@ def gather(results):
     rows["store.gather(ids device, out=, check=False)"] = _event_ms(
         lambda: store.gather(ids_d, out=out, check=False), 50
     )
+    rows["store.gather(ids device, out=, check='deferred')"] = _event_ms(
+        lambda: store.gather(ids_d, out=out, check="deferred"), 50
+    )
     rows["store.gather(ids device) alloc"] = _event_ms(lambda: store.gather(ids_d), 50)
+    source, copy_out = table[: len(ids)], cupy.empty_like(out)
+    back_to_back = {  # host wall per call, 50 calls and one sync: what a caller that never waits sees
+        "D2D copy of the same bytes": lambda: copy_out.__setitem__(Ellipsis, source),
+        "check=True": lambda: store.gather(ids_d, out=out),
+        "check='deferred'": lambda: store.gather(ids_d, out=out, check="deferred"),
+        "check=False": lambda: store.gather(ids_d, out=out, check=False),
+    }
+    wall_back_to_back = {name: _back_to_back_ms(call, 50) for name, call in back_to_back.items()}
+    store.synchronize()  # the deferred gathers found nothing
     rows["store.gather(ids device, out=), numba's launch path"] = _numba_path(
         lambda: _event_ms(lambda: store.gather(ids_d, out=out), 50)
     )
@@ -149,6 +178,11 @@ def gather(results):
     for name, ms in rows.items():
         print(f"  {name:40s} {ms:8.3f} ms {nbytes / ms / 1e6:8.1f} GB/s")
     print(f"  host wall per gather (device ids, out=): {wall:.3f} ms; word {tier.word}, group {tier.group}")
+    copy_ms = wall_back_to_back["D2D copy of the same bytes"]
+    print("50 calls back to back, one sync: host wall per call, and the D2D copy's over it")
+    for name, ms in wall_back_to_back.items():
+        print(f"  {name:40s} {ms:8.3f} ms {copy_ms / ms:8.2f}x")
+    results["gather_back_to_back_ms"] = wall_back_to_back
     results["gather_ms"] = rows
     results["gather_wall_ms"] = wall
     results["gather_word"] = str(tier.word)
