@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from gglspeedup import _launch
 from gglspeedup.feature import FeatureStore
 
 from conftest import to_host
@@ -155,7 +156,12 @@ def test_deferred_check_gathers_exactly_x_ids(device, id_dtype):
     store = FeatureStore(x, device=device, cache_size=_budget(40, 12, 0.5), policy=np.arange(39, -1, -1))
     ids = np.random.default_rng(4).integers(0, 40, 25).astype(id_dtype)
     ids[:2] = (0, 39)  # both ends of the range
-    _same(store.gather(_on_device(store, ids), check="deferred"), x[ids])
+    device_ids = _on_device(store, ids)
+    _launch.reset_counters()
+    got = store.gather(device_ids, check="deferred")
+    if store.device.is_cuda:  # one launch (the check is in the kernel) and no sync
+        assert _launch.counters() == {"launches": 1, "syncs": 0}
+    _same(got, x[ids])
     out = store.gather(_on_device(store, ids[::-1].copy()), out=store.gather(ids[:25]), check="deferred")
     _same(out, x[ids[::-1]])
     store.synchronize()  # nothing recorded: nothing raised
