@@ -189,7 +189,7 @@ class HeteroFeatureSource:
         return {node_type: rows[node_type] for node_type in asked}
 
     @staticmethod
-    def _gather_one(source, ids, out, check: bool):
+    def _gather_one(source, ids, out, check: bool | str):
         return source.gather(ids, out=out)
 
     def _check_no_overlap(self, out: dict) -> None:
@@ -347,7 +347,7 @@ class HeteroFeatureStore(HeteroFeatureSource):
         return cls(tables, device, cache_size, policy, graph, **options)
 
     @staticmethod
-    def _gather_one(source, ids, out, check: bool):
+    def _gather_one(source, ids, out, check: bool | str):
         return source.gather(ids, out=out, check=check)
 
     def synchronize(self) -> None:
