@@ -239,6 +239,10 @@ def _gather(graph, batch_ids, size, device, sync, start) -> dict:
         lambda: [store.gather(i, out=o, check=False) for i, o in zip(batch_ids, outs)],
     )
     timing("gather, check=True", lambda: [store.gather(i, out=o) for i, o in zip(batch_ids, outs)])
+    timing(
+        "gather, check='deferred'", lambda: [store.gather(i, out=o, check="deferred") for i, o in zip(batch_ids, outs)]
+    )
+    store.synchronize()  # raises if the kernel found an id out of range
     stats = store.stats()
     figures = {
         "table": [graph.num_nodes, x.shape[1]],
