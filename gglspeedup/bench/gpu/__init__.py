@@ -25,6 +25,10 @@ hard deadline (``--deadline``, default 540 s), each with its share of what is le
                  D2D copy and a pinned H2D copy of the same bytes; then 50 calls back to back
                  with one sync (host wall per call) of the cached gather per check mode, the
                  D2D copy and ``cupy.take``
+``attention``    the pooling maps (softmax, sparsemax, gfusedmax) and the Diffuser layer, forward
+                 and forward + backward at 1024 / 4096 / 16384 tokens on the GPU and the CPU,
+                 beside torch's dense attention on the GPU; CPU == GPU within the tests'
+                 tolerance at one length per op (:mod:`.attention`, its own 120 s budget)
 ``papers``       only when named: ogbn-papers100M's shape (111M nodes, 1.6B edges) built with the
                  GPU's sort, sampled edges/s at 1,024 and 65,536 seeds in device memory and over
                  UVA, one batch against the CPU, a float16 111M x 128 gather from a device cache of
@@ -48,7 +52,7 @@ import time
 
 __all__ = ["add_arguments", "run", "ORDER", "DEFAULT"]
 
-ORDER = ("environment", "tests", "bitwise", "streams", "staging", "sampling", "typed", "gather", "papers")
+ORDER = ("environment", "tests", "bitwise", "streams", "staging", "sampling", "typed", "gather", "attention", "papers")
 # Run when --checks is not given: every check but "papers" (minutes, ~50 GB of GPU and ~80 GB of
 # host memory at the full size), which is asked for by name.
 DEFAULT = tuple(name for name in ORDER if name != "papers")

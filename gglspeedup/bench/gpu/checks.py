@@ -233,7 +233,7 @@ CHECKS = {"environment": environment, "tests": tests, "bitwise": bitwise, "strea
 
 
 def _measurements():
-    from . import measure, papers
+    from . import attention, measure, papers
 
     def papers_shape(size):  # its own sizes: the full one needs ~50 GB of GPU and ~80 GB of host memory
         return papers.papers(papers.SIZES["tiny" if size is SIZES["tiny"] else "full"])
@@ -242,6 +242,7 @@ def _measurements():
         "sampling": measure.sampling,
         "typed": measure.typed_sampling,
         "gather": measure.gather,
+        "attention": attention.attention,
         "papers": papers_shape,
     }
 
