@@ -38,8 +38,22 @@ def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
     typed = report["checks"]["typed"]["figures"]
     assert typed["graph"]["relations"] == 7 and [row["batch"] for row in typed["rows"]] == [1, 6]
     assert all(row["launches"] == 8 and row["syncs"] == 4 for row in typed["rows"])  # 2 typed hops
+    attention = report["checks"]["attention"]["figures"]
+    rows = {(row["op"], row["tokens"], row["device"]): row for row in attention["rows"]}
+    ops = ("softmax", "sparsemax", "gfusedmax", "diffuser")
+    expected = {(op, tokens, device) for op in ops for tokens in (8, 12) for device in ("gpu", "cpu")}
+    expected |= {("sdpa", 8, "cpu"), ("sdpa", 12, "cpu")}  # torch dense on the CPU: no CUDA under the simulator
+    assert set(rows) == expected and not any("skipped" in row for row in rows.values())
+    assert all(row["ms_forward"] > 0 and row["ms_forward_backward"] > 0 for row in rows.values())
+    # CPU == simulated GPU bit for bit at the first length of every op, and the GPU row says so
+    assert {op: (c["tokens"], c["max_abs_diff"], c["within"]) for op, c in attention["check"].items()} == {
+        op: (8, 0.0, True) for op in ("softmax", "sparsemax", "gfusedmax", "diffuser")
+    }
+    assert all(rows[(op, 8, "gpu")]["max_abs_diff_vs_cpu"] == 0.0 for op in attention["check"])
+    assert attention["sdpa_on"].startswith("cpu")  # no GPU figure is faked under the simulator
     markdown = (tmp_path / "report.md").read_text()
     assert "| bitwise | pass |" in markdown and "| placement | batch |" in markdown
+    assert "| op | tokens | device | ms forward |" in markdown and "| gfusedmax | 12 | gpu |" in markdown
 
 
 def test_the_gather_check_times_every_check_mode_back_to_back_on_the_simulator(tmp_path):
@@ -136,3 +150,36 @@ def test_the_papers_check_runs_on_the_simulator(tmp_path):
     assert all(row["edges"] > 0 for row in figures["rows"])
     gather = figures["gather"]
     assert gather["cached_rows"] == 60 and 0 < gather["hit_rate"] < 1
+
+
+def test_the_attention_check_compares_within_the_tests_tolerance():
+    from gglspeedup.bench.gpu.attention import _compare
+
+    cpu = np.array([1.0, -2.0, 0.5])
+    ulp = np.finfo(np.float64).eps
+    assert _compare([("out", cpu.copy(), cpu)], simulated=True) == {"max_abs_diff": 0.0, "within": True, "failed": []}
+    near = cpu + np.array([0.0, 0.0, 1000 * ulp * 2.0])  # 1000 ulps of the scale (2.0): a real GPU's rounding
+    assert _compare([("out", near, cpu)], simulated=False)["within"]
+    assert _compare([("out", near, cpu)], simulated=True)["failed"] == ["out"]  # the simulator: bit for bit
+    far = cpu + np.array([0.0, 3000 * ulp * 2.0, 0.0])
+    result = _compare([("out", cpu, cpu), ("grad", far, cpu)], simulated=False)
+    assert result["failed"] == ["grad"] and result["max_abs_diff"] == pytest.approx(3000 * ulp * 2.0, rel=1e-3)
+    labels = np.array([0, 0, 2])
+    assert _compare([("label", labels + [0, 0, 1], labels)], simulated=False)["failed"] == ["label"]  # ints exact
+
+
+def test_the_attention_summary_names_every_op_at_the_largest_length_on_a_gpu():
+    from gglspeedup.bench.gpu.attention import SIZES, _sizes, _summary
+    from gglspeedup.bench.gpu.checks import SIZES as RUNNER
+
+    assert _sizes(RUNNER["tiny"]) is SIZES["tiny"] and _sizes(RUNNER["full"]) is SIZES["full"]
+    assert _sizes("full")["tokens"] == (1024, 4096, 16384)
+    top = 16384
+    rows = [{"op": op, "tokens": top, "device": "gpu", "ms_forward_backward": 1.5} for op in ("softmax", "sparsemax")]
+    rows += [{"op": "diffuser", "tokens": top, "device": "cpu", "skipped": "projected past the cap"}]
+    rows += [{"op": "sdpa", "tokens": top, "device": "gpu", "ms_forward_backward": 300.0}]
+    check = {"softmax": {"within": True}, "diffuser": {"within": False}}
+    text = _summary(rows, check, SIZES["full"], simulated=False)
+    assert text.startswith("fwd+bwd ms at 16384 tokens on the GPU: softmax 1.50 (CPU skipped), sparsemax 1.50")
+    assert "diffuser skipped (CPU skipped), sdpa 300.00;" in text
+    assert text.endswith("CPU != GPU past the tolerance: diffuser; 1 rows skipped")

@@ -116,6 +116,32 @@ def _timing_table(title: str, rows: list, batch: str, lead: str | None = None) -
     return lines
 
 
+def _attention_table(figures: dict) -> list:
+    """Markdown lines of the attention check's rows (:mod:`.attention`)."""
+    pooling, diffuser = figures["pooling"], figures["diffuser"]
+    lines = [
+        "",
+        f"Attention on {figures['gpu']} (sdpa on {figures['sdpa_on']}): pooling over graphs of "
+        f"{pooling['graph_nodes']} nodes, {pooling['heads']} heads, {pooling['dtype']}; Diffuser layer batch "
+        f"{diffuser['batch']}, hidden {diffuser['hidden']}, {diffuser['heads']} heads, {diffuser['dtype']}; "
+        f"CPU == GPU within {figures['tolerance']}:",
+        "",
+        "| op | tokens | device | ms forward | ms forward + backward | max abs diff vs CPU | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in figures["rows"]:
+        if "skipped" in row:
+            lines.append(f"| {row['op']} | {row['tokens']} | {row['device']} | | | | skipped: {row['skipped']} |")
+            continue
+        diff = row["max_abs_diff_vs_cpu"]
+        note = f"peak {row['peak_mib']} MiB" if "peak_mib" in row else ""
+        lines.append(
+            f"| {row['op']} | {row['tokens']} | {row['device']} | {row['ms_forward']:.3f} | "
+            f"{row['ms_forward_backward']:.3f} | {'' if diff is None else f'{diff:.3g}'} | {note} |"
+        )
+    return lines
+
+
 def _markdown(report: dict) -> str:
     environment = report["checks"].get("environment", {}).get("figures", {})
     lines = [
@@ -166,6 +192,9 @@ def _markdown(report: dict) -> str:
                 f"| {name} | {row['ms_per_call_best']:.4f} | {row['ms_per_call_median']:.4f} | "
                 f"{row['paired_vs_d2d']:.2f} |"
             )
+    attention = report["checks"].get("attention", {}).get("figures")
+    if attention:
+        lines += _attention_table(attention)
     failed = [name for name, result in report["checks"].items() if result["status"] == "fail"]
     for name in failed:
         lines += ["", f"## {name} failed", "", "```", report["checks"][name].get("details", "").strip(), "```"]

@@ -357,6 +357,11 @@ def _peak_mib(torch, call) -> float:
     return round((torch.cuda.max_memory_allocated() - before) / 2**20, 1)
 
 
+def _ms(ms: dict, op: str, device: str) -> str:
+    value = ms.get((op, device))
+    return "skipped" if value is None else f"{value:.2f}"
+
+
 def attention(size="full") -> dict:
     """Run the check at ``size`` (a name of :data:`SIZES`, such a dict, or the runner's size dict):
     ``{"status", "summary", "figures"}``; status ``fail`` when CPU and GPU differ past the tolerance."""
@@ -374,7 +379,6 @@ def attention(size="full") -> dict:
     rows += _diffuser_rows(size, device, torch, clock, check)
     order = {name: i for i, name in enumerate((*POOLING_OPS, "diffuser", "sdpa"))}
     rows.sort(key=lambda r: (order[r["op"]], r["tokens"], r["device"] != "gpu"))
-    skipped = [r for r in rows if "skipped" in r]
     off = [op for op, result in check.items() if not result["within"]]
     tolerance = "bit for bit (the simulator)" if device.simulated else "1024 ulps of the values' scale (a real GPU)"
     figures = {
@@ -397,17 +401,31 @@ def attention(size="full") -> dict:
         "torch_threads": torch.get_num_threads(),
         "rows": rows,
     }
-    status = "fail" if off else "pass"
-    summary = f"{len(check)} ops CPU == GPU within {tolerance}" if not off else f"CPU != GPU past the tolerance: {off}"
-    if device.simulated:
-        summary = "simulator: every op ran, torch dense on the CPU (no CUDA); " + summary
+    result = {"status": "fail" if off else "pass", "summary": _summary(rows, check, size, device.simulated)}
+    if off:
+        result["details"] = "\n".join(f"{op} at {check[op]['tokens']} tokens: {check[op]}" for op in off)
+    return {**result, "figures": figures}
+
+
+def _summary(rows: list, check: dict, size: dict, simulated: bool) -> str:
+    """One line: on a GPU the forward + backward ms of every op at the largest length (the CPU's
+    beside), then the CPU == GPU verdict and the skipped rows."""
+    off = [op for op, result in check.items() if not result["within"]]
+    tolerance = "bit for bit" if simulated else "1024 ulps"
+    verdict = (
+        f"CPU != GPU past the tolerance: {', '.join(off)}" if off else f"{len(check)} ops CPU == GPU ({tolerance})"
+    )
+    if simulated:
+        summary = "simulator (times meaningless), torch dense on the CPU (no CUDA); " + verdict
     else:
         top = size["tokens"][-1]
         ms = {
             (r["op"], r["device"]): r["ms_forward_backward"] for r in rows if r["tokens"] == top and "skipped" not in r
         }
-        parts = [f"{op} {ms.get((op, 'gpu'), float('nan')):.2f}" for op in (*POOLING_OPS, "diffuser", "sdpa")]
-        summary = f"fwd+bwd ms at {top} tokens on the GPU: " + ", ".join(parts) + "; " + summary
-    if skipped:
-        summary += f"; {len(skipped)} rows skipped"
-    return {"status": status, "summary": summary, "figures": figures}
+        parts = [
+            f"{op} {_ms(ms, op, 'gpu')}" + (f" (CPU {_ms(ms, op, 'cpu')})" if op != "sdpa" else "")
+            for op in (*POOLING_OPS, "diffuser", "sdpa")
+        ]
+        summary = f"fwd+bwd ms at {top} tokens on the GPU: " + ", ".join(parts) + "; " + verdict
+    skipped = sum("skipped" in r for r in rows)
+    return summary + (f"; {skipped} rows skipped" if skipped else "")
