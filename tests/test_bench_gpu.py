@@ -183,3 +183,19 @@ def test_the_attention_summary_names_every_op_at_the_largest_length_on_a_gpu():
     assert text.startswith("fwd+bwd ms at 16384 tokens on the GPU: softmax 1.50 (CPU skipped), sparsemax 1.50")
     assert "diffuser skipped (CPU skipped), sdpa 300.00;" in text
     assert text.endswith("CPU != GPU past the tolerance: diffuser; 1 rows skipped")
+
+
+@pytest.mark.cuda
+def test_the_attention_check_keeps_to_its_budget_and_its_cap_per_call():
+    from gglspeedup.bench.gpu.attention import SIZES, attention
+
+    spent = attention({**SIZES["tiny"], "budget_s": 0.0})
+    assert spent["status"] == "pass" and spent["figures"]["check"] == {}
+    assert len(spent["figures"]["rows"]) == 2 * 4 * 2 + 2  # every op, length and device, nothing run
+    assert all(row["skipped"] == "the check's 0 s budget was spent" for row in spent["figures"]["rows"])
+    capped = attention({**SIZES["tiny"], "call_cap_s": 1e-9})  # the first length runs, the next is projected past
+    rows = capped["figures"]["rows"]
+    assert all("skipped" not in row for row in rows if row["tokens"] == 8)
+    assert all(row["skipped"].startswith("one forward + backward projected at") for row in rows if row["tokens"] == 12)
+    assert set(capped["figures"]["check"]) == {"softmax", "sparsemax", "gfusedmax", "diffuser"}
+    assert capped["summary"].endswith(f"; {sum(row['tokens'] == 12 for row in rows)} rows skipped")

@@ -28,11 +28,14 @@ rounds ``exp`` its own way); for the Diffuser row the op is the layer's attentio
 same inputs, the layer's cuBLAS / MKL projections aside. A value past it fails the check (the
 figures stay).
 
-Bounded: the whole check stops starting measurements after ``budget_s`` (full: 120 s; the rows
-left are marked ``skipped``); a CPU (or GPU) row whose forward + backward call is projected (the
-previous length's, scaled by the tokens) past ``call_cap_s`` (8 s) is skipped with that reason
-(the CPU Diffuser layer at 16384 tokens, likely). Each timing takes calls until ``slice_s`` of
-them (at least one, at most ``max_repeats``).
+Bounded: the whole check stops starting measurements after ``budget_s`` (full: 120 s, compiling
+included; the rows left are marked ``skipped``), in this order, most wanted first: every GPU row,
+the dense rows, the CPU == GPU checks (they compile the CPU kernels), the CPU rows. A row whose
+forward + backward call is projected (the same op and device at the previous length, scaled by the
+tokens, by their square for ``sdpa``) past ``call_cap_s`` (8 s) is skipped with that reason (the
+CPU Diffuser layer at 16384 tokens, likely). Each timing takes calls until ``slice_s`` (1 s) of
+them, at least one, at most ``max_repeats`` (10). A GPU row that runs out of memory is a
+``skipped`` row saying so.
 """
 
 from __future__ import annotations
@@ -168,182 +171,185 @@ def _compare(pairs, simulated: bool) -> dict:
     return {"max_abs_diff": worst, "within": within, "failed": failed}
 
 
-def _pooling_batch(tokens: int, nodes: int, seed: int):
-    """``tokens / nodes`` graphs of ``nodes`` nodes, ``2 nodes`` random pairs each (degree 4)."""
-    from ...attention import graph_batch
+class _Cases:
+    """What each row runs: ``make(op, tokens, where)`` -> ``(forward, forward_backward, extra)``
+    calls on ``where`` ("gpu": ``cuda:0`` or the simulator; "cpu"), and the CPU == GPU check of an
+    op at one length."""
 
-    graphs = max(1, tokens // nodes)
-    rng = np.random.default_rng(seed)
-    edges = [rng.integers(0, nodes, size=(2 * nodes, 2)) for _ in range(graphs)]
-    return graph_batch(sizes=[nodes] * graphs, edge_index=edges), graphs
+    def __init__(self, size: dict, device, torch):
+        from ...attention.pooling._state import driver_for, per_head
+        from ...device import Device
 
+        self.size, self.device, self.torch = size, device, torch
+        self.on = {"gpu": "cpu" if device.simulated else "cuda:0", "cpu": "cpu"}  # torch tensors' device
+        self.drivers = {"gpu": driver_for(device), "cpu": driver_for(Device("cpu"))}
+        heads = size["pool_heads"]
+        self.lam = per_head("lam", 1.0, heads, positive=False)
+        self.gamma = per_head("gamma", 1.0, heads, positive=True)
+        self.batches, self.graphs, self.patterns = {}, {}, {}
 
-def _pooling_rows(op, size, device, sync, clock, check) -> list:
-    from ...attention.pooling._state import MappingState, driver_for, per_head
-    from ...device import Device, to_numpy
+    def sync(self, where: str) -> None:
+        """Wait for everything queued on the GPU (CuPy's stream and torch's), nothing on the CPU."""
+        if where == "gpu" and not self.device.simulated:
+            self.torch.cuda.synchronize()
 
-    heads, rows, last = size["pool_heads"], [], {}
-    drivers = {"gpu": driver_for(device), "cpu": driver_for(Device("cpu"))}
-    syncs = {"gpu": sync, "cpu": lambda: None}
-    lam = per_head("lam", 1.0, heads, positive=False) if op == "gfusedmax" else None
-    gamma = per_head("gamma", 1.0, heads, positive=True) if op != "softmax" else None
-    for tokens in size["tokens"]:
-        batch, graphs = _pooling_batch(tokens, size["graph_nodes"], seed=tokens)
-        rng = np.random.default_rng(tokens + 1)
-        x_host = rng.standard_normal((heads, batch.num_nodes))
-        grad_host = rng.standard_normal((heads, batch.num_nodes))
-        states = {}
+    def make(self, op, tokens, where):
+        if op in POOLING_OPS:
+            return self._pooling(op, tokens, where)
+        return self._diffuser(tokens, where) if op == "diffuser" else self._sdpa(tokens, where)
+
+    # -- the pooling maps --------------------------------------------------------------------
+    def _batch(self, tokens):
+        """``tokens / nodes`` graphs of ``nodes`` nodes, ``2 nodes`` random pairs each (degree 4), and
+        standard normal head-major scores and output gradients."""
+        if tokens not in self.batches:
+            from ...attention import graph_batch
+
+            nodes, heads = self.size["graph_nodes"], self.size["pool_heads"]
+            graphs = max(1, tokens // nodes)
+            rng = np.random.default_rng(tokens)
+            edges = [rng.integers(0, nodes, size=(2 * nodes, 2)) for _ in range(graphs)]
+            batch = graph_batch(sizes=[nodes] * graphs, edge_index=edges)
+            scores, grad = rng.standard_normal((2, heads, batch.num_nodes))
+            self.batches[tokens] = (batch, graphs, scores, grad)
+        return self.batches[tokens]
+
+    def _pooling(self, op, tokens, where):
+        from ...attention.pooling._state import MappingState
+
+        batch, graphs, scores, grad = self._batch(tokens)
+        driver = self.drivers[where]
+        x, grad = driver.xp.asarray(scores), driver.xp.asarray(grad)
+        lam = self.lam if op == "gfusedmax" else None
+        gamma = self.gamma if op != "softmax" else None
+
+        def forward():
+            return MappingState(op, driver, batch, x, lam, gamma)
+
+        return forward, lambda: forward().vjp(grad), {"graphs": graphs, "heads": self.size["pool_heads"]}
+
+    def _pooling_check(self, op, tokens) -> dict:
+        from ...device import to_numpy
+
+        runs = {}
         for where in ("gpu", "cpu"):
-            previous = last.get(where)
-            projected = None if previous is None else previous[0] * tokens / previous[1]
-            reason = _gate(clock, projected, size)
-            if reason:
-                rows.append(_skipped(op, tokens, where, reason))
-                continue
-            driver = drivers[where]
-            x, grad = driver.xp.asarray(x_host), driver.xp.asarray(grad_host)
-
-            def forward(driver=driver, x=x, batch=batch):
-                return MappingState(op, driver, batch, x, lam, gamma)
-
-            forward_s = _timed(forward, syncs[where], size)
-            both = _timed(lambda forward=forward, grad=grad: forward().vjp(grad), syncs[where], size)
-            last[where] = (both["ms"] / 1e3, tokens)
-            rows.append(_row(op, tokens, where, forward_s, both, graphs=graphs, heads=heads))
-            if tokens == size["tokens"][0]:
-                state = forward()
-                states[where] = (state, state.vjp(grad))
-        if len(states) == 2:  # CPU == GPU at the first length
-            (gs, gv), (cs, cv) = states["gpu"], states["cpu"]
-            pairs = [("output", to_numpy(gs.output), to_numpy(cs.output))]
-            pairs += [(f"grad {i}", to_numpy(g), to_numpy(c)) for i, (g, c) in enumerate(zip(gv, cv)) if c is not None]
+            forward, _, _ = self._pooling(op, tokens, where)
+            state = forward()
+            _, _, _, grad = self._batch(tokens)
+            values = [state.output, *(g for g in state.vjp(self.drivers[where].xp.asarray(grad)) if g is not None)]
             if op == "gfusedmax":
-                pairs += [(n, to_numpy(getattr(gs, n)), to_numpy(getattr(cs, n))) for n in ("fused", "label", "bnd")]
-            check[op] = {"tokens": tokens, **_compare(pairs, device.simulated)}
-            rows[-2]["max_abs_diff_vs_cpu"] = check[op]["max_abs_diff"]
-    return rows
+                values += [state.fused, state.label, state.bnd]
+            runs[where] = [to_numpy(v) for v in values]
+        names = ["output", *(f"grad {i}" for i in range(len(runs["cpu"]) - 1))]
+        if op == "gfusedmax":
+            names[-3:] = ["fused", "label", "bnd"]
+        return _compare(list(zip(names, runs["gpu"], runs["cpu"])), self.device.simulated)
 
+    # -- the Diffuser layer and torch's dense attention ---------------------------------------
+    def _graph(self, tokens, where):
+        """Our own fixed pattern on ``where``, one graph for the batch; the GPU's checked against the CPU's."""
+        if (tokens, where) not in self.graphs:
+            from ...attention import SequencePattern
+            from ...device import to_numpy
 
-def _diffuser_rows(size, device, torch, clock, check) -> list:
-    """The Diffuser layer on the GPU and the CPU, and torch's dense attention, at every length."""
-    import types
+            if where not in self.patterns:
+                on = self.device if where == "gpu" else "cpu"
+                self.patterns[where] = SequencePattern(*self.size["pattern"], seed=0, device=on)
+            graph = self.patterns[where].csc(tokens, batch=self.size["batch"], shared=True)
+            if where == "gpu":
+                cpu = self._graph(tokens, "cpu")
+                for name in ("indptr", "indices"):
+                    if not np.array_equal(to_numpy(getattr(graph, name)), to_numpy(getattr(cpu, name))):
+                        raise AssertionError(f"the GPU's pattern at {tokens} tokens differs from the CPU's ({name})")
+            self.graphs[tokens, where] = graph
+        return self.graphs[tokens, where]
 
-    from ...attention import DiffuserSelfAttention, SequencePattern
+    def _diffuser(self, tokens, where):
+        import types
 
-    window, randoms, globs = size["pattern"]
-    config = types.SimpleNamespace(
-        hidden_size=size["hidden"],
-        num_attention_heads=size["heads"],
-        attention_probs_dropout_prob=0.1,
-        attention_window=[window],
-    )
-    where_torch = {"gpu": "cpu" if device.simulated else "cuda:0", "cpu": "cpu"}
-    patterns = {
-        "gpu": SequencePattern(window, randoms, globs, seed=0, device=device),
-        "cpu": SequencePattern(window, randoms, globs, seed=0),
-    }
-    sync = _torch_sync(torch, device)
-    syncs = {"gpu": sync, "cpu": lambda: None}
-    rows, last = [], {}
-    b, heads, depth = size["batch"], size["heads"], size["hidden"] // size["heads"]
-    for tokens in size["tokens"]:
-        graphs = {w: p.csc(tokens, batch=b, shared=True) for w, p in patterns.items()}
-        _same_pattern(graphs["gpu"], graphs["cpu"], tokens)
+        from ...attention import DiffuserSelfAttention
+
+        torch, size, on = self.torch, self.size, self.on[where]
+        config = types.SimpleNamespace(
+            hidden_size=size["hidden"],
+            num_attention_heads=size["heads"],
+            attention_probs_dropout_prob=0.1,
+            attention_window=[size["pattern"][0]],
+        )
+        graph = self._graph(tokens, where)
+        torch.manual_seed(0)
+        layer = DiffuserSelfAttention(config, 0).to(on).train()
+        x = torch.randn(size["batch"], tokens, size["hidden"], device=on, requires_grad=True)
+
+        def both():
+            layer.zero_grad(set_to_none=True)
+            x.grad = None
+            layer(x, g=graph)[0].sum().backward()
+
+        return (lambda: layer(x, g=graph)), both, {"edges_per_sequence": int(graph.num_edges)}
+
+    def _shape(self, tokens):
+        size = self.size
+        return size["batch"], tokens, size["heads"], size["hidden"] // size["heads"]
+
+    def _diffuser_check(self, tokens) -> dict:
+        """The layer's attention op on the same inputs on both devices: outputs and q / k / v gradients."""
+        from ...attention import diffusion_attention
+
+        torch = self.torch
+        generator = torch.Generator().manual_seed(2)
+        inputs = [0.5 * torch.randn(*self._shape(tokens), generator=generator) for _ in range(3)]
+        upstream = torch.randn(*self._shape(tokens), generator=generator)
+        runs = {}
         for where in ("gpu", "cpu"):
-            previous = last.get(where)
-            reason = _gate(clock, None if previous is None else previous[0] * tokens / previous[1], size)
-            if reason:
-                rows.append(_skipped("diffuser", tokens, where, reason))
-                continue
-            torch.manual_seed(0)
-            on = where_torch[where]
-            layer = DiffuserSelfAttention(config, 0).to(on).train()
-            x = torch.randn(b, tokens, size["hidden"], device=on, requires_grad=True)
-            graph = graphs[where]
+            on = self.on[where]
+            q, k, v = (t.to(on).requires_grad_() for t in inputs)
+            torch.manual_seed(3)  # the dropout's key: the same draws on both devices
+            out = diffusion_attention(q, k, v, self._graph(tokens, where), hops=5, alpha=0.1, dropout=0.1)
+            grads = torch.autograd.grad(out, (q, k, v), upstream.to(on))
+            runs[where] = [t.detach().cpu().numpy() for t in (out, *grads)]
+        names = ("output", "grad q", "grad k", "grad v")
+        return _compare(list(zip(names, runs["gpu"], runs["cpu"])), self.device.simulated)
 
-            def both(layer=layer, x=x, graph=graph):
-                layer.zero_grad(set_to_none=True)
-                x.grad = None
-                layer(x, g=graph)[0].sum().backward()
+    def check(self, op, tokens) -> dict:
+        return self._diffuser_check(tokens) if op == "diffuser" else self._pooling_check(op, tokens)
 
-            forward = _timed(lambda layer=layer, x=x, graph=graph: layer(x, g=graph), syncs[where], size)
-            timed = _timed(both, syncs[where], size)
-            last[where] = (timed["ms"] / 1e3, tokens)
-            extra = {"edges_per_sequence": int(graph.num_edges)}
-            if where == "gpu" and not device.simulated:
-                extra["peak_mib"] = _peak_mib(torch, both)
-            rows.append(_row("diffuser", tokens, where, forward, timed, **extra))
-            del layer, x
-        if tokens == size["tokens"][0] and clock.left() > 0:
-            check["diffuser"] = {
-                "tokens": tokens,
-                **_diffusion_check(torch, graphs, where_torch, (b, tokens, heads, depth), device),
-            }
-            for row in rows:
-                if row["tokens"] == tokens and row["device"] == "gpu" and "skipped" not in row:
-                    row["max_abs_diff_vs_cpu"] = check["diffuser"]["max_abs_diff"]
-        rows.append(_dense_row(torch, device, (b, heads, tokens, depth), clock, size, last))
-    return rows
+    def _sdpa(self, tokens, where):
+        """torch's dense attention, ``(batch, heads, tokens, head dim)`` float32 (on the CPU under the simulator)."""
+        torch, on = self.torch, self.on[where]
+        b, _, heads, depth = self._shape(tokens)
+        generator = torch.Generator().manual_seed(4)
+        q, k, v = (torch.randn(b, heads, tokens, depth, generator=generator).to(on).requires_grad_() for _ in range(3))
+        upstream = torch.randn(b, heads, tokens, depth, generator=generator).to(on)
+        attend = torch.nn.functional.scaled_dot_product_attention
+
+        def both():
+            q.grad = k.grad = v.grad = None
+            attend(q, k, v).backward(upstream)
+
+        return (lambda: attend(q, k, v)), both, {}
 
 
-def _same_pattern(gpu, cpu, tokens) -> None:
-    from ...device import to_numpy
-
-    for name in ("indptr", "indices"):
-        if not np.array_equal(to_numpy(getattr(gpu, name)), to_numpy(getattr(cpu, name))):
-            raise AssertionError(f"the GPU's pattern at {tokens} tokens differs from the CPU's ({name})")
-
-
-def _diffusion_check(torch, graphs, where_torch, shape, device) -> dict:
-    """The layer's attention op on the same inputs on both devices: outputs and q / k / v gradients."""
-    from ...attention import diffusion_attention
-
-    generator = torch.Generator().manual_seed(2)
-    inputs = [0.5 * torch.randn(*shape, generator=generator) for _ in range(3)]
-    upstream = torch.randn(*shape, generator=generator)
-    results = {}
-    for where in ("gpu", "cpu"):
-        on = where_torch[where]
-        q, k, v = (t.to(on).requires_grad_() for t in inputs)
-        torch.manual_seed(3)  # the dropout's key: the same draws on both devices
-        out = diffusion_attention(q, k, v, graphs[where], hops=5, alpha=0.1, dropout=0.1)
-        grads = torch.autograd.grad(out, (q, k, v), upstream.to(on))
-        results[where] = [t.detach().cpu().numpy() for t in (out, *grads)]
-    names = ("output", "grad q", "grad k", "grad v")
-    return _compare(list(zip(names, results["gpu"], results["cpu"])), device.simulated)
-
-
-def _dense_row(torch, device, shape, clock, size, last) -> dict:
-    """torch's dense attention on the GPU (the CPU under the simulator), forward and forward + backward."""
-    tokens = shape[2]
-    where = "cpu" if device.simulated else "gpu"
-    previous = last.get("sdpa")
-    reason = _gate(clock, None if previous is None else previous[0] * (tokens / previous[1]) ** 2, size)
+def _measure(cases, op, tokens, where, clock, last) -> dict:
+    """One row: the gate (budget, projected call), then forward and forward + backward timed; on a
+    real GPU the Diffuser and dense rows also say the memory torch's allocator needed."""
+    size, torch = cases.size, cases.torch
+    previous = last.get((op, where))
+    power = 2 if op == "sdpa" else 1  # dense attention grows with the square of the tokens
+    reason = _gate(clock, None if previous is None else previous[0] * (tokens / previous[1]) ** power, size)
     if reason:
-        return _skipped("sdpa", tokens, where, reason)
-    on = "cpu" if device.simulated else "cuda:0"
-    generator = torch.Generator().manual_seed(4)
-    q, k, v = (torch.randn(*shape, generator=generator).to(on).requires_grad_() for _ in range(3))
-    upstream = torch.randn(*shape, generator=generator).to(on)
-    attend = torch.nn.functional.scaled_dot_product_attention
-
-    def both():
-        q.grad = k.grad = v.grad = None
-        attend(q, k, v).backward(upstream)
-
-    sync = _torch_sync(torch, device)
+        return _skipped(op, tokens, where, reason)
     try:
-        forward = _timed(lambda: attend(q, k, v), sync, size)
-        timed = _timed(both, sync, size)
-        extra = {} if device.simulated else {"peak_mib": _peak_mib(torch, both)}
-    except torch.cuda.OutOfMemoryError as error:  # dense attention's own limit: a figure, not a failure
-        return _skipped("sdpa", tokens, where, f"out of GPU memory: {str(error).splitlines()[0]}")
-    last["sdpa"] = (timed["ms"] / 1e3, tokens)
-    return _row("sdpa", tokens, where, forward, timed, **extra)
-
-
-def _torch_sync(torch, device):
-    return (lambda: None) if device.simulated else torch.cuda.synchronize
+        forward, both, extra = cases.make(op, tokens, where)
+        sync = lambda: cases.sync(where)  # noqa: E731
+        forward_s, both_s = _timed(forward, sync, size), _timed(both, sync, size)
+        if where == "gpu" and not cases.device.simulated and op in ("diffuser", "sdpa"):
+            extra["peak_mib"] = _peak_mib(torch, both)
+    except torch.cuda.OutOfMemoryError as error:  # a figure of its own (dense attention's limit), not a crash
+        torch.cuda.empty_cache()
+        return _skipped(op, tokens, where, f"out of GPU memory: {str(error).splitlines()[0]}")
+    last[op, where] = (both_s["ms"] / 1e3, tokens)
+    return _row(op, tokens, where, forward_s, both_s, **extra)
 
 
 def _peak_mib(torch, call) -> float:
@@ -368,15 +374,28 @@ def attention(size="full") -> dict:
     import numba
     import torch
 
-    from ._common import _device, _sync
+    from ._common import _device
 
     size = _sizes(size)
     device = _device()
     clock = _Clock(size["budget_s"])
-    check, rows = {}, []
-    for op in POOLING_OPS:
-        rows += _pooling_rows(op, size, device, lambda: _sync(device), clock, check)
-    rows += _diffuser_rows(size, device, torch, clock, check)
+    cases = _Cases(size, device, torch)
+    ops, tokens = (*POOLING_OPS, "diffuser"), size["tokens"]
+    check, rows, last = {}, [], {}
+    # most wanted first, so that a spent budget cuts the CPU's long rows: every GPU row, the dense
+    # rows, the CPU == GPU checks (they compile the CPU kernels), then the CPU rows
+    sdpa_on = "cpu" if device.simulated else "gpu"
+    plan = [(op, n, "gpu") for op in ops for n in tokens] + [("sdpa", n, sdpa_on) for n in tokens]
+    for op, n, where in plan:
+        rows.append(_measure(cases, op, n, where, clock, last))
+    for op in ops:
+        if clock.left() > 0:
+            check[op] = {"tokens": tokens[0], **cases.check(op, tokens[0])}
+    for op, n in ((op, n) for op in ops for n in tokens):
+        rows.append(_measure(cases, op, n, "cpu", clock, last))
+    for row in rows:
+        if row["device"] == "gpu" and "skipped" not in row and row["tokens"] == check.get(row["op"], {}).get("tokens"):
+            row["max_abs_diff_vs_cpu"] = check[row["op"]]["max_abs_diff"]
     order = {name: i for i, name in enumerate((*POOLING_OPS, "diffuser", "sdpa"))}
     rows.sort(key=lambda r: (order[r["op"]], r["tokens"], r["device"] != "gpu"))
     off = [op for op, result in check.items() if not result["within"]]
