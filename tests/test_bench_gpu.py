@@ -166,6 +166,7 @@ def test_the_attention_check_compares_within_the_tests_tolerance():
     assert result["failed"] == ["grad"] and result["max_abs_diff"] == pytest.approx(3000 * ulp * 2.0, rel=1e-3)
     labels = np.array([0, 0, 2])
     assert _compare([("label", labels + [0, 0, 1], labels)], simulated=False)["failed"] == ["label"]  # ints exact
+    assert _compare([("indices", labels[:2], labels)], simulated=True)["failed"] == ["indices (shape (2,) != (3,))"]
 
 
 def test_the_attention_summary_names_every_op_at_the_largest_length_on_a_gpu():
