@@ -170,11 +170,9 @@ def test_the_attention_check_compares_within_the_tests_tolerance():
 
 
 def test_the_attention_summary_names_every_op_at_the_largest_length_on_a_gpu():
-    from gglspeedup.bench.gpu.attention import SIZES, _sizes, _summary
-    from gglspeedup.bench.gpu.checks import SIZES as RUNNER
+    from gglspeedup.bench.gpu.attention import SIZES, _summary
 
-    assert _sizes(RUNNER["tiny"]) is SIZES["tiny"] and _sizes(RUNNER["full"]) is SIZES["full"]
-    assert _sizes("full")["tokens"] == (1024, 4096, 16384)
+    assert SIZES["full"]["tokens"] == (1024, 4096, 16384)
     top = 16384
     rows = [{"op": op, "tokens": top, "device": "gpu", "ms_forward_backward": 1.5} for op in ("softmax", "sparsemax")]
     rows += [{"op": "diffuser", "tokens": top, "device": "cpu", "skipped": "projected past the cap"}]

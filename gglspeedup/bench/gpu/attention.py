@@ -5,8 +5,8 @@ CPU, forward and forward + backward (a sync after every call, the median of the 
 a warm-up call that compiles):
 
 ``softmax`` / ``sparsemax`` / ``gfusedmax``
-    the pooling maps (:class:`~gglspeedup.attention.pooling._state.MappingState` and its ``vjp``,
-    what the torch maps and the NumPy maps run) over a batch of graphs of 64 nodes with ``2 n``
+    the pooling maps (``MappingState`` and its ``vjp``, what the torch maps and the NumPy maps
+    run; public in :mod:`gglspeedup.attention.pooling_numpy`) over a batch of graphs of 64 nodes with ``2 n``
     random node pairs each (degree 4; 16 / 64 / 256 graphs: a token is a node of a graph in the
     batch), 4 heads, float64 scores (standard normal), ``lam = gamma = 1``. The input is already on
     the device; the timed call is the driver's work (gfusedmax's certificate read included).
@@ -79,14 +79,8 @@ SIZES = {
 
 
 def _sizes(size) -> dict:
-    """This check's sizes from a name, its own dict, or the runner's size dict (``checks.SIZES``)."""
-    if isinstance(size, str):
-        return SIZES[size]
-    if "tokens" in size:
-        return size
-    from .checks import SIZES as RUNNER
-
-    return SIZES["tiny" if size is RUNNER["tiny"] or size == RUNNER["tiny"] else "full"]
+    """This check's sizes from a name of :data:`SIZES` or such a dict."""
+    return SIZES[size] if isinstance(size, str) else size
 
 
 class _Clock:
@@ -179,7 +173,7 @@ class _Cases:
     op at one length."""
 
     def __init__(self, size: dict, device, torch):
-        from ...attention.pooling._state import driver_for, per_head
+        from ...attention.pooling_numpy import driver_for, per_head
         from ...device import Device
 
         self.size, self.device, self.torch = size, device, torch
@@ -217,7 +211,7 @@ class _Cases:
         return self.batches[tokens]
 
     def _pooling(self, op, tokens, where):
-        from ...attention.pooling._state import MappingState
+        from ...attention.pooling_numpy import MappingState
 
         batch, graphs, scores, grad = self._batch(tokens)
         driver = self.drivers[where]
@@ -369,7 +363,7 @@ def _ms(ms: dict, op: str, device: str) -> str:
 
 
 def attention(size="full") -> dict:
-    """Run the check at ``size`` (a name of :data:`SIZES`, such a dict, or the runner's size dict):
+    """Run the check at ``size`` (a name of :data:`SIZES`, or such a dict):
     ``{"status", "summary", "figures"}``; status ``fail`` when CPU and GPU differ past the tolerance."""
     import numba
     import torch

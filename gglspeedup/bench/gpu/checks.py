@@ -242,7 +242,7 @@ def _measurements():
         "sampling": measure.sampling,
         "typed": measure.typed_sampling,
         "gather": measure.gather,
-        "attention": attention.attention,
+        "attention": lambda size: attention.attention(next(name for name, sizes in SIZES.items() if sizes is size)),
         "papers": papers_shape,
     }
 
