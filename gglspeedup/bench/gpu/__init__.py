@@ -124,7 +124,7 @@ def _attention_table(figures: dict) -> list:
         f"Attention on {figures['gpu']} (sdpa on {figures['sdpa_on']}): pooling over graphs of "
         f"{pooling['graph_nodes']} nodes, {pooling['heads']} heads, {pooling['dtype']}; Diffuser layer batch "
         f"{diffuser['batch']}, hidden {diffuser['hidden']}, {diffuser['heads']} heads, {diffuser['dtype']}; "
-        f"CPU == GPU within {figures['tolerance']}:",
+        f"CPU == GPU: {figures['tolerance']}:",
         "",
         "| op | tokens | device | ms forward | ms forward + backward | max abs diff vs CPU | note |",
         "|---|---|---|---|---|---|---|",
