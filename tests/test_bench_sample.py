@@ -140,7 +140,7 @@ def test_seed_batches_are_distinct_deterministic_and_wrap(capsys):
     assert all((a == b).all() for a, b in zip(batches, again))
     assert capsys.readouterr().err == ""
     assert [len(b) for b in _common.seed_batches(3, 8, 2)] == [3, 3]  # shrunk to the graph, and said
-    assert "note: --batch 8 is more than the graph's 3 nodes: batches of 3" in capsys.readouterr().err
+    assert "note: --batch 8 > the graph's 3 nodes: batches of them" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--batch"):
         _common.seed_batches(10, 0, 1)
 

@@ -85,12 +85,9 @@ def parse_names(text, known: Sequence[str], option: str = "--peers") -> list[str
 
 
 def seed_batches(num_nodes: int, batch_size: int, num_batches: int, seed: int = 0) -> list[np.ndarray]:
-    """``num_batches`` int64 seed batches of ``batch_size`` distinct node ids each.
-
-    Batches are consecutive slices of a seeded random permutation (as a shuffling loader makes
-    them); a new permutation starts when one is used up. Every contender receives this same list.
-    A ``batch_size`` above ``num_nodes`` gives batches of every node, said on stderr.
-    """
+    """``num_batches`` int64 seed batches of ``batch_size`` distinct node ids each (at most every
+    node: a larger ``batch_size`` is said on stderr): consecutive slices of a seeded permutation, as
+    a shuffling loader makes them, a new one when it is used up. Every contender gets this list."""
     if num_nodes < 1:
         raise ValueError(f"the graph must have at least one node to draw seeds from, got {num_nodes}")
     if batch_size < 1:
@@ -98,12 +95,9 @@ def seed_batches(num_nodes: int, batch_size: int, num_batches: int, seed: int = 
     if num_batches < 1:
         raise ValueError(f"--batches must be >= 1, got {num_batches}")
     rng = np.random.default_rng(seed)
-    if batch_size > num_nodes:  # distinct seeds: a batch holds at most every node once
-        print(
-            f"note: --batch {batch_size} is more than the graph's {num_nodes} nodes: batches of {num_nodes}",
-            file=sys.stderr,
-        )
-        batch_size = num_nodes
+    if batch_size > num_nodes:  # distinct seeds: a batch holds every node at most once (said on stderr)
+        print(f"note: --batch {batch_size} > the graph's {num_nodes} nodes: batches of them", file=sys.stderr)
+    batch_size = min(batch_size, num_nodes)
     batches, order, cursor = [], rng.permutation(num_nodes), 0
     for _ in range(num_batches):
         if cursor + batch_size > num_nodes:

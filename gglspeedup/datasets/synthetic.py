@@ -149,20 +149,28 @@ class PowerlawPairs:
         return np.random.Generator(bits)
 
     def __iter__(self):
+        for u, v in self.endpoints(_CHUNK, reuse=False):
+            keep = u != v
+            u, v = u[keep], v[keep]
+            yield np.stack((np.concatenate((u, v)), np.concatenate((v, u))))
+
+    def endpoints(self, chunk: int = _CHUNK, *, reuse: bool = True):
+        """The drawn pairs as ``(sources, targets)`` id arrays of up to ``chunk`` pairs each, self
+        loops included, one direction: the same pairs whatever ``chunk`` is. ``reuse=True`` writes
+        every chunk into the same two arrays (use each before taking the next)."""
         sources, targets = self._generator(0), self._generator(self.num_pairs)
-        draws = np.empty(min(self.num_pairs, _CHUNK), dtype=np.float64)
-        for start in range(0, self.num_pairs, _CHUNK):
-            count = min(_CHUNK, self.num_pairs - start)
+        draws = np.empty(max(1, min(self.num_pairs, chunk)), dtype=np.float64)
+        buffers = [np.empty(len(draws), self.shuffle.dtype) for _ in range(2)]
+        for start in range(0, self.num_pairs, chunk):
+            count = min(chunk, self.num_pairs - start)
             ends = []
-            for generator in (sources, targets):
+            for generator, buffer in zip((sources, targets), buffers):
                 generator.random(out=draws[:count])
-                ids = np.empty(count, self.shuffle.dtype)
+                ids = buffer[:count] if reuse else np.empty(count, self.shuffle.dtype)
                 _powerlaw_endpoints_into(draws[:count], ids, self.num_nodes, self.alpha)
                 _relabel(ids, self.shuffle)
                 ends.append(ids)
-            keep = ends[0] != ends[1]
-            u, v = ends[0][keep], ends[1][keep]
-            yield np.stack((np.concatenate((u, v)), np.concatenate((v, u))))
+            yield ends[0], ends[1]
 
 
 @njit(parallel=True, cache=True)

@@ -48,32 +48,24 @@ def build_on_device(
     range into buckets of about ``bucket`` keys, each sorted, deduplicated and counted by ``xp``
     (CuPy on a GPU). No array reaches 2**31 entries, where CuPy's sort and compaction are not
     trusted (CCCL issue #744, CuPy issue #10290). Returns host ``(indptr int64, indices int32)``."""
-    from gglspeedup.datasets.synthetic import PowerlawPairs, _powerlaw_endpoints_into, _relabel
+    from gglspeedup.datasets.synthetic import PowerlawPairs
 
     num_pairs = int(num_nodes * float(avg_degree) / 2)
     pairs = PowerlawPairs(num_nodes, num_pairs, seed, float(exponent))
-    streams = (pairs._generator(0), pairs._generator(num_pairs))  # sources, then targets
-    draws = np.empty(max(1, min(num_pairs, chunk)), dtype=np.float64)
-    ends = [np.empty(len(draws), dtype=pairs.shuffle.dtype) for _ in streams]
     buckets = max(1, -(-2 * num_pairs // bucket))  # the shuffled ids spread sources evenly
     bounds = [num_nodes * b // buckets for b in range(buckets + 1)]
     pieces = [[] for _ in range(buckets)]
-    for start in range(0, num_pairs, chunk):
-        count = min(chunk, num_pairs - start)
-        for stream, ids in zip(streams, ends):
-            stream.random(out=draws[:count])
-            _powerlaw_endpoints_into(draws[:count], ids[:count], num_nodes, pairs.alpha)
-            _relabel(ids[:count], pairs.shuffle)
-        u, v = (xp.asarray(ids[:count]) for ids in ends)
+    for sources, targets in pairs.endpoints(chunk):
+        u, v = xp.asarray(sources), xp.asarray(targets)
         keep = u != v
         u, v = u[keep].astype(np.int64), v[keep].astype(np.int64)
-        sources, keys = xp.concatenate((u, v)), xp.concatenate((u * num_nodes + v, v * num_nodes + u))
+        owners, keys = xp.concatenate((u, v)), xp.concatenate((u * num_nodes + v, v * num_nodes + u))
         for b in range(buckets):
             if buckets == 1:
                 pieces[b].append(keys)
             else:
-                pieces[b].append(keys[(sources >= bounds[b]) & (sources < bounds[b + 1])])
-        del sources, keys, u, v, keep
+                pieces[b].append(keys[(owners >= bounds[b]) & (owners < bounds[b + 1])])
+        del owners, keys, u, v, keep
     host = getattr(xp, "asnumpy", np.asarray)
     counts, indices = [], []
     for b in range(buckets):
