@@ -1,15 +1,27 @@
 """Typed (heterogeneous) sampling on a CUDA device: the typed hop of :mod:`.typed`, one thread per target.
 
-A hop is two launches over every relation's targets at once (the layout of :mod:`.typed`: each
-target with its relation's row base, fanout and RNG state): a count (:func:`_typed_count_kernel`,
-then a ``cumsum`` and one sync for the edge offsets of each relation), and a fill
-(:func:`_typed_fill_kernel`) that draws, finishes and writes each edge's target position, its
-source's id in the typed id space (``type_base[src type] + local id``) and its relation-local edge
-id. The relabel (:func:`relabel_typed`) is the untyped hop's hash table (:mod:`.reindex`) over
-typed ids: the first appearance of every source among the nodes already in ``n_id`` and the hop's
-edges, new nodes ranked within their type by that position. A hop synchronises twice, both marked
-and counted: each relation's edge count, and the new nodes per type. The draws are the CPU's row
-bodies, the order the CPU's serial relabel produces, so the output is bit-identical.
+A call keeps every type's ``n_id`` in one device array of typed ids (``type_base[t] + id``), the
+types one after another (``known``), and each hop's small per-relation values in two host tables
+uploaded once each (:func:`relation_table`: before the draws, and after the hop's one sync). A hop
+whose fanouts are all bounded (``k >= 0``) is the untyped hop of :mod:`.cuda` over typed ids:
+target ``j`` of relation ``r`` owns ``k_r`` slots (relation-major, so slot order is the CPU's edge
+order), and the hop is four launches and **one** sync:
+
+1. :func:`_typed_fill_insert_kernel` enters every known node in the relabel hash table
+   (:mod:`.reindex`), and each target draws and finishes its row into its slots (local source
+   ids become typed ids, edge ids relation-local) and enters its sources;
+2. :func:`~.reindex.flag_kernel` marks the first occurrence of each new node; a ``cumsum`` ranks
+   them, another sums the rows' counts;
+3. :func:`_typed_sizes_kernel` gathers each relation's edge offset and new-node rank and the
+   corrupt-id flag into one array, read back once (the sync);
+4. :func:`_typed_compact_kernel` writes every edge into its relation's ``(2, E_r)`` block (the
+   source's position in its type's ``n_id``, the target's position, the edge id), the new nodes
+   grouped by type, and the next ``known`` (each type's nodes, then its new ones).
+
+A hop with an unbounded relation (``k == -1``) counts first (:func:`_typed_count_kernel`, a
+``cumsum``, one sync for the edge count) and fills packed slots: five launches, two syncs. New
+nodes are numbered within their type in order of first appearance, the order of the CPU's serial
+relabel, so the output is bit-identical.
 """
 
 from __future__ import annotations
@@ -24,135 +36,205 @@ from .cuda import CUDADriver
 from .records import Drawn
 from .reindex import EMPTY, NO_POSITION, flag_kernel, insert, table_capacity
 from .rows import row_finish, row_window, split, window_count, window_fill
-from .typed_hops import TypedHop, extend, frontier, hop_targets, plan_states, shift_targets, split_types, virtual_seeds
+from .typed_hops import TypedHop, plan_states, split_types, virtual_seeds
 
-__all__ = ["TypedCUDADriver", "relabel_typed"]
+__all__ = ["TypedCUDADriver", "relation_table"]
+
+# Rows of a hop's relation table (int64 (FIELDS, max(R, T) + 1)); per relation unless marked.
+# Before the draws:
+SEG = 0  # (R + 1) bounds of each relation's targets among the hop's targets
+TGT = 1  # where relation r's first target sits in ``known``
+DST_BASE = 2  # the typed base of r's target type
+DST = 3  # position in its type's n_id of r's first target (its frontier's start)
+ROW_BASE = 4  # r's first row in the stacked CSR
+K = 5  # slots per target (the fanout, bounded by the longest row without replacement)
+SRC_BASE = 6  # the typed base of r's source type
+SRC_COUNT = 7  # nodes of r's source type (the bound of its ids in ``indices``)
+EDGE_BASE = 8  # r's first edge in the stacked CSR
+SLOT = 9  # (R + 1) bounds of each relation's slots (bounded hops)
+STATE = 10  # r's RNG state at this hop (uint64 bits)
+# After the hop's sync:
+BLOCK = 11  # (R + 1) bounds of each relation's slots (packed hops: its edge offsets)
+EDGE_OFF = 12  # (R + 1) bounds of each relation's edges
+NEW_SHIFT = 13  # a new node's rank within its type: ranks[slot] + NEW_SHIFT[r]
+GROUP = 14  # where r's source type's new nodes start among the hop's new nodes
+SRC_LEN = 15  # nodes of r's source type in n_id before the hop
+SRC_KNOWN = 16  # where r's source type starts in ``known``
+SRC_NEXT = 17  # where r's source type's new nodes start in the next ``known``
+KNOWN_T = 18  # (T + 1) per type: where each type starts in ``known``
+SHIFT_T = 19  # (T) per type: new nodes of the types before it (its shift in the next ``known``)
+FIELDS = 20
+
+
+@cuda.jit(device=True)
+def _last_at_most(table, field, lo, hi, x):
+    """The largest ``i`` in ``[lo, hi)`` with ``table[field, i] <= x`` (the row non-decreasing,
+    ``table[field, lo] <= x``): the relation (or type) whose bounds hold ``x``."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if table[field, mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@cuda.jit(device=True)
+def _row_at_most(offsets, lo, hi, x):
+    """The largest ``j`` in ``[lo, hi)`` with ``offsets[j] <= x``: the target whose packed edges hold ``x``."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if offsets[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@cuda.jit(device=True)
+def _target(options, known, table, num_relations, j):
+    """``(r, node, tree)`` of target ``j`` of a hop: its relation and its (local, split) node."""
+    r = _last_at_most(table, SEG, 0, num_relations, j)
+    local = known[table[TGT, r] + j - table[SEG, r]] - table[DST_BASE, r]
+    node, tree = split(options, local)
+    return r, node, tree
+
+
+@cuda.jit(device=True)
+def _ranks_before(ranks, e):
+    """New nodes among slots ``0 .. e - 1`` (``ranks`` the inclusive ``cumsum`` of the flags)."""
+    return ranks[e - 1] if e > 0 else 0
 
 
 @cuda.jit(cache=True)
-def _typed_count_kernel(graph, options, targets, rel_of, row_base, ks, counts):
-    i = cuda.grid(1)
-    if i < targets.shape[0]:
-        r = rel_of[i]
-        node, tree = split(options, targets[i])
-        start, end = row_window(graph, options, row_base[r] + node, tree)
-        counts[i + 1] = window_count(graph, options, row_base[r] + node, start, end, ks[r])
+def _typed_count_kernel(graph, options, known, table, num_relations, counts):
+    j = cuda.grid(1)
+    if j < table[SEG, num_relations]:
+        r, node, tree = _target(options, known, table, num_relations, j)
+        row = table[ROW_BASE, r] + node
+        start, end = row_window(graph, options, row, tree)
+        counts[j + 1] = window_count(graph, options, row, start, end, table[K, r])
 
 
 @cuda.jit(cache=True)
-def _typed_fill_kernel(
-    graph,
-    options,
-    targets,
-    rel_of,
-    segments,
-    row_base,
-    ks,
-    states,
-    src_base,
-    edge_base,
-    offsets,
-    pos,
-    col,
-    dst,
-    src_count,
-    corrupt,
-):
-    """Target ``i``: draw into ``pos[offsets[i]:offsets[i + 1]]``, finish (``col``: local source
-    ids, then their typed ids; ``pos``: relation-local edge ids) and write its position ``dst``.
-    Disjoint (``options.stride > 0``): targets are virtual local ids and the sources' typed ids
-    carry the target's tree (``src_base[r] + tree * stride + id``). A source id outside
-    ``[0, src_count[r])`` (a corrupt graph) sets ``corrupt[0]``, read with the relabel's sizes."""
-    i = cuda.grid(1)
-    if i < targets.shape[0]:
-        r = rel_of[i]
-        node, tree = split(options, targets[i])
-        row = row_base[r] + node
-        start = offsets[i]
-        count = offsets[i + 1] - start
-        window_start, window_end = row_window(graph, options, row, tree)
-        state = row_state(states[r], node)
-        window_fill(graph, options, row, window_start, window_end, ks[r], state, count, pos, start)
-        row_finish(graph, options, pos, col, start, start + count)
-        base = src_base[r] + tree * options.stride
-        bound = src_count[r]
-        for q in range(start, start + count):
-            if col[q] < 0 or col[q] >= bound:
-                corrupt[0] = 1
-            col[q] += base
-            dst[q] = i - segments[r]
-            if not options.has_edge_ids:
-                pos[q] -= edge_base[r]
-
-
-@cuda.jit(cache=True)
-def _typed_insert_kernel(known, typed_src, keys, first, slot_of, mask):
-    """Stream element ``i`` (the known typed ids, then the hop's sources) into the hash table of
-    :mod:`.reindex`: its key's smallest stream position, and its slot in ``slot_of[i]``."""
+def _typed_fill_insert_kernel(
+    graph, options, known, table, states, num_relations, padded, offsets, counts, pos, col, keys, first, slot_of,
+    mask, corrupt,
+):  # fmt: skip
+    """Thread ``i < len(known)`` enters known node ``i``; thread ``len(known) + j`` draws target
+    ``j`` into its slots (bounded: ``k_r`` from ``SLOT[r] + (j - SEG[r]) * k_r``, its count in
+    ``counts[j + 1]``; packed: ``offsets[j] ..``), finishes them (``col``: typed source ids,
+    ``pos``: relation-local edge ids), enters each source at stream position ``len(known) + slot``
+    and marks unused slots ``-1`` in ``slot_of``. Disjoint (``options.stride > 0``): ids are
+    virtual and a source's typed id carries its target's tree. A source id outside
+    ``[0, SRC_COUNT[r])`` (a corrupt graph) sets ``corrupt[0]``, read with the hop's sizes."""
     i = cuda.grid(1)
     num_known = known.shape[0]
-    if i < num_known + typed_src.shape[0]:
-        node = known[i] if i < num_known else typed_src[i - num_known]
-        slot_of[i] = insert(keys, first, node, i, mask)
+    if i < num_known:
+        slot_of[i] = insert(keys, first, known[i], i, mask)
+    elif i < num_known + table[SEG, num_relations]:
+        j = i - num_known
+        r, node, tree = _target(options, known, table, num_relations, j)
+        row = table[ROW_BASE, r] + node
+        k = table[K, r]
+        window_start, window_end = row_window(graph, options, row, tree)
+        if padded:
+            count = window_count(graph, options, row, window_start, window_end, k)
+            counts[j + 1] = count
+            start = table[SLOT, r] + (j - table[SEG, r]) * k
+        else:
+            start = offsets[j]
+            count = offsets[j + 1] - start
+        window_fill(
+            graph, options, row, window_start, window_end, k, row_state(states[STATE, r], node), count, pos, start
+        )
+        row_finish(graph, options, pos, col, start, start + count)
+        base = table[SRC_BASE, r] + tree * options.stride
+        bound = table[SRC_COUNT, r]
+        for q in range(start, start + count):
+            if col[q] < 0 or col[q] >= bound:  # entered in the table (harmless), flagged
+                corrupt[0] = 1
+            col[q] += base
+            slot_of[num_known + q] = insert(keys, first, col[q], num_known + q, mask)
+            if not options.has_edge_ids:
+                pos[q] -= table[EDGE_BASE, r]
+        if padded:
+            for q in range(start + count, start + k):
+                slot_of[num_known + q] = -1
 
 
-def relabel_typed(device, n_id: list, type_base, typed_src, corrupt=None):
-    """``(src_local, new_nodes, type_offsets, corrupt)`` for a hop's edges whose sources have typed
-    ids ``typed_src``: each source's position in its type's ``n_id`` (extended by the hop's new
-    nodes, in order of first appearance, as the CPU's serial relabel does), and the new nodes
-    grouped by type as :func:`.typed.sample_typed_hop` groups them (``type_offsets`` on the host).
-    ``corrupt`` (optional): a device flag read back in the same synchronisation; the returned
-    ``corrupt`` is its value (the rest is then meaningless), ``False`` without one.
+@cuda.jit(cache=True)
+def _typed_sizes_kernel(table, num_relations, padded, offsets, ranks, corrupt, sizes):
+    """``sizes``: each relation's first edge (``R + 1``), the new nodes before its slots
+    (``R + 1``), then the corrupt-id flag: everything the host reads after a hop's draws."""
+    r = cuda.grid(1)
+    if r <= num_relations:
+        block = table[SLOT, r] if padded else offsets[table[SEG, r]]
+        sizes[r] = offsets[table[SEG, r]]
+        sizes[num_relations + 1 + r] = _ranks_before(ranks, block)
+        if r == 0:
+            sizes[2 * num_relations + 2] = corrupt[0]
 
-    The untyped hop's relabel (:mod:`.reindex`) over typed ids (``type_base[t] + id``): the stream
-    is every type's ``n_id`` in type order, then the hop's sources; new nodes are the sources at
-    their key's first position, ranked within their type by a per-type running count. Everything
-    else is elementwise array code with no data-dependent shape, so the one synchronisation is the
-    marked read of the new nodes per type."""
-    xp = device.xp
-    num_types = len(n_id)
-    lengths = np.array([int(ids.shape[0]) for ids in n_id], np.int64)
-    num_known, num_edges = int(lengths.sum()), int(typed_src.shape[0])
-    if num_edges == 0:
-        return typed_src, xp.empty(0, dtype=np.int64), np.zeros(num_types + 1, np.int64), False
-    known = xp.concatenate([xp.asarray(ids) + int(type_base[t]) for t, ids in enumerate(n_id)])
-    stream = num_known + num_edges
-    capacity = table_capacity(stream)
-    keys = xp.full(capacity, EMPTY, dtype=np.int64)
-    first = xp.full(capacity, NO_POSITION, dtype=np.int64)
-    slot_of = xp.empty(stream, dtype=np.int64)
-    launch_rows(_typed_insert_kernel, device, stream, known, typed_src, keys, first, slot_of, capacity - 1)
-    flags = xp.empty(num_edges, dtype=np.int64)
-    launch_rows(flag_kernel, device, num_edges, slot_of, first, num_known, flags)
-    bases = xp.asarray(np.asarray(type_base[:num_types], np.int64))  # each type's first typed id
-    edge_type = xp.searchsorted(bases[1:], typed_src, side="right")
-    rank = xp.zeros(num_edges, dtype=np.int64)  # a new node's place among its type's new nodes
-    totals = []
-    for t in range(num_types):  # types are few: one running count each, no compaction
-        mine = flags * (edge_type == t)
-        running = xp.cumsum(mine)
-        rank += mine * (running - 1)
-        totals.append(running[-1])
-    if corrupt is not None:
-        totals.append(corrupt[0])
-    counts = to_host(xp.stack(totals))  # sync: new nodes per type (the next n_id's shapes)
-    if corrupt is not None:
-        counts, flagged = counts[:-1], bool(counts[-1])
-        if flagged:
-            return typed_src, xp.empty(0, dtype=np.int64), np.zeros(num_types + 1, np.int64), True
-    type_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    position = first[slot_of[num_known:]]  # each source's first stream position
-    is_known = position < num_known
-    start_of_type = xp.asarray(np.concatenate(([0], np.cumsum(lengths)))[:num_types])
-    first_edge = xp.where(is_known, 0, position - num_known)  # the first occurrence's edge, if new
-    src_local = xp.where(
-        is_known, position - start_of_type[edge_type], xp.asarray(lengths)[edge_type] + rank[first_edge]
-    )
-    num_new = int(type_offsets[-1])
-    grouped = xp.empty(num_new + 1, dtype=np.int64)  # the last slot takes every non-first write
-    target = xp.where(flags == 1, xp.asarray(type_offsets[:-1])[edge_type] + rank, num_new)
-    grouped[target] = typed_src - bases[edge_type]
-    return src_local, grouped[:num_new], type_offsets, False
+
+@cuda.jit(cache=True)
+def _typed_compact_kernel(
+    known, table, num_relations, num_types, padded, offsets, pos, col, slot_of, first, ranks, edges, e_id, grouped,
+    known_next,
+):  # fmt: skip
+    """Thread ``e`` moves known node ``e`` to the next ``known`` and writes slot ``e``'s edge into
+    its relation's ``(2, E_r)`` block of ``edges`` (row 0 the source's position in its type's
+    ``n_id``, row 1 the target's) and its edge id; the first occurrence of a new node also writes
+    it into ``grouped`` (local id) and the next ``known`` (typed id)."""
+    e = cuda.grid(1)
+    num_known = known.shape[0]
+    if e < num_known:
+        t = _last_at_most(table, KNOWN_T, 0, num_types, e)
+        known_next[e + table[SHIFT_T, t]] = known[e]
+    if e < slot_of.shape[0] - num_known:
+        slot = slot_of[num_known + e]
+        if slot >= 0:
+            r = _last_at_most(table, BLOCK, 0, num_relations, e)
+            if padded:
+                k = table[K, r]
+                local_target = (e - table[BLOCK, r]) // k
+                j = table[SEG, r] + local_target
+                q = offsets[j] + e - table[BLOCK, r] - local_target * k
+            else:
+                j = _row_at_most(offsets, table[SEG, r], table[SEG, r + 1], e)
+                q = e
+            edge_first = table[EDGE_OFF, r]
+            width = table[EDGE_OFF, r + 1] - edge_first
+            position = first[slot]
+            if position < num_known:
+                source = position - table[SRC_KNOWN, r]
+            else:
+                p = position - num_known  # the slot of its first occurrence (same source type)
+                rank = ranks[p] + table[NEW_SHIFT, _last_at_most(table, BLOCK, 0, num_relations, p)]
+                source = table[SRC_LEN, r] + rank
+                if p == e:
+                    grouped[table[GROUP, r] + rank] = col[e] - table[SRC_BASE, r]
+                    known_next[table[SRC_NEXT, r] + rank] = col[e]
+            edges[2 * edge_first + q - edge_first] = source
+            edges[2 * edge_first + width + q - edge_first] = table[DST, r] + j - table[SEG, r]
+            e_id[q] = pos[e]
+
+
+def relation_table(plan, type_base, src_count, slot_limit, num_hops: int) -> np.ndarray:
+    """int64 (hops, FIELDS, max(R, T) + 1): each hop's relation table with the rows that do not
+    depend on a call filled (``ROW_BASE``, ``K``, ``SRC_BASE``, ``DST_BASE``, ``SRC_COUNT``,
+    ``EDGE_BASE``); ``type_base`` (T + 1,) the typed base of each type, ``slot_limit`` the slots a
+    bounded target needs at most (``None`` with replacement)."""
+    num_relations, num_types = len(plan.src_type), len(type_base) - 1
+    table = np.zeros((num_hops, FIELDS, max(num_relations, num_types) + 1), np.int64)
+    for hop in range(num_hops):
+        ks = plan.fanouts[:, hop]
+        if slot_limit is not None:
+            ks = np.where(ks < 0, ks, np.minimum(ks, slot_limit))
+        rows = {ROW_BASE: plan.row_base, K: ks, SRC_BASE: type_base[plan.src_type], EDGE_BASE: plan.edge_base}
+        rows.update({DST_BASE: type_base[plan.dst_type], SRC_COUNT: src_count[plan.src_type]})
+        for field, values in rows.items():
+            table[hop, field, :num_relations] = values
+    return table
 
 
 class TypedCUDADriver:
@@ -169,19 +251,19 @@ class TypedCUDADriver:
         self.graph, self.options = self.flat.graph, self.flat.options
         counts = np.asarray(type_counts, np.int64)
         self.type_base = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self._uploaded = (None, ())
+        self._tables = (None, None, None)  # (plan, span, relation tables): one tuple, read whole by threads
 
-    def _device_plan(self, plan):
-        """The plan's per-relation arrays on the device, uploaded again only when the plan changes."""
-        uploaded_for, arrays = self._uploaded  # one tuple: threads read a plan with its own arrays
-        if uploaded_for is not plan:
-            xp = self.device.xp
-            src_count = np.diff(self.type_base)[plan.src_type]  # the bound of each relation's source ids
-            arrays = tuple(
-                xp.asarray(a) for a in (plan.row_base, self.type_base[plan.src_type], plan.edge_base, src_count)
+    def _relation_tables(self, plan, span: int) -> np.ndarray:
+        """The plan's :func:`relation_table` (typed bases ``t * span`` for a disjoint call, ``span``
+        > 0), made again only when the plan or the span changes."""
+        made_for, made_span, tables = self._tables
+        if made_for is not plan or made_span != span:
+            type_base = np.arange(len(self.type_base), dtype=np.int64) * span if span else self.type_base
+            tables = relation_table(
+                plan, type_base, np.diff(self.type_base), self.flat._slot_limit, plan.fanouts.shape[1]
             )
-            self._uploaded = (plan, arrays)
-        return arrays
+            self._tables = (plan, span, tables)
+        return tables
 
     def sample(self, seeds: list, fanouts, key: int, options=None) -> Drawn:
         """As :meth:`.typed.TypedCPUDriver.sample`, with arrays of ``device.xp``. A disjoint call
@@ -190,82 +272,158 @@ class TypedCUDADriver:
         plan, xp = fanouts, self.device.xp
         with self.device:
             options = self.flat._record(options)
-            row_base, src_base, edge_base, src_count = self._device_plan(plan)
             corrupt = xp.zeros(1, dtype=np.int64)  # set by a fill meeting a source id outside its type
-            type_base = self.type_base
+            type_base, span = self.type_base, 0
             if options.stride:
                 seeds, span = virtual_seeds(xp, seeds, options.stride)
                 type_base = np.arange(len(self.type_base), dtype=np.int64) * span
-                src_base = xp.asarray(np.asarray(type_base)[plan.src_type])
-            n_id = [xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in seeds]
+            tables = self._relation_tables(plan, span)
+            lengths = np.array([int(ids.shape[0]) for ids in seeds], np.int64)
+            parts = [ids if base == 0 else ids + int(base) for ids, base in zip(seeds, type_base.tolist()) if len(ids)]
+            known = parts[0] if len(parts) == 1 else xp.concatenate(parts) if parts else xp.empty(0, np.int64)
+            known = xp.ascontiguousarray(known, dtype=np.int64)
+            starts = np.zeros(len(lengths), np.int64)
             hops = []
-            starts = [0] * len(n_id)
             for hop in range(plan.fanouts.shape[1]):
-                targets, rel_of, segments = hop_targets(plan, frontier(n_id, starts), hop, xp)
-                ks = xp.asarray(plan.fanouts[:, hop].copy())
-                states = xp.asarray(plan_states(plan, self.seed, key, hop))
-                hop_out = self._hop(
-                    options, targets, rel_of, segments, (row_base, ks, states, src_base, edge_base, src_count),
-                    n_id, type_base, corrupt, plan,
-                )  # fmt: skip
-                if options.expand_new:
-                    shift_targets(plan, hop_out[0], hop_out[2], starts)
-                    starts = [len(ids) for ids in n_id]
-                n_id = extend(n_id, hop_out[3], hop_out[4], xp)
+                table = tables[hop].copy()
+                table[STATE, : len(plan.src_type)] = plan_states(plan, self.seed, key, hop).view(np.int64)
+                known, hop_out, new_counts = self._hop(options, plan, table, known, lengths, starts, corrupt, hop)
                 hops.append(hop_out)
+                starts = lengths.copy() if options.expand_new else starts
+                lengths = lengths + new_counts
+            bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+            n_id = [
+                known[lo:hi] if base == 0 else known[lo:hi] - base
+                for lo, hi, base in zip(bounds, bounds[1:], type_base.tolist())
+            ]
             if options.stride:
                 return split_types(n_id, hops, options.stride)
         return Drawn(n_id, hops)
 
-    def _hop(self, options, targets, rel_of, segments, per_relation, n_id, type_base, corrupt, plan):
-        device, graph, xp = self.device, self.graph, self.device.xp
-        row_base, ks, states, src_base, edge_base, src_count = per_relation
-        num_targets = int(targets.shape[0])
+    def _hop(self, options, plan, table, known, lengths, starts, corrupt, hop: int):
+        """One hop: ``(known, TypedHop, new nodes per type)``; ``table`` this hop's relation table
+        (its call-independent rows and ``STATE`` filled), ``lengths`` each type's ``n_id`` size,
+        ``starts`` where each type's frontier begins (``expand="new"``)."""
+        device, xp = self.device, self.device.xp
+        num_relations, num_types = len(plan.src_type), len(lengths)
+        known_start = np.concatenate(([0], np.cumsum(lengths)))
+        dst = plan.dst_type
+        ks = table[K, :num_relations]
+        table[SEG, 1 : num_relations + 1] = np.cumsum(np.where(ks == 0, 0, lengths[dst] - starts[dst]))
+        table[TGT, :num_relations] = known_start[dst] + starts[dst]
+        table[DST, :num_relations] = starts[dst]
+        num_targets, num_known = int(table[SEG, num_relations]), int(known.shape[0])
+        padded = bool((ks >= 0).all())
         counts = xp.zeros(num_targets + 1, dtype=np.int64)
-        launch_rows(_typed_count_kernel, device, num_targets, graph, options, targets, rel_of, row_base, ks, counts)
-        offsets = xp.cumsum(counts)
-        edge_offsets = to_host(offsets[xp.asarray(segments)]).astype(np.int64)  # sync: each relation's edges
-        num_edges = int(edge_offsets[-1])
-        pos = xp.empty(num_edges, dtype=np.int64)
-        col = xp.empty(num_edges, dtype=np.int64)
-        dst = xp.empty(num_edges, dtype=np.int64)
-        if num_edges:
+        if padded:
+            table[SLOT, 1 : num_relations + 1] = np.cumsum(np.diff(table[SEG, : num_relations + 1]) * ks)
+            slots = int(table[SLOT, num_relations])
+            self._check_slots(slots, int(ks.max(initial=0)), num_targets, hop)
+            device_table = xp.asarray(table)  # the hop's one upload before its draws
+            offsets = counts
+        else:
+            device_table = xp.asarray(table)
             launch_rows(
-                _typed_fill_kernel,
+                _typed_count_kernel,
                 device,
                 num_targets,
-                graph,
+                self.graph,
                 options,
-                targets,
-                rel_of,
-                xp.asarray(segments),
-                row_base,
-                ks,
-                states,
-                src_base,
-                edge_base,
-                offsets,
-                pos,
-                col,
-                dst,
-                src_count,
-                corrupt,
+                known,
+                device_table,
+                num_relations,
+                counts,
             )
-        src_local, new_nodes, type_offsets, flagged = relabel_typed(device, n_id, type_base, col, corrupt)
-        if flagged:
-            counts = np.diff(self.type_base)
-            raise self.flat.corrupt_error(
-                relation_spans(plan.edge_base, plan.src_type, counts, self.flat.num_edges, self.names)
+            offsets = xp.cumsum(counts)
+            slots = int(to_host(offsets[-1:])[0]) if num_targets else 0  # sync: the hop's edge count
+        if slots == 0:
+            empty = xp.empty(0, dtype=np.int64)
+            hop_out = TypedHop(
+                (empty, empty, np.zeros(num_relations + 1, np.int64), empty, np.zeros(num_types + 1, np.int64))
             )
-        # Relation r's (2, E_r) block starts at 2 * edge_offsets[r]: edge q of it goes to
-        # edge_offsets[r] + q (its source) and edge_offsets[r + 1] + q (its target).
-        edge = xp.arange(num_edges, dtype=np.int64)
-        bounds = xp.asarray(edge_offsets)
-        relation = xp.searchsorted(bounds[1:], edge, side="right")
+            return known, hop_out, np.zeros(num_types, np.int64)
+        capacity = table_capacity(num_known + slots)
+        keys = xp.full(capacity, EMPTY, dtype=np.int64)
+        first = xp.full(capacity, NO_POSITION, dtype=np.int64)
+        slot_of = xp.empty(num_known + slots, dtype=np.int64)
+        pos = xp.empty(slots, dtype=np.int64)
+        col = xp.empty(slots, dtype=np.int64)
+        launch_rows(
+            _typed_fill_insert_kernel, device, num_known + num_targets, self.graph, options, known, device_table,
+            device_table.view(np.uint64), num_relations, padded, offsets, counts, pos, col, keys, first, slot_of,
+            capacity - 1, corrupt,
+        )  # fmt: skip
+        flags = xp.empty(slots, dtype=np.int64)
+        launch_rows(flag_kernel, device, slots, slot_of, first, num_known, flags)
+        ranks = xp.cumsum(flags)
+        if padded:
+            offsets = xp.cumsum(counts)
+        sizes = xp.empty(2 * num_relations + 3, dtype=np.int64)
+        launch_rows(
+            _typed_sizes_kernel,
+            device,
+            num_relations + 1,
+            device_table,
+            num_relations,
+            padded,
+            offsets,
+            ranks,
+            corrupt,
+            sizes,
+        )
+        sizes = to_host(sizes)  # sync: every relation's edges and new nodes, and the corrupt flag
+        if sizes[-1]:
+            spans = relation_spans(
+                plan.edge_base, plan.src_type, np.diff(self.type_base), self.flat.num_edges, self.names
+            )
+            raise self.flat.corrupt_error(spans)
+        edge_offsets = sizes[: num_relations + 1].astype(np.int64)
+        new_counts = self._after_sync(
+            plan, table, sizes[num_relations + 1 : -1], known_start, lengths, padded, edge_offsets
+        )
+        type_offsets = table[SHIFT_T, : num_types + 1].copy()
+        num_edges, num_new = int(edge_offsets[-1]), int(type_offsets[-1])
+        device_table = xp.asarray(table)  # the hop's one upload after its sync
         edges = xp.empty(2 * num_edges, dtype=np.int64)
-        edges[bounds[relation] + edge] = src_local
-        edges[bounds[relation + 1] + edge] = dst
-        return TypedHop((edges, pos, edge_offsets, new_nodes, type_offsets))
+        e_id = xp.empty(num_edges, dtype=np.int64)
+        grouped = xp.empty(num_new, dtype=np.int64)
+        known_next = xp.empty(num_known + num_new, dtype=np.int64)
+        launch_rows(
+            _typed_compact_kernel, device, max(slots, num_known), known, device_table, num_relations, num_types, padded,
+            offsets, pos, col, slot_of, first, ranks, edges, e_id, grouped, known_next,
+        )  # fmt: skip
+        return known_next, TypedHop((edges, e_id, edge_offsets, grouped, type_offsets)), new_counts
+
+    @staticmethod
+    def _after_sync(plan, table, ranks_before, known_start, lengths, padded: bool, edge_offsets) -> np.ndarray:
+        """Fill the rows of ``table`` the compact kernel reads (host arithmetic on the hop's sizes);
+        returns the new nodes per type. ``ranks_before[r]``: new nodes before relation r's slots."""
+        num_relations, num_types = len(plan.src_type), len(lengths)
+        src = plan.src_type
+        new_per_relation = np.diff(ranks_before)
+        new_counts = np.zeros(num_types, np.int64)
+        np.add.at(new_counts, src, new_per_relation)
+        type_offsets = np.concatenate(([0], np.cumsum(new_counts)))
+        # new nodes of the same source type in the relations before r
+        same = src[:, None] == np.arange(num_types)[None, :]
+        earlier = (np.cumsum(same * new_per_relation[:, None], axis=0) - same * new_per_relation[:, None])[
+            np.arange(num_relations), src
+        ]
+        table[BLOCK, : num_relations + 1] = table[SLOT, : num_relations + 1] if padded else edge_offsets
+        table[EDGE_OFF, : num_relations + 1] = edge_offsets
+        table[NEW_SHIFT, :num_relations] = earlier - ranks_before[:num_relations] - 1
+        table[GROUP, :num_relations] = type_offsets[src]
+        table[SRC_LEN, :num_relations] = lengths[src]
+        table[SRC_KNOWN, :num_relations] = known_start[src]
+        table[SRC_NEXT, :num_relations] = (known_start[:num_types] + type_offsets[:num_types] + lengths)[src]
+        table[KNOWN_T, : num_types + 1] = known_start
+        table[SHIFT_T, : num_types + 1] = type_offsets
+        return new_counts
+
+    def _check_slots(self, slots: int, k: int, num_targets: int, hop: int) -> None:
+        """Refuse, before its kernels, a bounded hop whose slots cannot fit in the device's free
+        memory (as :meth:`.cuda.CUDADriver._check_slots`)."""
+        self.flat._check_slots(num_targets, k, -(-slots // max(num_targets, 1)), hop)
 
     def negatives(self, *args, **kwargs):
         return self.flat.negatives(*args, **kwargs)
