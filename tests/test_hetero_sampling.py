@@ -280,56 +280,43 @@ class _StrictNumPy:
 
 
 @pytest.mark.cuda
-def test_typed_gpu_relabel_equals_a_serial_relabel_and_synchronises_once(monkeypatch):
+@pytest.mark.parametrize("expand", ["all", "new"])
+def test_a_typed_gpu_call_equals_the_cpu_and_synchronises_once_a_hop(monkeypatch, expand):
+    # The typed CUDA hop's relabel (hash table over typed ids, new nodes ranked per relation and
+    # type, each type's new nodes appended to the device's known ids) against the CPU's serial one:
+    # seeds of two types, repeated, and a type without seeds, under a NumPy as strict about host
+    # reads as CuPy (every read is a counted sync).
     from gglspeedup import _launch
     from gglspeedup.device import Device
-    from gglspeedup.sampling._kernels.cuda_typed import relabel_typed
 
-    if gpu_hardware("cuda:0"):  # CuPy is strict by itself
-        import cupy as xp
-    else:  # the simulator's NumPy, made as strict about host reads as CuPy
+    if not gpu_hardware("cuda:0"):  # CuPy is strict by itself
         xp = _StrictNumPy()
         monkeypatch.setattr(Device, "xp", property(lambda self: xp))
-    device = Device("cuda", 0)
-    rng = np.random.default_rng(8)
-    type_base = np.array([0, 50, 60, 200], np.int64)  # three node types of 50, 10 and 140 ids
-    n_id = [rng.choice(50, 7, replace=False), np.array([3], np.int64), np.zeros(0, np.int64)]
-    typed = rng.integers(0, 200, 400)
-    typed[:5] = [0 + n_id[0][2], 53, 53, 199, 60]  # known, repeated new, and each type's edges
-    src_local, grouped, type_offsets, corrupt = relabel_typed(
-        device, [xp.asarray(ids) for ids in n_id], type_base, xp.asarray(typed)
-    )
-    assert corrupt is False
-    known = [{int(v): i for i, v in enumerate(ids)} for ids in n_id]
-    new = [[] for _ in n_id]
-    expected = []
-    for value in typed:  # the CPU's serial relabel: first appearance, per type
-        t = int(np.searchsorted(type_base[1:], value, side="right"))
-        local = int(value - type_base[t])
-        if local not in known[t]:
-            known[t][local] = len(known[t])
-            new[t].append(local)
-        expected.append(known[t][local])
-    np.testing.assert_array_equal(to_host(src_local), expected)
-    np.testing.assert_array_equal(to_host(grouped), np.concatenate(new))
-    np.testing.assert_array_equal(to_host(type_offsets), np.cumsum([0] + [len(g) for g in new]))
+    graph = typed_graph(np.random.default_rng(8))
+    seeds = {"paper": np.array([4, 0, 4, 7]), "author": np.array([6, 1])}
+    gpu = gg.HeteroNeighborSampler(graph, [3, 2], seed=4, device="cuda:0", expand=expand)
+    gpu.sample(seeds, key=0)
     _launch.reset_counters()
-    relabel_typed(device, [xp.asarray(ids) for ids in n_id], type_base, xp.asarray(typed))
-    assert _launch.counters() == {"launches": 2, "syncs": 1}  # insert + flag; new nodes per type
+    out = gpu.sample(seeds, key=1)
+    # per hop: fill + insert, flag, sizes, compact; one sync for every relation's edges and new nodes
+    assert _launch.counters() == {"launches": 8, "syncs": 2}
+    assert_same(out, gg.HeteroNeighborSampler(graph, [3, 2], seed=4, expand=expand).sample(seeds, key=1))
 
 
 @pytest.mark.cuda
-def test_a_typed_gpu_hop_launches_four_kernels_and_synchronises_twice():
+def test_a_typed_gpu_hop_with_every_neighbour_counts_first_and_synchronises_twice():
     from gglspeedup import _launch
 
     graph = typed_graph(np.random.default_rng(5))
-    sampler = gg.HeteroNeighborSampler(graph, [3, 2], seed=4, device="cuda:0")
+    fanouts = {et: [-1, 2] if i % 2 else [3, 2] for i, et in enumerate(graph.edge_types)}  # hop 0 mixed
+    sampler = gg.HeteroNeighborSampler(graph, fanouts, seed=4, device="cuda:0")
     seeds = {graph.node_types[0]: np.array([0, 1, 2])}
     sampler.sample(seeds, key=0)
     _launch.reset_counters()
-    sampler.sample(seeds, key=1)
-    # per hop: count, fill, insert, flag; syncs: edges per relation, new nodes per type
-    assert _launch.counters() == {"launches": 8, "syncs": 4}
+    out = sampler.sample(seeds, key=1)
+    # hop 0: count, fill + insert, flag, sizes, compact, two syncs (edges, then sizes); hop 1: 4 and 1
+    assert _launch.counters() == {"launches": 9, "syncs": 3}
+    assert_same(out, gg.HeteroNeighborSampler(graph, fanouts, seed=4).sample(seeds, key=1))
 
 
 def test_the_typed_relabel_map_carries_an_epoch_across_batches():

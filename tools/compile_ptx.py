@@ -97,11 +97,23 @@ def _kernels():
                 i64,  # the corrupt-id flag
             )
             yield f"sampling fill + insert ({tag} weights{mode})", sampling_cuda._fill_insert_kernel, fill, True
-            typed_count = (graph, options, *([i64] * 5))
+            table = types.Array(types.int64, 2, "C")  # a typed hop's relation table
+            typed_count = (graph, options, i64, table, types.int64, i64)
             yield f"typed count ({tag} weights{mode})", cuda_typed._typed_count_kernel, typed_count, True
-            u64 = types.Array(types.uint64, 1, "C")
-            typed_fill = (graph, options, *([i64] * 5), u64, *([i64] * 6), i64, i64)  # + source bounds, flag
-            yield f"typed fill ({tag} weights{mode})", cuda_typed._typed_fill_kernel, typed_fill, True
+            states = types.Array(types.uint64, 2, "C")  # the same table's RNG row
+            typed_fill = (
+                graph,
+                options,
+                i64,
+                table,
+                states,
+                types.int64,
+                types.boolean,
+                *([i64] * 7),
+                types.int64,
+                i64,
+            )
+            yield f"typed fill + insert ({tag} weights{mode})", cuda_typed._typed_fill_insert_kernel, typed_fill, True
         from gglspeedup.sampling._kernels.links import NegativeTimes
 
         for when, eligible in (("", typeof(marker)), (", temporal", typeof(NegativeTimes(ints, ints, ints, ints)))):
@@ -129,8 +141,11 @@ def _kernels():
         fill = (graph, i64, i64, flag, i64, i64, i64)
         yield f"link exclusion fill ({tag} weights)", cuda_links._fill_matches_kernel, fill, False
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
-    typed_insert = (i64, i64, i64, i64, i64, types.int64)
-    yield "typed relabel insert", cuda_typed._typed_insert_kernel, typed_insert, False
+    table = types.Array(types.int64, 2, "C")
+    typed_sizes = (table, types.int64, types.boolean, i64, i64, i64, i64)
+    yield "typed sizes", cuda_typed._typed_sizes_kernel, typed_sizes, False
+    typed_compact = (i64, table, types.int64, types.int64, types.boolean, *([i64] * 10))
+    yield "typed compact", cuda_typed._typed_compact_kernel, typed_compact, False
     compact = (types.int64, types.int64, types.int64, types.boolean, *([i64] * 10))
     yield "relabel compact", reindex.compact_kernel, compact, False
     yield from _pooling_kernels()

@@ -1,11 +1,12 @@
 """Typed (heterogeneous) sampling on a CUDA device: the typed hop of :mod:`.typed`, one thread per target.
 
 A call keeps every type's ``n_id`` in one device array of typed ids (``type_base[t] + id``), the
-types one after another (``known``), and each hop's small per-relation values in two host tables
-uploaded once each (:func:`relation_table`: before the draws, and after the hop's one sync). A hop
-whose fanouts are all bounded (``k >= 0``) is the untyped hop of :mod:`.cuda` over typed ids:
-target ``j`` of relation ``r`` owns ``k_r`` slots (relation-major, so slot order is the CPU's edge
-order), and the hop is four launches and **one** sync:
+types one after another (``known``), and each hop's small per-relation values in one host table
+(:func:`.typed_hops.relation_table`) uploaded twice: before the draws, and after the hop's sync
+(:func:`.typed_hops.after_sync`). A hop whose fanouts are all bounded (``k >= 0``) is the untyped
+hop of :mod:`.cuda` over typed ids: target ``j`` of relation ``r`` owns ``k_r`` slots
+(relation-major, so slot order is the CPU's edge order), and the hop is four launches and **one**
+sync:
 
 1. :func:`_typed_fill_insert_kernel` enters every known node in the relabel hash table
    (:mod:`.reindex`), and each target draws and finishes its row into its slots (local source
@@ -36,34 +37,36 @@ from .cuda import CUDADriver
 from .records import Drawn
 from .reindex import EMPTY, NO_POSITION, flag_kernel, insert, table_capacity
 from .rows import row_finish, row_window, split, window_count, window_fill
-from .typed_hops import TypedHop, plan_states, split_types, virtual_seeds
+from .typed_hops import (  # the relation table's rows, then the host helpers
+    BLOCK,
+    DST,
+    DST_BASE,
+    EDGE_BASE,
+    EDGE_OFF,
+    GROUP,
+    KNOWN_T,
+    NEW_SHIFT,
+    ROW_BASE,
+    SEG,
+    SHIFT_T,
+    SLOT,
+    SRC_BASE,
+    SRC_COUNT,
+    SRC_KNOWN,
+    SRC_LEN,
+    SRC_NEXT,
+    STATE,
+    TGT,
+    K,
+    TypedHop,
+    after_sync,
+    plan_states,
+    relation_table,
+    split_types,
+    virtual_seeds,
+)
 
-__all__ = ["TypedCUDADriver", "relation_table"]
-
-# Rows of a hop's relation table (int64 (FIELDS, max(R, T) + 1)); per relation unless marked.
-# Before the draws:
-SEG = 0  # (R + 1) bounds of each relation's targets among the hop's targets
-TGT = 1  # where relation r's first target sits in ``known``
-DST_BASE = 2  # the typed base of r's target type
-DST = 3  # position in its type's n_id of r's first target (its frontier's start)
-ROW_BASE = 4  # r's first row in the stacked CSR
-K = 5  # slots per target (the fanout, bounded by the longest row without replacement)
-SRC_BASE = 6  # the typed base of r's source type
-SRC_COUNT = 7  # nodes of r's source type (the bound of its ids in ``indices``)
-EDGE_BASE = 8  # r's first edge in the stacked CSR
-SLOT = 9  # (R + 1) bounds of each relation's slots (bounded hops)
-STATE = 10  # r's RNG state at this hop (uint64 bits)
-# After the hop's sync:
-BLOCK = 11  # (R + 1) bounds of each relation's slots (packed hops: its edge offsets)
-EDGE_OFF = 12  # (R + 1) bounds of each relation's edges
-NEW_SHIFT = 13  # a new node's rank within its type: ranks[slot] + NEW_SHIFT[r]
-GROUP = 14  # where r's source type's new nodes start among the hop's new nodes
-SRC_LEN = 15  # nodes of r's source type in n_id before the hop
-SRC_KNOWN = 16  # where r's source type starts in ``known``
-SRC_NEXT = 17  # where r's source type's new nodes start in the next ``known``
-KNOWN_T = 18  # (T + 1) per type: where each type starts in ``known``
-SHIFT_T = 19  # (T) per type: new nodes of the types before it (its shift in the next ``known``)
-FIELDS = 20
+__all__ = ["TypedCUDADriver"]
 
 
 @cuda.jit(device=True)
@@ -219,24 +222,6 @@ def _typed_compact_kernel(
             e_id[q] = pos[e]
 
 
-def relation_table(plan, type_base, src_count, slot_limit, num_hops: int) -> np.ndarray:
-    """int64 (hops, FIELDS, max(R, T) + 1): each hop's relation table with the rows that do not
-    depend on a call filled (``ROW_BASE``, ``K``, ``SRC_BASE``, ``DST_BASE``, ``SRC_COUNT``,
-    ``EDGE_BASE``); ``type_base`` (T + 1,) the typed base of each type, ``slot_limit`` the slots a
-    bounded target needs at most (``None`` with replacement)."""
-    num_relations, num_types = len(plan.src_type), len(type_base) - 1
-    table = np.zeros((num_hops, FIELDS, max(num_relations, num_types) + 1), np.int64)
-    for hop in range(num_hops):
-        ks = plan.fanouts[:, hop]
-        if slot_limit is not None:
-            ks = np.where(ks < 0, ks, np.minimum(ks, slot_limit))
-        rows = {ROW_BASE: plan.row_base, K: ks, SRC_BASE: type_base[plan.src_type], EDGE_BASE: plan.edge_base}
-        rows.update({DST_BASE: type_base[plan.dst_type], SRC_COUNT: src_count[plan.src_type]})
-        for field, values in rows.items():
-            table[hop, field, :num_relations] = values
-    return table
-
-
 class TypedCUDADriver:
     """Typed sampling on one CUDA device (real or simulated); the interface of
     :class:`.typed.TypedCPUDriver`. The untyped :class:`.cuda.CUDADriver` over the same stacked
@@ -378,9 +363,7 @@ class TypedCUDADriver:
             )
             raise self.flat.corrupt_error(spans)
         edge_offsets = sizes[: num_relations + 1].astype(np.int64)
-        new_counts = self._after_sync(
-            plan, table, sizes[num_relations + 1 : -1], known_start, lengths, padded, edge_offsets
-        )
+        new_counts = after_sync(plan, table, sizes[num_relations + 1 : -1], known_start, lengths, padded, edge_offsets)
         type_offsets = table[SHIFT_T, : num_types + 1].copy()
         num_edges, num_new = int(edge_offsets[-1]), int(type_offsets[-1])
         device_table = xp.asarray(table)  # the hop's one upload after its sync
@@ -393,32 +376,6 @@ class TypedCUDADriver:
             offsets, pos, col, slot_of, first, ranks, edges, e_id, grouped, known_next,
         )  # fmt: skip
         return known_next, TypedHop((edges, e_id, edge_offsets, grouped, type_offsets)), new_counts
-
-    @staticmethod
-    def _after_sync(plan, table, ranks_before, known_start, lengths, padded: bool, edge_offsets) -> np.ndarray:
-        """Fill the rows of ``table`` the compact kernel reads (host arithmetic on the hop's sizes);
-        returns the new nodes per type. ``ranks_before[r]``: new nodes before relation r's slots."""
-        num_relations, num_types = len(plan.src_type), len(lengths)
-        src = plan.src_type
-        new_per_relation = np.diff(ranks_before)
-        new_counts = np.zeros(num_types, np.int64)
-        np.add.at(new_counts, src, new_per_relation)
-        type_offsets = np.concatenate(([0], np.cumsum(new_counts)))
-        # new nodes of the same source type in the relations before r
-        same = src[:, None] == np.arange(num_types)[None, :]
-        earlier = (np.cumsum(same * new_per_relation[:, None], axis=0) - same * new_per_relation[:, None])[
-            np.arange(num_relations), src
-        ]
-        table[BLOCK, : num_relations + 1] = table[SLOT, : num_relations + 1] if padded else edge_offsets
-        table[EDGE_OFF, : num_relations + 1] = edge_offsets
-        table[NEW_SHIFT, :num_relations] = earlier - ranks_before[:num_relations] - 1
-        table[GROUP, :num_relations] = type_offsets[src]
-        table[SRC_LEN, :num_relations] = lengths[src]
-        table[SRC_KNOWN, :num_relations] = known_start[src]
-        table[SRC_NEXT, :num_relations] = (known_start[:num_types] + type_offsets[:num_types] + lengths)[src]
-        table[KNOWN_T, : num_types + 1] = known_start
-        table[SHIFT_T, : num_types + 1] = type_offsets
-        return new_counts
 
     def _check_slots(self, slots: int, k: int, num_targets: int, hop: int) -> None:
         """Refuse, before its kernels, a bounded hop whose slots cannot fit in the device's free

@@ -1,7 +1,8 @@
 """The host side of a typed hop, shared by the typed drivers (:mod:`.typed`, :mod:`.cuda_typed`):
 the per-hop helpers of a :class:`~.records.HopPlan` (each relation's targets, RNG states, the
 frontier under ``expand="new"``), the hop record (:class:`TypedHop`) and how a hop's new nodes
-extend ``n_id``, and a disjoint call's virtual seeds per type. Host code: arrays of ``xp`` in,
+extend ``n_id``, a disjoint call's virtual seeds per type, and the CUDA hop's relation table
+(:func:`relation_table`, :func:`after_sync`: the rows its kernels read). Host code: arrays of ``xp`` in,
 arrays out; the kernels are in :mod:`.typed` and :mod:`.cuda_typed`.
 """
 
@@ -24,7 +25,35 @@ __all__ = [
     "record_hop",
     "virtual_seeds",
     "split_types",
+    "relation_table",
+    "after_sync",
 ]
+
+
+# Rows of a hop's relation table (int64 (FIELDS, max(R, T) + 1)); per relation unless marked.
+# Before the draws:
+SEG = 0  # (R + 1) bounds of each relation's targets among the hop's targets
+TGT = 1  # where relation r's first target sits in ``known``
+DST_BASE = 2  # the typed base of r's target type
+DST = 3  # position in its type's n_id of r's first target (its frontier's start)
+ROW_BASE = 4  # r's first row in the stacked CSR
+K = 5  # slots per target (the fanout, bounded by the longest row without replacement)
+SRC_BASE = 6  # the typed base of r's source type
+SRC_COUNT = 7  # nodes of r's source type (the bound of its ids in ``indices``)
+EDGE_BASE = 8  # r's first edge in the stacked CSR
+SLOT = 9  # (R + 1) bounds of each relation's slots (bounded hops)
+STATE = 10  # r's RNG state at this hop (uint64 bits)
+# After the hop's sync:
+BLOCK = 11  # (R + 1) bounds of each relation's slots (packed hops: its edge offsets)
+EDGE_OFF = 12  # (R + 1) bounds of each relation's edges
+NEW_SHIFT = 13  # a new node's rank within its type: ranks[slot] + NEW_SHIFT[r]
+GROUP = 14  # where r's source type's new nodes start among the hop's new nodes
+SRC_LEN = 15  # nodes of r's source type in n_id before the hop
+SRC_KNOWN = 16  # where r's source type starts in ``known``
+SRC_NEXT = 17  # where r's source type's new nodes start in the next ``known``
+KNOWN_T = 18  # (T + 1) per type: where each type starts in ``known``
+SHIFT_T = 19  # (T) per type: new nodes of the types before it (its shift in the next ``known``)
+FIELDS = 20
 
 
 class TypedHop(tuple):
@@ -117,3 +146,47 @@ def record_hop(plan, n_id, hops, starts, expand_new, segments, edges, e_id, offs
         starts = [len(ids) for ids in n_id]
     hops.append(TypedHop((edges, e_id, offsets[segments], new_nodes, type_offsets)))
     return extend(n_id, new_nodes, type_offsets), starts
+
+
+def relation_table(plan, type_base, src_count, slot_limit, num_hops: int) -> np.ndarray:
+    """int64 (hops, FIELDS, max(R, T) + 1): each hop's relation table with the rows that do not
+    depend on a call filled (``ROW_BASE``, ``K``, ``SRC_BASE``, ``DST_BASE``, ``SRC_COUNT``,
+    ``EDGE_BASE``); ``type_base`` (T + 1,) the typed base of each type, ``slot_limit`` the slots a
+    bounded target needs at most (``None`` with replacement)."""
+    num_relations, num_types = len(plan.src_type), len(type_base) - 1
+    table = np.zeros((num_hops, FIELDS, max(num_relations, num_types) + 1), np.int64)
+    for hop in range(num_hops):
+        ks = plan.fanouts[:, hop]
+        if slot_limit is not None:
+            ks = np.where(ks < 0, ks, np.minimum(ks, slot_limit))
+        rows = {ROW_BASE: plan.row_base, K: ks, SRC_BASE: type_base[plan.src_type], EDGE_BASE: plan.edge_base}
+        rows.update({DST_BASE: type_base[plan.dst_type], SRC_COUNT: src_count[plan.src_type]})
+        for field, values in rows.items():
+            table[hop, field, :num_relations] = values
+    return table
+
+
+def after_sync(plan, table, ranks_before, known_start, lengths, padded: bool, edge_offsets) -> np.ndarray:
+    """Fill the rows of ``table`` the compact kernel reads (host arithmetic on the hop's sizes);
+    returns the new nodes per type. ``ranks_before[r]``: new nodes before relation r's slots."""
+    num_relations, num_types = len(plan.src_type), len(lengths)
+    src = plan.src_type
+    new_per_relation = np.diff(ranks_before)
+    new_counts = np.zeros(num_types, np.int64)
+    np.add.at(new_counts, src, new_per_relation)
+    type_offsets = np.concatenate(([0], np.cumsum(new_counts)))
+    # new nodes of the same source type in the relations before r
+    same = src[:, None] == np.arange(num_types)[None, :]
+    earlier = (np.cumsum(same * new_per_relation[:, None], axis=0) - same * new_per_relation[:, None])[
+        np.arange(num_relations), src
+    ]
+    table[BLOCK, : num_relations + 1] = table[SLOT, : num_relations + 1] if padded else edge_offsets
+    table[EDGE_OFF, : num_relations + 1] = edge_offsets
+    table[NEW_SHIFT, :num_relations] = earlier - ranks_before[:num_relations] - 1
+    table[GROUP, :num_relations] = type_offsets[src]
+    table[SRC_LEN, :num_relations] = lengths[src]
+    table[SRC_KNOWN, :num_relations] = known_start[src]
+    table[SRC_NEXT, :num_relations] = (known_start[:num_types] + type_offsets[:num_types] + lengths)[src]
+    table[KNOWN_T, : num_types + 1] = known_start
+    table[SHIFT_T, : num_types + 1] = type_offsets
+    return new_counts
