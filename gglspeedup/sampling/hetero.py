@@ -242,13 +242,12 @@ class HeteroNeighborSampler(SamplerBase):
                     f"seeds names node type {node_type!r}, which the graph does not have; known: {list(self.num_nodes)}"
                 )
         out = [
-            check_seeds(seeds[t], self.num_nodes[t], self.device, name=f"seeds[{t!r}]")
-            if t in seeds
-            else np.empty(0, np.int64)
+            check_seeds(seeds[t], self.num_nodes[t], self.device, name=f"seeds[{t!r}]") if t in seeds else None
             for t in self.graph.node_types
         ]
-        if self.device.is_cuda:  # one array module for every type's ids (host seeds uploaded once)
-            xp = self.device.xp
-            with self.device:
-                out = [xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in out]
-        return out
+        if not self.device.is_cuda:
+            return [np.empty(0, np.int64) if ids is None else ids for ids in out]
+        xp = self.device.xp
+        with self.device:  # one array module for every type's ids (host seeds uploaded once)
+            none = xp.empty(0, dtype=np.int64)  # every type without seeds: one array, not an upload each
+            return [none if ids is None else xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in out]
