@@ -37,7 +37,7 @@ def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
     assert all(row["launches"] == 9 and row["syncs"] == 3 for row in sampling["rows"])  # 3 bounded hops
     typed = report["checks"]["typed"]["figures"]
     assert typed["graph"]["relations"] == 7 and [row["batch"] for row in typed["rows"]] == [1, 6]
-    assert all(row["launches"] == 8 and row["syncs"] == 4 for row in typed["rows"])  # 2 typed hops
+    assert all(row["launches"] == 8 and row["syncs"] == 2 for row in typed["rows"])  # 2 typed hops, 1 sync each
     attention = report["checks"]["attention"]["figures"]
     rows = {(row["op"], row["tokens"], row["device"]): row for row in attention["rows"]}
     ops = ("softmax", "sparsemax", "gfusedmax", "diffuser")
@@ -68,6 +68,26 @@ def test_the_gather_check_times_every_check_mode_back_to_back_on_the_simulator(t
     assert figures["deferred_back_to_back_vs_d2d"] == figures["back_to_back"][modes[1]]["paired_vs_d2d"]
     assert {f"gglspeedup cache={r}, check=deferred" for r in (0, 1)} <= set(figures["rows"])
     assert "calls back to back, one sync after the last" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_gpu_probes_typed_step_runs_on_the_simulator_and_writes_its_figures(tmp_path):
+    out = tmp_path / "probe.json"
+    done = subprocess.run(
+        [sys.executable, "tools/gpu_probe.py", "--steps", "typed", "--size", "tiny", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=ROOT),
+    )
+    assert done.returncode == 0 and "typed failed" not in done.stdout, done.stdout + done.stderr
+    typed = json.loads(out.read_text())["typed"]
+    assert typed["batch"] == 6 and typed["edges"] > 0 and (typed["launches"], typed["syncs"]) == (8, 2)
+    names = [name for name, _ in typed["spans_ms"]]
+    assert names.count("sync") == 2 and names.count("launch _typed_compact_kernel") == 2  # one call's spans
+    assert len(typed["profile_top"]) == 15 and typed["profile_top"][0]["ms_per_call"] > 0
+    assert "typed call, 6 papers of 150" in done.stdout
 
 
 def test_a_failing_check_is_reported_and_fails_the_command(tmp_path):

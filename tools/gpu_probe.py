@@ -1,9 +1,11 @@
 """Where the GPU path's time goes, on a real GPU: launch overhead, the gather kernel against
-``cupy.take``, and the host side of a one-seed ``sample`` call.
+``cupy.take``, the host side of a one-seed ``sample`` call, and of a typed call at 16,384 papers.
 
-    python tools/gpu_probe.py [--json PATH]
+    python tools/gpu_probe.py [--json PATH] [--steps launches,gather,sample,typed] [--size full|tiny]
 
-Prints one table per question (the device call's reply keeps the end of the output). Written for
+Prints one table per question (the device call's reply keeps the end of the output). ``typed``
+also runs under numba's CUDA simulator at ``--size tiny`` (how CI proves it; its times mean
+nothing there); the other steps need CuPy on a GPU. Written for
 the first H200 lease (``python -m gglspeedup.bench gpu`` showed a 5-9 ms one-seed call and a
 cached gather at 0.13x a device-to-device copy); every figure is timed with CUDA events or after a
 synchronisation, medians of repeated runs after a warm-up.
@@ -244,14 +246,136 @@ def sample(results):
     results["sample_spans_ms"] = [(n, 1e3 * s) for n, s in spans]
 
 
+# The typed step's sizes: the bench's igbh-like graph (``gpu --checks typed``) and its largest batch.
+TYPED_SIZES = {
+    "full": {"papers": 2_000_000, "batch": 16_384, "calls": 20},
+    "tiny": {"papers": 150, "batch": 6, "calls": 2},
+}
+
+
+def _traced(call, sync, modules):
+    """``[(name, seconds)]`` of every launch and sync of one ``call()`` (host wall time each) and
+    the call's wall time; ``modules`` import ``to_host`` by name (patched there too)."""
+    from gglspeedup import _launch
+
+    spans = []
+    original_launch, original_to_host = _launch.launch, _launch.to_host
+
+    def timed_launch(kernel, device, grid, block, *args):
+        start = time.perf_counter()
+        original_launch(kernel, device, grid, block, *args)
+        spans.append(("launch " + getattr(kernel, "__name__", "?"), time.perf_counter() - start))
+
+    def timed_to_host(array):
+        start = time.perf_counter()
+        value = original_to_host(array)
+        spans.append(("sync", time.perf_counter() - start))
+        return value
+
+    _launch.launch, _launch.to_host = timed_launch, timed_to_host
+    for module in modules:
+        module.to_host = timed_to_host
+    try:
+        start = time.perf_counter()
+        call()
+        sync()
+        wall = time.perf_counter() - start
+    finally:
+        _launch.launch, _launch.to_host = original_launch, original_to_host
+        for module in modules:
+            module.to_host = original_to_host
+    return spans, wall
+
+
+def typed(results, size="full"):
+    """The host side of a typed call (igbh-like graph, 7 relations, fanouts [15, 10]) at 16,384
+    papers: its median, launches and syncs, each launch's and sync's host time in one traced call
+    and the time outside them, and the top 15 functions by cumulative time over ``calls`` calls
+    (cProfile). ``results["typed"]`` gets one JSON-able dict."""
+    import cProfile
+    import pstats
+
+    import gglspeedup as gg
+    from gglspeedup import _launch
+    from gglspeedup.bench.gpu._common import _device, _sync
+    from gglspeedup.bench.gpu.measure import _typed_edges
+    from gglspeedup.datasets.synthetic_hetero import synthetic_igbh
+    from gglspeedup.sampling._kernels import cuda_typed
+
+    shape = TYPED_SIZES[size]
+    device = _device()
+    graph = synthetic_igbh(shape["papers"], seed=0)
+    sampler = gg.HeteroNeighborSampler(graph, [15, 10], seed=1, device=device)
+    batch = min(shape["batch"], graph.num_nodes["paper"])
+    chosen = np.random.default_rng(0).choice(graph.num_nodes["paper"], batch, replace=False)
+    seeds = {"paper": device.xp.asarray(chosen)}
+    sync = functools.partial(_sync, device)
+    edges = _typed_edges(sampler.sample(seeds, key=0))
+    _launch.reset_counters()
+    sampler.sample(seeds, key=1)
+    counts = _launch.counters()
+    calls = shape["calls"]
+    median = _median_ms(lambda: sampler.sample(seeds), calls, sync)
+    spans, wall = _traced(lambda: sampler.sample(seeds), sync, [cuda_typed])
+    accounted = sum(seconds for _, seconds in spans)
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        sampler.sample(seeds)
+    sync()
+    profile.disable()
+    stats = pstats.Stats(profile)
+    stats.sort_stats("cumulative")
+    top = []
+    for function in stats.fcn_list[:15]:
+        _, ncalls, _, cumulative, _ = stats.stats[function]
+        name = f"{function[0].rsplit('/', 1)[-1]}:{function[1]}({function[2]})"
+        top.append({"function": name, "calls_per_call": ncalls / calls, "ms_per_call": 1e3 * cumulative / calls})
+    figures = {
+        "papers": shape["papers"],
+        "batch": batch,
+        "edges": edges,
+        "ms_median": median,
+        "m_edges_per_s": edges / median / 1e3,
+        "launches": counts["launches"],
+        "syncs": counts["syncs"],
+        "traced_call_ms": 1e3 * wall,
+        "spans_ms": [[name, 1e3 * seconds] for name, seconds in spans],
+        "outside_spans_ms": 1e3 * (wall - accounted),
+        "profile_top": top,
+    }
+    results["typed"] = figures
+    print(
+        f"\ntyped call, {batch} papers of {shape['papers']}, fanouts [15, 10]: median {median:.3f} ms, "
+        f"{figures['m_edges_per_s']:.1f} M edges/s, {counts['launches']} launches, {counts['syncs']} syncs"
+    )
+    print(f"one traced call {1e3 * wall:.3f} ms:")
+    for name, seconds in spans:
+        print(f"  {name:40s} {1e3 * seconds:8.3f} ms")
+    print(f"  {'(outside launches and syncs)':40s} {figures['outside_spans_ms']:8.3f} ms")
+    print(f"top 15 by cumulative time over {calls} calls (ms per call, calls per call):")
+    for row in top:
+        print(f"  {row['function'][:70]:70s} {row['ms_per_call']:8.3f} {row['calls_per_call']:6.1f}")
+
+
+STEPS = {"launches": launches, "gather": gather, "sample": sample, "typed": typed}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=None)
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"some of {','.join(STEPS)} (default all)")
+    parser.add_argument("--size", choices=tuple(TYPED_SIZES), default="full", help="the typed step's size")
     args = parser.parse_args()
+    steps = [name.strip() for name in args.steps.split(",") if name.strip()]
+    unknown = [name for name in steps if name not in STEPS]
+    if unknown or not steps:
+        parser.error(f"--steps must name some of {', '.join(STEPS)}, got {args.steps!r}")
     results = {}
-    for step in (launches, gather, sample):
+    for name in steps:
+        step = STEPS[name]
         try:
-            step(results)
+            step(results, args.size) if step is typed else step(results)
         except Exception as error:  # one failed probe must not hide the others
             print(f"{step.__name__} failed: {type(error).__name__}: {error}")
             results[step.__name__ + "_error"] = repr(error)

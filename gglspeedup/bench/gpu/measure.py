@@ -6,7 +6,8 @@
   counters) and the time of a one-seed call (the per-call floor).
 - :func:`typed_sampling`: the same for the typed sampler on an IGBH-shaped graph (4 node types,
   every relation with fanouts [15, 10]), after checking one batch against the CPU bit for bit;
-  launches and syncs per call (4 launches and 2 syncs per typed hop).
+  launches and syncs per call (4 launches and 1 sync per typed hop, plus on a GPU the one sync of
+  the seeds' range check).
 - :func:`gather`: GB/s of ``FeatureStore.gather`` with every row cached (device tier) and none
   (pinned host tier), beside ``cupy.take`` and ``torch.index_select`` on the same device arrays,
   a device-to-device copy and a pinned host-to-device copy of the same bytes (the tiers'
