@@ -319,6 +319,29 @@ def test_a_typed_gpu_hop_with_every_neighbour_counts_first_and_synchronises_twic
     assert_same(out, gg.HeteroNeighborSampler(graph, fanouts, seed=4).sample(seeds, key=1))
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("expand", ["all", "new"])
+@pytest.mark.parametrize("timed", [False, True], ids=["disjoint", "temporal"])
+def test_a_disjoint_typed_gpu_call_equals_the_cpu(expand, timed):
+    # Disjoint calls run the typed CUDA hop over virtual ids (each type's trees kept apart by a
+    # typed base of type * span); temporal ones also window each row by its tree's time.
+    rng = np.random.default_rng(9)
+    graph = typed_graph(rng)
+    options = {"disjoint": True, "expand": expand}
+    call = {}
+    if timed:
+        options["node_time"] = {t: rng.integers(0, 6, graph.num_nodes[t]) for t in ("paper", "author")}
+        call["seed_time"] = {"paper": np.array([5, 4, 2]), "field": np.array([3])}
+    seeds = {"paper": np.array([4, 0, 4]), "field": np.array([1])}
+    outs = [
+        gg.HeteroNeighborSampler(graph, [3, 2], seed=6, device=device, **options).sample(seeds, key=2, **call)
+        for device in ("cpu", "cuda:0")
+    ]
+    assert_same(outs[1], outs[0])
+    for t in outs[0].batch:
+        np.testing.assert_array_equal(to_host(outs[1].batch[t]), to_host(outs[0].batch[t]), err_msg=t)
+
+
 def test_the_typed_relabel_map_carries_an_epoch_across_batches():
     # One epoch for every type: the next batch's ids start past the longest type's n_id; the map
     # is refilled with -1 only when they could pass its dtype (see MapPool).
