@@ -90,6 +90,23 @@ def test_the_gpu_probes_typed_step_runs_on_the_simulator_and_writes_its_figures(
     assert "typed call, 6 papers of 150" in done.stdout
 
 
+def test_the_uva_pages_tool_runs_on_the_simulator_and_gathers_the_right_rows(tmp_path):
+    out = tmp_path / "uva.json"
+    arguments = ["--gb", "0.0001", "--spans", "0.00001,0.0001", "--rows", "20", "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, "tools/gpu_uva_pages.py", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=ROOT),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr  # every mode's gathered rows were checked
+    results = json.loads(out.read_text())
+    assert list(results["modes"]) == ["copy", "register, 4 KiB", "register, huge"]
+    assert all(set(row) >= {"span_1e-05_gb_per_s", "span_0.0001_gb_per_s"} for row in results["modes"].values())
+
+
 def test_a_failing_check_is_reported_and_fails_the_command(tmp_path):
     from gglspeedup import _config
 
