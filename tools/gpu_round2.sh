@@ -32,7 +32,6 @@ step "environment"
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
     nproc
     free -g | head -2
-    git log --oneline -1 2>/dev/null
     python3 -c "import sys, numpy, numba, cupy; print(sys.version); print('numpy', numpy.__version__, 'numba', numba.__version__, 'cupy', cupy.__version__)"
     python3 -m pip list 2>/dev/null | grep -i -E "^(numba|cupy|numpy|torch |scipy|xxhash|pytest|cuda)"
 } 2>&1 | tee -a "$log"
