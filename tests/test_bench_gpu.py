@@ -235,3 +235,31 @@ def test_the_attention_check_keeps_to_its_budget_and_its_cap_per_call():
     assert all(row["skipped"].startswith("one forward + backward projected at") for row in rows if row["tokens"] == 12)
     assert set(capped["figures"]["check"]) == {"softmax", "sparsemax", "gfusedmax", "diffuser"}
     assert capped["summary"].endswith(f"; {sum(row['tokens'] == 12 for row in rows)} rows skipped")
+
+
+@pytest.mark.cuda
+def test_the_attention_check_runs_every_first_length_row_and_check_before_a_longer_row(monkeypatch):
+    from gglspeedup.bench.gpu import attention as module
+    from gglspeedup.bench.gpu import checks
+
+    done = []
+
+    def measure(cases, op, n, where, *rest):
+        done.append((op, n, where))
+        return module._skipped(op, n, where, "not run here")
+
+    monkeypatch.setattr(module, "_measure", measure)
+    monkeypatch.setattr(module._Cases, "check", lambda self, op, n: done.append((op, n, "check")) or {"within": True})
+    monkeypatch.setattr(module, "_summary", lambda *args: "")
+    result = module.attention("tiny", budget_s=42)
+    assert result["figures"]["budget_s"] == 42.0
+    ops = ("softmax", "sparsemax", "gfusedmax", "diffuser")
+    first = [(op, 8, "gpu") for op in ops] + [("sdpa", 8, "cpu")] + [(op, 8, "cpu") for op in ops]
+    assert done[:13] == first + [(op, 8, "check") for op in ops]  # the Diffuser's check before any long row
+    longer = [(op, 12, "gpu") for op in ops] + [("sdpa", 12, "cpu")] + [(op, 12, "cpu") for op in ops]
+    assert sorted(done[13:]) == sorted(longer)
+    assert [where for _, _, where in done[13:]][-4:] == ["cpu"] * 4  # the CPU's long rows last
+    with pytest.raises(ValueError, match="budget_s"):
+        module.attention("tiny", budget_s=-1.0)
+    with pytest.raises(ValueError, match="attention check's only"):
+        checks.run_check("staging", "tiny", budget_s=10.0)
