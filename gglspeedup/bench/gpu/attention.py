@@ -28,12 +28,10 @@ device, and the layer's attention (:func:`~gglspeedup.attention.diffusion_attent
 keyed by the same torch seed) on the same inputs, the layer's cuBLAS / MKL projections aside. A
 value past it fails the check (the figures stay).
 
-Bounded: the whole check stops starting measurements after ``budget_s`` (full: 120 s, compiling
-included; :func:`attention`'s ``budget_s`` asks for another; the rows left are marked ``skipped``),
-in this order, most wanted first: at the first length every op's GPU row, the dense row, every
-op's CPU row and every CPU == GPU check (Diffuser included: the first H200 run spent its 120 s on
-warm-ups and the GPU Diffuser's long rows before any of them); then the longer lengths, the GPU's
-rows (the pooling maps, the Diffuser layer), the dense rows, and last the CPU's rows. A row whose
+Bounded: no measurement starts after ``budget_s`` (full: 120 s, compiling included, or
+:func:`attention`'s ``budget_s``; the rows left are ``skipped``), in this order: at the first length
+every op's GPU row, the dense row, every CPU row and CPU == GPU check (an H200 run spent 120 s on the
+GPU's long rows before any of them); then the longer lengths' GPU, dense and CPU rows. A row whose
 forward + backward call is projected (the same op and device at the previous length, scaled by the
 tokens, by their square for ``sdpa``) past ``call_cap_s`` (8 s) is skipped with that reason (the
 CPU Diffuser layer at 16384 tokens, likely). Each timing takes calls until ``slice_s`` (1 s) of
@@ -367,18 +365,15 @@ def _ms(ms: dict, op: str, device: str) -> str:
 
 def attention(size="full", budget_s: float | None = None) -> dict:
     """Run the check at ``size`` (a name of :data:`SIZES`, or such a dict):
-    ``{"status", "summary", "figures"}``; status ``fail`` when CPU and GPU differ past the tolerance.
-    ``budget_s``: seconds after which no measurement starts (default: the size's, 120 s at full)."""
+    ``{"status", "summary", "figures"}``, ``fail`` when CPU and GPU differ past the tolerance;
+    ``budget_s`` (seconds, or ``"10min"``): when measurements stop starting (default the size's)."""
     import numba
     import torch
 
+    from ...validation import check_seconds
     from ._common import _device
 
-    size = _sizes(size)
-    if budget_s is not None:
-        if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not budget_s >= 0:
-            raise ValueError(f"budget_s must be a number of seconds >= 0, got {budget_s!r}")
-        size = {**size, "budget_s": float(budget_s)}
+    size = _sizes(size) if budget_s is None else {**_sizes(size), "budget_s": check_seconds("budget_s", budget_s)}
     device = _device()
     clock = _Clock(size["budget_s"])
     cases = _Cases(size, device, torch)
@@ -386,9 +381,7 @@ def attention(size="full", budget_s: float | None = None) -> dict:
     check, rows, last = {}, [], {}
     sdpa_on = "cpu" if device.simulated else "gpu"
     first, longer = tokens[:1], tokens[1:]
-    # most wanted first, so that a spent budget cuts the long rows, not the short ones: at the first
-    # length every GPU row, the dense row, every CPU row and every CPU == GPU check (they share the
-    # CPU kernels' compilation); then the longer lengths' GPU rows, dense rows and CPU rows
+    # most wanted first (a spent budget cuts long rows, not short ones or checks): module docstring
     plan = [(op, n, "gpu") for op in ops for n in first] + [("sdpa", n, sdpa_on) for n in first]
     plan += [(op, n, "cpu") for op in ops for n in first]
     for op, n, where in plan:

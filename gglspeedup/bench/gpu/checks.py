@@ -275,7 +275,9 @@ def main(argv=None) -> int:
     parser.add_argument("name")
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--json", required=True)
-    parser.add_argument("--budget-s", type=float, default=None, help="the attention check's budget (default 120 s)")
+    parser.add_argument(
+        "--budget-s", default=None, help='the attention check\'s budget, seconds or "10min" (default 120 s)'
+    )
     args = parser.parse_args(argv)
     result = run_check(args.name, args.size, args.budget_s)
     with open(args.json, "w") as handle:
