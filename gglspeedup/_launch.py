@@ -27,6 +27,7 @@ Under numba's simulator the kernels run as Python on NumPy arrays: one stream, n
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 import warnings
@@ -329,10 +330,39 @@ def _key(args, ndarray):
     return tuple(key)
 
 
+_AS_IS = object()  # a scalar numba hands to the launch as it is (a boolean)
+_scalar_converters = {}  # numba scalar type -> ctypes class, _AS_IS, or None (numba's own code)
+
+
+def _scalar_converter(ty):
+    """How numba-cuda's ``_Kernel._prepare_args`` turns a scalar of type ``ty`` into a parameter,
+    looked up once per type: ``c_<ty>`` for an integer, ``c_double`` for float64, ``c_float`` for
+    float32, the value itself for a boolean, and None (numba's own code) for anything else.
+    numba's code costs ~8 us per scalar on a GPU host (``getattr(ctypes, "c_%s" % ty)`` and a chain
+    of type tests each launch); the project's launches pass 2-6 scalars each."""
+    converter = _scalar_converters.get(ty, _scalar_converters)
+    if converter is not _scalar_converters:
+        return converter
+    from numba.cuda import types
+
+    converter = None
+    if isinstance(ty, types.Integer):
+        converter = getattr(ctypes, f"c_{ty}", None)  # numba's own name for it
+    elif ty == types.float64:  # (float16 stays on numba's code: a uint16 view)
+        converter = ctypes.c_double
+    elif ty == types.float32:
+        converter = ctypes.c_float
+    elif ty == types.boolean:
+        converter = _AS_IS
+    _scalar_converters[ty] = converter  # one assignment: thread-safe, the table only grows
+    return converter
+
+
 def _flatten(overload, ty, arg, ndarray, stream, params, numba_array=()) -> None:
     """``arg`` as the kernel's parameters, as numba-cuda's ``_prepare_args`` lays them out:
     meminfo, parent, size, itemsize, data pointer, shape, strides for an array (CuPy's, or a numba
-    view an owner made once), record fields in order, scalars by numba's own code."""
+    view an owner made once), record fields in order, scalars converted as numba converts them
+    (:func:`_scalar_converter`; numba's own code for kinds it does not know)."""
     if type(arg) is ndarray:
         params += (0, 0, arg.size, arg.itemsize, arg.data.ptr, *arg.shape, *arg.strides)
     elif isinstance(arg, numba_array):  # numba's path re-wraps these at ~6 us each (H200)
@@ -341,8 +371,14 @@ def _flatten(overload, ty, arg, ndarray, stream, params, numba_array=()) -> None
     elif isinstance(arg, tuple) and hasattr(arg, "_fields"):
         for field_type, field in zip(ty, arg):
             _flatten(overload, field_type, field, ndarray, stream, params, numba_array)
-    else:  # scalars: numba's code
-        overload._prepare_args(ty, arg, stream, [], params)
+    else:
+        converter = _scalar_converter(ty)
+        if converter is None:
+            overload._prepare_args(ty, arg, stream, [], params)
+        elif converter is _AS_IS:
+            params.append(arg)
+        else:
+            params.append(converter(arg))
 
 
 _direct = _Direct()

@@ -1,6 +1,7 @@
 """The direct launch path of :mod:`gglspeedup._launch`: argument kinds, the parameter layout
 numba-cuda's ``_Kernel._prepare_args`` uses, and (on a real GPU) the same results as numba's path."""
 
+import ctypes
 from collections import namedtuple
 
 import numpy as np
@@ -175,3 +176,44 @@ def test_direct_launches_match_numbas_on_a_gpu(monkeypatch):
     assert results == [expected] * 3
     assert _launch._direct.overloads[(describe, _launch._key((*args, out), cupy.ndarray))] is not None
     assert handles == [stream.ptr, stream.ptr]
+
+
+def test_scalars_convert_as_numbas_prepare_args_converts_them():
+    # the direct path's cached converters against numba-cuda's own _prepare_args, per scalar kind
+    from numba.cuda import types
+    from numba.cuda.dispatcher import _Kernel
+
+    class Overload:
+        extensions = ()
+        _prepare_args = _Kernel._prepare_args
+
+    cases = [
+        (types.int64, 7),
+        (types.int64, -(2**63)),
+        (types.int64, np.int64(-5)),
+        (types.uint64, 2**63 + 1),
+        (types.uint64, np.uint64(2**64 - 1)),
+        (types.int32, -3),
+        (types.int32, np.int32(2**31 - 1)),
+        (types.uint32, np.uint32(4_000_000_000)),
+        (types.int16, 12),
+        (types.uint8, np.uint8(255)),
+        (types.intp, 9),
+        (types.float64, 0.1),
+        (types.float64, np.float64(-1.5e300)),
+        (types.float32, 0.1),
+        (types.float32, np.float32(3.25)),
+        (types.boolean, True),
+        (types.boolean, np.bool_(False)),
+        (types.float16, np.float16(0.5)),  # numba's own code
+        (types.complex128, 1 + 2j),  # numba's own code
+    ]
+    for ty, value in cases:
+        ours, numbas = [], []
+        _launch._flatten(Overload(), ty, value, FakeArray, 0, ours)
+        Overload()._prepare_args(ty, value, 0, [], numbas)
+        assert [type(p) for p in ours] == [type(p) for p in numbas], ty
+        assert [getattr(p, "value", p) for p in ours] == [getattr(p, "value", p) for p in numbas], (ty, value)
+        assert [type(getattr(p, "value", p)) for p in ours] == [type(getattr(p, "value", p)) for p in numbas]
+    assert _launch._scalar_converter(types.float16) is None  # cached as numba's path
+    assert _launch._scalar_converter(types.int64) is ctypes.c_int64
