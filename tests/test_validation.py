@@ -239,3 +239,26 @@ def test_presample_policy_takes_only_samplers():
             graph=graph,
             presample=dict(sampler=object()),
         )
+
+
+def test_seed_range_check_names_the_first_id_outside_for_every_integer_dtype():
+    # int64 seeds are checked with one comparison (their uint64 view against num_nodes): a negative
+    # id reads as a uint64 past any num_nodes, so the ids refused and the first named are the same
+    from gglspeedup.device import Device
+    from gglspeedup.sampling.common import check_seeds
+
+    cpu = Device("cpu")
+    cases = [([0, 4, -1, 9], 2, -1), ([3, 10], 1, 10), ([-(2**63), 1], 0, -(2**63)), ([2**63 - 1], 0, 2**63 - 1)]
+    for dtype in (np.int64, np.int32, np.uint64, np.int16):
+        for values, where, value in cases:
+            ids = np.array(values).astype(dtype)
+            if ids.tolist() != values:
+                continue  # values this dtype cannot hold
+            with pytest.raises(IndexError, match=rf"seeds\[{where}\] = {value}$"):
+                check_seeds(ids, 10, cpu)
+        ok = check_seeds(np.array([0, 9, 5], dtype), 10, cpu)
+        assert ok.dtype == np.int64 and ok.flags.c_contiguous and ok.tolist() == [0, 9, 5]
+    strided = np.arange(20, dtype=np.int64)[::-3]  # a view: checked as it is
+    assert check_seeds(strided, 20, cpu).tolist() == strided.tolist()
+    with pytest.raises(IndexError, match=r"seeds\[0\] = 19"):
+        check_seeds(strided, 19, cpu)

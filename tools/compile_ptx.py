@@ -142,9 +142,9 @@ def _kernels():
         yield f"link exclusion fill ({tag} weights)", cuda_links._fill_matches_kernel, fill, False
     yield "relabel flag", reindex.flag_kernel, (i64, i64, types.int64, i64), False
     table = types.Array(types.int64, 2, "C")
-    typed_sizes = (table, types.int64, types.boolean, i64, i64, i64, i64)
+    typed_sizes = (table, types.int64, types.boolean, i64, i64, i64, i64, i64)
     yield "typed sizes", cuda_typed._typed_sizes_kernel, typed_sizes, False
-    typed_compact = (i64, table, types.int64, types.int64, types.boolean, *([i64] * 10))
+    typed_compact = (i64, table, types.int64, types.int64, types.boolean, *([i64] * 11))
     yield "typed compact", cuda_typed._typed_compact_kernel, typed_compact, False
     compact = (types.int64, types.int64, types.int64, types.boolean, *([i64] * 10))
     yield "relabel compact", reindex.compact_kernel, compact, False

@@ -176,7 +176,10 @@ def check_seeds(seeds, num_nodes: int, device, name: str = "seeds"):
         raise ValueError(f"{name} must be 1-D, got shape {tuple(seeds.shape)}")
     xp = np if isinstance(seeds, np.ndarray) else device.xp
     if seeds.size:
-        bad = (seeds < 0) | (seeds >= num_nodes)
+        if seeds.dtype == np.int64:  # one comparison: a negative id read as uint64 lies past every num_nodes
+            bad = seeds.view(np.uint64) >= np.uint64(num_nodes)
+        else:
+            bad = (seeds < 0) | (seeds >= num_nodes)
         if xp is np:
             out_of_range = bool(bad.any())
         else:

@@ -250,4 +250,4 @@ class HeteroNeighborSampler(SamplerBase):
         xp = self.device.xp
         with self.device:  # one array module for every type's ids (host seeds uploaded once)
             none = xp.empty(0, dtype=np.int64)  # every type without seeds: one array, not an upload each
-            return [none if ids is None else xp.ascontiguousarray(xp.asarray(ids), dtype=np.int64) for ids in out]
+            return [none if ids is None else xp.asarray(ids) for ids in out]  # contiguous int64 already

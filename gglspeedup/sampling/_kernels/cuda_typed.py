@@ -11,8 +11,9 @@ sync:
 1. :func:`_typed_fill_insert_kernel` enters every known node in the relabel hash table
    (:mod:`.reindex`), and each target draws and finishes its row into its slots (local source
    ids become typed ids, edge ids relation-local) and enters its sources;
-2. :func:`~.reindex.flag_kernel` marks the first occurrence of each new node; a ``cumsum`` ranks
-   them, another sums the rows' counts;
+2. :func:`~.reindex.flag_kernel` marks the first occurrence of each new node, in the same array
+   as the rows' counts (counts, then flags); one ``cumsum`` over it gives the rows' edge offsets
+   and the new nodes' ranks (offset by the hop's edge count, which the kernels subtract);
 3. :func:`_typed_sizes_kernel` gathers each relation's edge offset and new-node rank and the
    corrupt-id flag into one array, read back once (the sync);
 4. :func:`_typed_compact_kernel` writes every edge into its relation's ``(2, E_r)`` block (the
@@ -104,9 +105,10 @@ def _target(options, known, table, num_relations, j):
 
 
 @cuda.jit(device=True)
-def _ranks_before(ranks, e):
-    """New nodes among slots ``0 .. e - 1`` (``ranks`` the inclusive ``cumsum`` of the flags)."""
-    return ranks[e - 1] if e > 0 else 0
+def _ranks_before(ranks, origin, e):
+    """New nodes among slots ``0 .. e - 1`` (``ranks`` the inclusive ``cumsum`` of the flags plus
+    ``origin[0]``)."""
+    return ranks[e - 1] - origin[0] if e > 0 else 0
 
 
 @cuda.jit(cache=True)
@@ -167,27 +169,29 @@ def _typed_fill_insert_kernel(
 
 
 @cuda.jit(cache=True)
-def _typed_sizes_kernel(table, num_relations, padded, offsets, ranks, corrupt, sizes):
+def _typed_sizes_kernel(table, num_relations, padded, offsets, ranks, origin, corrupt, sizes):
     """``sizes``: each relation's first edge (``R + 1``), the new nodes before its slots
-    (``R + 1``), then the corrupt-id flag: everything the host reads after a hop's draws."""
+    (``R + 1``), then the corrupt-id flag: everything the host reads after a hop's draws
+    (``ranks - origin[0]``: the inclusive ``cumsum`` of the new-node flags)."""
     r = cuda.grid(1)
     if r <= num_relations:
         block = table[SLOT, r] if padded else offsets[table[SEG, r]]
         sizes[r] = offsets[table[SEG, r]]
-        sizes[num_relations + 1 + r] = _ranks_before(ranks, block)
+        sizes[num_relations + 1 + r] = _ranks_before(ranks, origin, block)
         if r == 0:
             sizes[2 * num_relations + 2] = corrupt[0]
 
 
 @cuda.jit(cache=True)
 def _typed_compact_kernel(
-    known, table, num_relations, num_types, padded, offsets, pos, col, slot_of, first, ranks, edges, e_id, grouped,
-    known_next,
+    known, table, num_relations, num_types, padded, offsets, pos, col, slot_of, first, ranks, origin, edges, e_id,
+    grouped, known_next,
 ):  # fmt: skip
     """Thread ``e`` moves known node ``e`` to the next ``known`` and writes slot ``e``'s edge into
     its relation's ``(2, E_r)`` block of ``edges`` (row 0 the source's position in its type's
     ``n_id``, row 1 the target's) and its edge id; the first occurrence of a new node also writes
-    it into ``grouped`` (local id) and the next ``known`` (typed id)."""
+    it into ``grouped`` (local id) and the next ``known`` (typed id). ``ranks - origin[0]`` is the
+    inclusive ``cumsum`` of the new-node flags."""
     e = cuda.grid(1)
     num_known = known.shape[0]
     if e < num_known:
@@ -212,7 +216,7 @@ def _typed_compact_kernel(
                 source = position - table[SRC_KNOWN, r]
             else:
                 p = position - num_known  # the slot of its first occurrence (same source type)
-                rank = ranks[p] + table[NEW_SHIFT, _last_at_most(table, BLOCK, 0, num_relations, p)]
+                rank = ranks[p] - origin[0] + table[NEW_SHIFT, _last_at_most(table, BLOCK, 0, num_relations, p)]
                 source = table[SRC_LEN, r] + rank
                 if p == e:
                     grouped[table[GROUP, r] + rank] = col[e] - table[SRC_BASE, r]
@@ -299,14 +303,17 @@ class TypedCUDADriver:
         table[DST, :num_relations] = starts[dst]
         num_targets, num_known = int(table[SEG, num_relations]), int(known.shape[0])
         padded = bool((ks >= 0).all())
-        counts = xp.zeros(num_targets + 1, dtype=np.int64)
         if padded:
             table[SLOT, 1 : num_relations + 1] = np.cumsum(np.diff(table[SEG, : num_relations + 1]) * ks)
             slots = int(table[SLOT, num_relations])
             self._check_slots(slots, int(ks.max(initial=0)), num_targets, hop)
             device_table = xp.asarray(table)  # the hop's one upload before its draws
+            # the rows' counts, then the slots' new-node flags: one cumsum scans both
+            scan = xp.zeros(num_targets + 1 + slots, dtype=np.int64)
+            counts, flags = scan[: num_targets + 1], scan[num_targets + 1 :]
             offsets = counts
         else:
+            counts = xp.zeros(num_targets + 1, dtype=np.int64)
             device_table = xp.asarray(table)
             launch_rows(
                 _typed_count_kernel,
@@ -338,11 +345,15 @@ class TypedCUDADriver:
             device_table.view(np.uint64), num_relations, padded, offsets, counts, pos, col, keys, first, slot_of,
             capacity - 1, corrupt,
         )  # fmt: skip
-        flags = xp.empty(slots, dtype=np.int64)
-        launch_rows(flag_kernel, device, slots, slot_of, first, num_known, flags)
-        ranks = xp.cumsum(flags)
         if padded:
-            offsets = xp.cumsum(counts)
+            launch_rows(flag_kernel, device, slots, slot_of, first, num_known, flags)
+            scanned = xp.cumsum(scan)
+            offsets, ranks = scanned[: num_targets + 1], scanned[num_targets + 1 :]
+            origin = scanned[num_targets : num_targets + 1]  # the hop's edge count, ahead of every rank
+        else:
+            flags = xp.empty(slots, dtype=np.int64)
+            launch_rows(flag_kernel, device, slots, slot_of, first, num_known, flags)
+            ranks, origin = xp.cumsum(flags), counts[:1]  # counts[0] stays 0
         sizes = xp.empty(2 * num_relations + 3, dtype=np.int64)
         launch_rows(
             _typed_sizes_kernel,
@@ -353,6 +364,7 @@ class TypedCUDADriver:
             padded,
             offsets,
             ranks,
+            origin,
             corrupt,
             sizes,
         )
@@ -373,7 +385,7 @@ class TypedCUDADriver:
         known_next = xp.empty(num_known + num_new, dtype=np.int64)
         launch_rows(
             _typed_compact_kernel, device, max(slots, num_known), known, device_table, num_relations, num_types, padded,
-            offsets, pos, col, slot_of, first, ranks, edges, e_id, grouped, known_next,
+            offsets, pos, col, slot_of, first, ranks, origin, edges, e_id, grouped, known_next,
         )  # fmt: skip
         return known_next, TypedHop((edges, e_id, edge_offsets, grouped, type_offsets)), new_counts
 
