@@ -321,6 +321,22 @@ def test_a_typed_gpu_hop_with_every_neighbour_counts_first_and_synchronises_twic
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("expand", ["all", "new"])
+def test_typed_gpu_hops_without_draws_equal_the_cpu(expand):
+    # A hop with no slots returns early and uploads the next hop's table alone; the others upload
+    # their compact table and the next hop's draw table in one array (views of its two halves).
+    graph = typed_graph(np.random.default_rng(5))
+    seeds = {graph.node_types[0]: np.array([0, 1, 2])}
+    mixed = {et: [0 if i % 2 else -1, 2] for i, et in enumerate(graph.edge_types)}
+    for fanouts in ([0, 2], [0, 0], [2, 0], [0, -1], mixed):
+        outs = [
+            gg.HeteroNeighborSampler(graph, fanouts, seed=4, device=device, expand=expand).sample(seeds, key=1)
+            for device in ("cpu", "cuda:0")
+        ]
+        assert_same(outs[1], outs[0])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("expand", ["all", "new"])
 @pytest.mark.parametrize("timed", [False, True], ids=["disjoint", "temporal"])
 def test_a_disjoint_typed_gpu_call_equals_the_cpu(expand, timed):
     # Disjoint calls run the typed CUDA hop over virtual ids (each type's trees kept apart by a

@@ -2,8 +2,9 @@
 
 A call keeps every type's ``n_id`` in one device array of typed ids (``type_base[t] + id``), the
 types one after another (``known``), and each hop's small per-relation values in one host table
-(:func:`.typed_hops.relation_table`) uploaded twice: before the draws, and after the hop's sync
-(:func:`.typed_hops.after_sync`). A hop whose fanouts are all bounded (``k >= 0``) is the untyped
+(:func:`.typed_hops.relation_table`), filled twice: for the draws, and after the hop's sync
+(:func:`.typed_hops.after_sync`). The host fills the next hop's draw table after this hop's sync
+too, and both go up in one upload: a call of ``H`` hops makes ``H + 1`` uploads. A hop whose fanouts are all bounded (``k >= 0``) is the untyped
 hop of :mod:`.cuda` over typed ids: target ``j`` of relation ``r`` owns ``k_r`` slots
 (relation-major, so slot order is the CPU's edge order), and the hop is four launches and **one**
 sync:
@@ -273,13 +274,14 @@ class TypedCUDADriver:
             known = xp.ascontiguousarray(known, dtype=np.int64)
             starts = np.zeros(len(lengths), np.int64)
             hops = []
+            table = self._hop_table(plan, tables, key, 0, lengths, starts)
+            device_table = None if table is None else xp.asarray(table)  # hop 0's upload before its draws
             for hop in range(plan.fanouts.shape[1]):
-                table = tables[hop].copy()
-                table[STATE, : len(plan.src_type)] = plan_states(plan, self.seed, key, hop).view(np.int64)
-                known, hop_out, new_counts = self._hop(options, plan, table, known, lengths, starts, corrupt, hop)
+                call = (plan, tables, key, hop)
+                known, hop_out, lengths, starts, table, device_table = self._hop(
+                    options, call, table, device_table, known, lengths, starts, corrupt
+                )
                 hops.append(hop_out)
-                starts = lengths.copy() if options.expand_new else starts
-                lengths = lengths + new_counts
             bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
             n_id = [
                 known[lo:hi] if base == 0 else known[lo:hi] - base
@@ -289,32 +291,55 @@ class TypedCUDADriver:
                 return split_types(n_id, hops, options.stride)
         return Drawn(n_id, hops)
 
-    def _hop(self, options, plan, table, known, lengths, starts, corrupt, hop: int):
-        """One hop: ``(known, TypedHop, new nodes per type)``; ``table`` this hop's relation table
-        (its call-independent rows and ``STATE`` filled), ``lengths`` each type's ``n_id`` size,
-        ``starts`` where each type's frontier begins (``expand="new"``)."""
-        device, xp = self.device, self.device.xp
-        num_relations, num_types = len(plan.src_type), len(lengths)
+    def _hop_table(self, plan, tables, key: int, hop: int, lengths, starts):
+        """Hop ``hop``'s relation table for this call (host; None past the last hop): its
+        call-independent rows, ``STATE``, and the rows ``lengths`` (each type's ``n_id`` size) and
+        ``starts`` (where each type's frontier begins, ``expand="new"``) give before its draws. A
+        bounded hop whose slots cannot fit on the device is refused here, before its kernels."""
+        if hop >= plan.fanouts.shape[1]:
+            return None
+        num_relations = len(plan.src_type)
+        table = tables[hop].copy()
+        table[STATE, :num_relations] = plan_states(plan, self.seed, key, hop).view(np.int64)
         known_start = np.concatenate(([0], np.cumsum(lengths)))
         dst = plan.dst_type
         ks = table[K, :num_relations]
         table[SEG, 1 : num_relations + 1] = np.cumsum(np.where(ks == 0, 0, lengths[dst] - starts[dst]))
         table[TGT, :num_relations] = known_start[dst] + starts[dst]
         table[DST, :num_relations] = starts[dst]
+        if (ks >= 0).all():
+            table[SLOT, 1 : num_relations + 1] = np.cumsum(np.diff(table[SEG, : num_relations + 1]) * ks)
+            num_targets = int(table[SEG, num_relations])
+            self._check_slots(int(table[SLOT, num_relations]), int(ks.max(initial=0)), num_targets, hop)
+        return table
+
+    def _hop(self, options, call, table, device_table, known, lengths, starts, corrupt):
+        """One hop: ``(known, TypedHop, lengths, starts, table, device_table)``, the last four for
+        the next hop (its tables None after the last). ``call`` is ``(plan, relation tables, key,
+        hop)``; ``table`` this hop's relation table (:meth:`_hop_table`), ``device_table`` its
+        upload. The table the compact kernel reads, filled after the hop's sync, goes up in one
+        upload with the next hop's."""
+        device, xp = self.device, self.device.xp
+        plan, tables, key, hop = call
+        num_relations, num_types = len(plan.src_type), len(lengths)
+        known_start = np.concatenate(([0], np.cumsum(lengths)))
+        ks = table[K, :num_relations]
         num_targets, num_known = int(table[SEG, num_relations]), int(known.shape[0])
         padded = bool((ks >= 0).all())
+
+        def following(new_counts):  # the next hop's lengths, starts and table (host)
+            next_starts = lengths.copy() if options.expand_new else starts
+            next_lengths = lengths + new_counts
+            return next_lengths, next_starts, self._hop_table(plan, tables, key, hop + 1, next_lengths, next_starts)
+
         if padded:
-            table[SLOT, 1 : num_relations + 1] = np.cumsum(np.diff(table[SEG, : num_relations + 1]) * ks)
             slots = int(table[SLOT, num_relations])
-            self._check_slots(slots, int(ks.max(initial=0)), num_targets, hop)
-            device_table = xp.asarray(table)  # the hop's one upload before its draws
             # the rows' counts, then the slots' new-node flags: one cumsum scans both
             scan = xp.zeros(num_targets + 1 + slots, dtype=np.int64)
             counts, flags = scan[: num_targets + 1], scan[num_targets + 1 :]
             offsets = counts
         else:
             counts = xp.zeros(num_targets + 1, dtype=np.int64)
-            device_table = xp.asarray(table)
             launch_rows(
                 _typed_count_kernel,
                 device,
@@ -333,7 +358,9 @@ class TypedCUDADriver:
             hop_out = TypedHop(
                 (empty, empty, np.zeros(num_relations + 1, np.int64), empty, np.zeros(num_types + 1, np.int64))
             )
-            return known, hop_out, np.zeros(num_types, np.int64)
+            next_lengths, next_starts, next_table = following(np.zeros(num_types, np.int64))
+            next_device = None if next_table is None else xp.asarray(next_table)  # the next hop's upload
+            return known, hop_out, next_lengths, next_starts, next_table, next_device
         capacity = table_capacity(num_known + slots)
         keys = xp.full(capacity, EMPTY, dtype=np.int64)
         first = xp.full(capacity, NO_POSITION, dtype=np.int64)
@@ -378,7 +405,12 @@ class TypedCUDADriver:
         new_counts = after_sync(plan, table, sizes[num_relations + 1 : -1], known_start, lengths, padded, edge_offsets)
         type_offsets = table[SHIFT_T, : num_types + 1].copy()
         num_edges, num_new = int(edge_offsets[-1]), int(type_offsets[-1])
-        device_table = xp.asarray(table)  # the hop's one upload after its sync
+        next_lengths, next_starts, next_table = following(new_counts)
+        if next_table is None:
+            device_table, next_device = xp.asarray(table), None  # the hop's one upload after its sync
+        else:  # one upload after the sync: this hop's table for the compact kernel, the next hop's for its draws
+            both = xp.asarray(np.concatenate((table, next_table)))  # (2 * FIELDS, W): two C-contiguous halves
+            device_table, next_device = both[: len(table)], both[len(table) :]
         edges = xp.empty(2 * num_edges, dtype=np.int64)
         e_id = xp.empty(num_edges, dtype=np.int64)
         grouped = xp.empty(num_new, dtype=np.int64)
@@ -387,7 +419,8 @@ class TypedCUDADriver:
             _typed_compact_kernel, device, max(slots, num_known), known, device_table, num_relations, num_types, padded,
             offsets, pos, col, slot_of, first, ranks, origin, edges, e_id, grouped, known_next,
         )  # fmt: skip
-        return known_next, TypedHop((edges, e_id, edge_offsets, grouped, type_offsets)), new_counts
+        hop_out = TypedHop((edges, e_id, edge_offsets, grouped, type_offsets))
+        return known_next, hop_out, next_lengths, next_starts, next_table, next_device
 
     def _check_slots(self, slots: int, k: int, num_targets: int, hop: int) -> None:
         """Refuse, before its kernels, a bounded hop whose slots cannot fit in the device's free
