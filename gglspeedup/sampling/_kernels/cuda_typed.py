@@ -4,10 +4,10 @@ A call keeps every type's ``n_id`` in one device array of typed ids (``type_base
 types one after another (``known``), and each hop's small per-relation values in one host table
 (:func:`.typed_hops.relation_table`), filled twice: for the draws, and after the hop's sync
 (:func:`.typed_hops.after_sync`). The host fills the next hop's draw table after this hop's sync
-too, and both go up in one upload: a call of ``H`` hops makes ``H + 1`` uploads. A hop whose fanouts are all bounded (``k >= 0``) is the untyped
-hop of :mod:`.cuda` over typed ids: target ``j`` of relation ``r`` owns ``k_r`` slots
-(relation-major, so slot order is the CPU's edge order), and the hop is four launches and **one**
-sync:
+too, and both go up in one upload: a call of ``H`` hops makes ``H + 1`` uploads. A hop whose
+fanouts are all bounded (``k >= 0``) is the untyped hop of :mod:`.cuda` over typed ids: target
+``j`` of relation ``r`` owns ``k_r`` slots (relation-major, so slot order is the CPU's edge
+order), and the hop is four launches and **one** sync:
 
 1. :func:`_typed_fill_insert_kernel` enters every known node in the relabel hash table
    (:mod:`.reindex`), and each target draws and finishes its row into its slots (local source
