@@ -194,27 +194,12 @@ def sample(results):
     import cupy
 
     import gglspeedup as gg
-    from gglspeedup import _launch
     from gglspeedup.sampling._kernels import cuda as kernels
 
     graph = gg.datasets.synthetic_powerlaw(2_400_000, 26, seed=0)
     sampler = gg.NeighborSampler(graph, [15, 10, 5], seed=1, device="cuda:0")
     seeds = cupy.asarray(np.array([7], dtype=np.int64))
     sync = cupy.cuda.get_current_stream().synchronize
-    spans = []
-    original_launch, original_to_host = _launch.launch, _launch.to_host
-
-    def timed_launch(kernel, device, grid, block, *args):
-        start = time.perf_counter()
-        original_launch(kernel, device, grid, block, *args)
-        spans.append(("launch " + getattr(kernel, "__name__", "?"), time.perf_counter() - start))
-
-    def timed_to_host(array):
-        start = time.perf_counter()
-        value = original_to_host(array)
-        spans.append(("sync", time.perf_counter() - start))
-        return value
-
     total = _median_ms(lambda: sampler.sample(seeds), 20, sync)
     numba_total = _numba_path(lambda: _median_ms(lambda: sampler.sample(seeds), 20, sync))
     print(f"\none-seed sample: {total:.3f} ms direct launches, {numba_total:.3f} ms numba's launch path")
@@ -227,16 +212,8 @@ def sample(results):
             _numba_path(functools.partial(_median_ms, call, 10, sync)),
         ]
         print(f"{count} seeds: {results[f'sample_{count}_seeds_ms']} ms (direct, numba path)")
-    _launch.launch, kernels.to_host = timed_launch, timed_to_host
-    try:
-        for _ in range(5):
-            spans.clear()
-            start = time.perf_counter()
-            sampler.sample(seeds)
-            sync()
-            wall = time.perf_counter() - start
-    finally:
-        _launch.launch, kernels.to_host = original_launch, original_to_host
+    for _ in range(5):  # the last of five traced calls
+        spans, wall = _traced(lambda: sampler.sample(seeds), sync, [kernels])
     accounted = sum(s for _, s in spans)
     print(f"\none-seed sample, fanouts [15, 10, 5]: median {total:.3f} ms; last traced call {1e3 * wall:.3f} ms")
     for name, seconds in spans:

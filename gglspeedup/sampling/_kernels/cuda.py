@@ -32,7 +32,7 @@ from ..._rng import hop_state, row_state
 from ...validation import BYTES_PER_DRAW, check_draws
 from .cpu import SMALL_OUTPUT
 from .records import Drawn, GraphArrays, SampleOptions, from_virtual, graph_arrays, to_virtual, with_markers
-from .reindex import EMPTY, NO_POSITION, compact_kernel, flag_kernel, insert, table_capacity
+from .reindex import compact_kernel, flag_kernel, hop_arrays, insert
 from .rows import row_finish, row_window, split, window_count, window_fill
 
 __all__ = ["CUDADriver"]
@@ -256,12 +256,7 @@ class CUDADriver:
             slots = int(to_host(offsets[-1:])[0]) if num_targets else 0  # sync: the hop's edge count
         if slots == 0:
             return n_id, xp.empty((2, 0), dtype=np.int64), xp.empty(0, dtype=np.int64)
-        capacity = table_capacity(num_known + slots)
-        keys = xp.full(capacity, EMPTY, dtype=np.int64)
-        first = xp.full(capacity, NO_POSITION, dtype=np.int64)
-        slot_of = xp.empty(num_known + slots, dtype=np.int64)
-        pos = xp.empty(slots, dtype=np.int64)
-        col = xp.empty(slots, dtype=np.int64)
+        capacity, keys, first, slot_of, pos, col = hop_arrays(xp, num_known, slots)
         edge_index = None if padded else xp.empty((2, slots), dtype=np.int64)
         dst = self._placeholder if padded else edge_index[1]
         launch_rows(

@@ -37,7 +37,7 @@ from ..._launch import launch_rows, to_host
 from ..._rng import row_state
 from .cuda import CUDADriver
 from .records import Drawn
-from .reindex import EMPTY, NO_POSITION, flag_kernel, insert, table_capacity
+from .reindex import flag_kernel, hop_arrays, insert
 from .rows import row_finish, row_window, split, window_count, window_fill
 from .typed_hops import (  # the relation table's rows, then the host helpers
     BLOCK,
@@ -361,12 +361,7 @@ class TypedCUDADriver:
             next_lengths, next_starts, next_table = following(np.zeros(num_types, np.int64))
             next_device = None if next_table is None else xp.asarray(next_table)  # the next hop's upload
             return known, hop_out, next_lengths, next_starts, next_table, next_device
-        capacity = table_capacity(num_known + slots)
-        keys = xp.full(capacity, EMPTY, dtype=np.int64)
-        first = xp.full(capacity, NO_POSITION, dtype=np.int64)
-        slot_of = xp.empty(num_known + slots, dtype=np.int64)
-        pos = xp.empty(slots, dtype=np.int64)
-        col = xp.empty(slots, dtype=np.int64)
+        capacity, keys, first, slot_of, pos, col = hop_arrays(xp, num_known, slots)
         launch_rows(
             _typed_fill_insert_kernel, device, num_known + num_targets, self.graph, options, known, device_table,
             device_table.view(np.uint64), num_relations, padded, offsets, counts, pos, col, keys, first, slot_of,

@@ -27,7 +27,7 @@ from numba import cuda
 
 from ..._rng import mix64
 
-__all__ = ["EMPTY", "NO_POSITION", "table_capacity", "insert", "flag_kernel", "compact_kernel"]
+__all__ = ["EMPTY", "NO_POSITION", "table_capacity", "hop_arrays", "insert", "flag_kernel", "compact_kernel"]
 
 EMPTY = -1
 NO_POSITION = np.iinfo(np.int64).max
@@ -39,6 +39,16 @@ def table_capacity(elements: int) -> int:
     while capacity < 2 * elements:
         capacity *= 2
     return capacity
+
+
+def hop_arrays(xp, num_known: int, slots: int):
+    """``(capacity, keys, first, slot_of, pos, col)``: one hop's hash table over ``num_known``
+    known ids and ``slots`` draws (emptied), and the per-element arrays its fill + insert writes."""
+    capacity = table_capacity(num_known + slots)
+    keys = xp.full(capacity, EMPTY, dtype=np.int64)
+    first = xp.full(capacity, NO_POSITION, dtype=np.int64)
+    slot_of = xp.empty(num_known + slots, dtype=np.int64)
+    return capacity, keys, first, slot_of, xp.empty(slots, dtype=np.int64), xp.empty(slots, dtype=np.int64)
 
 
 @cuda.jit(device=True)
