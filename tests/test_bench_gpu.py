@@ -25,6 +25,18 @@ def _run(arguments, simulated, tmp_path):
     )
 
 
+def _run_tool(script, *arguments):
+    """``tools/<script> arguments`` on the simulator, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, os.path.join("tools", script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=ROOT),
+    )
+
+
 @pytest.mark.slow
 def test_every_check_passes_on_the_simulator_and_writes_both_reports(tmp_path):
     done = _run(["--size", "tiny", "--deadline", "400"], True, tmp_path)
@@ -73,14 +85,7 @@ def test_the_gather_check_times_every_check_mode_back_to_back_on_the_simulator(t
 @pytest.mark.slow
 def test_the_gpu_probes_typed_step_runs_on_the_simulator_and_writes_its_figures(tmp_path):
     out = tmp_path / "probe.json"
-    done = subprocess.run(
-        [sys.executable, "tools/gpu_probe.py", "--steps", "typed", "--size", "tiny", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=ROOT),
-    )
+    done = _run_tool("gpu_probe.py", "--steps", "typed", "--size", "tiny", "--json", str(out))
     assert done.returncode == 0 and "typed failed" not in done.stdout, done.stdout + done.stderr
     typed = json.loads(out.read_text())["typed"]
     assert typed["batch"] == 6 and typed["edges"] > 0 and (typed["launches"], typed["syncs"]) == (8, 2)
@@ -93,14 +98,7 @@ def test_the_gpu_probes_typed_step_runs_on_the_simulator_and_writes_its_figures(
 def test_the_uva_pages_tool_runs_on_the_simulator_and_gathers_the_right_rows(tmp_path):
     out = tmp_path / "uva.json"
     arguments = ["--gb", "0.0001", "--spans", "0.00001,0.0001", "--rows", "20", "--json", str(out)]
-    done = subprocess.run(
-        [sys.executable, "tools/gpu_uva_pages.py", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        env=dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=ROOT),
-    )
+    done = _run_tool("gpu_uva_pages.py", *arguments)
     assert done.returncode == 0, done.stdout + done.stderr  # every mode's gathered rows were checked
     results = json.loads(out.read_text())
     assert list(results["modes"]) == ["copy", "register, 4 KiB", "register, huge"]
@@ -263,3 +261,37 @@ def test_the_attention_check_runs_every_first_length_row_and_check_before_a_long
         module.attention("tiny", budget_s=-1.0)
     with pytest.raises(ValueError, match="attention check's only"):
         checks.run_check("staging", "tiny", budget_s=10.0)
+
+
+def test_the_diffuser_probe_times_every_part_and_its_parts_are_the_layers_attention(tmp_path):
+    out = tmp_path / "probe.json"
+    done = _run_tool("gpu_diffuser_probe.py", "--size", "tiny", "--repeats", "1", "--json", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    assert result["device"].startswith("numba's CUDA simulator") and result["size"] == "tiny"
+    (length,) = result["lengths"]
+    assert length["tokens"] == 8 and length["edges_per_sequence"] > 0
+    # the parts, run one by one, give the fused layer's output and gradients bit for bit
+    assert length["parts_equal_the_layer"] == {"output": True, "grad q": True, "grad k": True, "grad v": True}
+    rows = {row["part"]: row for row in length["rows"]}
+    hops = [f"hop {t} (spmm + node dropout)" for t in range(5)]
+    back = [f"hop {t} transposed (spmm_t + edge grads)" for t in range(4, -1, -1)]
+    assert [row["part"] for row in length["rows"] if row["stage"] == "forward"] == [
+        "projections (3 Linear)", "scores + softmax + edge dropout draws", *hops, "attention into out-CSR order",
+        "edge keep bits into out-CSR order",
+    ]  # fmt: skip
+    assert [row["part"] for row in length["rows"] if row["stage"] == "backward"] == [
+        "node dropout gradient (torch)", *back, "out-CSR positions (first use)", "scores backward + grad q",
+        "grad k (spmm_t of the scores' grad)",
+    ]  # fmt: skip
+    kernels = ["scores + softmax + edge dropout draws", *hops, *back, "scores backward + grad q"]
+    assert all(rows[name]["launches"] == 1 and rows[name]["ms"] > 0 for name in kernels)  # one launch a kernel part
+    assert rows["projections (3 Linear)"]["launches"] == 0
+    assert (rows["csc (build)"]["launches"], rows["csc (build)"]["syncs"]) == (2, 1)  # count -> scan -> fill
+    assert all(row["torch_syncs"] is None for row in length["rows"])  # torch has no CUDA under the simulator
+    # the whole layer: 8 launches forward (scores, 5 hops, 2 gathers), 7 backward (5 hops, scores, keys)
+    layer = length["layer"]
+    assert layer["forward"] == {"launches": 8, "syncs": 0, "torch_syncs": None}
+    assert layer["backward"] == {"launches": 7, "syncs": 0, "torch_syncs": None}
+    assert 0 < layer["ms_forward"] < layer["ms_forward_backward"]
+    assert "8 tokens" in done.stdout and "equal the layer's attention" in done.stdout

@@ -196,6 +196,8 @@ def _gather(graph, batch_ids, size, device, sync, start) -> dict:
     same bytes that bound each tier."""
     import gglspeedup as gg
 
+    from .measure import _timed
+
     xp = device.xp
     x = np.empty((graph.num_nodes, size["dim"]), dtype=np.float16)
     _fill_bits(x.view(np.uint16))  # distinct finite rows, no 28 GB of random draws
@@ -216,15 +218,8 @@ def _gather(graph, batch_ids, size, device, sync, start) -> dict:
     timed = {}
 
     def timing(name, call, repeats=5):
-        call()
-        sync()
-        best = []
-        for _ in range(repeats):
-            begin = time.perf_counter()
-            call()
-            sync()
-            best.append(time.perf_counter() - begin)
-        timed[name] = {"ms_best": 1e3 * min(best), "gb_per_s": nbytes / min(best) / 1e9}
+        best = min(_timed(call, repeats, sync))
+        timed[name] = {"ms_best": 1e3 * best, "gb_per_s": nbytes / best / 1e9}
 
     timing(
         "gather, check=False (the loader)",
