@@ -166,10 +166,12 @@ def test_service_ray_command_refuses_bad_arguments_as_usage_errors_without_start
         ([str(tmp_path / "empty")], r"'.*empty' is not a saved graph folder"),
         ([folder, "--servers", "0"], r"--servers must be >= 1, got 0"),
         ([folder, "--num-servers", "-1"], r"--servers must be >= 1, got -1"),
-        ([folder, "--servers", "3"], r"num_servers must be at most the number of partitions \(2\), got 3"),
+        ([folder, "--servers", "3"], r"--servers must be at most the number of partitions \(2\), got 3"),
         ([folder, "--replicas", "0"], r"--replicas must be >= 1, got 0"),
         ([folder, "--max-restarts", "-2"], r"--max-restarts must be >= -1 \(-1: always\), got -2"),
-        ([folder, "--deadline", "soon"], r"deadline"),
+        ([folder, "--deadline", "soon"], r"argument --deadline: the deadline must be seconds or a duration .*'soon'"),
+        ([folder, "--deadline", "-1"], r"argument --deadline: the deadline must be a positive, finite duration"),
+        ([folder, "--address", "nohost"], r"argument --address: the address must be 'auto', 'host:port' or .*'nohost'"),
     ]
     for extra, message in cases:
         with pytest.raises(SystemExit) as exit:
@@ -203,8 +205,8 @@ def test_service_ray_command_refuses_an_address_nothing_answers_at_without_calli
     cases = [
         ("127.0.0.1:1", r"address '127\.0\.0\.1:1': no Ray cluster answers at 127\.0\.0\.1:1"),
         ("ray://127.0.0.1:1", r"address 'ray://127\.0\.0\.1:1': no Ray cluster answers at 127\.0\.0\.1:1"),
-        ("nohost", r"address must be 'auto', 'host:port' or 'ray://host:port', got 'nohost'"),
-        ("127.0.0.1:port", r"address must be .*, got '127\.0\.0\.1:port'"),
+        ("nohost", r"argument --address: the address must be 'auto', 'host:port' or 'ray://host:port', got 'nohost'"),
+        ("127.0.0.1:port", r"argument --address: the address must be .*, got '127\.0\.0\.1:port'"),
     ]
     for address, message in cases:
         with pytest.raises(SystemExit) as exit:

@@ -16,7 +16,30 @@ import signal
 import sys
 import threading
 
+from ..validation import check_seconds
+
 __all__ = ["main"]
+
+
+def _checked(check, what):
+    """An ``argparse`` type: ``check(what, text)``'s value, or a usage error naming the flag
+    (``argument --deadline: the deadline must be ...``) instead of the library's message naming
+    its parameter out of :func:`~gglspeedup.service.serve`."""
+
+    def parse(text):
+        try:
+            return check(what, text)
+        except (TypeError, ValueError) as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def _address(what, text):
+    from ._actors import split_address
+
+    split_address(text, what)  # the form alone: serve() checks that a cluster answers there
+    return text
 
 
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -28,10 +51,20 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     command.add_argument(
         "--servers", "--num-servers", type=int, default=None, help="servers (groups of partitions); default: one a part"
     )
-    command.add_argument("--address", default=None, help="Ray cluster to join: auto, host:port or ray://host:port")
+    command.add_argument(
+        "--address",
+        default=None,
+        type=_checked(_address, "the address"),
+        help="Ray cluster to join: auto, host:port or ray://host:port",
+    )
     command.add_argument("--replicas", type=int, default=1, help="processes per server (default 1)")
     command.add_argument("--max-restarts", type=int, default=1, help="restarts per process, -1: always (default 1)")
-    command.add_argument("--deadline", default="5s", help="time a request may take (default 5s)")
+    command.add_argument(
+        "--deadline",
+        default="5s",
+        type=_checked(check_seconds, "the deadline"),
+        help="time a request may take: seconds, or 500ms, 5s, 2m (default 5s)",
+    )
     command.add_argument("--no-verify", action="store_true", help="map the parts without checking their checksums")
     return parser, command
 
@@ -44,9 +77,13 @@ def main(argv=None) -> int:
             command.error(f"{flag} must be >= {minimum}, got {value}")
     if args.max_restarts < -1:
         command.error(f"--max-restarts must be >= -1 (-1: always), got {args.max_restarts}")
+    from .book import PartitionBook
     from .cluster import serve
 
     try:
+        num_parts = PartitionBook.load(args.path).num_parts
+        if args.servers is not None and args.servers > num_parts:
+            command.error(f"--servers must be at most the number of partitions ({num_parts}), got {args.servers}")
         cluster = serve(
             args.path,
             args.servers,

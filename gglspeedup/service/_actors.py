@@ -31,6 +31,7 @@ __all__ = [
     "refresh_replicas",
     "server_name",
     "server_threads",
+    "split_address",
 ]
 
 NAMESPACE = "gglspeedup"  # the Ray namespace of named servers
@@ -84,21 +85,32 @@ def connect(address: str | None):
     return ray, True
 
 
+def split_address(address: str, name: str = "address") -> tuple[str, int] | None:
+    """``(host, port)`` of a ``"host:port"`` or ``"ray://host:port"`` address (``[::1]:6379`` for
+    IPv6), ``None`` for ``"auto"``; ``ValueError`` naming ``name`` for any other form. The form
+    alone: nothing is resolved or connected to (:func:`check_reachable` does that)."""
+    if address == "auto":
+        return None
+    target = address[len("ray://") :] if address.startswith("ray://") else address
+    host, _, port = target.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1]:6379
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{name} must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+    return host, int(port)
+
+
 def check_reachable(address: str, timeout: float = 10.0) -> None:
     """Raise unless the ``host:port`` (or ``ray://host:port``) of ``address`` takes a TCP
     connection within ``timeout`` seconds: ``ray.init`` retries an unreachable or unresolvable
     address for minutes before it fails. ``"auto"`` (Ray finds its own cluster, or fails at once)
     is not checked. ``ValueError`` for an address without a port, ``ConnectionError`` naming the
     address for one that cannot be reached."""
-    if address == "auto":
+    target = split_address(address)
+    if target is None:
         return
-    target = address[len("ray://") :] if address.startswith("ray://") else address
-    host, _, port = target.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host  # [::1]:6379
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"address must be 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+    host, port = target
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as error:
         raise ConnectionError(
             f"address {address!r}: no Ray cluster answers at {host}:{port} ({error or type(error).__name__}); "
