@@ -38,8 +38,8 @@ import os
 import warnings
 
 __all__ = [
-    "ABSENT", "EMPTY", "FOLDER", "NPZ", "check_parent", "check_replaceable", "folder_files", "nearest_folder",
-    "remove_replaced", "temporary_path",
+    "ABSENT", "EMPTY", "FOLDER", "NPZ", "check_out_file", "check_parent", "check_replaceable", "folder_files",
+    "nearest_folder", "remove_replaced", "temporary_path",
 ]  # fmt: skip
 
 ABSENT, EMPTY, FOLDER, NPZ = "absent", "empty", "folder", "npz"
@@ -124,6 +124,23 @@ def check_parent(path, *, given=None) -> None:
         raise error(f"cannot write {shown}: its parent folder {parent!r} {what}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(f"cannot write {shown}: its parent folder {parent!r} is not writable")
+
+
+def check_out_file(path) -> None:
+    """Raise ``ValueError`` unless ``path`` can take the file a run writes at its end (the bench's
+    and the demos' ``--json``): not a folder, in a folder that exists and can be written
+    (:func:`check_parent`), not a file that cannot be written. Checked before the run, whose
+    minutes of work a traceback at the write lost. The message reads after the option's name:
+    ``--json: must name a file, ...`` (argparse: ``argument --json: must name a file, ...``)."""
+    path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"must name a file, but {path!r} is a folder")
+    try:
+        check_parent(path)
+    except OSError as error:
+        raise ValueError(f"must name a file in a folder that exists and can be written: {error}") from None
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ValueError(f"cannot write {path!r}: the file is not writable")
 
 
 def nearest_folder(path) -> str:

@@ -213,9 +213,9 @@ def test_sample_command_rejects_bad_options_before_loading(tmp_path):
 def test_an_unwritable_json_path_is_refused_before_the_run(tmp_path):
     # it was opened after the measurements: a typo in the folder lost the run to a traceback
     cases = [
-        (["--json", str(tmp_path / "missing" / "out.json")], "--json: cannot write .*does not exist"),
-        (["--json", str(tmp_path)], "--json must name a file, got the folder"),
-        (["--json", str(tmp_path / "file.txt" / "out.json")], "--json: cannot write .*is not a folder"),
+        (["--json", str(tmp_path / "missing" / "out.json")], "--json: must name a file in a folder .*does not exist"),
+        (["--json", str(tmp_path)], "--json: must name a file, but .* is a folder"),
+        (["--json", str(tmp_path / "file.txt" / "out.json")], "--json: must name a file in a folder .*is not a folder"),
     ]
     (tmp_path / "file.txt").write_text("kept")
     assert_rejects(main, ["sample", "--graph", "file:/never/read.npz"], cases)

@@ -61,9 +61,14 @@ def test_a_json_path_that_cannot_be_written_is_a_usage_error_before_training(dem
     from conftest import load_file
 
     parse_args = load_file(f"demos/{demo}.py", f"demo_{demo}").parse_args
+    (tmp_path / "kept.txt").write_text("kept")  # a file where the folder should be
     for path, message in [
         (tmp_path / "missing" / "m.json", "argument --json: must name a file in a folder that exists"),
         (tmp_path, "argument --json: must name a file, but"),
+        (
+            tmp_path / "kept.txt" / "m.json",
+            "argument --json: must name a file in a folder that exists and can be written",
+        ),
     ]:
         with pytest.raises(SystemExit) as done:
             parse_args(["--json", str(path)])

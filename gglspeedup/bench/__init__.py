@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 
 from .._config import run_command
@@ -54,21 +53,18 @@ def main(argv=None) -> int:
 
 
 def _check_json(path) -> None:
-    """``--json PATH`` checked before the run: a folder, a parent folder that is missing or not
-    writable, or a file that cannot be written raises ``ValueError`` naming ``--json``, instead of
-    a traceback at the end that loses the minutes of measurements before it."""
+    """``--json PATH`` checked before the run (:func:`gglspeedup._replace.check_out_file`, the
+    demos' ``--json`` check too): a folder, a parent folder that is missing or not writable, or a
+    file that cannot be written raises ``ValueError`` naming ``--json``, instead of a traceback at
+    the end that loses the minutes of measurements before it."""
     if path is None:
         return
-    from .._replace import check_parent
+    from .._replace import check_out_file
 
-    if os.path.isdir(path):
-        raise ValueError(f"--json must name a file, got the folder {path!r}")
     try:
-        check_parent(path)
-    except OSError as error:
+        check_out_file(path)
+    except ValueError as error:
         raise ValueError(f"--json: {error}") from None
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ValueError(f"--json: cannot write {path!r}: the file is not writable")
 
 
 def _run(args) -> int:

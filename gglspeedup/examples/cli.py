@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .._replace import nearest_folder
+from .._replace import check_out_file, nearest_folder
 from ..device import as_device, gpu_available, parse_size
 from ..validation import parse_fanouts as _check_fanout_text
 
@@ -90,20 +90,9 @@ out_folder = _checked_text(_check_out_folder)
 """``argparse`` type of the demos' ``--out``: :func:`_check_out_folder`, the text kept."""
 
 
-def _check_out_file(text) -> None:
-    """A file a run writes at its end (the demos' ``--json``): not a folder, in a folder that exists,
-    else the write after the last epoch was a FileNotFoundError / IsADirectoryError traceback."""
-    path = os.path.abspath(text)
-    if os.path.isdir(path):
-        raise ValueError(f"must name a file, but {path!r} is a folder")
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        what = "is not a folder" if os.path.lexists(folder) else "does not exist"
-        raise ValueError(f"must name a file in a folder that exists, but {folder!r} {what}")
-
-
-out_file = _checked_text(_check_out_file)
-"""``argparse`` type of the demos' ``--json``: :func:`_check_out_file`, the text kept."""
+out_file = _checked_text(check_out_file)
+"""``argparse`` type of the demos' ``--json``, a file written at the end of a run:
+:func:`gglspeedup._replace.check_out_file` (the bench's ``--json`` check too), the text kept."""
 
 
 def _checked_float(check):
