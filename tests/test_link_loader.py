@@ -188,17 +188,17 @@ def test_a_multi_device_rank_drives_a_link_loader_with_its_own_seed(data):
 
 
 def test_the_loader_scans_its_pairs_once_and_sample_links_every_call_unless_told(data, monkeypatch):
-    from gglspeedup.sampling import links
+    from gglspeedup.sampling import link_checks
 
     graph = data[0]
     scans = []
-    original = links.check_pairs
+    original = link_checks.check_pairs
 
     def spy(pairs, num_nodes, device, names=("num_nodes", "num_nodes"), check=True):
         scans.append(check)
         return original(pairs, num_nodes, device, names, check)
 
-    monkeypatch.setattr(links, "check_pairs", spy)
+    monkeypatch.setattr(link_checks, "check_pairs", spy)
     sampler = gg.NeighborSampler(graph, [3, 2], seed=2)
     loader = make_loader(data)
     batches = list(loader)

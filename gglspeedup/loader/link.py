@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..protocols import LinkSampler
-from ..sampling.links import check_link_options
+from ..sampling.link_checks import check_link_options
 from ..validation import check_ids_in_range, int_array
 from ._base import BaseLoader, check_default_times, check_sampler, num_nodes_of, with_trees
 from .hetero import HeteroLinkBatch, TypedFeatures, check_typed_link, typed_num_nodes, typed_sizes
