@@ -22,11 +22,9 @@ checks_s=${3:-120}
 attention_s=${4:-150}
 tests_s=${5:-90}
 probe_s=${6:-45}
-size=${GPU_ROUND2_SIZE:-full}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
+# shellcheck source=tools/_gpu_round_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_gpu_round_setup.sh"  # $size, $log, step, summary
 mkdir -p "$out/report"
-log="$out/session.log"
-step() { echo "=== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
 step "environment"
 {
     nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv
@@ -39,7 +37,7 @@ if [ "$papers_s" != 0 ]; then
     step "papers (limit ${papers_s} s)"
     timeout "$papers_s" python3 -m gglspeedup.bench.gpu.checks papers --size "$size" --json "$out/papers.json" 2>&1 | tee -a "$log"
     echo "papers exit ${PIPESTATUS[0]} (124: cut off)" | tee -a "$log"
-    python3 -c "import json; r = json.load(open('$out/papers.json')); print(r['status'], r['summary'])" 2>&1 | tee -a "$log"
+    summary "$out/papers.json"
 fi
 if [ "$checks_s" != 0 ]; then
     step "bench gpu checks (deadline ${checks_s} s)"
@@ -50,7 +48,7 @@ if [ "$attention_s" != 0 ]; then
     step "attention (limit ${attention_s} s)"
     timeout "$attention_s" python3 -m gglspeedup.bench.gpu.checks attention --size "$size" --json "$out/attention.json" \
         2>&1 | tee -a "$log"
-    python3 -c "import json; r = json.load(open('$out/attention.json')); print(r['status'], r['summary'])" 2>&1 | tee -a "$log"
+    summary "$out/attention.json"
 fi
 if [ "$tests_s" != 0 ] && [ "$size" = full ]; then
     step "GPU tests (limit ${tests_s} s)"

@@ -16,11 +16,8 @@ typed_s=${2:-40}
 attention_s=${3:-110}
 uva_s=${4:-70}
 diffuser_s=${5:-60}
-size=${GPU_ROUND2_SIZE:-full}
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
-mkdir -p "$out"
-log="$out/session.log"
-step() { echo "=== $(date -u +%H:%M:%S) $*" | tee -a "$log"; }
+# shellcheck source=tools/_gpu_round_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_gpu_round_setup.sh"  # $size, $log, step, summary
 uva=(--gb 12 --spans 0.25,1,4,12)
 [ "$size" = tiny ] && uva=(--gb 0.0001 --spans 0.00001,0.0001 --rows 20)
 if [ "$typed_s" != 0 ]; then
@@ -31,7 +28,7 @@ if [ "$attention_s" != 0 ]; then
     step "attention (limit ${attention_s} s)"
     timeout "$attention_s" python3 -m gglspeedup.bench.gpu.checks attention --size "$size" --budget-s $((attention_s - 15)) \
         --json "$out/attention.json" 2>&1 | tee -a "$log"
-    python3 -c "import json; r = json.load(open('$out/attention.json')); print(r['status'], r['summary'])" 2>&1 | tee -a "$log"
+    summary "$out/attention.json"
 fi
 if [ "$uva_s" != 0 ]; then
     step "UVA pages (limit ${uva_s} s)"
