@@ -1,6 +1,7 @@
 """The sampling benchmark: graph specs, seed batches, timing loop, the NumPy reference peer's
 sampling invariants, the DGL peer when installed, and the command end to end on a tiny graph."""
 
+import argparse
 import json
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 from gglspeedup import CSRGraph
 from gglspeedup.bench import _common, main, peers
+from gglspeedup.bench._options import add_common_arguments
 from gglspeedup.bench.peers import numpy_sample
 
 from conftest import assert_rejects, require_dgl
@@ -343,3 +345,29 @@ def test_graphbolt_hook_tolerates_only_the_native_library_load(tmp_path, body, s
     else:
         with pytest.raises(ImportError, match="not_a_module_anywhere_42"):
             loader.exec_module(module)
+
+
+def test_values_the_library_refuses_are_usage_errors_naming_the_flag(capsys):
+    # they reached the user as the library's ValueError naming its parameter (device, avg_degree,
+    # lam) or as NumPy's "expected non-negative integer" for a negative seed, after the run began
+    cases = [
+        (["sample", "--device", "xx"], "argument --device: device must look like 'cpu', 'cuda' or 'cuda:<index>'"),
+        (["link", "--device", "cuda:x"], "argument --device: device must look like"),
+        (["gather", "--device", "xx"], "argument --device: device must look like"),
+        (["sample", "--seed", "-1"], "argument --seed: must be an int >= 0, got '-1'"),
+        (["gather", "--seed", "-1"], "argument --seed: must be an int >= 0, got '-1'"),
+        (["attention-pooling", "--seed", "x"], "argument --seed: must be an int >= 0, got 'x'"),
+        (["gather", "--avg-degree", "nan"], "argument --avg-degree: must be a finite number >= 0, got 'nan'"),
+        (["gather", "--avg-degree", "-1"], "argument --avg-degree: must be a finite number >= 0, got '-1'"),
+        (["attention-pooling", "--lam", "-1"], "argument --lam: must be a finite number >= 0, got '-1'"),
+        (["attention-pooling", "--lam", "inf"], "argument --lam: must be a finite number >= 0, got 'inf'"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and message in err and "Traceback" not in err, (argv, err)
+    parser = argparse.ArgumentParser()
+    add_common_arguments(parser, "device", "seed")
+    args = parser.parse_args(["--device", "cuda:1", "--seed", "7"])
+    assert (args.device, args.seed) == ("cuda:1", 7)  # the text kept, the seed an int

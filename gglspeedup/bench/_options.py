@@ -14,6 +14,7 @@ options).
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,11 +29,14 @@ __all__ = [
     "check_timing_args",
     "check_peers",
     "numeric_dtype",
+    "device_text",
+    "seed_int",
+    "finite_at_least",
 ]
 
-# name: (type, default, help); a type None keeps the option's text as given (argparse's default),
-# and "{default}" in a help reads the command's default.
-COMMON_OPTIONS: dict[str, tuple[type | None, Any, str]] = {
+# name: (type, default, help); a type None keeps the option's text as given (argparse's default), a
+# str names a type of this module (defined below), and "{default}" in a help reads the command's default.
+COMMON_OPTIONS: dict[str, tuple[type | str | None, Any, str]] = {
     "graph": (None, "powerlaw:2000000:32", GRAPH_SPEC_HELP),
     "fanouts": (None, "15,10", "comma-separated, seeds' hop first (default {default})"),
     "batch": (int, 1024, "seeds per batch (default {default})"),
@@ -40,9 +44,9 @@ COMMON_OPTIONS: dict[str, tuple[type | None, Any, str]] = {
     "warmup": (int, 3, "untimed batches first (default {default})"),
     "repeats": (int, 3, "timed rounds; the median is reported (default {default})"),
     "dim": (int, 128, "float32 feature width (default {default})"),
-    "device": (None, "cpu", "cpu or cuda:N (default {default})"),
+    "device": ("device_text", "cpu", "cpu or cuda:N (default {default})"),
     "peers": (None, "dgl", "comma-separated peers from: dgl (default dgl; '' for none)"),
-    "seed": (int, 0, "seed of the batches and of every sampler"),
+    "seed": ("seed_int", 0, "seed of the batches and of every sampler"),
     "threads": (int, None, "CPU threads for Numba / torch"),
 }
 # The timed sampling commands' first options (sample, link, temporal; hetero without --graph).
@@ -73,7 +77,7 @@ def add_common_arguments(parser, *names: str, **changes: Any) -> None:
             default, text = value
         else:
             default, text = value, text.replace("{default}", str(value))
-        typed = {} if kind is None else {"type": kind}
+        typed = {} if kind is None else {"type": globals()[kind] if isinstance(kind, str) else kind}
         if name == "peers":
             typed["action"] = PeersOption
             parser.set_defaults(peers_given=False)
@@ -150,3 +154,45 @@ def numeric_dtype(text: str) -> str:
     if kind is None or kind not in "fiub":
         raise argparse.ArgumentTypeError(f"must name a numeric NumPy dtype (e.g. float32, float16, int8), got {text!r}")
     return text
+
+
+def device_text(text: str) -> str:
+    """An ``argparse`` type: ``text`` when it has a device's form (``cpu``, ``cuda``, ``cuda:N``),
+    else a usage error on the flag (``argument --device: ...``), not the library's ``ValueError``
+    naming its ``device`` parameter out of the run. Whether the machine has that GPU is checked
+    when the run starts."""
+    from ..device import as_device
+
+    try:
+        as_device(text)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def seed_int(text: str) -> int:
+    """An ``argparse`` type: a seed, an int >= 0 (NumPy's generators refuse a negative one with
+    "expected non-negative integer", which named no option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
+    return value
+
+
+def finite_at_least(minimum: float) -> Callable[[str], float]:
+    """An ``argparse`` type: a finite float ``>= minimum``, else a usage error on the flag (NaN,
+    infinity or a value below reached the library as its parameter's error, or NumPy's)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not (math.isfinite(value) and value >= minimum):
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum:g}, got {text!r}")
+        return value
+
+    return parse

@@ -35,7 +35,7 @@ FRESH_TAKE = "numpy.take clip (fresh out)"
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._options import add_common_arguments, numeric_dtype
+    from ._options import add_common_arguments, device_text, finite_at_least, numeric_dtype, seed_int
 
     parser.add_argument("--rows", type=int, default=2_000_000, help="table rows / graph nodes (default 2M)")
     add_common_arguments(parser, dim=(128, "row width in elements (default 128)"))
@@ -48,7 +48,9 @@ def add_arguments(parser) -> None:
         default="sampler",
         help="ids: n_id of sampled mini-batches, or uniform random rows",
     )
-    parser.add_argument("--avg-degree", type=float, default=16, help="power-law graph's mean degree (default 16)")
+    parser.add_argument(
+        "--avg-degree", type=finite_at_least(0), default=16, help="power-law graph's mean degree (default 16)"
+    )
     add_common_arguments(
         parser,
         fanouts=("15,10,5", "sampler fanouts, seeds' hop first"),
@@ -68,9 +70,9 @@ def add_arguments(parser) -> None:
         help="batches the presample policy counts, and again held out to score it",
     )
     parser.add_argument("--repeats", type=int, default=9, help="timed rounds (default 9)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
+    parser.add_argument("--device", default="cpu", type=device_text, help="cpu or cuda:N (default cpu)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the table, the graph and the batches")
+    parser.add_argument("--seed", type=seed_int, default=0, help="seed of the table, the graph and the batches")
 
 
 def _parse_ratios(text: str) -> list[float]:
