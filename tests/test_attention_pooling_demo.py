@@ -85,3 +85,35 @@ def test_tiny_demo_run_prints_the_table_and_writes_json_and_plot(capsys, tmp_pat
         assert json.load(handle)["results"] == results
     if importlib.util.find_spec("matplotlib"):
         assert os.path.getsize(tmp_path / "tu_pooling.png") > 0
+
+
+def test_values_the_model_would_refuse_are_usage_errors_naming_the_flag(capsys):
+    # each reached the user after the data loaded, as the model's ValueError naming its parameter
+    # (lam, gamma, output_size, heads), torch's ("Invalid learning rate") or NumPy's (a negative seed)
+    from gglspeedup.examples.tu_pooling import parse_args
+
+    cases = [
+        (["--lam", "-1"], "argument --lam: must be >= 0.0, got '-1'"),
+        (["--lam", "nan"], "argument --lam: must be a finite number >= 0.0, got 'nan'"),
+        (["--lam", "inf"], "argument --lam: must be a finite number >= 0.0, got 'inf'"),
+        (["--gamma", "0"], "argument --gamma: must be a finite number > 0.0, got '0'"),
+        (["--lr", "-1"], "argument --lr: must be a finite number > 0.0, got '-1'"),
+        (["--lr", "inf"], "argument --lr: must be a finite number > 0.0, got 'inf'"),
+        (["--hidden", "0"], "argument --hidden: must be >= 1, got '0'"),
+        (["--heads", "0"], "argument --heads: must be >= 1, got '0'"),
+        (["--batch-size", "0"], "argument --batch-size: must be >= 1, got '0'"),
+        (["--epochs", "0"], "argument --epochs: must be >= 1, got '0'"),
+        (["--max-folds", "0"], "argument --max-folds: must be >= 1, got '0'"),
+        (["--folds", "1"], "argument --folds: must be >= 2, got '1'"),
+        (["--weight-decay", "-1"], "argument --weight-decay: must be >= 0.0, got '-1'"),
+        (["--seed", "-1"], "argument --seed: must be >= 0, got '-1'"),
+        (["--torch-threads", "-1"], "argument --torch-threads: must be >= 0, got '-1'"),
+        (["--hidden", "4", "--heads", "5"], "--heads must be at most --hidden (4): every head pools a column; got 5"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as done:
+            parse_args(argv)
+        err = capsys.readouterr().err
+        assert done.value.code == 2 and message in err, (argv, err)
+    args = parse_args(["--lam", "0", "--gamma", "0.5", "--hidden", "4", "--heads", "4"])
+    assert (args.lam, args.gamma, args.heads) == (0.0, 0.5, 4)

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-__all__ = ["GraphClassifier", "build_parser", "run", "stratified_folds", "batches", "MAPPINGS"]
+__all__ = ["GraphClassifier", "build_parser", "parse_args", "run", "stratified_folds", "batches", "MAPPINGS"]
 
 MAPPINGS = ("softmax", "sparsemax", "gfusedmax")
 
@@ -151,25 +151,33 @@ def run_fold(data, train, test, args, mapping, progress=None):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cli import out_folder
+    from .cli import above, at_least, out_folder
 
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--datasets", default="enzymes,proteins", help="comma-separated: enzymes, proteins")
     parser.add_argument("--mappings", default=",".join(MAPPINGS), help="comma-separated: softmax, sparsemax, gfusedmax")
-    parser.add_argument("--folds", type=int, default=10, help="cross-validation folds (default 10)")
-    parser.add_argument("--max-folds", type=int, default=None, help="run only the first N folds (quick looks)")
-    parser.add_argument("--epochs", type=int, default=50, help="epochs per fold (default 50)")
-    parser.add_argument("--batch-size", type=int, default=32, help="graphs per batch (default 32)")
-    parser.add_argument("--hidden", type=int, default=64, help="hidden width (default 64)")
-    parser.add_argument("--heads", type=int, default=1, help="attention heads of the readout (default 1)")
-    parser.add_argument("--lam", type=float, default=1.0, help="gfusedmax's fused-lasso strength (default 1.0)")
-    parser.add_argument("--gamma", type=float, default=1.0, help="sparsemax temperature (default 1.0)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
-    parser.add_argument("--weight-decay", type=float, default=1e-4, help="Adam weight decay (default 1e-4)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of folds, splits and weights (default 0)")
+    # Each value is checked here, so that a bad one is a usage error on its flag, not the model's
+    # ValueError naming its parameter (lam, gamma, output_size) or NumPy's, out of the first fold.
+    parser.add_argument("--folds", type=at_least(2), default=10, help="cross-validation folds (default 10)")
+    parser.add_argument("--max-folds", type=at_least(1), default=None, help="run only the first N folds (quick looks)")
+    parser.add_argument("--epochs", type=at_least(1), default=50, help="epochs per fold (default 50)")
+    parser.add_argument("--batch-size", type=at_least(1), default=32, help="graphs per batch (default 32)")
+    parser.add_argument("--hidden", type=at_least(1), default=64, help="hidden width (default 64)")
+    parser.add_argument(
+        "--heads", type=at_least(1), default=1, help="attention heads of the readout, at most --hidden (default 1)"
+    )
+    parser.add_argument(
+        "--lam", type=at_least(0.0, float), default=1.0, help="gfusedmax's fused-lasso strength (default 1.0)"
+    )
+    parser.add_argument("--gamma", type=above(0.0), default=1.0, help="sparsemax temperature (default 1.0)")
+    parser.add_argument("--lr", type=above(0.0), default=1e-3, help="Adam learning rate (default 1e-3)")
+    parser.add_argument(
+        "--weight-decay", type=at_least(0.0, float), default=1e-4, help="Adam weight decay (default 1e-4)"
+    )
+    parser.add_argument("--seed", type=at_least(0), default=0, help="seed of folds, splits and weights (default 0)")
     parser.add_argument(
         "--torch-threads",
-        type=int,
+        type=at_least(0),
         default=1,
         help="torch's CPU threads (default 1: on a busy 2-core machine two spinning OpenMP threads made "
         "every layer 10-40x slower; 0 leaves torch's default). Numba's pooling kernels use every core.",
@@ -179,6 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line, checked: every value on its own (:func:`build_parser`), then ``--heads``
+    against ``--hidden`` (every head pools at least one of the readout's columns)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.heads > args.hidden:
+        parser.error(f"--heads must be at most --hidden ({args.hidden}): every head pools a column; got {args.heads}")
+    return args
 
 
 def _names(text, known, option):
@@ -236,7 +254,7 @@ def plot(results: list[dict], path: str) -> str | None:
 
 
 def run(argv=None) -> list[dict]:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     torch = _torch()
     from ..datasets.tu import TU_NAMES, load_tu
 
@@ -244,8 +262,6 @@ def run(argv=None) -> list[dict]:
         torch.set_num_threads(args.torch_threads)
     datasets = _names(args.datasets, TU_NAMES, "--datasets")
     mappings = _names(args.mappings, MAPPINGS, "--mappings")
-    if args.folds < 2:
-        raise SystemExit(f"--folds must be >= 2, got {args.folds}")
     used_folds = min(args.folds, args.max_folds or args.folds)
     progress = None
     if not args.no_progress:
