@@ -24,6 +24,10 @@ __all__ = [
     "parse_fanouts",
     "at_least",
     "above",
+    "device_text",
+    "dropout_fraction",
+    "size_text",
+    "numeric_dtype_text",
     "out_folder",
     "out_file",
     "best_device",
@@ -127,6 +131,10 @@ def _check_dropout(text) -> None:
         raise ValueError(f"dropout must be in [0, 1), got {text!r}")
 
 
+dropout_fraction = _checked_float(_check_dropout)
+"""``argparse`` type of a ``--dropout``: a float in ``[0, 1)``."""
+
+
 def _check_lr(text) -> None:
     if not float(text) > 0:
         raise ValueError(f"the learning rate must be > 0, got {text!r}")
@@ -141,6 +149,35 @@ def _check_dataset(text) -> None:
     from ..datasets.spec import parse_spec
 
     parse_spec(text)  # the form only: nothing is loaded
+
+
+def _check_device_form(text) -> None:
+    as_device(text)  # the form only: a CUDA device this machine lacks is named when the run starts
+
+
+device_text = _checked_text(_check_device_form)
+"""``argparse`` type of a ``--device`` without ``auto``: ``cpu``, ``cuda`` or ``cuda:N``, the text kept."""
+
+
+def size_text(what: str = "the size"):
+    """``argparse`` type of a byte size (``0``, ``512M``, ``0.1G``): the text kept, or a usage
+    error whose message calls the value ``what`` (not the library's parameter name)."""
+    return _checked_text(lambda text: parse_size(text, what))
+
+
+def _check_numeric_dtype(text) -> None:
+    import numpy as np
+
+    try:
+        kind = np.dtype(text).kind
+    except TypeError:
+        kind = None
+    if kind is None or kind not in "fiu":
+        raise ValueError(f"must name a numeric NumPy dtype (e.g. float16, float32), got {text!r}")
+
+
+numeric_dtype_text = _checked_text(_check_numeric_dtype)
+"""``argparse`` type of a feature dtype (``float16``, ``float32``, an int type), the text kept."""
 
 
 def best_device() -> str:
@@ -207,9 +244,7 @@ def build_parser(
     parser.add_argument(
         "--weight-decay", type=at_least(0.0, float), default=weight_decay, help="(default: %(default)s)"
     )
-    parser.add_argument(
-        "--dropout", type=_checked_float(_check_dropout), default=dropout, help="(default: %(default)s)"
-    )
+    parser.add_argument("--dropout", type=dropout_fraction, default=dropout, help="(default: %(default)s)")
     parser.add_argument("--prefetch", type=at_least(0), default=2, help="batches prepared ahead (default: %(default)s)")
     parser.add_argument(
         "--threads",

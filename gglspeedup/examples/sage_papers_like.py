@@ -24,26 +24,40 @@ __all__ = ["run", "build_parser"]
 
 def build_parser() -> argparse.ArgumentParser:
     from ..datasets.papers_like import PAPERS_NODES
-    from .cli import parse_fanouts
+    from .cli import above, at_least, device_text, numeric_dtype_text, parse_fanouts, size_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=PAPERS_NODES, help="graph size (default: papers100M's)")
-    parser.add_argument("--seed", type=int, default=0, help="graph, feature, split and model seed")
+    parser.add_argument("--nodes", type=at_least(1), default=PAPERS_NODES, help="graph size (default: papers100M's)")
+    parser.add_argument("--seed", type=at_least(0), default=0, help="graph, feature, split and model seed")
     parser.add_argument(
         "--folder", default=None, help="cache folder (default $GGLSPEEDUP_CACHE or ~/.cache/gglspeedup)"
     )
-    parser.add_argument("--memory", default="2G", help="the out-of-core build's buffer budget (default 2G)")
-    parser.add_argument("--feature-dim", type=int, default=128, help="feature width (default 128, as papers100M)")
-    parser.add_argument("--feature-dtype", default="float16", help="feature dtype on disk (default float16)")
-    parser.add_argument("--cache-size", default="2G", help="feature cache: RAM on the CPU, GPU memory on a GPU")
+    parser.add_argument(
+        "--memory",
+        default="2G",
+        type=size_text("the memory budget"),
+        help="the out-of-core build's buffer budget (default 2G)",
+    )
+    parser.add_argument(
+        "--feature-dim", type=at_least(1), default=128, help="feature width (default 128, as papers100M)"
+    )
+    parser.add_argument(
+        "--feature-dtype", default="float16", type=numeric_dtype_text, help="feature dtype on disk (default float16)"
+    )
+    parser.add_argument(
+        "--cache-size",
+        default="2G",
+        type=size_text("the cache size"),
+        help="feature cache: RAM on the CPU, GPU memory on a GPU",
+    )
     parser.add_argument("--fanouts", type=parse_fanouts, default=[15, 10, 5], help="seeds' hop first (default 15,10,5)")
-    parser.add_argument("--batch-size", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=200, help="training batches (default 200)")
-    parser.add_argument("--hidden", type=int, default=256, help="hidden width (default 256)")
-    parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate")
-    parser.add_argument("--prefetch", type=int, default=2, help="batches sampled ahead by the loader (0: none)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda:N")
-    parser.add_argument("--log-every", type=int, default=20, help="batches between progress lines")
+    parser.add_argument("--batch-size", type=at_least(1), default=1024, help="seeds per batch (default 1024)")
+    parser.add_argument("--batches", type=at_least(1), default=200, help="training batches (default 200)")
+    parser.add_argument("--hidden", type=at_least(1), default=256, help="hidden width (default 256)")
+    parser.add_argument("--lr", type=above(0.0), default=3e-3, help="Adam learning rate")
+    parser.add_argument("--prefetch", type=at_least(0), default=2, help="batches sampled ahead by the loader (0: none)")
+    parser.add_argument("--device", default="cpu", type=device_text, help="cpu or cuda:N")
+    parser.add_argument("--log-every", type=at_least(1), default=20, help="batches between progress lines")
     return parser
 
 
@@ -75,9 +89,6 @@ def run(argv=None) -> dict:
     from ..datasets.papers_like import cache_folder, load_papers_like
     from .torch_models import SAGE
 
-    for option in ("batches", "batch_size", "log_every"):
-        if getattr(args, option) < 1:
-            raise SystemExit(f"--{option.replace('_', '-')} must be >= 1")
     folder = args.folder or cache_folder()
     os.makedirs(folder, exist_ok=True)
     start = time.perf_counter()

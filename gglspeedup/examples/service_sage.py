@@ -26,22 +26,29 @@ __all__ = ["run", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cli import parse_fanouts
+    from .cli import above, at_least, parse_fanouts, size_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=1_000_000, help="papers-like nodes (default 1,000,000)")
-    parser.add_argument("--parts", type=int, default=4, help="partitions (default 4)")
-    parser.add_argument("--servers", type=int, default=4, help="server actors (default 4: one per part)")
-    parser.add_argument("--method", default="range", help="partitioning: range or metis (default range)")
-    parser.add_argument("--feature-dim", type=int, default=128, help="feature width (default 128)")
+    parser.add_argument("--nodes", type=at_least(1), default=1_000_000, help="papers-like nodes (default 1,000,000)")
+    parser.add_argument("--parts", type=at_least(1), default=4, help="partitions (default 4)")
+    parser.add_argument("--servers", type=at_least(1), default=4, help="server actors (default 4: one per part)")
+    parser.add_argument(
+        "--method", default="range", choices=("range", "metis"), help="partitioning: range or metis (default range)"
+    )
+    parser.add_argument("--feature-dim", type=at_least(1), default=128, help="feature width (default 128)")
     parser.add_argument("--fanouts", type=parse_fanouts, default=[15, 10], help="seeds' hop first (default 15,10)")
-    parser.add_argument("--batch-size", type=int, default=1024, help="seeds per batch (default 1024)")
-    parser.add_argument("--batches", type=int, default=30, help="training batches per run (default 30)")
-    parser.add_argument("--hidden", type=int, default=128, help="hidden width (default 128)")
-    parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate")
-    parser.add_argument("--cache-size", default="64M", help="the service's feature cache in RAM (default 64M)")
-    parser.add_argument("--prefetch", type=int, default=2, help="batches sampled ahead (default 2)")
-    parser.add_argument("--seed", type=int, default=0, help="graph, feature, split and model seed")
+    parser.add_argument("--batch-size", type=at_least(1), default=1024, help="seeds per batch (default 1024)")
+    parser.add_argument("--batches", type=at_least(1), default=30, help="training batches per run (default 30)")
+    parser.add_argument("--hidden", type=at_least(1), default=128, help="hidden width (default 128)")
+    parser.add_argument("--lr", type=above(0.0), default=3e-3, help="Adam learning rate")
+    parser.add_argument(
+        "--cache-size",
+        default="64M",
+        type=size_text("the cache size"),
+        help="the service's feature cache in RAM (default 64M)",
+    )
+    parser.add_argument("--prefetch", type=at_least(0), default=2, help="batches sampled ahead (default 2)")
+    parser.add_argument("--seed", type=at_least(0), default=0, help="graph, feature, split and model seed")
     parser.add_argument(
         "--folder", default=None, help="dataset cache (default $GGLSPEEDUP_CACHE or ~/.cache/gglspeedup)"
     )
@@ -132,14 +139,12 @@ def _through_service(folder, train, args):
 
 
 def run(argv=None) -> dict:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     from gglspeedup.service.cluster import ray_connection
 
-    for option in ("nodes", "parts", "servers", "batches", "batch_size"):
-        if getattr(args, option) < 1:
-            raise SystemExit(f"--{option.replace('_', '-')} must be >= 1")
     if args.servers > args.parts:
-        raise SystemExit(f"--servers ({args.servers}) must be at most --parts ({args.parts})")
+        parser.error(f"--servers ({args.servers}) must be at most --parts ({args.parts})")
     try:  # Ray first: its processes start before this one runs Numba's threads (no fork after them)
         with ray_connection(args.address, private_network=True):
             local, remote, stats, times = _both_runs(args)

@@ -51,7 +51,7 @@ _PAST = {"respect": "respected", "ignore": "ignored"}  # a mode as the plot titl
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cli import out_folder, parse_fanouts
+    from .cli import above, at_least, device_text, dropout_fraction, out_folder, parse_fanouts
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -64,16 +64,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--strategy", choices=("uniform", "last"), default="uniform", help="temporal_strategy (default: %(default)s)"
     )
-    parser.add_argument("--device", default="cpu", help="cpu | cuda[:i] (default: %(default)s)")
+    parser.add_argument("--device", default="cpu", type=device_text, help="cpu | cuda[:i] (default: %(default)s)")
     parser.add_argument(
         "--fanouts", type=parse_fanouts, default=parse_fanouts("10,5"), help="neighbours per hop (default: 10,5)"
     )
     parser.add_argument("--epochs", type=int, default=5, help="training epochs (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=256, help="positive queries per batch (default: %(default)s)")
-    parser.add_argument("--embedding", type=int, default=64, help="learned input width per user (default: %(default)s)")
-    parser.add_argument("--hidden", type=int, default=64, help="hidden and output width (default: %(default)s)")
-    parser.add_argument("--lr", type=float, default=0.005, help="Adam learning rate (default: %(default)s)")
-    parser.add_argument("--dropout", type=float, default=0.1, help="(default: %(default)s)")
+    parser.add_argument(
+        "--embedding", type=at_least(1), default=64, help="learned input width per user (default: %(default)s)"
+    )
+    parser.add_argument("--hidden", type=at_least(1), default=64, help="hidden and output width (default: %(default)s)")
+    parser.add_argument("--lr", type=above(0.0), default=0.005, help="Adam learning rate (default: %(default)s)")
+    parser.add_argument("--dropout", type=dropout_fraction, default=0.1, help="(default: %(default)s)")
     parser.add_argument(
         "--mrr-queries", type=int, default=1000, help="queries per split for MRR (default: %(default)s)"
     )
@@ -88,7 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="torch CPU threads; batches are small (~10k rows), so one thread is about as fast and does "
         "not spin on a shared machine (default: %(default)s)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="initialisation, negatives and sampling (default: 0)")
+    parser.add_argument(
+        "--seed", type=at_least(0), default=0, help="initialisation, negatives and sampling (default: 0)"
+    )
     parser.add_argument("--out", default=None, type=out_folder, help="folder for the plots (default: no plot)")
     parser.add_argument("--json", default=None, help="write the metrics here (default: none)")
     parser.add_argument("--no-progress", action="store_true", help="hide the tqdm progress bars")
