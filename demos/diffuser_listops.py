@@ -12,8 +12,16 @@ import argparse
 import sys
 
 
+def _window(text):
+    """``--window``: a positive even int (Diffuser's chunked window is split in two halves)."""
+    value = int(text) if text.strip().lstrip("+-").isdigit() else None
+    if value is None or value < 2 or value % 2:
+        raise argparse.ArgumentTypeError(f"must be a positive even int, got {text!r}")
+    return value
+
+
 def build_parser():
-    from gglspeedup.examples.cli import at_least, out_folder
+    from gglspeedup.examples.cli import above, at_least, out_folder
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=at_least(1), default=512, help="training sequences")
@@ -25,11 +33,11 @@ def build_parser():
     parser.add_argument("--hidden", type=at_least(1), default=64)
     parser.add_argument("--heads", type=at_least(1), default=2)
     parser.add_argument("--layers", type=at_least(1), default=2)
-    parser.add_argument("--window", type=int, default=64)
-    parser.add_argument("--num-random", type=int, default=8)
-    parser.add_argument("--num-global", type=int, default=8)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--window", type=_window, default=64, help="attention window, a positive even int")
+    parser.add_argument("--num-random", type=at_least(0), default=8)
+    parser.add_argument("--num-global", type=at_least(0), default=8)
+    parser.add_argument("--lr", type=above(0.0), default=1e-3)
+    parser.add_argument("--seed", type=at_least(0), default=0)
     parser.add_argument(
         "--out", default=None, type=out_folder, help="folder for the loss/accuracy plot (default: no plot)"
     )

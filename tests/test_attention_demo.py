@@ -74,6 +74,13 @@ def test_bad_lengths_are_refused():
         (["--epochs", "0"], "argument --epochs: must be >= 1, got '0'"),  # reported a "median step nan s"
         (["--heads", "0"], "argument --heads: must be >= 1, got '0'"),  # the model config's traceback
         (["--out", __file__], "argument --out: must be a folder (made when missing)"),  # after training
+        # the model's ValueError naming attention_window / num_random / num_global, torch's, NumPy's:
+        (["--window", "-1"], "argument --window: must be a positive even int, got '-1'"),
+        (["--window", "63"], "argument --window: must be a positive even int, got '63'"),
+        (["--num-random", "-1"], "argument --num-random: must be >= 0, got '-1'"),
+        (["--num-global", "-1"], "argument --num-global: must be >= 0, got '-1'"),
+        (["--lr", "-1"], "argument --lr: must be a finite number > 0.0, got '-1'"),
+        (["--seed", "-1"], "argument --seed: must be >= 0, got '-1'"),
     ],
 )
 def test_bad_counts_and_out_are_usage_errors_before_any_work(argv, message, capsys):
