@@ -63,6 +63,7 @@ def test_sage_papers_like_flags(argv, message, capsys):
         (["--cache-size", "xx"], "argument --cache-size: the cache size must be a number"),
         (["--servers", "0"], "argument --servers: must be >= 1, got '0'"),
         (["--seed", "-1"], "argument --seed: must be >= 0, got '-1'"),
+        (["--address", "xx"], "argument --address: the address must be 'auto', 'host:port' or 'ray://host:port'"),
     ],
 )
 def test_service_sage_flags(argv, message, capsys):

@@ -36,7 +36,7 @@ def _checked(check, what):
 
 
 def _address(what, text):
-    from ._actors import split_address
+    from .cluster import split_address
 
     split_address(text, what)  # the form alone: serve() checks that a cluster answers there
     return text

@@ -27,10 +27,10 @@ import hashlib
 from typing import NamedTuple
 
 from ..validation import check_bool, check_int, check_seconds
-from ._actors import attach_servers, connect, disconnect, server_threads, start_servers
+from ._actors import attach_servers, connect, disconnect, server_threads, split_address, start_servers
 from .book import PartitionBook
 
-__all__ = ["serve", "Cluster", "ServerInfo", "PART_SERVER", "group_partitions", "ray_connection"]
+__all__ = ["serve", "Cluster", "ServerInfo", "PART_SERVER", "group_partitions", "ray_connection", "split_address"]
 
 PART_SERVER = "gglspeedup.service.server:PartServer"
 
