@@ -14,7 +14,6 @@ options).
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,7 +30,6 @@ __all__ = [
     "numeric_dtype",
     "device_text",
     "seed_int",
-    "finite_at_least",
 ]
 
 # name: (type, default, help); a type None keeps the option's text as given (argparse's default), a
@@ -180,19 +178,3 @@ def seed_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
     return value
-
-
-def finite_at_least(minimum: float) -> Callable[[str], float]:
-    """An ``argparse`` type: a finite float ``>= minimum``, else a usage error on the flag (NaN,
-    infinity or a value below reached the library as its parameter's error, or NumPy's)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not (math.isfinite(value) and value >= minimum):
-            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum:g}, got {text!r}")
-        return value
-
-    return parse

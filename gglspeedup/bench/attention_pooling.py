@@ -50,12 +50,13 @@ MAPPINGS = ("gfusedmax", "sparsemax", "softmax")
 
 
 def add_arguments(parser) -> None:
-    from ._options import finite_at_least, seed_int
+    from .._argtypes import at_least
+    from ._options import seed_int
 
     parser.add_argument("--batches", default=",".join(BATCHES), help="comma-separated: my-test, 32x30-300")
     parser.add_argument("--heads", default="1,4", help="comma-separated head counts (default 1,4)")
     parser.add_argument("--mappings", default=",".join(MAPPINGS), help="comma-separated maps (default all three)")
-    parser.add_argument("--lam", type=finite_at_least(0), default=1.0, help="gfusedmax's lam (default 1.0, attpool2's)")
+    parser.add_argument("--lam", type=at_least(0, float), default=1.0, help="gfusedmax's lam (default 1.0, attpool2's)")
     parser.add_argument("--iters", type=int, default=5, help="timed iterations per round (default 5)")
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds; the median is reported (default 5)")
     from ._options import PeersOption

@@ -35,7 +35,8 @@ FRESH_TAKE = "numpy.take clip (fresh out)"
 
 def add_arguments(parser) -> None:
     """Add this command's options to an ``argparse`` parser."""
-    from ._options import add_common_arguments, device_text, finite_at_least, numeric_dtype, seed_int
+    from .._argtypes import at_least
+    from ._options import add_common_arguments, device_text, numeric_dtype, seed_int
 
     parser.add_argument("--rows", type=int, default=2_000_000, help="table rows / graph nodes (default 2M)")
     add_common_arguments(parser, dim=(128, "row width in elements (default 128)"))
@@ -49,7 +50,7 @@ def add_arguments(parser) -> None:
         help="ids: n_id of sampled mini-batches, or uniform random rows",
     )
     parser.add_argument(
-        "--avg-degree", type=finite_at_least(0), default=16, help="power-law graph's mean degree (default 16)"
+        "--avg-degree", type=at_least(0, float), default=16, help="power-law graph's mean degree (default 16)"
     )
     add_common_arguments(
         parser,

@@ -8,9 +8,9 @@ package's one fanout rule); :func:`best_device` and :func:`cpu_threads` pick the
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
+from .._argtypes import above, at_least
 from .._replace import check_out_file, nearest_folder
 from ..device import as_device, gpu_available, parse_size
 from ..validation import parse_fanouts as _check_fanout_text
@@ -49,43 +49,6 @@ def parse_fanouts(text: str) -> list[int]:
         return _check_fanout_text(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"fanouts must be comma-separated ints like 25,10 ({error})") from None
-
-
-def at_least(minimum, kind=int):
-    """An ``argparse`` type: ``kind(text)`` when it is ``>= minimum`` (and finite, for a float),
-    else a usage error (what a run would otherwise hit later: ``--epochs 0`` failed in ``max()`` of
-    no epochs, ``--lam -1`` in the model's constructor, naming its parameter ``lam``)."""
-
-    def parse(text):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be {'an int' if kind is int else 'a number'}, got {text!r}"
-            ) from None
-        if kind is float and not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum}, got {text!r}")
-        if not value >= minimum:  # NaN too
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text!r}")
-        return value
-
-    return parse
-
-
-def above(minimum):
-    """An ``argparse`` type: a finite float ``> minimum`` (a learning rate, a temperature), else a
-    usage error on the flag."""
-
-    def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not (math.isfinite(value) and value > minimum):
-            raise argparse.ArgumentTypeError(f"must be a finite number > {minimum}, got {text!r}")
-        return value
-
-    return parse
 
 
 def _checked_text(check):
