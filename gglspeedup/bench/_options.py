@@ -17,6 +17,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._argtypes import at_least
 from ..datasets.spec import GRAPH_SPEC_HELP
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "numeric_dtype",
     "device_text",
     "seed_int",
+    "positive_int",
 ]
 
 # name: (type, default, help); a type None keeps the option's text as given (argparse's default), a
@@ -45,7 +47,7 @@ COMMON_OPTIONS: dict[str, tuple[type | str | None, Any, str]] = {
     "device": ("device_text", "cpu", "cpu or cuda:N (default {default})"),
     "peers": (None, "dgl", "comma-separated peers from: dgl (default dgl; '' for none)"),
     "seed": ("seed_int", 0, "seed of the batches and of every sampler"),
-    "threads": (int, None, "CPU threads for Numba / torch"),
+    "threads": ("positive_int", None, "CPU threads for Numba / torch"),
 }
 # The timed sampling commands' first options (sample, link, temporal; hetero without --graph).
 SAMPLING = ("graph", "fanouts", "batch", "batches", "warmup", "repeats")
@@ -131,12 +133,11 @@ def check_at_least_one(args, *options: str) -> None:
 
 def check_timing_args(args) -> None:
     """The timed-sampling commands' checks: ``--batch``, ``--batches`` and ``--repeats`` >= 1,
-    ``--warmup`` >= 0, ``--threads`` unset or >= 1 (``ValueError`` naming the option)."""
+    ``--warmup`` >= 0 (``ValueError`` naming the option; ``--threads`` is checked by its type,
+    :data:`positive_int`)."""
     check_at_least_one(args, "batch", "batches", "repeats")
     if args.warmup < 0:
         raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
 
 
 def numeric_dtype(text: str) -> str:
@@ -178,3 +179,8 @@ def seed_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an int >= 0, got {text!r}")
     return value
+
+
+positive_int = at_least(1)
+"""An ``argparse`` type: an int >= 1 (``--threads``: a usage error on the flag, also for commands
+that run no :func:`check_timing_args`; ``bench link --threads -1`` started its run)."""

@@ -47,6 +47,8 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser) -> None:
+    from .._argtypes import at_least
+
     parser.add_argument("--seq-len", default="1024,4096", help="comma-separated sequence lengths")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--hidden", type=int, default=256)
@@ -54,7 +56,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternated rounds per measurement")
     parser.add_argument("--steps", type=int, default=5, help="pattern builds timed per round")
     parser.add_argument("--build-len", type=int, default=16384, help="one-off construction length")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=at_least(1), default=None)
     parser.add_argument("--no-memory", action="store_true", help="skip the subprocess memory probes")
     parser.add_argument(
         "--layer-len",
@@ -139,8 +141,6 @@ def run(args) -> dict:
 
     # every option checked before anything is measured (a 0 failed after the first timings)
     check_at_least_one(args, "rounds", "steps", "batch", "hidden", "heads", "build_len")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
     lengths = _lengths("seq-len", args.seq_len)
     if not lengths:
         raise ValueError("--seq-len must name at least one length")

@@ -72,7 +72,7 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--repeats", type=int, default=9, help="timed rounds (default 9)")
     parser.add_argument("--device", default="cpu", type=device_text, help="cpu or cuda:N (default cpu)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for Numba / torch")
+    parser.add_argument("--threads", type=at_least(1), default=None, help="CPU threads for Numba / torch")
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the table, the graph and the batches")
 
 
