@@ -1,4 +1,4 @@
-"""``argparse`` types for numbers, shared by the benchmarks' and the demos' command lines.
+"""``argparse`` types for numbers, devices and dtypes, shared by the benchmarks' and the demos' command lines.
 
 A bad value is a usage error on its flag (``argument --lam: must be >= 0, got '-1'``, exit status
 2) instead of the library's error naming its parameter later in the run. Nothing heavy is imported
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["at_least", "above"]
+__all__ = ["at_least", "above", "device_text", "numeric_dtype"]
 
 
 def at_least(minimum, kind=int):
@@ -51,3 +51,32 @@ def above(minimum):
         return value
 
     return parse
+
+
+def device_text(text: str) -> str:
+    """An ``argparse`` type: ``text`` when it has a device's form (``cpu``, ``cuda``, ``cuda:N``),
+    else a usage error on the flag (``argument --device: ...``), not the library's ``ValueError``
+    naming its ``device`` parameter out of the run. Whether the machine has that GPU is checked
+    when the run starts."""
+    from .device import as_device
+
+    try:
+        as_device(text)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def numeric_dtype(text: str) -> str:
+    """An ``argparse`` type: ``text`` when it names a numeric NumPy dtype (float, int, uint, bool:
+    what a feature table holds), else a usage error naming the option (an unknown name was NumPy's
+    ``TypeError`` traceback out of the run)."""
+    import numpy as np
+
+    try:
+        kind = np.dtype(text).kind
+    except TypeError:
+        kind = None
+    if kind is None or kind not in "fiub":
+        raise argparse.ArgumentTypeError(f"must name a numeric NumPy dtype (e.g. float32, float16, int8), got {text!r}")
+    return text

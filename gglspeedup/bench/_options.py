@@ -17,7 +17,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._argtypes import at_least
+from .._argtypes import at_least, device_text, numeric_dtype
 from ..datasets.spec import GRAPH_SPEC_HELP
 
 __all__ = [
@@ -138,35 +138,6 @@ def check_timing_args(args) -> None:
     check_at_least_one(args, "batch", "batches", "repeats")
     if args.warmup < 0:
         raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
-
-
-def numeric_dtype(text: str) -> str:
-    """An ``argparse`` type: ``text`` when it names a numeric NumPy dtype (float, int, uint, bool:
-    what a feature table holds), else a usage error naming the option (an unknown name was NumPy's
-    ``TypeError`` traceback out of the run)."""
-    import numpy as np
-
-    try:
-        kind = np.dtype(text).kind
-    except TypeError:
-        kind = None
-    if kind is None or kind not in "fiub":
-        raise argparse.ArgumentTypeError(f"must name a numeric NumPy dtype (e.g. float32, float16, int8), got {text!r}")
-    return text
-
-
-def device_text(text: str) -> str:
-    """An ``argparse`` type: ``text`` when it has a device's form (``cpu``, ``cuda``, ``cuda:N``),
-    else a usage error on the flag (``argument --device: ...``), not the library's ``ValueError``
-    naming its ``device`` parameter out of the run. Whether the machine has that GPU is checked
-    when the run starts."""
-    from ..device import as_device
-
-    try:
-        as_device(text)
-    except (TypeError, ValueError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
 
 
 def seed_int(text: str) -> int:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from .._argtypes import above, at_least
+from .._argtypes import above, at_least, device_text
+from .._argtypes import numeric_dtype as numeric_dtype_text
 from .._replace import check_out_file, nearest_folder
 from ..device import as_device, gpu_available, parse_size
 from ..validation import parse_fanouts as _check_fanout_text
@@ -114,33 +115,10 @@ def _check_dataset(text) -> None:
     parse_spec(text)  # the form only: nothing is loaded
 
 
-def _check_device_form(text) -> None:
-    as_device(text)  # the form only: a CUDA device this machine lacks is named when the run starts
-
-
-device_text = _checked_text(_check_device_form)
-"""``argparse`` type of a ``--device`` without ``auto``: ``cpu``, ``cuda`` or ``cuda:N``, the text kept."""
-
-
 def size_text(what: str = "the size"):
     """``argparse`` type of a byte size (``0``, ``512M``, ``0.1G``): the text kept, or a usage
     error whose message calls the value ``what`` (not the library's parameter name)."""
     return _checked_text(lambda text: parse_size(text, what))
-
-
-def _check_numeric_dtype(text) -> None:
-    import numpy as np
-
-    try:
-        kind = np.dtype(text).kind
-    except TypeError:
-        kind = None
-    if kind is None or kind not in "fiu":
-        raise ValueError(f"must name a numeric NumPy dtype (e.g. float16, float32), got {text!r}")
-
-
-numeric_dtype_text = _checked_text(_check_numeric_dtype)
-"""``argparse`` type of a feature dtype (``float16``, ``float32``, an int type), the text kept."""
 
 
 def best_device() -> str:
