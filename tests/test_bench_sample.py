@@ -361,6 +361,9 @@ def test_values_the_library_refuses_are_usage_errors_naming_the_flag(capsys):
         (["gather", "--avg-degree", "-1"], "argument --avg-degree: must be >= 0, got '-1'"),
         (["attention-pooling", "--lam", "-1"], "argument --lam: must be >= 0, got '-1'"),
         (["attention-pooling", "--lam", "inf"], "argument --lam: must be a finite number >= 0, got 'inf'"),
+        # refused only after the table was built
+        (["gather", "--repeats", "0"], "argument --repeats: must be >= 1, got '0'"),
+        (["gather", "--presample-batches", "-1"], "argument --presample-batches: must be >= 1, got '-1'"),
     ]
     for argv, message in cases:
         with pytest.raises(SystemExit) as done:
@@ -371,3 +374,15 @@ def test_values_the_library_refuses_are_usage_errors_naming_the_flag(capsys):
     add_common_arguments(parser, "device", "seed")
     args = parser.parse_args(["--device", "cuda:1", "--seed", "7"])
     assert (args.device, args.seed) == ("cuda:1", 7)  # the text kept, the seed an int
+
+
+def test_gather_refuses_a_batch_below_one_before_building_its_table(monkeypatch):
+    # --batch 0 was the sampler's error after the table (--rows x --dim) was built
+    import numpy as np
+
+    def no_table(*args, **kwargs):
+        raise AssertionError("the table was built before --batch was checked")
+
+    monkeypatch.setattr(np.random, "default_rng", no_table)  # the table's generator
+    with pytest.raises(ValueError, match="--batch must be >= 1, got 0"):
+        main(["gather", "--batch", "0", "--batch-from", "sampler"])

@@ -114,7 +114,7 @@ def test_bad_fanouts_are_rejected_by_the_parser(capsys):
         (["--lr", "-1"], "argument --lr: the learning rate must be > 0"),
         (["--seed", "-1"], "argument --seed: must be >= 0"),
         (["--threads", "-1"], "argument --threads: must be >= 0"),
-        (["--cache-size", "lots"], "argument --cache-size: cache_size must be a number"),
+        (["--cache-size", "lots"], "argument --cache-size: the cache size must be a number"),
         (["--device", "gpu0"], "argument --device: device must look like"),
         (["--dataset", "powerlaw:0:4"], "argument --dataset: dataset spec 'powerlaw:0:4': NUM_NODES must be >= 1"),
         (["--task", "link", "--embedding", "0"], "argument --embedding: must be >= 1"),  # trained to AUC 0.5

@@ -66,11 +66,11 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--presample-batches",
-        type=int,
+        type=at_least(1),
         default=32,
         help="batches the presample policy counts, and again held out to score it",
     )
-    parser.add_argument("--repeats", type=int, default=9, help="timed rounds (default 9)")
+    parser.add_argument("--repeats", type=at_least(1), default=9, help="timed rounds (default 9)")
     parser.add_argument("--device", default="cpu", type=device_text, help="cpu or cuda:N (default cpu)")
     parser.add_argument("--threads", type=at_least(1), default=None, help="CPU threads for Numba / torch")
     parser.add_argument("--seed", type=seed_int, default=0, help="seed of the table, the graph and the batches")
@@ -291,6 +291,8 @@ def run(args) -> dict:
     fanouts = parse_fanouts(args.fanouts)
     if args.rows < 1 or args.dim < 1 or args.ids < 1:
         raise ValueError("--rows, --dim and --ids must be >= 1")
+    if args.batch < 1:  # before the table is built (it was refused by the sampler after it)
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
     if not 0 < args.train_fraction <= 1:
         raise ValueError(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
     rng = np.random.default_rng(args.seed)

@@ -174,7 +174,7 @@ def build_parser(
     parser.add_argument(
         "--cache-size",
         default="0",
-        type=_checked_text(lambda text: parse_size(text, "cache_size")),
+        type=size_text("the cache size"),
         help="feature rows kept in device memory, in bytes: 0, 512M, 0.1G (default: %(default)s)",
     )
     parser.add_argument("--epochs", type=at_least(1), default=epochs, help="training epochs (default: %(default)s)")
