@@ -39,11 +39,10 @@ def test_bench_scale_reports_every_section(tmp_path, capsys):
     assert "disk gather" in capsys.readouterr().out
 
 
-def test_bench_scale_rejects_bad_options_before_building(tmp_path):
+def test_bench_scale_rejects_bad_options_before_building(tmp_path, capsys):
     cases = [
         (["--memory", "lots"], "--memory must be a number"),  # failed in the build's child process
         (["--cache-size", "x"], "--cache-size must be a number"),  # these four: after both builds
-        (["--seed", "-1"], "--seed must be >= 0, got -1"),
         (["--feature-dim", "-1"], "--feature-dim must be >= 0"),
         (["--feature-dtype", "bogus"], "--feature-dtype must be a float dtype"),
     ]
@@ -51,6 +50,9 @@ def test_bench_scale_rejects_bad_options_before_building(tmp_path):
     for extra, message in cases:
         with pytest.raises(ValueError, match=message):
             bench_main([*argv, *extra])
+    with pytest.raises(SystemExit) as done:  # a usage error on the flag (argparse's type)
+        bench_main([*argv, "--seed", "-1"])
+    assert done.value.code == 2 and "argument --seed: must be an int >= 0, got '-1'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # nothing built
     (tmp_path / "notes").write_text("kept")
     with pytest.raises(ValueError, match=r"--folder must be a folder .*, got the file"):

@@ -120,14 +120,12 @@ def run(args) -> dict:
 
 def _check_build_and_disk_args(args) -> None:
     """The options the graph builds and the disk table read, checked before the builds (minutes
-    each): a bad --memory failed in the build's child process, a bad --seed, --feature-dim,
-    --feature-dtype or --cache-size only after both graphs were built."""
+    each): a bad --memory failed in the build's child process, a bad --feature-dim, --feature-dtype
+    or --cache-size only after both graphs were built (--seed: its argparse type, ``seed_int``)."""
     from ..device import parse_size
 
     parse_size(args.memory, "--memory")
     parse_size(args.cache_size, "--cache-size")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {args.seed}")
     if args.feature_dim < 0:
         raise ValueError(f"--feature-dim must be >= 0 (0: no disk table), got {args.feature_dim}")
     try:
