@@ -1,4 +1,5 @@
-"""``argparse`` types for numbers, devices and dtypes, shared by the benchmarks' and the demos' command lines.
+"""``argparse`` types for numbers, devices, dtypes and Ray addresses, shared by the benchmarks', the
+demos' and the service's command lines.
 
 A bad value is a usage error on its flag (``argument --lam: must be >= 0, got '-1'``, exit status
 2) instead of the library's error naming its parameter later in the run. Nothing heavy is imported
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["at_least", "above", "device_text", "numeric_dtype"]
+__all__ = ["at_least", "above", "device_text", "numeric_dtype", "address_text"]
 
 
 def at_least(minimum, kind=int):
@@ -79,4 +80,17 @@ def numeric_dtype(text: str) -> str:
         kind = None
     if kind is None or kind not in "fiub":
         raise argparse.ArgumentTypeError(f"must name a numeric NumPy dtype (e.g. float32, float16, int8), got {text!r}")
+    return text
+
+
+def address_text(text: str) -> str:
+    """An ``argparse`` type: a Ray address's form (``auto``, ``host:port``, ``ray://host:port``),
+    the text kept, else a usage error on the flag instead of ``serve()``'s ``ValueError`` naming
+    its ``address`` parameter. Nothing is connected to: ``serve()`` checks a cluster answers."""
+    from .service.cluster import split_address
+
+    try:
+        split_address(text, "the address")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
     return text

@@ -25,19 +25,8 @@ import numpy as np
 __all__ = ["run", "build_parser"]
 
 
-def _address(text):
-    """``--address``: its form checked (``auto``, ``host:port``, ``ray://host:port``), a usage error
-    on the flag instead of serve()'s ValueError naming its ``address`` parameter."""
-    from ..service.cluster import split_address
-
-    try:
-        split_address(text, "the address")
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from .._argtypes import address_text
     from .cli import above, at_least, parse_fanouts, size_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--folder", default=None, help="dataset cache (default $GGLSPEEDUP_CACHE or ~/.cache/gglspeedup)"
     )
-    parser.add_argument("--address", default=None, type=_address, help="a Ray cluster to join (default: a local one)")
+    parser.add_argument(
+        "--address", default=None, type=address_text, help="a Ray cluster to join (default: a local one)"
+    )
     return parser
 
 

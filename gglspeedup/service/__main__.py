@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 
+from .._argtypes import address_text
 from ..validation import check_seconds
 
 __all__ = ["main"]
@@ -35,13 +36,6 @@ def _checked(check, what):
     return parse
 
 
-def _address(what, text):
-    from .cluster import split_address
-
-    split_address(text, what)  # the form alone: serve() checks that a cluster answers there
-    return text
-
-
 def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The command's parser and its ``serve`` subparser (whose ``error`` names the subcommand)."""
     parser = argparse.ArgumentParser(prog="python -m gglspeedup.service", description=__doc__.splitlines()[0])
@@ -54,7 +48,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     command.add_argument(
         "--address",
         default=None,
-        type=_checked(_address, "the address"),
+        type=address_text,
         help="Ray cluster to join: auto, host:port or ray://host:port",
     )
     command.add_argument("--replicas", type=int, default=1, help="processes per server (default 1)")
